@@ -1,0 +1,224 @@
+"""The audit flow: stage the records, build the model, fan the engines out on Dask, write results.
+
+Orchestration only. Staging and all warehouse writes happen in the flow's process (DuckDB has
+one writer); engines run as Prefect tasks on a Dask cluster (a LocalCluster by default, or any
+scheduler address), and each engine's pieces fan out again on the same cluster. Engine tasks
+read the dataset version from the Parquet lake, never from the warehouse file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from engines.core.data import AuditData
+from engines.core.engine import conform
+from engines.core.spec import AuditSpec, load_spec
+from engines.registry import engine_params, get_engine
+from flows.staging import DEFAULT_LAKE, DatasetRef, stage
+from flows.versioning import code_version
+from flows.warehouse import DEFAULT_WAREHOUSE, Warehouse
+
+
+@dataclass
+class EngineOutcome:
+    engine: str
+    status: str
+    seconds: float
+    pieces: int
+    tables: dict[str, pa.Table]
+    schemas: dict[str, pa.Schema]
+    error: str | None = None
+
+
+def load_lake(lake_path: str) -> pa.Table:
+    """A dataset version's staged records from the lake, in source row order."""
+    con = duckdb.connect()
+    try:
+        rel = con.read_parquet(str(Path(lake_path) / "**" / "*.parquet"), hive_partitioning=False)
+        return rel.order("_row").to_arrow_table()
+    finally:
+        con.close()
+
+
+def build_audit_data(spec: AuditSpec, table: pa.Table, categories: dict, model: Any,
+                     counterfactuals: pa.Table | None = None) -> AuditData:
+    return AuditData(spec=spec, table=table, categories=categories, model=model,
+                     counterfactuals=counterfactuals)
+
+
+def fit_model(spec: AuditSpec, spec_dir: Path, table: pa.Table, categories: dict):
+    """Build the spec's model (fitting a surrogate on the staged records when asked)."""
+    if spec.model is None:
+        return None
+    from engines.core.models import build_model
+
+    data = build_audit_data(spec, table, categories, None)
+    X = data.feature_values(spec.model.features)
+    y = None
+    if spec.model.kind == "surrogate":
+        y = data.label if spec.model.target == "label" else data.decision
+    return build_model(spec.model, X_train=X, y_train=y, base_dir=spec_dir)
+
+
+def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
+                      counterfactuals: pa.Table | None, client=None) -> EngineOutcome:
+    """Run one engine over a staged dataset version; pieces fan out on ``client`` if given."""
+    engine = get_engine(name)
+    t0 = time.perf_counter()
+    data = build_audit_data(spec, load_lake(lake_path), categories, model, counterfactuals)
+    state = engine.prepare(data, engine_params(spec, name))
+    pieces = list(engine.pieces(state))
+    if client is not None and len(pieces) > 1:
+        state_f = client.scatter(state, broadcast=True)
+        futures = [client.submit(engine.run_piece, state_f, p, pure=False) for p in pieces]
+        parts = client.gather(futures)
+    else:
+        parts = [engine.run_piece(state, p) for p in pieces]
+    out = engine.combine(state, parts)
+    tables = {t: conform(out[t], schema, t) for t, schema in engine.tables.items()}
+    return EngineOutcome(name, "succeeded", time.perf_counter() - t0, len(pieces), tables,
+                         dict(engine.tables))
+
+
+@task(name="engine", cache_policy=NO_CACHE, retries=0)
+def engine_task(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
+                counterfactuals: pa.Table | None) -> EngineOutcome:
+    """One engine as a Prefect task; failures come back as a failed outcome, not an exception."""
+    t0 = time.perf_counter()
+    try:
+        try:
+            from prefect_dask import get_dask_client
+            with get_dask_client() as client:
+                return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, client)
+        except RuntimeError as exc:  # not running on a Dask task runner
+            if "dask" not in str(exc).lower():
+                raise
+            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals)
+    except Exception as exc:  # an engine failure is recorded, the other engines still land
+        detail = f"{type(exc).__name__}: {exc}"
+        get_run_logger().error("engine %s failed: %s\n%s", name, detail, traceback.format_exc())
+        return EngineOutcome(name, "failed", time.perf_counter() - t0, 0, {}, {}, detail)
+
+
+def new_run_id(spec_name: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{spec_name}-{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+def load_counterfactuals(spec: AuditSpec, spec_dir: Path, data_table: pa.Table) -> pa.Table | None:
+    """A user-supplied counterfactual table, aligned row by row with the staged records."""
+    if spec.scm is None or spec.scm.counterfactuals is None:
+        return None
+    import polars as pl
+
+    from flows.readers import open_source
+
+    src = spec.scm.counterfactuals
+    with open_source(src, spec_dir) as stream:
+        batches = list(stream.batches)
+    cf = pl.from_arrow(pa.Table.from_batches(batches))
+    cf = cf.with_columns(pl.col(src.id_column).cast(pl.Utf8).alias("_id"))
+    ids = pl.DataFrame({"_id": data_table["_id"].to_pylist()})
+    aligned = ids.join(cf, on="_id", how="left", maintain_order="left")
+    missing = aligned.filter(pl.col(src.id_column).is_null()).height
+    if missing:
+        raise ValueError(f"scm.counterfactuals lacks {missing} of the staged record ids "
+                         f"(e.g. {aligned.filter(pl.col(src.id_column).is_null())['_id'][0]!r})")
+    return aligned.to_arrow()
+
+
+@flow(name="aequum-audit", log_prints=True)
+def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
+               run_id: str | None = None, engines: list[str] | None = None) -> str:
+    """Run a full audit of one spec and return its run_id (written to ``audit.runs``)."""
+    spec_file = Path(spec_path).resolve()
+    spec = load_spec(spec_file)
+    run_id = run_id or new_run_id(spec.name)
+    names = list(engines or spec.engines.run)
+    logger = get_run_logger()
+    with Warehouse(warehouse) as wh:
+        wh.start_run(run_id, spec.name, spec.digest(), code_version(),
+                     spec.engines.model_dump(mode="json"))
+        ref: DatasetRef | None = None
+        model = None
+        try:
+            ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info)
+            staged = wh.staged(ref.version)
+            model = fit_model(spec, spec_file.parent, staged, ref.categories)
+            cfs = load_counterfactuals(spec, spec_file.parent, staged)
+            del staged
+            futures = [engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs)
+                       for n in names]
+            outcomes: list[EngineOutcome] = [f.result() for f in futures]
+        except BaseException as exc:
+            with wh.transaction():
+                wh.finish_run(run_id, "failed", ref.version if ref else None,
+                              ref.fingerprint if ref else None, None, f"{type(exc).__name__}: {exc}")
+            raise
+        write_run(wh, run_id, outcomes, ref, model)
+        for o in outcomes:
+            logger.info("engine %s: %s in %.2f s (%d pieces) %s", o.engine, o.status, o.seconds,
+                        o.pieces, o.error or {t: v.num_rows for t, v in o.tables.items()})
+    return run_id
+
+
+def write_run(wh: Warehouse, run_id: str, outcomes: list[EngineOutcome], ref: DatasetRef, model) -> None:
+    """All result tables, engine statuses and the run's closing record in one transaction."""
+    from engines.core.models import model_fingerprint
+
+    for o in outcomes:
+        for t, schema in o.schemas.items():
+            wh.ensure_result_table(t, schema)
+    failed = [o.engine for o in outcomes if o.status != "succeeded"]
+    status = "succeeded" if not failed else ("failed" if len(failed) == len(outcomes) else "partial")
+    with wh.transaction():
+        for o in outcomes:
+            counts = {t: wh.replace_run_rows(t, run_id, tbl) for t, tbl in o.tables.items()}
+            wh.record_engine(run_id, o.engine, o.status, round(o.seconds, 3), o.pieces, counts, o.error)
+        wh.finish_run(run_id, status, ref.version, ref.fingerprint,
+                      model_fingerprint(model) if model is not None else None,
+                      None if not failed else f"engine(s) failed: {', '.join(failed)}")
+
+
+def dask_runner(address: str | None = None, workers: int | None = None):
+    """The Dask task runner: a scheduler address, or a LocalCluster of ``workers`` processes."""
+    from prefect_dask import DaskTaskRunner
+
+    if address:
+        return DaskTaskRunner(address=address)
+    n = workers or max(1, min(2, os.cpu_count() or 1))
+    return DaskTaskRunner(cluster_class="distributed.LocalCluster",
+                          cluster_kwargs={"n_workers": n, "threads_per_worker": 1,
+                                          "processes": True, "dashboard_address": None})
+
+
+def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
+              run_id: str | None = None, engines: list[str] | None = None,
+              dask_address: str | None = None, workers: int | None = None) -> str:
+    """Run ``audit_flow`` on a Dask cluster (the CLI's and the deployment's entry point)."""
+    runner = dask_runner(dask_address, workers)
+    return audit_flow.with_options(task_runner=runner)(
+        spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines)
+
+
+@flow(name="aequum-ingest", log_prints=True)
+def ingest_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE),
+                lake: str = str(DEFAULT_LAKE)) -> dict:
+    """Stage a spec's source (validate, quarantine, version) without running engines."""
+    spec_file = Path(spec_path).resolve()
+    spec = load_spec(spec_file)
+    with Warehouse(warehouse) as wh:
+        ref = stage(spec, spec_file.parent, wh, Path(lake), progress=get_run_logger().info)
+    return json.loads(json.dumps(ref.__dict__))

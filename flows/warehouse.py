@@ -1,0 +1,223 @@
+"""The DuckDB warehouse: a thin layer over the SQL files in ``sql/`` (DESIGN, "Warehouse contract").
+
+SQL text comes only from ``sql/*.sql``; values are bound as named parameters. The only
+identifiers ever placed in SQL are (a) engine-declared result table names, checked against a
+strict pattern, (b) staged-table names derived from a hex digest, and (c) user column / table
+names, always through :func:`quote_ident`.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+DEFAULT_WAREHOUSE = Path("data/warehouse/aequum.duckdb")
+_TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_VERSION = re.compile(r"^[0-9a-f]{16}$")
+_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+class WarehouseError(RuntimeError):
+    """A warehouse operation that cannot proceed (message says which table or run)."""
+
+
+def quote_ident(name: str) -> str:
+    """Quote one SQL identifier for DuckDB/Postgres (doubling embedded quotes); reject NUL."""
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise ValueError(f"invalid identifier {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_qualified(name: str) -> str:
+    """Quote ``schema.table`` (split on the first dot when the name has one) or ``table``."""
+    parts = name.split(".", 1) if "." in name else [name]
+    return ".".join(quote_ident(p) for p in parts)
+
+
+def load_sql(name: str) -> list[str]:
+    """The statements of ``sql/<name>.sql``, comments kept, split on statement ends."""
+    text = (SQL_DIR / f"{name}.sql").read_text(encoding="utf-8")
+    return [s.strip() for s in re.split(r";\s*(?:\n|$)", text) if _has_code(s)]
+
+
+def _has_code(stmt: str) -> bool:
+    return any(line.strip() and not line.strip().startswith("--") for line in stmt.splitlines())
+
+
+def staged_table(version: str) -> str:
+    """The staging table of a dataset version (the version is our own hex digest)."""
+    if not _VERSION.match(version):
+        raise ValueError(f"invalid dataset version {version!r}")
+    return f"staging.d_{version}"
+
+
+def check_table_name(name: str) -> str:
+    if not _TABLE_NAME.match(name):
+        raise ValueError(f"engine table name {name!r} must match {_TABLE_NAME.pattern}")
+    return name
+
+
+class Warehouse:
+    """A DuckDB warehouse file with the ``audit`` and ``staging`` schemas."""
+
+    def __init__(self, path: str | Path = DEFAULT_WAREHOUSE, read_only: bool = False):
+        self.path = Path(path)
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        elif not self.path.exists():
+            raise WarehouseError(f"no warehouse at {self.path}")
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.Error as exc:
+            raise WarehouseError(f"cannot open warehouse {self.path}: {exc}") from None
+        if not read_only:
+            self.run_sql("schema")
+            for view in sorted((SQL_DIR / "views").glob("*.sql")):
+                self.run_sql(f"views/{view.stem}")
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Warehouse":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- SQL files ------------------------------------------------------------------------
+    def run_sql(self, name: str, params: Mapping[str, object] | None = None,
+                con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+        con = con or self.con
+        params = dict(params or {})
+        for stmt in load_sql(name):
+            used = {p: params[p] for p in _PARAM.findall(stmt) if p in params}
+            missing = set(_PARAM.findall(stmt)) - set(used)
+            if missing:
+                raise WarehouseError(f"sql/{name}.sql needs parameter(s) {sorted(missing)}")
+            con.execute(stmt, used or None)
+        return con
+
+    def query(self, name: str, params: Mapping[str, object] | None = None) -> pa.Table:
+        """Run a one-statement SQL file and return its result as Arrow."""
+        (stmt,) = load_sql(name)
+        params = dict(params or {})
+        return self.con.sql(stmt, params={p: params[p] for p in _PARAM.findall(stmt)} or None).to_arrow_table()
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """BEGIN ... COMMIT, or ROLLBACK on any error: nothing half-written."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield self.con
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    # -- engine result tables -------------------------------------------------------------
+    def ensure_result_table(self, name: str, schema: pa.Schema) -> None:
+        """Create ``audit.<name>`` (run_id + the declared columns) or add new declared columns."""
+        check_table_name(name)
+        target = f"audit.{name}"
+        empty = pa.schema([pa.field("run_id", pa.string())] + list(schema)).empty_table()
+        self.con.register("_aequum_empty", empty)
+        try:
+            exists = self.con.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'audit' "
+                "AND table_name = $name", {"name": name}).fetchall()[0][0]
+            if not exists:
+                self.con.execute(f"CREATE TABLE {target} AS SELECT * FROM _aequum_empty")
+                return
+            have = {r[0] for r in self.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = 'audit' "
+                "AND table_name = $name", {"name": name}).fetchall()}
+            types = {r[0]: r[1] for r in self.con.execute(
+                "DESCRIBE SELECT * FROM _aequum_empty").fetchall()}
+            for col in empty.column_names:
+                if col not in have:
+                    self.con.execute(f"ALTER TABLE {target} ADD COLUMN {quote_ident(col)} {types[col]}")
+        finally:
+            self.con.unregister("_aequum_empty")
+
+    def replace_run_rows(self, name: str, run_id: str, table: pa.Table) -> int:
+        """Inside an open transaction: delete the run's rows of ``audit.<name>``, insert ``table``."""
+        check_table_name(name)
+        target = f"audit.{name}"
+        self.con.execute(f"DELETE FROM {target} WHERE run_id = $run_id", {"run_id": run_id})
+        if table.num_rows:
+            self.con.register("_aequum_rows", table)
+            try:
+                self.con.execute(
+                    f"INSERT INTO {target} BY NAME SELECT $run_id AS run_id, * FROM _aequum_rows",
+                    {"run_id": run_id})
+            finally:
+                self.con.unregister("_aequum_rows")
+        return table.num_rows
+
+    def write_results(self, run_id: str, results: Mapping[str, tuple[pa.Schema, pa.Table]]) -> dict[str, int]:
+        """Write every result table of a run in one transaction (replacing the run's old rows)."""
+        for name, (schema, _) in results.items():
+            self.ensure_result_table(name, schema)
+        with self.transaction():
+            return {name: self.replace_run_rows(name, run_id, table)
+                    for name, (_, table) in results.items()}
+
+    def result(self, name: str, run_id: str | None = None) -> pa.Table:
+        """Read ``audit.<name>`` (optionally one run's rows) as Arrow."""
+        check_table_name(name)
+        if run_id is None:
+            return self.con.sql(f"SELECT * FROM audit.{name}").to_arrow_table()
+        return self.con.sql(f"SELECT * FROM audit.{name} WHERE run_id = $run_id", params={"run_id": run_id}).to_arrow_table()
+
+    def table_names(self) -> list[str]:
+        return [r[0] for r in self.con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'audit' "
+            "ORDER BY table_name").fetchall()]
+
+    # -- runs -----------------------------------------------------------------------------
+    def start_run(self, run_id: str, spec_name: str, spec_hash: str, code_version: str,
+                  parameters: dict) -> None:
+        with self.transaction() as con:
+            self.run_sql("run_start", {"run_id": run_id, "spec_name": spec_name,
+                                       "spec_hash": spec_hash, "code_version": code_version,
+                                       "parameters": json.dumps(parameters, sort_keys=True)}, con)
+
+    def record_engine(self, run_id: str, engine: str, status: str, seconds: float | None,
+                      pieces: int | None, tables: dict[str, int] | None, error: str | None) -> None:
+        self.run_sql("run_engine", {"run_id": run_id, "engine": engine, "status": status,
+                                    "seconds": seconds, "pieces": pieces,
+                                    "tables": json.dumps(tables or {}), "error": error})
+
+    def finish_run(self, run_id: str, status: str, dataset_version: str | None = None,
+                   source_fingerprint: str | None = None, model_fingerprint: str | None = None,
+                   error: str | None = None) -> None:
+        self.run_sql("run_finish", {"run_id": run_id, "status": status,
+                                    "dataset_version": dataset_version,
+                                    "source_fingerprint": source_fingerprint,
+                                    "model_fingerprint": model_fingerprint, "error": error})
+
+    def runs(self, spec_name: str | None = None, limit: int = 50) -> pa.Table:
+        return self.query("runs_list", {"spec_name": spec_name, "limit": limit})
+
+    def run(self, run_id: str) -> dict | None:
+        rows = self.con.sql("SELECT * FROM audit.runs WHERE run_id = $run_id", params={"run_id": run_id}).to_arrow_table().to_pylist()
+        return rows[0] if rows else None
+
+    def engine_status(self, run_id: str) -> dict[str, dict]:
+        rows = self.con.sql("SELECT * FROM audit.run_engines WHERE run_id = $run_id", params={"run_id": run_id}).to_arrow_table().to_pylist()
+        return {r["engine"]: r for r in rows}
+
+    # -- datasets -------------------------------------------------------------------------
+    def dataset(self, version: str) -> dict | None:
+        rows = self.query("dataset_lookup", {"dataset_version": version}).to_pylist()
+        return rows[0] if rows else None
+
+    def staged(self, version: str) -> pa.Table:
+        """The staged records of a dataset version, in source row order."""
+        return self.con.sql(f"SELECT * FROM {staged_table(version)} ORDER BY _row").to_arrow_table()

@@ -1,0 +1,91 @@
+"""Warehouse: idempotent run writes, all-or-nothing transactions, identifier safety."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from flows.warehouse import Warehouse, load_sql, quote_ident, quote_qualified, staged_table
+
+SCHEMA = pa.schema([("record_id", pa.string()), ("k", pa.int32()), ("delta_p", pa.float64())])
+
+
+def rows(n, offset=0):
+    return pa.table({"record_id": [str(i + offset) for i in range(n)], "k": [15] * n,
+                     "delta_p": [0.1 * i for i in range(n)]}, schema=SCHEMA)
+
+
+def count(wh, table, run_id):
+    return wh.con.execute(f"SELECT count(*) FROM audit.{table} WHERE run_id = $r", {"r": run_id}).fetchall()[0][0]
+
+
+def test_rewriting_a_run_replaces_its_rows(warehouse):
+    warehouse.write_results("r1", {"cst_claims": (SCHEMA, rows(5))})
+    warehouse.write_results("r2", {"cst_claims": (SCHEMA, rows(2))})
+    warehouse.write_results("r1", {"cst_claims": (SCHEMA, rows(3, 100))})
+    assert count(warehouse, "cst_claims", "r1") == 3
+    assert count(warehouse, "cst_claims", "r2") == 2
+    assert warehouse.result("cst_claims", "r1")["record_id"].to_pylist() == ["100", "101", "102"]
+
+
+def test_a_failure_mid_write_leaves_the_warehouse_as_before(warehouse):
+    warehouse.write_results("r1", {"cst_claims": (SCHEMA, rows(4)), "cst_summary": (SCHEMA, rows(1))})
+    before = {t: warehouse.result(t).to_pylist() for t in ("cst_claims", "cst_summary")}
+    wrong = pa.table({"record_id": ["x"], "k": ["not an int"], "delta_p": [0.0]})
+    with pytest.raises(Exception):
+        warehouse.write_results("r1", {"cst_claims": (SCHEMA, rows(7)), "cst_summary": (SCHEMA, wrong)})
+    after = {t: warehouse.result(t).to_pylist() for t in ("cst_claims", "cst_summary")}
+    assert after == before
+
+
+def test_new_declared_columns_are_added(warehouse):
+    warehouse.write_results("r1", {"cst_claims": (SCHEMA, rows(2))})
+    wider = SCHEMA.append(pa.field("note", pa.string()))
+    t = rows(1).append_column("note", pa.array(["hi"]))
+    warehouse.write_results("r2", {"cst_claims": (wider, t)})
+    assert warehouse.result("cst_claims", "r1")["note"].to_pylist() == [None, None]
+    assert warehouse.result("cst_claims", "r2")["note"].to_pylist() == ["hi"]
+
+
+@pytest.mark.parametrize("name", ['x"; DROP TABLE audit.runs; --', "Runs", "a b", "1abc", ""])
+def test_result_table_names_are_checked(warehouse, name):
+    with pytest.raises(ValueError):
+        warehouse.write_results("r1", {name: (SCHEMA, rows(1))})
+    assert "runs" in warehouse.table_names()
+
+
+def test_identifier_quoting():
+    assert quote_ident('a"b') == '"a""b"'
+    assert quote_qualified("s.t") == '"s"."t"'
+    assert quote_qualified('we"ird') == '"we""ird"'
+    with pytest.raises(ValueError):
+        quote_ident("a\x00b")
+    with pytest.raises(ValueError):
+        staged_table("'; DROP")
+
+
+def test_run_bookkeeping(warehouse):
+    warehouse.start_run("r1", "loan", "abc", "0.1", {"cst": {"k": [15]}})
+    warehouse.record_engine("r1", "cst", "succeeded", 1.5, 4, {"cst_claims": 10}, None)
+    warehouse.finish_run("r1", "succeeded", "0123456789abcdef", "10:ff", None)
+    run = warehouse.run("r1")
+    assert run["status"] == "succeeded" and run["dataset_version"] == "0123456789abcdef"
+    assert warehouse.engine_status("r1")["cst"]["pieces"] == 4
+    listed = warehouse.runs().to_pylist()
+    assert listed[0]["run_id"] == "r1" and listed[0]["engines"] == "cst:succeeded"
+    # starting the same run_id again resets it
+    warehouse.start_run("r1", "loan", "abc", "0.1", {})
+    assert warehouse.run("r1")["status"] == "running" and warehouse.engine_status("r1") == {}
+
+
+def test_sql_files_all_parse():
+    from flows.warehouse import SQL_DIR
+
+    for f in sorted(SQL_DIR.rglob("*.sql")):
+        assert load_sql(str(f.relative_to(SQL_DIR).with_suffix(""))), f
+
+
+def test_read_only_open_of_a_missing_warehouse(tmp_path):
+    from flows.warehouse import WarehouseError
+
+    with pytest.raises(WarehouseError, match="no warehouse"):
+        Warehouse(tmp_path / "none.duckdb", read_only=True)
