@@ -49,6 +49,7 @@ class DatasetRef:
     rows_read: int
     rows_staged: int
     rows_quarantined: int
+    rows_out_of_scope: int
     reused: bool = False
 
 
@@ -79,6 +80,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
     bad_parts: list[pa.Table] = []
     categories: dict[str, set[str]] = {}
     rows = 0
+    skipped = 0
     digest = 0
     t0 = time.perf_counter()
     try:
@@ -87,6 +89,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
             for batch in stream.batches:
                 res = validate_batch(batch, spec, rows)
                 rows += res.rows
+                skipped += res.out_of_scope
                 digest = (digest + res.content_hash) % (1 << 64)
                 if res.bad.num_rows:
                     bad_parts.append(res.bad)
@@ -112,7 +115,8 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
             say(f"dataset version {version} already staged: reusing it")
             return DatasetRef(version, spec.name, known["staged_table"], known["lake_path"],
                               json.loads(known["categories"] or "{}"), fingerprint, rows,
-                              known["rows_staged"], known["rows_quarantined"], reused=True)
+                              known["rows_staged"], known["rows_quarantined"], known["rows_out_of_scope"],
+                              reused=True)
 
         con.execute(f"CREATE OR REPLACE TEMP VIEW staged_batch AS SELECT * FROM {incoming}")
         (dup_sql,) = load_sql("duplicate_ids")
@@ -128,15 +132,15 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                 "field": pa.array([spec.source.id_column or "_row"] * dups.num_rows, pa.string()),
                 "value": dups["record_id"], "reason": dups["reason"]}).cast(QUARANTINE_SCHEMA))
         bad = pa.concat_tables(bad_parts) if bad_parts else QUARANTINE_SCHEMA.empty_table()
-        staged_rows = rows - bad.num_rows
-        share = bad.num_rows / rows
+        staged_rows = rows - skipped - bad.num_rows
+        share = bad.num_rows / max(rows - skipped, 1)
         if share > spec.ingest.max_bad_fraction or staged_rows == 0:
             _record_quarantine(wh, version, bad)
             first = bad.slice(0, 3).to_pylist()
             shown = "; ".join(f"row {r['source_row']} field {r['field']!r} value {r['value']!r}: {r['reason']}"
                               for r in first)
             raise IngestError(
-                f"{bad.num_rows:,} of {rows:,} rows ({share:.1%}) failed validation, above "
+                f"{bad.num_rows:,} of {rows - skipped:,} in-scope rows ({share:.1%}) failed validation, above "
                 f"ingest.max_bad_fraction={spec.ingest.max_bad_fraction:g}; nothing was staged. "
                 f"First: {shown}. All bad rows: audit.quarantine where dataset_version = '{version}'")
 
@@ -154,16 +158,16 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
             wh.run_sql("dataset_register", {
                 "dataset_version": version, "spec_name": spec.name, "source_kind": spec.source.kind,
                 "source_fingerprint": fingerprint, "rows_read": rows, "rows_staged": staged_rows,
-                "rows_quarantined": bad.num_rows, "staged_table": target,
+                "rows_quarantined": bad.num_rows, "rows_out_of_scope": skipped, "staged_table": target,
                 "lake_path": str(lake_path), "categories": json.dumps(cats)})
             created = False
             if lake_path.exists():
                 shutil.rmtree(lake_path)
             tmp.rename(lake_path)
         say(f"staged {staged_rows:,} rows as dataset version {version} "
-            f"({bad.num_rows:,} quarantined) in {time.perf_counter() - t0:.1f} s")
+            f"({bad.num_rows:,} quarantined, {skipped:,} out of scope) in {time.perf_counter() - t0:.1f} s")
         return DatasetRef(version, spec.name, target, str(lake_path), cats, fingerprint, rows,
-                          staged_rows, bad.num_rows)
+                          staged_rows, bad.num_rows, skipped)
     finally:
         if created:
             try:

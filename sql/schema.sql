@@ -11,6 +11,7 @@ CREATE TABLE IF NOT EXISTS audit.datasets (
     rows_read          BIGINT  NOT NULL,
     rows_staged        BIGINT  NOT NULL,
     rows_quarantined   BIGINT  NOT NULL,
+    rows_out_of_scope  BIGINT  NOT NULL,     -- e.g. withdrawn applications (decision.out_of_scope)
     staged_table       VARCHAR NOT NULL,     -- staging.d_<dataset_version>
     lake_path          VARCHAR,              -- hive-partitioned Parquet copy
     categories         JSON,                 -- inferred category lists per categorical feature

@@ -99,7 +99,7 @@ def test_too_many_bad_rows_fail_and_stage_nothing(tmp_path, warehouse):
     with pytest.raises(IngestError) as err:
         stage(spec_for(src, max_bad=0.5), tmp_path, warehouse, tmp_path / "lake")
     msg = str(err.value)
-    assert "5 of 6 rows" in msg and "max_bad_fraction=0.5" in msg and "'income'" in msg
+    assert "5 of 6 in-scope rows" in msg and "max_bad_fraction=0.5" in msg and "'income'" in msg
     assert warehouse.con.execute("SELECT count(*) FROM audit.datasets").fetchall()[0][0] == 0
     assert warehouse.con.execute("SELECT count(*) FROM information_schema.tables "
                                  "WHERE table_schema = 'staging'").fetchall()[0][0] == 0
@@ -175,3 +175,11 @@ def test_unmapped_protected_values_can_be_excluded(tmp_path, warehouse):
     ref = stage(parse_spec(copy.deepcopy(raw)), tmp_path, warehouse, tmp_path / "lake")
     assert ref.rows_quarantined == 0
     assert warehouse.staged(ref.version)["_g_sex"].to_pylist() == [1, 0, 1, 0, None]
+
+
+def test_out_of_scope_decisions_are_skipped_not_quarantined(tmp_path, warehouse):
+    src = write_csv(tmp_path / "d.csv", GOOD_ROWS + [["12", "F", "10", "A", "x", "4"]])
+    raw = spec_for(src).model_dump(mode="json")
+    raw["decision"]["out_of_scope"] = [4]
+    ref = stage(parse_spec(raw), tmp_path, warehouse, tmp_path / "lake")
+    assert (ref.rows_read, ref.rows_staged, ref.rows_quarantined, ref.rows_out_of_scope) == (5, 4, 0, 1)

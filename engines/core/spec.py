@@ -113,6 +113,9 @@ class Decision(_Model):
     unfavourable: list[Scalar] | None = Field(
         None, description="If given, only these values count as unfavourable; any other value is "
         "a bad row (quarantined). If omitted, every non-favourable value is unfavourable.")
+    out_of_scope: list[Scalar] | None = Field(
+        None, description="Rows with these values are not decisions to audit (e.g. HMDA "
+        "action_taken 4 withdrawn, 5 incomplete, 6 purchased): skipped and counted, not quarantined.")
 
 
 class Label(_Model):
@@ -391,13 +394,13 @@ def _format_errors(err: ValidationError, where: str) -> str:
         value = e.get("input")
         shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
         lines.append(f"  {path}: {msg}{shown}")
-    return f"invalid audit spec {where}:\n" + "\n".join(lines)
+    return f"invalid audit spec{' ' + where if where else ''}:\n" + "\n".join(lines)
 
 
 def parse_spec(raw: Any, where: str = "") -> AuditSpec:
     """Validate a mapping (parsed YAML) into an :class:`AuditSpec` or raise :class:`SpecError`."""
     if not isinstance(raw, dict):
-        raise SpecError(f"invalid audit spec {where}: the top level must be a mapping, "
+        raise SpecError(f"invalid audit spec{' ' + where if where else ''}: the top level must be a mapping, "
                         f"got {type(raw).__name__}")
     try:
         return AuditSpec.model_validate(raw)

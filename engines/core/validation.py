@@ -61,6 +61,7 @@ class BatchResult:
     good: pa.Table
     bad: pa.Table
     rows: int
+    out_of_scope: int
     content_hash: int
     categories: dict[str, set[str]] = field(default_factory=dict)
 
@@ -141,7 +142,12 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
         checks.extend(fchecks)
 
     # First failing check per row: field, value, reason.
-    any_bad = pl.any_horizontal([c.bad.fill_null(False) for c in checks])
+    if spec.decision is not None and spec.decision.out_of_scope:
+        in_scope = ~_membership(spec.decision.column, schema[spec.decision.column],
+                                spec.decision.out_of_scope).fill_null(False)
+    else:
+        in_scope = pl.lit(True)
+    any_bad = pl.any_horizontal([c.bad.fill_null(False) for c in checks]) & in_scope
     field_e = reason_e = value_e = None
     for c in reversed(checks):
         cond = c.bad.fill_null(False)
@@ -151,15 +157,16 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
         value_e = pl.when(cond).then(vv) if value_e is None else pl.when(cond).then(vv).otherwise(value_e)
 
     out = df.with_columns(
-        any_bad.alias("_bad"), field_e.alias("_field"), reason_e.alias("_reason"), value_e.alias("_value"),
+        any_bad.alias("_bad"), in_scope.alias("_in_scope"), field_e.alias("_field"), reason_e.alias("_reason"), value_e.alias("_value"),
         pl.int_range(row_offset, row_offset + n, dtype=pl.Int64).alias("_src_row"),
     ).with_columns(id_text.alias("_raw_id"))
     bad = out.filter(pl.col("_bad")).select(
         pl.col("_src_row").alias("source_row"), pl.col("_raw_id").alias("record_id"),
         pl.col("_field").alias("field"), pl.col("_value").alias("value"), pl.col("_reason").alias("reason"))
-    good = out.filter(~pl.col("_bad")).select(derived)
+    good = out.filter(~pl.col("_bad") & pl.col("_in_scope")).select(derived)
     for f in spec.features:
         if f.type == "categorical" and not f.categories:
             categories[f.name] = set(good[f.name].drop_nulls().unique().to_list())
     return BatchResult(good=good.to_arrow(), bad=bad.to_arrow().cast(QUARANTINE_SCHEMA), rows=n,
-                       content_hash=content_hash, categories=categories)
+                       out_of_scope=n - good.height - bad.height, content_hash=content_hash,
+                       categories=categories)

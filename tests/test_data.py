@@ -1,0 +1,51 @@
+"""AuditData: the staged records as engines see them."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from engines.core.data import AuditData
+from engines.core.spec import parse_spec
+
+SPEC = parse_spec({
+    "name": "d",
+    "source": {"kind": "csv", "path": "x.csv", "id_column": "id"},
+    "protected": [{"name": "sex", "column": "sex", "protected_values": ["F"], "reference_values": ["M"],
+                   "unmapped": "exclude"}],
+    "decision": {"column": "y", "favourable": [1]},
+    "label": {"column": "repaid", "positive": [1]},
+    "features": [
+        {"name": "income", "type": "numeric", "nullable": True},
+        {"name": "grade", "type": "ordinal", "order": ["C", "B", "A"]},
+        {"name": "city", "type": "categorical"},
+    ],
+})
+
+TABLE = pa.table({
+    "_id": ["a", "b", "c"], "_row": pa.array([0, 1, 2], pa.int64()),
+    "_g_sex": pa.array([1, 0, None], pa.int8()), "sex": ["F", "M", "Joint"],
+    "_decision": pa.array([0, 1, 1], pa.int8()), "_label": pa.array([1, 1, 0], pa.int8()),
+    "income": [10.0, None, 30.0], "grade": ["A", "C", "B"], "city": ["y", "x", "y"],
+})
+
+
+def test_masks_and_outcomes():
+    d = AuditData(SPEC, TABLE, categories={"city": ["x", "y"]})
+    assert d.groups["sex"].tolist() == [1, 0, -1]
+    assert d.protected["sex"].tolist() == [True, False, False]
+    assert d.reference["sex"].tolist() == [False, True, False]
+    assert d.decision.tolist() == [0, 1, 1] and d.label.tolist() == [1, 1, 0]
+    assert d.ids.tolist() == ["a", "b", "c"]
+
+
+def test_feature_values_encode_ordinals_and_categories():
+    d = AuditData(SPEC, TABLE, categories={"city": ["x", "y"]})
+    X = d.feature_values()
+    assert np.array_equal(X, np.array([[10, 2, 1], [np.nan, 0, 0], [30, 1, 1]]), equal_nan=True)
+    assert d.levels("grade") == ["C", "B", "A"] and d.levels("income") is None
+
+
+def test_missing_staged_columns_are_named():
+    with pytest.raises(ValueError, match=r"\['city'\]"):
+        AuditData(SPEC, TABLE.drop(["city"]))

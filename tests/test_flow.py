@@ -1,0 +1,85 @@
+"""The audit flow end to end: real Prefect (ephemeral server), real Dask LocalCluster, real files."""
+from __future__ import annotations
+
+import pytest
+
+from flows.audit import run_audit
+from flows.warehouse import Warehouse
+
+pytestmark = pytest.mark.prefect
+
+SPEC = """
+name: flowtest
+source: {{kind: csv, path: d.csv, id_column: id}}
+protected:
+  - {{name: sex, column: sex, protected_values: [F], reference_values: [M]}}
+decision: {{column: y, favourable: [1]}}
+label: {{column: repaid, positive: [1]}}
+features: [{{name: income, range: [0, 100000]}}]
+ingest: {{max_bad_fraction: 0.2}}
+engines: {{run: {engines}}}
+"""
+
+
+def write_case(tmp_path, engines="[outcome]", bad_rows=0):
+    lines = ["id,sex,y,repaid,income"]
+    for i in range(400):
+        sex = "F" if i % 3 == 0 else "M"
+        y = int((i * 7919) % 100 < (35 if sex == "F" else 60))
+        lines.append(f"{i},{sex},{y},{int((i * 31) % 100 < 55)},{1000 + 10 * i}")
+    for j in range(bad_rows):
+        lines.append(f"b{j},F,1,1,not-a-number")
+    (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "s.yaml").write_text(SPEC.format(engines=engines))
+    return tmp_path / "s.yaml"
+
+
+def test_audit_run_writes_results_and_rerun_replaces_them(prefect_server, tmp_path):
+    spec = write_case(tmp_path, bad_rows=3)
+    wh_path, lake = str(tmp_path / "wh.duckdb"), str(tmp_path / "lake")
+    run_id = run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="r-1", workers=2)
+    assert run_id == "r-1"
+    with Warehouse(wh_path, read_only=True) as wh:
+        run = wh.run("r-1")
+        assert run["status"] == "succeeded", run
+        assert run["dataset_version"] and run["source_fingerprint"].startswith("403:")
+        first = wh.result("outcome_gaps", "r-1").to_pylist()
+        assert first and wh.engine_status("r-1")["outcome"]["status"] == "succeeded"
+        assert wh.con.execute("SELECT count(*) FROM audit.quarantine").fetchall()[0][0] == 3
+    run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="r-1", workers=2)
+    with Warehouse(wh_path, read_only=True) as wh:
+        again = wh.result("outcome_gaps", "r-1").to_pylist()
+        assert again == first
+        assert wh.con.execute("SELECT count(*) FROM audit.runs").fetchall()[0][0] == 1
+        assert wh.con.execute("SELECT count(*) FROM audit.datasets").fetchall()[0][0] == 1
+
+
+def test_failed_engine_is_recorded_and_others_land(prefect_server, tmp_path):
+    # CST needs an SCM over the features; a spec whose SCM names a parent with no members in
+    # one group makes the engine fail at run time, while the outcome metrics still land.
+    spec = write_case(tmp_path, engines="[outcome, cst]")
+    text = spec.read_text() + (
+        "scm: {equations: [{target: income, parents: [sex]}]}\n"
+        "model: {kind: linear, features: [income], coefficients: {income: 1.0}, intercept: -1e9}\n")
+    text = text.replace("engines: {run: [outcome, cst]}",
+                        "engines: {run: [outcome, cst], cst: {k: [100000]}}")
+    spec.write_text(text)
+    wh_path = str(tmp_path / "wh.duckdb")
+    run_audit(str(spec), warehouse=wh_path, lake=str(tmp_path / "lake"), run_id="r-2", workers=2)
+    with Warehouse(wh_path, read_only=True) as wh:
+        run = wh.run("r-2")
+        status = wh.engine_status("r-2")
+        assert run["status"] == "partial" and "cst" in run["error"]
+        assert status["cst"]["status"] == "failed" and status["cst"]["error"]
+        assert status["outcome"]["status"] == "succeeded"
+        assert "cst_claims" not in wh.table_names() or wh.result("cst_claims", "r-2").num_rows == 0
+
+
+def test_bad_spec_fails_before_any_write(prefect_server, tmp_path):
+    from engines.core.spec import SpecError
+
+    spec = write_case(tmp_path)
+    spec.write_text(spec.read_text().replace("favourable: [1]", "favourable: []"))
+    with pytest.raises(SpecError, match="decision.favourable"):
+        run_audit(str(spec), warehouse=str(tmp_path / "wh.duckdb"), lake=str(tmp_path / "lake"))
+    assert not (tmp_path / "wh.duckdb").exists()
