@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 # Prefect must never touch the user's home or phone home from tests.
-os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="aequum-prefect-home-"))
+os.environ.setdefault("PREFECT_HOME", os.path.join(tempfile.gettempdir(), f"aequum-test-prefect-{os.getpid()}"))
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -41,3 +41,26 @@ def prefect_server():
 
     with prefect_test_harness(server_startup_timeout=180):
         yield
+
+
+@pytest.fixture
+def staged_data(tmp_path):
+    """Stage a spec (path or AuditSpec) into a throwaway warehouse and return its AuditData."""
+    from engines.core.data import AuditData
+    from engines.core.spec import AuditSpec, load_spec
+    from flows.audit import fit_model
+    from flows.staging import stage
+    from flows.warehouse import Warehouse
+
+    def make(spec, spec_dir: Path | None = None):
+        if not isinstance(spec, AuditSpec):
+            spec_dir = Path(spec).resolve().parent
+            spec = load_spec(spec)
+        spec_dir = spec_dir or tmp_path
+        with Warehouse(tmp_path / "staged.duckdb") as wh:
+            ref = stage(spec, spec_dir, wh, tmp_path / "lake")
+            table = wh.staged(ref.version)
+        model = fit_model(spec, spec_dir, table, ref.categories)
+        return AuditData(spec, table, ref.categories, model)
+
+    return make

@@ -44,8 +44,9 @@ def _text(name: str) -> pl.Expr:
 def _membership(name: str, dtype: pl.DataType, values: list) -> pl.Expr:
     """``col in values``, numerically when the column is numeric and the values are numbers."""
     numeric_values = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-    if dtype.is_numeric() and numeric_values:
-        return pl.col(name).cast(pl.Float64).is_in([float(v) for v in values])
+    if numeric_values:  # "1.0" in a CSV and 1 in the spec are the same value
+        col = _text(name) if dtype == pl.Utf8 else pl.col(name)
+        return col.cast(pl.Float64, strict=False).is_in([float(v) for v in values])
     return _text(name).is_in([str(v) for v in values])
 
 

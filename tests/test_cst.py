@@ -1,0 +1,220 @@
+"""CST (seed 003): the paper's Table 1-3 exactly, SCM counterfactuals, properties, bad input."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from conftest import REPO, shared_file
+from engines.core.data import AuditData
+from engines.core.engine import run_serial
+from engines.core.models import LinearRule
+from engines.core.spec import parse_spec
+from engines.matching.engine import CSTEngine
+from engines.matching.scm import Equation, LinearSCM, SCMError
+
+LOAN = "counterfactual-situation-testing", "data", "LoanApplication_v2.csv"
+
+
+@pytest.fixture(scope="module")
+def loan_out(tmp_path_factory):
+    shared_file(*LOAN)
+    from engines.core.spec import load_spec
+    from flows.audit import fit_model
+    from flows.staging import stage
+    from flows.warehouse import Warehouse
+
+    spec = load_spec(REPO / "data" / "specs" / "loan_reference.yaml")
+    tmp = tmp_path_factory.mktemp("loan")
+    with Warehouse(tmp / "wh.duckdb") as wh:
+        ref = stage(spec, REPO / "data" / "specs", wh, tmp / "lake")
+        table = wh.staged(ref.version)
+    data = AuditData(spec, table, ref.categories, fit_model(spec, tmp, table, ref.categories))
+    return data, run_serial(CSTEngine(), data, spec.engines.cst)
+
+
+def test_table_1_cell_for_cell(loan_out):
+    _, out = loan_out
+    s = pl.from_arrow(out["cst_summary"])
+    got = {(r["method"], r["k"]): r["discriminated"] for r in s.iter_rows(named=True)}
+    want = {"ST": [55, 65, 84, 107], "CST_wo_centres": [288, 313, 342, 395], "CST": [420, 434, 453, 480]}
+    for method, counts in want.items():
+        assert [got[(method, k)] for k in (15, 30, 50, 100)] == counts, method
+    assert got[("CF", 0)] == 376
+    assert set(s["complainants"].to_list()) == {1712}
+
+
+@pytest.mark.parametrize("cid, p_c, p_t, dp, low, high, star", [
+    ("44", 1.00, 0.00, 1.00, 1.00, 1.00, True), ("55", 0.81, 0.00, 0.81, 0.65, 0.97, True),
+    ("150", 1.00, 0.94, 0.06, -0.04, 0.16, False), ("203", 1.00, 0.88, 0.13, -0.01, 0.26, False),
+    ("218", 0.56, 0.00, 0.56, 0.36, 0.77, True), ("5", 0.06, 0.0, 0.06, -0.04, 0.16, False),
+    ("147", 0.50, 0.0, 0.5, 0.29, 0.71, True), ("435", 0.38, 0.0, 0.38, 0.18, 0.58, True),
+    ("1958", 0.13, 0.0, 0.13, -0.01, 0.26, False), ("2926", 0.75, 0.0, 0.75, 0.57, 0.93, True),
+])
+def test_tables_2_and_3_intervals(loan_out, cid, p_c, p_t, dp, low, high, star):
+    _, out = loan_out
+    c = pl.from_arrow(out["cst_claims"]).filter(
+        (pl.col("record_id") == cid) & (pl.col("method") == "CST") & (pl.col("k") == 15)).row(0, named=True)
+    # the paper prints two decimals (half up): agree to within half a unit of the last digit
+    assert (c["p_c"], c["p_t"], c["delta_p"]) == pytest.approx((p_c, p_t, dp), abs=0.0051)
+    # the paper prints Δp ± z_{1-α}·SE (z = 1.645) as its interval, from the already rounded Δp
+    # (complainant 435: 0.38 ± 0.199 -> [0.18, 0.58]; unrounded 0.375 gives 0.574): one unit
+    assert c["one_sided_low"] == pytest.approx(low, abs=0.0101)
+    assert c["delta_p"] + 1.6448536 * c["se"] == pytest.approx(high, abs=0.0101)
+    assert c["significant"] is star and c["discriminated"] is True
+    assert c["ci_low"] <= c["one_sided_low"]  # the two-sided 95% interval is wider (equal when SE = 0)
+
+
+def test_evidence_names_who_was_compared(loan_out):
+    data, out = loan_out
+    ev = pl.from_arrow(out["cst_evidence"]).filter(pl.col("record_id") == "55")
+    assert ev.height == 3 * 100
+    ctrl = ev.filter(pl.col("search_group") == "control")
+    assert ctrl["rank"].to_list() == list(range(1, 101)) and "55" not in ctrl["neighbour_id"].to_list()
+    g = data.groups["gender"]
+    assert all(g[int(i)] == 1 for i in ctrl["neighbour_id"])
+    assert all(g[int(i)] == 0 for i in ev.filter(pl.col("search_group") == "test")["neighbour_id"])
+    assert ctrl["distance"].is_sorted()
+
+
+def test_ols_counterfactuals_match_the_reference_file():
+    ref = pl.read_csv(shared_file("counterfactual-situation-testing", "data", "counterfactuals",
+                                  "cf_LoanApplication_v2.csv"), separator="|")
+    df = pl.read_csv(shared_file(*LOAN), separator="|")
+    values = {"gender": df["Gender"].to_numpy().astype(float), "AnnualSalary": df["AnnualSalary"].to_numpy(),
+              "AccountBalance": df["AccountBalance"].to_numpy()}
+    scm = LinearSCM.fit([Equation("AnnualSalary", ["gender"]),
+                         Equation("AccountBalance", ["gender", "AnnualSalary"])], values)
+    cf = scm.counterfactual(values, {"gender": 0.0})
+    # the reference file is rounded to cents
+    assert np.abs(cf["AnnualSalary"] - ref["AnnualSalary"].to_numpy()).max() < 0.01
+    assert np.abs(cf["AccountBalance"] - ref["AccountBalance"].to_numpy()).max() < 0.02
+    male = values["gender"] == 0
+    assert np.allclose(cf["AccountBalance"][male], values["AccountBalance"][male])
+
+
+def test_scm_explicit_log_link_and_cycles():
+    x = np.array([1.0, 2.0, 4.0])
+    a = np.array([1.0, 0.0, 1.0])
+    scm = LinearSCM([Equation("x", ["a"], "log", 0.0, {"a": -np.log(2)})])
+    cf = scm.counterfactual({"x": x, "a": a}, {"a": 0.0})
+    assert np.allclose(cf["x"], [2.0, 2.0, 8.0])  # a halves x multiplicatively
+    with pytest.raises(SCMError, match="cycle"):
+        LinearSCM([Equation("x", ["y"]), Equation("y", ["x"])])
+    with pytest.raises(SCMError, match="non-positive"):
+        LinearSCM.fit([Equation("x", ["a"], "log")], {"x": np.array([0.0, 1, 2, 3]), "a": np.array([0.0, 1, 0, 1])})
+    with pytest.raises(SCMError, match="not in the data"):
+        LinearSCM.fit([Equation("x", ["zz"])], {"x": x})
+
+
+# ---- synthetic worlds -------------------------------------------------------------------
+def world(rule: str, n=600, seed=0, protected_share=0.4):
+    """A protected attribute that lowers `affected`; `unaffected` is independent of it."""
+    rng = np.random.default_rng(seed)
+    a = (rng.random(n) < protected_share).astype(int)
+    unaffected = rng.normal(50, 10, n)
+    affected = rng.normal(50, 10, n) - 8 * a
+    coef = {"affected": {"affected": 1.0}, "unaffected": {"unaffected": 1.0}}[rule]
+    spec = parse_spec({
+        "name": "w", "source": {"kind": "csv", "path": "w.csv", "id_column": "id"},
+        "protected": [{"name": "a", "column": "a", "protected_values": [1], "reference_values": [0]}],
+        "model": {"kind": "linear", "features": ["affected", "unaffected"], "coefficients": coef,
+                  "intercept": -50.0, "use_for_decisions": True},
+        "features": [{"name": "affected"}, {"name": "unaffected"}],
+        "scm": {"equations": [{"target": "affected", "parents": ["a"]}]},
+        "engines": {"run": ["cst"], "cst": {"k": [10, 30], "evidence": "none"}},
+    })
+    table = pa.table({"_id": [f"r{i}" for i in range(n)], "_row": np.arange(n),
+                      "_g_a": pa.array(a, pa.int8()), "affected": affected, "unaffected": unaffected})
+    model = LinearRule(coef, -50.0, ["affected", "unaffected"])
+    return AuditData(spec, table, {}, model)
+
+
+def _counts(out, method="CST", k=30):
+    s = pl.from_arrow(out["cst_summary"]).filter((pl.col("method") == method) & (pl.col("k") == k))
+    return s.row(0, named=True)
+
+
+def test_rule_ignoring_affected_features_finds_no_counterfactual_discrimination():
+    data = world("unaffected")
+    out = run_serial(CSTEngine(), data, data.spec.engines.cst)
+    assert _counts(out, "CF", 0)["discriminated"] == 0
+    claims = pl.from_arrow(out["cst_claims"])
+    assert claims["delta_p"].is_between(-1, 1).all()
+    # the counterfactual world changes nothing the rule reads: CST == ST up to neighbour choice,
+    # and no complainant is significantly discriminated
+    assert _counts(out, "CST")["significant"] <= 0.05 * _counts(out, "CST")["complainants"]
+
+
+def test_rule_penalising_the_protected_group_is_found():
+    data = world("affected")
+    out = run_serial(CSTEngine(), data, data.spec.engines.cst)
+    cst, st = _counts(out, "CST"), _counts(out, "ST")
+    assert cst["discriminated_share"] > 0.2 and cst["discriminated"] > st["discriminated"]
+    assert _counts(out, "CF", 0)["discriminated"] > 0
+
+
+def test_permuting_rows_changes_nothing():
+    data = world("affected", n=300)
+    perm = np.random.default_rng(1).permutation(300)
+    shuffled = AuditData(data.spec, data.table.take(perm), {}, data.model)
+    a = pl.from_arrow(run_serial(CSTEngine(), data, data.spec.engines.cst)["cst_claims"])
+    b = pl.from_arrow(run_serial(CSTEngine(), shuffled, data.spec.engines.cst)["cst_claims"])
+    key = ["record_id", "method", "k"]
+    assert a.sort(key).equals(b.sort(key))
+
+
+def test_pieces_equal_one_piece():
+    data = world("affected", n=300)
+    one = run_serial(CSTEngine(), data, data.spec.engines.cst)
+    params = data.spec.engines.cst.model_copy(update={"chunk_size": 17})
+    many = run_serial(CSTEngine(), data, params)
+    assert one["cst_claims"].equals(many["cst_claims"]) and one["cst_summary"].equals(many["cst_summary"])
+
+
+def test_too_small_protected_group_is_a_clear_error():
+    data = world("affected", n=300, protected_share=0.02)
+    params = data.spec.engines.cst.model_copy(update={"k": [10, 30]})
+    with pytest.raises(ValueError, match=r"protected group of 'a' has \d+ members; CST with k=30 needs at least 31"):
+        run_serial(CSTEngine(), data, params)
+
+
+def test_missing_model_is_a_clear_error():
+    data = world("affected")
+    with pytest.raises(ValueError, match="needs the spec's model"):
+        run_serial(CSTEngine(), AuditData(data.spec, data.table, {}, None), data.spec.engines.cst)
+
+
+def test_spec_level_scm_errors():
+    from engines.core.spec import SpecError
+
+    raw = {"name": "w", "source": {"kind": "csv", "path": "w.csv", "id_column": "id"},
+           "protected": [{"name": "a", "column": "a", "protected_values": [1], "reference_values": [0]}],
+           "decision": {"column": "y", "favourable": [1]},
+           "features": [{"name": "x"}, {"name": "z"}],
+           "scm": {"equations": [{"target": "x", "parents": ["a", "ghost"]}]}}
+    with pytest.raises(SpecError, match=r"unknown parent\(s\) \['ghost'\]"):
+        parse_spec(raw)
+    bad = copy.deepcopy(raw)
+    bad["scm"] = {"equations": [{"target": "x", "parents": ["z"]}, {"target": "z", "parents": ["x"]}]}
+    with pytest.raises(SpecError, match="cycle"):
+        parse_spec(bad)
+    bad = copy.deepcopy(raw)
+    bad["protected"][0].pop("reference_values")
+    with pytest.raises(SpecError, match="reference_values"):
+        parse_spec(bad)
+
+
+@pytest.mark.slow
+def test_law_school_end_to_end(staged_data):
+    shared_file("counterfactual-situation-testing", "data", "clean_LawSchool.csv")
+    data = staged_data(REPO / "data" / "specs" / "law_school.yaml")
+    out = run_serial(CSTEngine(), data, data.spec.engines.cst)
+    s = pl.from_arrow(out["cst_summary"])
+    assert set(s["protected_attribute"].to_list()) == {"race", "gender", "race&gender"}
+    nonwhite = int((data.groups["race"] == 1).sum())
+    assert s.filter(pl.col("protected_attribute") == "race")["complainants"][0] == nonwhite == 3506
+    print(s)
