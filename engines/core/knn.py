@@ -63,12 +63,10 @@ def brute_force(points: Points, queries: Points, k: int, exclude: np.ndarray | N
         d = np.abs(queries.metric[s:e, None, :] - points.metric[None, :, :]).sum(-1)
         if points.nominal.shape[1]:
             d += (queries.nominal[s:e, None, :] != points.nominal[None, :, :]).sum(-1)
-        d /= m
         if exclude is not None:
             d[np.arange(e - s), exclude[s:e]] = np.inf
-        for r in range(e - s):
-            o = np.lexsort((order_tiebreak, d[r]))[:kk]
-            idx[s + r], dist[s + r] = o, d[r, o]
+        o = np.lexsort((np.broadcast_to(order_tiebreak, d.shape), d), axis=1)[:, :kk]
+        idx[s:e], dist[s:e] = o, np.take_along_axis(d, o, 1) / m
     return idx, dist
 
 
@@ -105,31 +103,53 @@ def knn(points: Points, queries: Points, k: int, exclude: np.ndarray | None = No
     else:
         keys, groups = np.empty((1, 0), np.int64), [np.arange(n)]
 
+    trees = [cKDTree(points.metric[members]) for members in groups]
     want = kk + (0 if exclude is None else 1) + _EXTRA
-    cand_i, cand_d = [], []
-    for key, members in zip(keys, groups):
+    idx = np.empty((len(queries), kk), np.int64)
+    dist = np.empty((len(queries), kk), np.float64)
+    todo = np.arange(len(queries))
+    while len(todo):
+        # Fetch `want` candidates per nominal group. If a group's farthest fetched candidate is
+        # not beyond the k-th distance, it may hold more points at exactly that distance (with
+        # smaller indices): fetch again with more candidates until every query is settled.
+        sub = queries.take(todo)
+        ex = None if exclude is None else exclude[todo]
+        i_s, d_s, unsure = _fetch(points, sub, keys, groups, trees, want, kk, ex)
+        done = ~unsure
+        idx[todo[done]], dist[todo[done]] = i_s[done], d_s[done]
+        if want >= n:
+            idx[todo[unsure]], dist[todo[unsure]] = i_s[unsure], d_s[unsure]
+            break
+        todo, want = todo[unsure], min(4 * want, n)
+    return idx, dist / m
+
+
+def _fetch(points: Points, queries: Points, keys, groups, trees, want: int, kk: int,
+           exclude: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    cand_i, cand_d, short = [], [], []
+    for key, members, tree in zip(keys, groups, trees):
         kg = min(want, len(members))
-        i, d = _tree_knn(cKDTree(points.metric[members]), queries.metric, kg)
-        mismatch = (queries.nominal != key[None, :]).sum(1) if len(key) else 0
-        d = d + np.asarray(mismatch, np.float64)[:, None] if len(key) else d
-        cand_i.append(members[i])
+        i, _ = _tree_knn(tree, queries.metric, kg)
+        i = members[i]
+        # recompute distances exactly as the reference sum does, so ties compare equal
+        d = np.abs(points.metric[i] - queries.metric[:, None, :]).sum(-1)
+        if len(key):
+            d = d + (queries.nominal != key[None, :]).sum(1).astype(np.float64)[:, None]
+        cand_i.append(i)
         cand_d.append(d)
-    ci = np.concatenate(cand_i, axis=1)
-    cd = np.concatenate(cand_d, axis=1) / m
+        short.append(kg < len(members))
+    idx, dist = _select(np.concatenate(cand_i, axis=1), np.concatenate(cand_d, axis=1), kk, exclude)
+    unsure = np.zeros(len(queries), bool)
+    for d_g, cut in zip(cand_d, short):
+        if cut:
+            unsure |= d_g[:, -1] <= dist[:, -1]
+    return idx, dist, unsure
+
+
+def _select(ci: np.ndarray, cd: np.ndarray, kk: int, exclude: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The kk best candidates per row by (distance, index), dropping the excluded point."""
+    cd = cd.copy()
     if exclude is not None:
         cd[ci == exclude[:, None]] = np.inf
     order = np.lexsort((ci, cd), axis=1)[:, :kk]
-    idx = np.take_along_axis(ci, order, 1)
-    dist = np.take_along_axis(cd, order, 1)
-    # Settle ties: if the k-th distance equals the largest distance fetched from a group that
-    # had more members, an equal point with a smaller index may not have been fetched.
-    boundary = dist[:, -1:]
-    unsure = np.zeros(len(queries), bool)
-    for d_g, members in zip(cand_d, groups):
-        if d_g.shape[1] < len(members):
-            unsure |= (d_g[:, -1] / m) <= boundary[:, 0]
-    if unsure.any():
-        q = np.flatnonzero(unsure)
-        bi, bd = brute_force(points, queries.take(q), k, None if exclude is None else exclude[q])
-        idx[q], dist[q] = bi, bd
-    return idx, dist
+    return np.take_along_axis(ci, order, 1), np.take_along_axis(cd, order, 1)

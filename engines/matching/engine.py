@@ -45,8 +45,9 @@ class State:
 def _scm_values(data, names: list[str]) -> dict[str, np.ndarray]:
     values: dict[str, np.ndarray] = {}
     for p in data.spec.protected:
-        g = data.groups[p.name].astype(np.float64)
-        values[p.name] = np.where(g < 0, np.nan, g)
+        # records in neither group enter abduction and prediction as 0: in an additive model
+        # the value cancels between the two steps, so only the intervened attribute moves them
+        values[p.name] = np.maximum(data.groups[p.name], 0).astype(np.float64)
     for name in names:
         if data.spec.feature(name).type == "categorical":
             raise SCMError(f"SCM variable {name!r} is categorical: additive-noise equations need numeric "
@@ -94,11 +95,14 @@ class CSTEngine:
             names = sorted({v for eq in spec.scm.equations for v in [eq.target, *eq.parents]}
                            - {p.name for p in spec.protected})
             values = _scm_values(data, names)
-            either = np.logical_or.reduce([data.groups[p.name] >= 0 for p in spec.protected])
+            parents = {v for eq in spec.scm.equations for v in eq.parents}
+            # fit on the records whose protected parents are all known (in one of the groups)
+            known = np.logical_and.reduce([data.groups[p.name] >= 0 for p in spec.protected
+                                           if p.name in parents] or [np.ones(len(data), bool)])
             scm = LinearSCM.fit([Equation(e.target, list(e.parents), e.link,
                                           e.intercept if e.fit == "explicit" else None,
                                           dict(e.coefficients or {}))
-                                 for e in spec.scm.equations], values, rows=either)
+                                 for e in spec.scm.equations], values, rows=known)
 
         model_cols = [features.index(f) if f in features else None for f in data.model.feature_names]
         tests = []
