@@ -96,16 +96,18 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
 def engine_task(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
                 counterfactuals: pa.Table | None) -> EngineOutcome:
     """One engine as a Prefect task; failures come back as a failed outcome, not an exception."""
+    from distributed import get_worker, worker_client
+
     t0 = time.perf_counter()
     try:
         try:
-            from prefect_dask import get_dask_client
-            with get_dask_client() as client:
-                return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, client)
-        except RuntimeError as exc:  # not running on a Dask task runner
-            if "dask" not in str(exc).lower():
-                raise
+            get_worker()
+        except ValueError:  # not on a Dask worker (another task runner): run the pieces here
             return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals)
+        # worker_client secedes this task's thread while it waits for its pieces, so the
+        # pieces can run on the same workers (no deadlock when every thread holds an engine)
+        with worker_client() as client:
+            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, client)
     except Exception as exc:  # an engine failure is recorded, the other engines still land
         detail = f"{type(exc).__name__}: {exc}"
         get_run_logger().error("engine %s failed: %s\n%s", name, detail, traceback.format_exc())
