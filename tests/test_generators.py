@@ -1,0 +1,128 @@
+"""Built-in generators: determinism, the HMDA LAR schema and quirks, ground truth, streaming."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import shared_file
+from engines.generators.hmda import (DTI_BINS, LAR_COLUMNS, MECHANISM, VALUE_SETS, data_browser_name,
+                                     iter_hmda_batches, normalise_column_name)
+from engines.generators.loan import generate_loan, iter_loan_batches
+
+
+def hmda(n=60_000, seed=0, batch_rows=25_000, spelling="snapshot"):
+    parts = list(iter_hmda_batches(n, seed, batch_rows, spelling))
+    return (pl.from_arrow(pa.Table.from_batches([p[0] for p in parts])),
+            pl.from_arrow(pa.Table.from_batches([p[1] for p in parts])))
+
+
+def test_hmda_schema_is_the_public_lar():
+    lar, _ = hmda(5_000)
+    assert lar.columns == LAR_COLUMNS and len(LAR_COLUMNS) == 99
+    assert all(t == pl.Utf8 for t in lar.dtypes)
+    for col in ("derived_race", "derived_ethnicity", "derived_sex", "action_taken", "debt_to_income_ratio",
+                "applicant_age", "loan_type"):
+        assert set(lar[col].unique()) <= set(VALUE_SETS[col]), col
+
+
+def test_hmda_quirks():
+    lar, _ = hmda(60_000)
+    assert (lar["income"] == "NA").sum() > 0 and (lar["property_value"] == "Exempt").sum() > 0
+    assert {"NA", "Exempt"} <= set(lar["debt_to_income_ratio"].unique())
+    assert {"36", "49", "<20%", "50%-60%"} <= set(lar["debt_to_income_ratio"].unique())
+    amounts = lar["loan_amount"].cast(pl.Int64)
+    assert (amounts % 10_000 == 5_000).all()                       # $10k-bin midpoints
+    income = lar.filter(pl.col("income") != "NA")["income"].cast(pl.Int64)
+    assert 40 < income.median() < 200                              # thousands of dollars
+    assert lar["census_tract"].str.len_chars().eq(11).all() and lar["state_code"].str.starts_with("0").any()
+    assert (lar["co_applicant_age"] == "9999").any()
+    assert lar.filter(pl.col("action_taken") != "3")["denial_reason_1"].eq("10").all()
+    assert (lar["applicant_race_2"] == "").all()
+
+
+def test_hmda_marginals_follow_the_published_gaps():
+    lar, _ = hmda(100_000, batch_rows=50_000)
+    decided = lar.filter(pl.col("action_taken").is_in(["1", "2", "3"]))
+    rate = {r: decided.filter(pl.col("derived_race") == r)["action_taken"].eq("3").mean()
+            for r in ("White", "Black or African American")}
+    assert 0.04 < rate["White"] < 0.08 and 0.12 < rate["Black or African American"] < 0.25
+    out_of_scope = lar["action_taken"].is_in(["4", "5", "6"]).mean()
+    assert 0.10 < out_of_scope < 0.18
+
+
+def test_ground_truth_is_consistent_with_the_mechanism():
+    lar, truth = hmda(60_000)
+    df = pl.concat([lar, truth], how="horizontal")
+    penalised = df["derived_race"].is_in(MECHANISM["penalised"]["derived_race"]) | \
+        df["derived_ethnicity"].is_in(MECHANISM["penalised"]["derived_ethnicity"])
+    assert (penalised == df["penalised"]).all()
+    harmed = df.filter(pl.col("harmed"))
+    assert harmed.height > 0 and harmed["penalised"].all() and (harmed["action_taken"] == "3").all()
+    # without the penalty nobody unpenalised changes decision
+    un = df.filter(~pl.col("penalised") & pl.col("decision").is_not_null())
+    assert (un["decision"] == un["decision_without_mechanism"]).all()
+    assert df["id"].to_list()[:3] == ["0", "1", "2"]
+
+
+def test_hmda_is_deterministic_and_independent_of_batch_size():
+    a, ta = hmda(70_000, batch_rows=20_000)
+    b, tb = hmda(70_000, batch_rows=70_000)
+    assert a.equals(b) and ta.equals(tb)
+    c, _ = hmda(70_000, seed=1)
+    assert not a.equals(c)
+
+
+def test_data_browser_spelling_round_trips():
+    lar, _ = hmda(1_000, spelling="data_browser")
+    assert "derived_msa-md" in lar.columns and "loan_to_value_ratio" in lar.columns
+    assert "co-applicant_race-1" in lar.columns and "denial_reason-1" in lar.columns
+    assert [normalise_column_name(c) for c in lar.columns] == LAR_COLUMNS
+    assert normalise_column_name(data_browser_name("aus_3")) == "aus_3"
+
+
+def test_hmda_lar_csv_is_read_and_normalised(tmp_path, warehouse):
+    from engines.core.spec import load_spec, parse_spec
+    from flows.generate import generate_to_file
+    from flows.staging import stage
+    from conftest import REPO
+
+    lar, _ = hmda(3_000, spelling="data_browser")
+    (tmp_path / "lar.txt").write_text(
+        "|".join(lar.columns) + "\n" + "\n".join("|".join(r) for r in lar.iter_rows()) + "\n")
+    raw = load_spec(REPO / "data" / "specs" / "hmda.yaml").model_dump(mode="json")
+    raw["source"] = {"kind": "hmda_lar", "path": "lar.txt", "id_column": None}
+    ref = stage(parse_spec(raw), tmp_path, warehouse, tmp_path / "lake")
+    assert ref.rows_read == 3_000 and ref.rows_out_of_scope > 0 and 0 < ref.rows_quarantined < 150
+    q = warehouse.con.execute("SELECT DISTINCT field FROM audit.quarantine").fetchall()
+    assert {f for (f,) in q} <= {"income", "debt_to_income_ratio", "property_value",
+                                "combined_loan_to_value_ratio"}
+    path = generate_to_file("hmda", tmp_path / "g.parquet", rows=1_000)
+    assert pq.read_metadata(path).num_rows == 1_000 and (tmp_path / "g_truth.parquet").exists()
+
+
+def test_loan_generator_matches_the_reference_marginals():
+    ref = pl.read_csv(shared_file("counterfactual-situation-testing", "data", "LoanApplication_v2.csv"),
+                      separator="|")
+    ours = pl.from_arrow(generate_loan(20_000, seed=1))
+    assert ours.columns[1:] == ref.columns
+    for sex in (0, 1):
+        r, o = ref.filter(pl.col("Gender") == sex), ours.filter(pl.col("Gender") == sex)
+        for col in ("AnnualSalary", "AccountBalance"):
+            assert abs(o[col].mean() - r[col].mean()) < 0.05 * abs(r[col].mean()), (sex, col)
+        assert abs((o["LoanApproval"] < 0).mean() - (r["LoanApproval"] < 0).mean()) < 0.04
+    assert abs(ours["Gender"].mean() - 0.35) < 0.01
+    score = ours["AnnualSalary"] + 5 * ours["AccountBalance"] - 225000
+    assert ((score >= 0) == (ours["LoanApproval"] > 0)).all()
+
+
+def test_loan_generator_is_deterministic_and_checks_input():
+    a = pa.Table.from_batches(list(iter_loan_batches(600_000, 3, 250_000)))
+    b = pa.Table.from_batches(list(iter_loan_batches(600_000, 3, 250_000)))
+    assert a.equals(b) and a.num_rows == 600_000 and len(set(a["id"].to_pylist())) == 600_000
+    with pytest.raises(ValueError, match="female_share"):
+        generate_loan(10, female_share=1.5)
+    assert np.isin(generate_loan(100)["LoanApproval"].to_numpy(), [-1, 1]).all()
+    assert DTI_BINS[3] == "36"
