@@ -218,3 +218,67 @@ def test_law_school_end_to_end(staged_data):
     nonwhite = int((data.groups["race"] == 1).sum())
     assert s.filter(pl.col("protected_attribute") == "race")["complainants"][0] == nonwhite == 3506
     print(s)
+
+
+def test_supplied_counterfactual_table_equals_the_fitted_scm():
+    data = world("affected", n=400)
+    out_scm = run_serial(CSTEngine(), data, data.spec.engines.cst)
+    values = {"a": data.groups["a"].astype(float), "affected": data.column_values("affected"),
+              "unaffected": data.column_values("unaffected")}
+    scm = LinearSCM.fit([Equation("affected", ["a"])], values)
+    cf = scm.counterfactual(values, {"a": 0.0})
+    table = pa.table({"_id": data.table["_id"], "affected": cf["affected"], "unaffected": cf["unaffected"]})
+    supplied = AuditData(data.spec, data.table, {}, data.model, counterfactuals=table)
+    out_table = run_serial(CSTEngine(), supplied, data.spec.engines.cst)
+    assert out_table["cst_claims"].equals(out_scm["cst_claims"])
+
+
+def test_counterfactual_table_is_aligned_by_id(tmp_path):
+    from flows.audit import load_counterfactuals
+
+    data = world("affected", n=50)
+    ids = data.table["_id"].to_pylist()
+    rows = ["rid,affected,unaffected"] + [f"{i},{k},{k * 2}" for k, i in enumerate(reversed(ids))]
+    (tmp_path / "cf.csv").write_text("\n".join(rows) + "\n")
+    raw = data.spec.model_dump(mode="json")
+    raw["scm"]["counterfactuals"] = {"kind": "csv", "path": "cf.csv", "id_column": "rid"}
+    spec = parse_spec(raw)
+    cf = load_counterfactuals(spec, tmp_path, data.table)
+    assert cf["_id"].to_pylist() == ids and cf["affected"].to_pylist()[0] == "49"
+    (tmp_path / "cf.csv").write_text("\n".join(rows[:-1]) + "\n")
+    with pytest.raises(ValueError, match="lacks 1 of the staged record ids"):
+        load_counterfactuals(spec, tmp_path, data.table)
+
+
+def test_max_distance_shrinks_groups_and_keeps_bounds():
+    data = world("affected", n=400)
+    params = data.spec.engines.cst.model_copy(update={"max_distance": 0.05})
+    claims = pl.from_arrow(run_serial(CSTEngine(), data, params)["cst_claims"]).filter(pl.col("method") != "CF")
+    assert (claims["n_control"] <= claims["k"]).all() and (claims["n_control"] < claims["k"]).any()
+    ok = claims.filter(pl.col("delta_p").is_not_null())
+    assert ok["delta_p"].is_between(-1, 1).all()
+
+
+def test_multiple_and_intersectional_attributes():
+    rng = np.random.default_rng(5)
+    n = 800
+    a, b = (rng.random(n) < 0.5).astype(int), (rng.random(n) < 0.5).astype(int)
+    x = rng.normal(50, 10, n) - 6 * a - 6 * b
+    spec = parse_spec({
+        "name": "w", "source": {"kind": "csv", "path": "w.csv", "id_column": "id"},
+        "protected": [{"name": "a", "column": "a", "protected_values": [1], "reference_values": [0]},
+                      {"name": "b", "column": "b", "protected_values": [1], "reference_values": [0]}],
+        "model": {"kind": "linear", "features": ["x"], "coefficients": {"x": 1.0}, "intercept": -50.0,
+                  "use_for_decisions": True},
+        "features": [{"name": "x"}],
+        "scm": {"equations": [{"target": "x", "parents": ["a", "b"]}]},
+        "engines": {"run": ["cst"], "cst": {"k": [10], "intersections": [["a", "b"]], "evidence": "none"}},
+    })
+    table = pa.table({"_id": [str(i) for i in range(n)], "_row": np.arange(n), "_g_a": pa.array(a, pa.int8()),
+                      "_g_b": pa.array(b, pa.int8()), "x": x})
+    data = AuditData(spec, table, {}, LinearRule({"x": 1.0}, -50.0))
+    s = pl.from_arrow(run_serial(CSTEngine(), data, spec.engines.cst)["cst_summary"])
+    comp = {r["protected_attribute"]: r["complainants"] for r in s.filter(pl.col("method") == "CF").iter_rows(named=True)}
+    assert comp == {"a": int(a.sum()), "b": int(b.sum()), "a&b": int((a & b).sum())}
+    cf = {r["protected_attribute"]: r["discriminated_share"] for r in s.filter(pl.col("method") == "CF").iter_rows(named=True)}
+    assert cf["a&b"] > cf["a"] > 0  # two penalties undone at once move more decisions
