@@ -8,8 +8,6 @@ from engines.core.engine import Engine
 ENGINES = {
     "outcome": "engines.outcome:OutcomeEngine",
     "cst": "engines.matching.engine:CSTEngine",
-    "fgce": "engines.feasibility.engine:FGCEEngine",
-    "raguel": "engines.reranking.engine:RaguelEngine",
 }
 
 

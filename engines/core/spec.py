@@ -24,10 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-from engines.feasibility.params import FGCEParams
 from engines.matching.params import CSTParams
 from engines.outcome_params import OutcomeParams
-from engines.reranking.params import RaguelParams
 
 Scalar = str | int | float | bool
 
@@ -56,7 +54,7 @@ class Source(_Model):
     table: str | None = Field(None, description="Table name (duckdb, postgres); quoted as an identifier.")
     query: str | None = Field(None, description="A read-only SELECT (duckdb, postgres), instead of `table`.")
     delimiter: str | None = Field(None, description="CSV delimiter; detected from the header when omitted.")
-    generator: Literal["loan", "cec_synthetic", "hmda"] | None = Field(
+    generator: Literal["loan", "hmda"] | None = Field(
         None, description="Built-in generator (generated).")
     rows: int | None = Field(None, gt=0, description="Rows to generate (generated).")
     seed: int = Field(0, description="Generator seed (generated).")
@@ -238,12 +236,10 @@ class ModelSpec(_Model):
 class EnginesSpec(_Model):
     """Which engines run and their parameters (each with documented defaults)."""
 
-    run: list[Literal["outcome", "cst", "fgce", "raguel"]] = Field(
+    run: list[Literal["outcome", "cst"]] = Field(
         default_factory=lambda: ["outcome"], description="Engines to run, in any order.")
     outcome: OutcomeParams = Field(default_factory=OutcomeParams)
     cst: CSTParams = Field(default_factory=CSTParams)
-    fgce: FGCEParams = Field(default_factory=FGCEParams)
-    raguel: RaguelParams = Field(default_factory=RaguelParams)
 
 
 class Ingest(_Model):
@@ -324,11 +320,6 @@ class AuditSpec(_Model):
                 raise ValueError(f"engines.cst.intersections: {unknown} are not protected attribute names {pnames}")
         if "cst" in self.engines.run and self.scm is None:
             raise ValueError("engines.run includes 'cst', which needs an `scm` section")
-        if any(e in self.engines.run for e in ("fgce",)) and self.label is None and \
-                self.engines.fgce.factuals == "false_negatives":
-            raise ValueError("engines.fgce.factuals 'false_negatives' needs a `label` section")
-        if "raguel" in self.engines.run and (self.model is None or self.model.kind != "linear"):
-            raise ValueError("engines.run includes 'raguel', which needs a linear `model` (the boundary)")
         return self
 
     # -- conveniences -------------------------------------------------------------------

@@ -193,8 +193,10 @@ def _block(n: int, seed: int, block: int, first_row: int) -> tuple[dict[str, pa.
     has_co = (sex_i == 2) | (rng.random(n) < 0.35)
     originated = action_i == 0
 
+    zeros = pa.array(np.zeros(n, np.int32))
+
     def const(v):
-        return pa.array(np.full(n, v, dtype=object), pa.string())
+        return pc.take(pa.array([v], pa.string()), zeros)
 
     def co(a, alone):
         return _where(has_co, a, pa.scalar(alone))
