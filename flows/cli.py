@@ -135,8 +135,8 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("--warehouse", default=os.environ.get("AEQUUM_WAREHOUSE", str(DEFAULT_WAREHOUSE)),
                         help="DuckDB warehouse file (default %(default)s)")
 
-    g = sub.add_parser("generate", help="write a built-in dataset (loan, hmda)")
-    g.add_argument("name", choices=["loan", "hmda"])
+    g = sub.add_parser("generate", help="write a built-in dataset (loan, cec_synthetic, hmda)")
+    g.add_argument("name", choices=["loan", "cec_synthetic", "hmda"])
     g.add_argument("--rows", type=int, default=None, help="rows (default: the generator's)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--format", choices=["parquet", "csv"], default="parquet")

@@ -126,3 +126,20 @@ def test_loan_generator_is_deterministic_and_checks_input():
         generate_loan(10, female_share=1.5)
     assert np.isin(generate_loan(100)["LoanApproval"].to_numpy(), [-1, 1]).all()
     assert DTI_BINS[3] == "36"
+
+
+def test_cec_synthetic_design():
+    from engines.generators.cec_synthetic import FINANCIAL, NOISE, PROXY, WEIGHTS, generate_cec
+
+    t = pl.from_arrow(generate_cec(20_000, seed=2))
+    assert t.height == 20_000 and len(FINANCIAL + PROXY + NOISE) == 20
+    g1, g0 = t.filter(pl.col("group") == 1), t.filter(pl.col("group") == 0)
+    for c in PROXY:
+        assert abs((g1[c].mean() - g0[c].mean()) - 0.5) < 0.06
+    for c in FINANCIAL + NOISE:
+        assert abs(g1[c].mean() - g0[c].mean()) < 0.06
+    # the label is a function of the financial features (plus noise) only
+    score = t.select(FINANCIAL).to_numpy() @ WEIGHTS
+    assert np.corrcoef(score, t["label"].to_numpy())[0, 1] > 0.7
+    assert abs(np.corrcoef(t["proxy_1"].to_numpy(), t["label"].to_numpy())[0, 1]) < 0.03
+    assert generate_cec(100, seed=2).equals(generate_cec(100, seed=2))

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-NAMES = ("loan", "hmda")
+NAMES = ("loan", "cec_synthetic", "hmda")
 
 
 def stream(name: str, rows: int | None = None, seed: int = 0,
@@ -17,6 +17,11 @@ def stream(name: str, rows: int | None = None, seed: int = 0,
         from engines.generators.loan import DEFAULT_ROWS, iter_loan_batches
 
         for b in iter_loan_batches(rows or DEFAULT_ROWS, seed, batch_rows):
+            yield b, None
+    elif name == "cec_synthetic":
+        from engines.generators.cec_synthetic import DEFAULT_ROWS, iter_cec_batches
+
+        for b in iter_cec_batches(rows or DEFAULT_ROWS, seed, batch_rows):
             yield b, None
     elif name == "hmda":
         from engines.generators.hmda import DEFAULT_ROWS, iter_hmda_batches
