@@ -88,3 +88,16 @@ def test_auc_and_z_test_reference_values():
     assert auc(np.array([1.0]), np.array([1])) is None
     # 30/100 vs 50/100: pooled p = 0.4, z = -0.2 / sqrt(0.24 * 0.02) = -2.887
     assert two_proportion_p(30, 100, 50, 100) == pytest.approx(0.003892, abs=1e-5)
+
+
+@pytest.mark.parametrize("name", ["loan", "cec_synthetic", "hmda"])
+def test_shipped_generated_specs_stage_and_measure(staged_data, name):
+    from conftest import REPO
+
+    data = staged_data(REPO / "data" / "specs" / f"{name}.yaml")
+    out = run_serial(OutcomeEngine(), data, data.spec.engines.outcome)
+    gaps = out["outcome_gaps"].to_pylist()
+    assert gaps and all(g["n_group"] > 0 and g["n_reference"] > 0 for g in gaps)
+    if name == "hmda":  # the planted penalty shows up as a large race gap in outcomes
+        race = next(g for g in gaps if g["attribute"] == "race")
+        assert race["spd"] < -0.03 and race["spd_p_value"] < 1e-6
