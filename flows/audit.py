@@ -192,6 +192,7 @@ def write_run(wh: Warehouse, run_id: str, outcomes: list[EngineOutcome], ref: Da
         wh.finish_run(run_id, status, ref.version, ref.fingerprint,
                       model_fingerprint(model) if model is not None else None,
                       None if not failed else f"engine(s) failed: {', '.join(failed)}")
+    wh.create_views()
 
 
 def dask_runner(address: str | None = None, workers: int | None = None):

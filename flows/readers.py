@@ -60,9 +60,23 @@ def _rename(batches: Iterator[pa.RecordBatch], names: list[str]) -> Iterator[pa.
         yield b.rename_columns(names)
 
 
+def _project(rel: duckdb.DuckDBPyRelation, raw_names: list[str], names: list[str],
+             wanted: list[str] | None) -> tuple[duckdb.DuckDBPyRelation, list[str]]:
+    """Read only the wanted columns (by their normalised names) when they all exist."""
+    if wanted is None or not set(wanted) <= set(names):
+        return rel, names  # missing columns are reported by the caller, naming them all
+    keep = [raw for raw, name in zip(raw_names, names) if name in set(wanted)]
+    return rel.select(*[duckdb.ColumnExpression(c) for c in keep]), [n for n in names if n in set(wanted)]
+
+
 @contextmanager
-def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000) -> Iterator[Stream]:
-    """Open a source as a :class:`Stream`; connections close when the block ends."""
+def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000,
+                columns: list[str] | None = None) -> Iterator[Stream]:
+    """Open a source as a :class:`Stream`; connections close when the block ends.
+
+    ``columns``: the (normalised) column names the caller needs; file and DuckDB sources then
+    read only those (projection pushdown). ``Stream.columns`` always lists every column.
+    """
     kind = source.kind
     if kind in ("csv", "hmda_lar", "parquet"):
         path = resolve(source.path, base_dir)
@@ -78,14 +92,17 @@ def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000) -> 
         except duckdb.Error as exc:
             con.close()
             raise SourceError(f"cannot read {path}: {exc}") from None
-        columns = rel.columns
-        batches = rel.to_arrow_reader(batch_rows)
+        raw = rel.columns
+        names = raw
         if kind == "hmda_lar":
             from engines.generators.hmda import normalise_column_name
-            columns = [normalise_column_name(c) for c in columns]
-            batches = _rename(batches, columns)
+            names = [normalise_column_name(c) for c in raw]
+        rel, kept = _project(rel, raw, names, columns)
+        batches = rel.to_arrow_reader(batch_rows)
+        if kind == "hmda_lar":
+            batches = _rename(batches, kept)
         try:
-            yield Stream(columns, _guard(batches, str(path)))
+            yield Stream(names, _guard(batches, str(path)))
         finally:
             con.close()
     elif kind == "duckdb":
@@ -98,7 +115,9 @@ def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000) -> 
             raise SourceError(f"cannot open DuckDB file {path}: {exc}") from None
         try:
             rel = con.table(quote_qualified(source.table)) if source.table else con.sql(source.query)
-            yield Stream(rel.columns, _guard(rel.to_arrow_reader(batch_rows), str(path)))
+            names = rel.columns
+            rel, _ = _project(rel, names, names, columns)
+            yield Stream(names, _guard(rel.to_arrow_reader(batch_rows), str(path)))
         except duckdb.Error as exc:
             raise SourceError(f"cannot read {source.table or 'query'} from {path}: {exc}") from None
         finally:

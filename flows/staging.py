@@ -84,7 +84,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
     digest = 0
     t0 = time.perf_counter()
     try:
-        with open_source(spec.source, spec_dir, batch_rows) as stream:
+        with open_source(spec.source, spec_dir, batch_rows, columns=spec.columns()) as stream:
             check_columns(stream.columns, spec)
             for batch in stream.batches:
                 res = validate_batch(batch, spec, rows)

@@ -78,8 +78,19 @@ class Warehouse:
             raise WarehouseError(f"cannot open warehouse {self.path}: {exc}") from None
         if not read_only:
             self.run_sql("schema")
-            for view in sorted((SQL_DIR / "views").glob("*.sql")):
+            self.create_views()
+
+    def create_views(self) -> list[str]:
+        """(Re)create the views of ``sql/views`` whose tables exist (engine tables appear with
+        the engine's first run); return the names of the views created."""
+        made = []
+        for view in sorted((SQL_DIR / "views").glob("*.sql")):
+            try:
                 self.run_sql(f"views/{view.stem}")
+                made.append(view.stem)
+            except duckdb.CatalogException:
+                continue  # a table the view reads has not been written yet
+        return made
 
     def close(self) -> None:
         self.con.close()

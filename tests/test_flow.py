@@ -46,6 +46,9 @@ def test_audit_run_writes_results_and_rerun_replaces_them(prefect_server, tmp_pa
         first = wh.result("outcome_gaps", "r-1").to_pylist()
         assert first and wh.engine_status("r-1")["outcome"]["status"] == "succeeded"
         assert wh.con.execute("SELECT count(*) FROM audit.quarantine").fetchall()[0][0] == 3
+        trend = wh.con.execute("SELECT run_id, attribute FROM audit.outcome_trends").fetchall()
+        assert trend == [("r-1", "sex")]
+        assert wh.con.execute("SELECT run_id FROM audit.latest_runs").fetchall() == [("r-1",)]
     run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="r-1", workers=2)
     with Warehouse(wh_path, read_only=True) as wh:
         again = wh.result("outcome_gaps", "r-1").to_pylist()

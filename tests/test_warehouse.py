@@ -89,3 +89,11 @@ def test_read_only_open_of_a_missing_warehouse(tmp_path):
 
     with pytest.raises(WarehouseError, match="no warehouse"):
         Warehouse(tmp_path / "none.duckdb", read_only=True)
+
+
+def test_views_appear_once_their_tables_exist(warehouse):
+    assert "outcome_trends" not in warehouse.create_views()
+    from engines.outcome import GAPS
+
+    warehouse.write_results("r1", {"outcome_gaps": (GAPS, GAPS.empty_table())})
+    assert "outcome_trends" in warehouse.create_views()

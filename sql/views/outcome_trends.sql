@@ -1,0 +1,8 @@
+-- Outcome gaps over time: one row per run x attribute x group, newest first (BI trend lines).
+CREATE OR REPLACE VIEW audit.outcome_trends AS
+SELECT r.spec_name, r.started_at, g.run_id, r.dataset_version, g.attribute, g.group_name,
+       g.n_group, g.spd, g.spd_p_value, g.di_ratio, g.four_fifths_violation, g.eo_gap
+FROM audit.outcome_gaps g
+JOIN audit.runs r USING (run_id)
+WHERE r.status IN ('succeeded', 'partial')
+ORDER BY r.spec_name, g.attribute, g.group_name, r.started_at DESC;
