@@ -8,6 +8,7 @@ names, always through :func:`quote_ident`.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +26,13 @@ _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 class WarehouseError(RuntimeError):
     """A warehouse operation that cannot proceed (message says which table or run)."""
+
+
+def _memory(limit: str) -> str:
+    """A DuckDB memory size such as 2GB or 512MB (checked, since SET takes no parameters)."""
+    if not re.fullmatch(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", limit.strip()):
+        raise ValueError(f"memory limit must look like 2GB or 512MB, got {limit!r}")
+    return limit.strip()
 
 
 def quote_ident(name: str) -> str:
@@ -66,7 +74,13 @@ def check_table_name(name: str) -> str:
 class Warehouse:
     """A DuckDB warehouse file with the ``audit`` and ``staging`` schemas."""
 
-    def __init__(self, path: str | Path = DEFAULT_WAREHOUSE, read_only: bool = False):
+    def __init__(self, path: str | Path = DEFAULT_WAREHOUSE, read_only: bool = False,
+                 memory_limit: str | None = None):
+        """Open (creating when needed) a warehouse file.
+
+        ``memory_limit`` caps DuckDB's buffer pool (default ``$AEQUUM_DUCKDB_MEMORY_LIMIT`` or
+        2GB) so staging ten million rows spills to disk instead of growing with the data.
+        """
         self.path = Path(path)
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -76,6 +90,12 @@ class Warehouse:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.Error as exc:
             raise WarehouseError(f"cannot open warehouse {self.path}: {exc}") from None
+        limit = memory_limit or os.environ.get("AEQUUM_DUCKDB_MEMORY_LIMIT", "2GB")
+        try:
+            self.con.execute("SELECT current_setting('memory_limit')").fetchall()
+            self.con.execute(f"SET memory_limit = '{_memory(limit)}'")
+        except duckdb.Error as exc:
+            raise WarehouseError(f"invalid DuckDB memory limit {limit!r}: {exc}") from None
         if not read_only:
             self.run_sql("schema")
             self.create_views()

@@ -142,29 +142,28 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
         derived.append(expr)
         checks.extend(fchecks)
 
-    # First failing check per row: field, value, reason.
     if spec.decision is not None and spec.decision.out_of_scope:
         in_scope = ~_membership(spec.decision.column, schema[spec.decision.column],
                                 spec.decision.out_of_scope).fill_null(False)
     else:
         in_scope = pl.lit(True)
-    any_bad = pl.any_horizontal([c.bad.fill_null(False) for c in checks]) & in_scope
-    field_e = reason_e = value_e = None
-    for c in reversed(checks):
-        cond = c.bad.fill_null(False)
-        fv, rv, vv = pl.lit(c.field), pl.lit(c.reason), pl.col(c.field).cast(pl.Utf8)
-        field_e = pl.when(cond).then(fv) if field_e is None else pl.when(cond).then(fv).otherwise(field_e)
-        reason_e = pl.when(cond).then(rv) if reason_e is None else pl.when(cond).then(rv).otherwise(reason_e)
-        value_e = pl.when(cond).then(vv) if value_e is None else pl.when(cond).then(vv).otherwise(value_e)
 
-    out = df.with_columns(
-        any_bad.alias("_bad"), in_scope.alias("_in_scope"), field_e.alias("_field"), reason_e.alias("_reason"), value_e.alias("_value"),
+    # First failing check per row (its index), computed in one lazy pass shared by both outputs.
+    first = pl.min_horizontal([pl.when(c.bad.fill_null(False)).then(pl.lit(i, pl.Int32))
+                               for i, c in enumerate(checks)])
+    marked = df.lazy().with_columns(
         pl.int_range(row_offset, row_offset + n, dtype=pl.Int64).alias("_src_row"),
-    ).with_columns(id_text.alias("_raw_id"))
-    bad = out.filter(pl.col("_bad")).select(
-        pl.col("_src_row").alias("source_row"), pl.col("_raw_id").alias("record_id"),
-        pl.col("_field").alias("field"), pl.col("_value").alias("value"), pl.col("_reason").alias("reason"))
-    good = out.filter(~pl.col("_bad") & pl.col("_in_scope")).select(derived)
+    ).with_columns(first.alias("_first"), in_scope.alias("_in_scope"))
+    good_lf = marked.filter(pl.col("_first").is_null() & pl.col("_in_scope")).select(derived)
+    bad_lf = marked.filter(pl.col("_first").is_not_null() & pl.col("_in_scope")).select(
+        pl.col("_src_row").alias("source_row"), id_text.alias("record_id"),
+        pl.col("_first").replace_strict(list(range(len(checks))), [c.field for c in checks],
+                                        return_dtype=pl.Utf8).alias("field"),
+        pl.coalesce([pl.when(pl.col("_first") == i).then(pl.col(c.field).cast(pl.Utf8))
+                     for i, c in enumerate(checks)]).alias("value"),
+        pl.col("_first").replace_strict(list(range(len(checks))), [c.reason for c in checks],
+                                        return_dtype=pl.Utf8).alias("reason"))
+    good, bad = pl.collect_all([good_lf, bad_lf])
     for f in spec.features:
         if f.type == "categorical" and not f.categories:
             categories[f.name] = set(good[f.name].drop_nulls().unique().to_list())
