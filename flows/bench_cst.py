@@ -127,15 +127,16 @@ def at_scale(rows: int) -> dict:
           f"CST {secs:.1f} s for {pl.from_arrow(out['cst_claims']).filter(pl.col('method') == 'CST').height:,} "
           f"complainants x 3 attributes; peak RSS {_peak_mb():,.0f} MB")
     res = {"rows": rows, "cst_seconds": secs, "peak_rss_mb": _peak_mb(), "race_complainants": n_comp}
+    # only denied applicants can have been harmed: score the claims of denied complainants
     for method in ("ST", "CST_wo_centres", "CST", "CF"):
-        m = joined.filter(pl.col("method") == method)
+        m = joined.filter((pl.col("method") == method) & (pl.col("decision") == 0))
         flagged = m.filter(pl.col("significant") if method != "CF" else pl.col("discriminated"))
         tp = flagged.filter(pl.col("harmed")).height
         harmed = m.filter(pl.col("harmed")).height
         prec = tp / flagged.height if flagged.height else float("nan")
         rec = tp / harmed if harmed else float("nan")
-        print(f"  race, {method:15s} flagged {flagged.height:6,d}  precision {prec:.3f}  recall {rec:.3f} "
-              f"(harmed by the planted mechanism: {harmed:,})")
+        print(f"  race, {method:15s} denied complainants flagged {flagged.height:6,d} of {m.height:,}: "
+              f"precision {prec:.3f}  recall {rec:.3f} (harmed by the planted mechanism: {harmed:,})")
         res[f"{method}_precision"], res[f"{method}_recall"] = prec, rec
     return res
 

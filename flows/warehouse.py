@@ -31,7 +31,7 @@ class WarehouseError(RuntimeError):
 def _memory(limit: str) -> str:
     """A DuckDB memory size such as 2GB or 512MB (checked, since SET takes no parameters)."""
     if not re.fullmatch(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", limit.strip()):
-        raise ValueError(f"memory limit must look like 2GB or 512MB, got {limit!r}")
+        raise WarehouseError(f"DuckDB memory limit must look like 2GB or 512MB, got {limit!r}")
     return limit.strip()
 
 
@@ -92,9 +92,9 @@ class Warehouse:
             raise WarehouseError(f"cannot open warehouse {self.path}: {exc}") from None
         limit = memory_limit or os.environ.get("AEQUUM_DUCKDB_MEMORY_LIMIT", "2GB")
         try:
-            self.con.execute("SELECT current_setting('memory_limit')").fetchall()
             self.con.execute(f"SET memory_limit = '{_memory(limit)}'")
-        except duckdb.Error as exc:
+        except (duckdb.Error, WarehouseError) as exc:
+            self.con.close()
             raise WarehouseError(f"invalid DuckDB memory limit {limit!r}: {exc}") from None
         if not read_only:
             self.run_sql("schema")

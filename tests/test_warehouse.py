@@ -97,3 +97,11 @@ def test_views_appear_once_their_tables_exist(warehouse):
 
     warehouse.write_results("r1", {"outcome_gaps": (GAPS, GAPS.empty_table())})
     assert "outcome_trends" in warehouse.create_views()
+
+
+def test_memory_limit_is_checked(tmp_path):
+    from flows.warehouse import WarehouseError
+
+    with pytest.raises(WarehouseError, match="memory limit"):
+        Warehouse(tmp_path / "w.duckdb", memory_limit="2GB'; DROP TABLE x; --")
+    Warehouse(tmp_path / "w.duckdb", memory_limit="512MB").close()
