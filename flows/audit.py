@@ -52,19 +52,13 @@ def load_lake(lake_path: str) -> pa.Table:
         con.close()
 
 
-def build_audit_data(spec: AuditSpec, table: pa.Table, categories: dict, model: Any,
-                     counterfactuals: pa.Table | None = None) -> AuditData:
-    return AuditData(spec=spec, table=table, categories=categories, model=model,
-                     counterfactuals=counterfactuals)
-
-
 def fit_model(spec: AuditSpec, spec_dir: Path, table: pa.Table, categories: dict):
     """Build the spec's model (fitting a surrogate on the staged records when asked)."""
     if spec.model is None:
         return None
     from engines.core.models import build_model
 
-    data = build_audit_data(spec, table, categories, None)
+    data = AuditData(spec, table, categories)
     X = data.feature_values(spec.model.features)
     y = None
     if spec.model.kind == "surrogate":
@@ -77,7 +71,7 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
     """Run one engine over a staged dataset version; pieces fan out on ``client`` if given."""
     engine = get_engine(name)
     t0 = time.perf_counter()
-    data = build_audit_data(spec, load_lake(lake_path), categories, model, counterfactuals)
+    data = AuditData(spec, load_lake(lake_path), categories, model, counterfactuals)
     state = engine.prepare(data, engine_params(spec, name))
     pieces = list(engine.pieces(state))
     if client is not None and len(pieces) > 1:

@@ -282,3 +282,19 @@ def test_multiple_and_intersectional_attributes():
     assert comp == {"a": int(a.sum()), "b": int(b.sum()), "a&b": int((a & b).sum())}
     cf = {r["protected_attribute"]: r["discriminated_share"] for r in s.filter(pl.col("method") == "CF").iter_rows(named=True)}
     assert cf["a&b"] > cf["a"] > 0  # two penalties undone at once move more decisions
+
+
+def test_surrogate_disagreements_are_not_counterfactual_effects():
+    data = world("unaffected", n=400)
+    # a "surrogate" that disagrees with the recorded decisions on everything but reads no
+    # feature the SCM moves: CF must flag nobody
+    wrong = LinearRule({"affected": 0.0, "unaffected": -1.0}, 50.0, ["affected", "unaffected"])
+    recorded = pa.table(data.table.columns + [pa.array(data.decision)],
+                        names=data.table.column_names + ["_decision"])
+    raw = data.spec.model_dump(mode="json")
+    raw["model"]["use_for_decisions"] = False
+    raw["decision"] = {"column": "y", "favourable": [1]}
+    spec = parse_spec(raw)
+    other = AuditData(spec, recorded, {}, wrong)
+    out = run_serial(CSTEngine(), other, spec.engines.cst)
+    assert _counts(out, "CF", 0)["discriminated"] == 0

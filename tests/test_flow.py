@@ -86,3 +86,14 @@ def test_bad_spec_fails_before_any_write(prefect_server, tmp_path):
     with pytest.raises(SpecError, match="decision.favourable"):
         run_audit(str(spec), warehouse=str(tmp_path / "wh.duckdb"), lake=str(tmp_path / "lake"))
     assert not (tmp_path / "wh.duckdb").exists()
+
+
+def test_ingest_flow_stages_once(prefect_server, tmp_path):
+    from flows.audit import ingest_flow
+
+    spec = write_case(tmp_path, bad_rows=2)
+    args = dict(spec_path=str(spec), warehouse=str(tmp_path / "wh.duckdb"), lake=str(tmp_path / "lake"))
+    first = ingest_flow(**args)
+    again = ingest_flow(**args)
+    assert first["rows_staged"] == 400 and first["rows_quarantined"] == 2 and not first["reused"]
+    assert again["version"] == first["version"] and again["reused"]

@@ -66,6 +66,21 @@ def _counterfactual_values(data, attributes: list[str], features: list[str], scm
     return np.column_stack([out[f] if f in out else data.column_values(f) for f in features])
 
 
+def _counterfactual_decision(data, X: np.ndarray, Xcf: np.ndarray, model_cols: list, prot: np.ndarray) -> np.ndarray:
+    """ŷ^CF: the recorded decision, changed only where the model's decision changes between
+    the factual and the counterfactual record. With the production model (which made the
+    recorded decisions) this is simply b(x^CF); with a surrogate of imperfect fidelity it keeps
+    the surrogate's own disagreements with the recorded decisions from posing as effects of A."""
+    def decide(M: np.ndarray) -> np.ndarray:
+        cols = [M[:, j] if j is not None else data.column_values(f)
+                for j, f in zip(model_cols, data.model.feature_names)]
+        return data.model.decide(np.column_stack(cols)).astype(np.int8)
+
+    factual, counterfactual = decide(X), decide(Xcf)
+    moved = prot & (factual != counterfactual)
+    return np.where(moved, counterfactual, data.decision).astype(np.int8)
+
+
 class CSTEngine:
     """Counterfactual situation testing with ST and CF baselines (seed 003)."""
 
@@ -124,10 +139,7 @@ class CSTEngine:
             Xcf = np.where(prot[:, None], Xcf, X)  # only complainants move; others are as observed
             stats = Xcf if params.counterfactual_normalization == "own" else X
             cf_points = normalise(Xcf, kinds, levels, params.normalization, stats=stats)
-            model_in = np.column_stack([
-                Xcf[:, j] if j is not None else data.column_values(f)
-                for j, f in zip(model_cols, data.model.feature_names)])
-            decision_cf = np.where(prot, data.model.decide(model_in), data.decision).astype(np.int8)
+            decision_cf = _counterfactual_decision(data, X, Xcf, model_cols, prot)
             comp = np.flatnonzero(prot & ((data.decision == 0) if params.complainants == "negative" else True))
             tests.append(Test(label, factual, cf_points, prot, ref, decision_cf, comp))
         return State(np.asarray(data.ids), data.decision, tests, params)
