@@ -79,7 +79,7 @@ class Warehouse:
         """Open (creating when needed) a warehouse file.
 
         ``memory_limit`` caps DuckDB's buffer pool (default ``$AEQUUM_DUCKDB_MEMORY_LIMIT`` or
-        2GB) so staging ten million rows spills to disk instead of growing with the data.
+        1GB) so staging ten million rows spills to disk instead of growing with the data.
         """
         self.path = Path(path)
         if not read_only:
@@ -90,7 +90,7 @@ class Warehouse:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.Error as exc:
             raise WarehouseError(f"cannot open warehouse {self.path}: {exc}") from None
-        limit = memory_limit or os.environ.get("AEQUUM_DUCKDB_MEMORY_LIMIT", "2GB")
+        limit = memory_limit or os.environ.get("AEQUUM_DUCKDB_MEMORY_LIMIT", "1GB")
         try:
             self.con.execute(f"SET memory_limit = '{_memory(limit)}'")
         except (duckdb.Error, WarehouseError) as exc:
