@@ -24,6 +24,12 @@ class SourceError(ValueError):
     """The source cannot be read (message names the path, table or driver error)."""
 
 
+def as_subquery(query: str) -> str:
+    """Wrap the spec's SELECT so that it stays one read-only statement: a second statement
+    smuggled after a ';' becomes a syntax error instead of being executed."""
+    return f"SELECT * FROM ({query.strip().rstrip(';')}) AS aequum_source"
+
+
 @dataclass
 class Stream:
     columns: list[str]
@@ -114,7 +120,7 @@ def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000,
         except duckdb.Error as exc:
             raise SourceError(f"cannot open DuckDB file {path}: {exc}") from None
         try:
-            rel = con.table(quote_qualified(source.table)) if source.table else con.sql(source.query)
+            rel = con.table(quote_qualified(source.table)) if source.table else con.sql(as_subquery(source.query))
             names = rel.columns
             rel, _ = _project(rel, names, names, columns)
             yield Stream(names, _guard(rel.to_arrow_reader(batch_rows), str(path)))
@@ -146,7 +152,7 @@ def _postgres(source: Source, batch_rows: int) -> Iterator[Stream]:
         raise SourceError(f"cannot connect to Postgres: {exc}") from None
     try:
         cur = conn.cursor()
-        sql = source.query if source.query else f"SELECT * FROM {quote_qualified(source.table)}"
+        sql = as_subquery(source.query) if source.query else f"SELECT * FROM {quote_qualified(source.table)}"
         try:
             cur.execute(sql)
             reader = cur.fetch_record_batch()

@@ -165,6 +165,13 @@ def test_duckdb_table_with_hostile_name_and_query(tmp_path, warehouse):
         assert con.execute("SELECT keep FROM x").fetchall()[0] == (1,)
     q = spec_for(db, kind="duckdb", query=f"SELECT * FROM \"{hostile.replace(chr(34), chr(34) * 2)}\" WHERE income > 15")
     assert stage(q, tmp_path, warehouse, tmp_path / "lake").rows_staged == 3
+    smuggled = spec_for(tmp_path / "w.duckdb", kind="duckdb", query="SELECT * FROM x; DROP TABLE x")
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        con.execute("CREATE TABLE x AS SELECT 1 AS keep")
+    with pytest.raises(SourceError, match="cannot read"):
+        stage(smuggled, tmp_path, warehouse, tmp_path / "lake")
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        assert con.execute("SELECT keep FROM x").fetchall() == [(1,)]
 
 
 def test_unmapped_protected_values_can_be_excluded(tmp_path, warehouse):

@@ -94,5 +94,12 @@ def test_postgres_query_and_bad_uri(loaded, tmp_path, warehouse):
     assert ref.rows_staged == 3
     with pytest.raises(SourceError, match="cannot read"):
         stage(_spec(loaded, table="no_such_table"), tmp_path, warehouse, tmp_path / "lake")
+    with pytest.raises(SourceError, match="cannot read"):
+        stage(_spec(loaded, query="SELECT 1 AS id; DROP TABLE keep"), tmp_path, warehouse, tmp_path / "lake")
+    import adbc_driver_postgresql.dbapi as pg
+
+    with pg.connect(loaded) as conn, conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM keep")
+        assert cur.fetchall() == [(0,)]
     with pytest.raises(SourceError, match="cannot connect"):
         stage(_spec("postgresql://postgres@127.0.0.1:1/postgres", table="keep"), tmp_path, warehouse, tmp_path / "lake")

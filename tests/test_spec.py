@@ -123,6 +123,8 @@ def test_query_must_be_a_select():
     raw["source"] = {"kind": "duckdb", "path": "w.duckdb", "query": "DELETE FROM t", "id_column": "id"}
     with pytest.raises(SpecError, match="SELECT or WITH"):
         parse_spec(raw)
+    raw["source"]["query"] = "SELECT * FROM t;"
+    assert parse_spec(raw).source.query
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "data" / "specs").glob("*.yaml")), ids=lambda p: p.name)
