@@ -58,12 +58,13 @@ def fit_model(spec: AuditSpec, spec_dir: Path, table: pa.Table, categories: dict
         return None
     from engines.core.models import build_model
 
+    if spec.model.kind != "surrogate":
+        return build_model(spec.model, base_dir=spec_dir)
     data = AuditData(spec, table, categories)
-    X = data.feature_values(spec.model.features)
-    y = None
-    if spec.model.kind == "surrogate":
-        y = data.label if spec.model.target == "label" else data.decision
-    return build_model(spec.model, X_train=X, y_train=y, base_dir=spec_dir)
+    # fitted to the recorded decisions (never to its own), or to the label
+    y = data.label if spec.model.target == "label" else table["_decision"].to_numpy()
+    return build_model(spec.model, X_train=data.feature_values(spec.model.features), y_train=y,
+                       base_dir=spec_dir)
 
 
 def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,

@@ -12,6 +12,7 @@ import tempfile
 from importlib import import_module
 from pathlib import Path
 
+from engines.core.models import ModelError
 from engines.core.spec import SpecError
 from flows.readers import SourceError
 from flows.staging import DEFAULT_LAKE, IngestError
@@ -21,7 +22,7 @@ BENCHMARKS = {
     "ingest": "flows.bench_ingest",
     "cst": "flows.bench_cst",
 }
-USER_ERRORS = (SpecError, SourceError, IngestError, WarehouseError, FileNotFoundError)
+USER_ERRORS = (SpecError, SourceError, IngestError, WarehouseError, ModelError, FileNotFoundError)
 
 
 def _prefect_env() -> None:

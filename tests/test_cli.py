@@ -52,3 +52,27 @@ def test_prefect_yaml_deployments_point_at_real_flows():
         flow.validate_parameters(dep["parameters"])
         assert (REPO / dep["parameters"]["spec_path"]).exists()
         assert dep["schedules"][0]["cron"]
+
+
+def test_missing_model_file_is_a_user_error(tmp_path, capsys, monkeypatch):
+    spec = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
+    spec["model"] = {"kind": "mlp", "features": ["AnnualSalary", "AccountBalance"], "path": "none.pt",
+                     "hidden": [4]}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    from flows.audit import fit_model
+    from engines.core.models import ModelError
+    from engines.core.spec import load_spec
+
+    with pytest.raises(ModelError, match="not found"):
+        fit_model(load_spec(tmp_path / "s.yaml"), tmp_path, None, {})
+
+
+def test_surrogate_for_decisions_fits_the_recorded_ones(staged_data, tmp_path):
+    spec = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
+    spec["model"] = {"kind": "surrogate", "target": "decision", "use_for_decisions": True,
+                     "features": ["AnnualSalary", "AccountBalance"], "hidden": [8], "epochs": 200}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    data = staged_data(tmp_path / "s.yaml")
+    recorded = data.table["_decision"].to_numpy()
+    assert data.model.fidelity["train"] > 0.9
+    assert (data.decision == recorded).mean() > 0.9
