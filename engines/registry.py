@@ -8,6 +8,8 @@ from engines.core.engine import Engine
 ENGINES = {
     "outcome": "engines.outcome:OutcomeEngine",
     "cst": "engines.matching.engine:CSTEngine",
+    "raguel": "engines.reranking.engine:RaguelEngine",
+    "fgce": "engines.feasibility.engine:FGCEEngine",
 }
 
 

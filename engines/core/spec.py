@@ -25,7 +25,9 @@ from pydantic import (
 )
 
 from engines.matching.params import CSTParams
+from engines.feasibility.params import FGCEParams
 from engines.outcome_params import OutcomeParams
+from engines.reranking.params import RaguelParams
 
 Scalar = str | int | float | bool
 
@@ -236,10 +238,12 @@ class ModelSpec(_Model):
 class EnginesSpec(_Model):
     """Which engines run and their parameters (each with documented defaults)."""
 
-    run: list[Literal["outcome", "cst"]] = Field(
+    run: list[Literal["outcome", "cst", "raguel", "fgce"]] = Field(
         default_factory=lambda: ["outcome"], description="Engines to run, in any order.")
     outcome: OutcomeParams = Field(default_factory=OutcomeParams)
     cst: CSTParams = Field(default_factory=CSTParams)
+    raguel: RaguelParams = Field(default_factory=RaguelParams)
+    fgce: FGCEParams = Field(default_factory=FGCEParams)
 
 
 class Ingest(_Model):

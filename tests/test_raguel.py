@@ -1,0 +1,218 @@
+"""RAGUEL (seed 002): Example 1 through the engine for both algorithms, the algorithms'
+guarantees on random rankings, Eq. 3, and bad input."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+from engines.core.engine import run_serial
+from engines.core.spec import parse_spec
+from engines.reranking.algorithms import eq3_holds, rerank, rerank_blocks
+from engines.reranking.engine import RaguelEngine, RaguelError
+from engines.reranking.fairness import (cost_interval, count_bounds, eq3_bound, ranked_represented,
+                                        ratio, represented, shares)
+from engines.reranking.recourse import Actionability, LinearRecourse, PointRecourse
+
+EXAMPLE = REPO / "data/specs/raguel_example.yaml"
+
+
+def example_recourse():
+    act = Actionability(weight=[0.5, 1], mutable=[1, 1], direction=[0, 0], step=[0.05, 1],
+                        low=[0, 0], high=[1000, 40])
+    return LinearRecourse([-2.0, 1.0], 0.0, act)
+
+
+@pytest.fixture(scope="module")
+def example_out(tmp_path_factory):
+    from engines.core.data import AuditData
+    from engines.core.spec import load_spec
+    from flows.audit import fit_model
+    from flows.staging import stage
+    from flows.warehouse import Warehouse
+    tmp = tmp_path_factory.mktemp("raguel")
+    spec = load_spec(EXAMPLE)
+    with Warehouse(tmp / "w.duckdb") as wh:
+        ref = stage(spec, EXAMPLE.parent, wh, tmp / "lake")
+        table = wh.staged(ref.version)
+    data = AuditData(spec, table, ref.categories, fit_model(spec, EXAMPLE.parent, table, ref.categories))
+    return run_serial(RaguelEngine(), data, spec.engines.raguel)
+
+
+@pytest.mark.parametrize("algorithm", ["full", "block"])
+def test_example_1_table_2_exactly(example_out, algorithm):
+    rk = example_out["raguel_ranking"].to_pylist()
+    rk = [r for r in rk if r["algorithm"] == algorithm]
+    assert [r["record_id"] for r in rk] == ["Abdul", "Chiara", "Bogdan", "Diana"]
+    assert [round(r["cost_before"], 2) for r in sorted(rk, key=lambda r: r["rank_before"])] == [0.33, 1.00, 1.33, 2.00]
+    assert [round(r["cost_after"], 3) for r in rk] == [0.333, 0.967, 1.0, 2.0]
+    assert [r["moved"] for r in rk] == [False, True, False, False]
+    acts = [a for a in example_out["raguel_actions"].to_pylist() if a["algorithm"] == algorithm]
+    assert len(acts) == 1
+    a = acts[0]
+    assert (a["record_id"], a["feature"], a["value_before"], round(a["value_after"], 2), a["steps"],
+            a["overtakes"]) == ("Chiara", "loan_amount", 4.0, 3.45, 11, "Bogdan")
+    assert round(a["cost_after"], 3) == 0.967
+    s = [r for r in example_out["raguel_summary"].to_pylist()
+         if r["algorithm"] == algorithm and r["configuration"] == "main"][0]
+    assert s["points_changed"] == 1 and s["success"]
+    assert s["r_before"] == pytest.approx(0.4) and s["r_after"] == pytest.approx((2 / 3) / ((0.9666666 + 2) / 2), rel=1e-5)
+
+
+def test_example_1_blocks_of_four_need_nothing(example_out):
+    s = [r for r in example_out["raguel_summary"].to_pylist() if r["block_size"] == 4]
+    assert s and all(r["points_changed"] == 0 and r["unfair_blocks_before"] == 0 for r in s)
+    blocks = example_out["raguel_blocks"].to_pylist()
+    assert [(b["fair_before"], b["fair_after"]) for b in blocks] == [(False, True), (True, True)]
+
+
+def test_strict_recourse_rule_demands_more():
+    r = example_recourse()
+    X = np.array([[3.5, 6], [2, 1], [4, 4], [5, 4]])
+    g = np.array([0, 0, 1, 1])
+    res = rerank(r.cost(X), g, X, r, shares(g, 2), recourse="strict")
+    # r([Abdul, Chiara']) >= 0.9 needs Chiara's cost within [0.3, 0.37]: loan amount 2.55
+    assert res.moves[0].action.after == pytest.approx((2.55,))
+    assert 0.3 <= res.moves[0].action.cost_after <= 0.3704
+
+
+def random_instance(rng, n=60, d=3, share=0.3):
+    X = rng.uniform(0, 10, (n, d))
+    a = rng.uniform(0.5, 2, d) * rng.choice([-1, 1], d)
+    b = -(X @ a).max() - 1.0                    # everyone rejected
+    w = rng.uniform(0.2, 2, d)
+    mut = rng.random(d) < 0.8
+    mut[0] = True
+    step = rng.choice([0.1, 0.5, 1.0], d)
+    act = Actionability(w, mut, np.zeros(d), step, np.full(d, -100.0), np.full(d, 110.0))
+    model = LinearRecourse(a, b, act)
+    cost = model.cost(X)
+    order = np.argsort(cost, kind="stable")
+    g = (rng.random(n) < share).astype(np.int64)[order]
+    return cost[order], g, X[order], model, act
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_algorithm_1_guarantees(seed):
+    rng = np.random.default_rng(seed)
+    cost, g, X, model, act = random_instance(rng)
+    p = shares(g, 2)
+    res = rerank(cost, g, X, model, p, t=1 / 3)
+    assert sorted(res.order.tolist()) == list(range(len(cost)))
+    ok = ranked_represented(g[res.order], p, 1 / 3)
+    if res.success:
+        assert ok.all()
+    else:
+        assert ok[:res.exit_at].all()
+    for m in res.moves:
+        row_before, row_after = X[m.record], res.X[m.new_position]
+        delta = row_after - row_before
+        assert np.all(delta[~act.mutable] == 0)                       # immutables never move
+        steps = delta / act.step
+        assert np.allclose(steps, np.rint(steps), atol=1e-6)           # whole steps only
+        assert model.cost(row_after)[0] < cost[m.overtakes]            # strictly above the overtaken
+        assert res.cost[m.new_position] == pytest.approx(model.cost(row_after)[0])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_algorithm_2_moves_improve_r_and_fix_blocks(seed):
+    rng = np.random.default_rng(100 + seed)
+    cost, g, X, model, act = random_instance(rng, n=80)
+    p = shares(g, 2)
+    X0, c0 = X.copy(), cost.copy()
+    out = list(rerank_blocks(cost, g, X, model, p, [list(range(s, min(s + 10, 80))) for s in range(0, 80, 10)]))
+    members = np.concatenate([m for m, _ in out])
+    assert sorted(members.tolist()) == list(range(80))
+    for b, (m, info) in enumerate(out):
+        if info["repaired"]:
+            assert info["fair_after"]
+            assert info["r_after"] >= info["r_before"] - 1e-12 or info["r_before"] == 1.0
+        if not info["repaired"]:
+            assert info["moves"] == [] and info["fair_after"] == info["fair_before"]   # copied as is
+        for j, l, a in info["moves"]:
+            assert c0[j] > cost[j] and cost[j] < c0[l] + 1e-12      # came up below the leaver
+            assert np.all((X[j] - X0[j])[~act.mutable] == 0)
+            assert abs(b * 10 - j) < 20                               # moved at most one block
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_eq3_is_the_improvement_condition(seed):
+    rng = np.random.default_rng(seed)
+    n1, n2 = int(rng.integers(1, 6)), int(rng.integers(2, 8))
+    c1, c2 = rng.uniform(0.1, 3, n1), rng.uniform(0.1, 3, n2)
+    mu1, mu2 = c1.mean(), c2.mean()
+    leave = rng.choice(c2)
+    new = rng.uniform(0, 4)
+    mu1n = (c1.sum() + new) / (n1 + 1)
+    mu2n = (c2.sum() - leave) / (n2 - 1)
+    before, after = mu1 / mu2, mu1n / mu2n
+    # Eq. 3 holds exactly when μ₁/μ₂ moves towards 1 from its side (or crosses it)
+    if abs(after - before) > 1e-9:
+        assert eq3_holds(mu1, n1, mu2, n2, leave, new) == ((after > before) if mu1 < mu2 else (after < before))
+    # the engine's interval (r = min/max must not fall) implies Eq. 3
+    sums, counts = np.array([c1.sum(), c2.sum() - leave]), np.array([n1, n2 - 1])
+    lo, hi = cost_interval(sums, counts, 0, ratio(np.array([c1.sum(), c2.sum()]), np.array([n1, n2])))
+    if lo <= new <= hi:
+        assert eq3_holds(mu1, n1, mu2, n2, leave, new)
+        assert ratio(sums + [new, 0], counts + [1, 0]) >= min(before, 1 / before) - 1e-9
+
+
+def test_definitions():
+    p = np.array([0.5, 0.5])
+    assert represented(np.array([1, 1]), p, 1 / 3) and not represented(np.array([2, 0]), p, 1 / 3)
+    lo, hi = count_bounds(2, np.array([0.35, 0.65]), 1 / 3, "strict")
+    assert lo[0] > hi[0]                                      # no count satisfies Def. 3.1 literally
+    lo, hi = count_bounds(2, np.array([0.35, 0.65]), 1 / 3, "nearest")
+    assert (lo[0], hi[0]) == (1, 1)
+    assert ratio(np.array([5.837 * 3, 7.688 * 2]), np.array([3, 2])) == pytest.approx(0.759, abs=5e-4)
+    assert ratio(np.array([3.0, 0.0]), np.array([2, 0])) == 1.0
+    assert eq3_bound(1.0, 0, 2.0, 3, 1.0) is None
+
+
+def test_point_target_ranking():
+    act = Actionability([1.0, 2.0], [True, True], [0, 0], [1.0, 1.0], [0, 0], [10, 10])
+    model = PointRecourse(np.array([10.0, 10.0]), act)
+    x = np.array([4.0, 6.0])
+    a = model.modify(x, hi_cost=float(model.cost(np.array([[6.0, 6.0]]))[0]))
+    assert a.attributes == (0,) and a.after == (7.0,)
+    assert model.cost(np.array([[10, 10]]))[0] == 0
+
+
+def _spec(**raguel):
+    import yaml
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["engines"]["raguel"].update(raguel)
+    return doc
+
+
+def test_bad_input_errors(staged_data, tmp_path):
+    import yaml
+    from engines.core.spec import SpecError
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["features"][0]["recourse_weight"] = 0
+    spec_path = tmp_path / "s.yaml"
+    doc["source"]["path"] = str(EXAMPLE.parent.parent / "examples/raguel_example1.csv")
+    spec_path.write_text(yaml.safe_dump(doc))
+    data = staged_data(spec_path)
+    with pytest.raises(RaguelError, match="loan_amount.*recourse_weight"):
+        RaguelEngine().prepare(data, data.spec.engines.raguel)
+    # a group absent from the ranked records
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["source"]["path"] = str(EXAMPLE.parent.parent / "examples/raguel_example1.csv")
+    doc["protected"][0]["protected_values"] = ["X"]
+    doc["protected"][0]["unmapped"] = "exclude"
+    spec_path.write_text(yaml.safe_dump(doc))
+    data = staged_data(spec_path)
+    with pytest.raises(RaguelError, match="no protected member"):
+        RaguelEngine().prepare(data, data.spec.engines.raguel)
+    # every attribute the boundary depends on immutable: not repairable
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["source"]["path"] = str(EXAMPLE.parent.parent / "examples/raguel_example1.csv")
+    for f in doc["features"]:
+        f["mutability"] = "immutable"
+    spec_path.write_text(yaml.safe_dump(doc))
+    data = staged_data(spec_path)
+    with pytest.raises(RaguelError, match="not repairable"):
+        RaguelEngine().prepare(data, data.spec.engines.raguel)
+    with pytest.raises(SpecError, match="coefficients"):
+        parse_spec({**_spec(), "engines": {"raguel": {"boundary": "linear"}}})
