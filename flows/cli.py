@@ -21,6 +21,8 @@ from flows.warehouse import DEFAULT_WAREHOUSE, WarehouseError
 BENCHMARKS = {
     "ingest": "flows.bench_ingest",
     "cst": "flows.bench_cst",
+    "raguel": "flows.bench_raguel",
+    "fgce": "flows.bench_fgce",
 }
 USER_ERRORS = (SpecError, SourceError, IngestError, WarehouseError, ModelError, FileNotFoundError)
 

@@ -216,3 +216,28 @@ def test_bad_input_errors(staged_data, tmp_path):
         RaguelEngine().prepare(data, data.spec.engines.raguel)
     with pytest.raises(SpecError, match="coefficients"):
         parse_spec({**_spec(), "engines": {"raguel": {"boundary": "linear"}}})
+
+
+@pytest.mark.parametrize("batch", [7, 30, 64, 1000])
+def test_streaming_equals_in_memory(batch):
+    """The sliding window gives the in-memory Algorithm 2's result for any input batch size."""
+    import pyarrow as pa
+    from engines.reranking.stream import StreamSummary, rerank_stream
+    rng = np.random.default_rng(7)
+    cost, g, X, model, act = random_instance(rng, n=230)
+    p = shares(g, 2)
+    c_mem, X_mem = cost.copy(), X.copy()
+    blocks = [list(range(s, min(s + 10, 230))) for s in range(0, 230, 10)]
+    mem = list(rerank_blocks(c_mem, g, X_mem, model, p, blocks))
+    order = np.concatenate([m for m, _ in mem])
+    table = pa.table({"record_id": [str(i) for i in range(230)], "group": g, "cost": cost,
+                      **{f"f{j}": X[:, j] for j in range(X.shape[1])}})
+    summary = StreamSummary(2)
+    out = pa.Table.from_batches(list(rerank_stream(table.to_batches(max_chunksize=batch),
+                                                   [f"f{j}" for j in range(X.shape[1])], model, p, 10,
+                                                   summary=summary)))
+    assert out["record_id"].to_pylist() == [str(i) for i in order]
+    assert np.allclose(out["cost_after"].to_numpy(), c_mem[order])
+    assert summary.unfair_before == sum(not i["fair_before"] for _, i in mem)
+    assert summary.unfair_after == sum(not i["fair_after"] for _, i in mem)
+    assert summary.rows == 230 and summary.blocks == 23

@@ -15,6 +15,7 @@ with the unmodified point (Algorithm 1) or the block before the move (Algorithm 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -66,7 +67,19 @@ def rerank(cost, group, X, recourse_model, p, t=1 / 3, eps_r=0.1, recourse="impr
     members = [np.flatnonzero(group == g) for g in range(G)]   # rank order within group
     ptr = np.zeros(G, np.int64)                                 # first unplaced member per group
     counts, sums = np.zeros(G, np.int64), np.zeros(G)
-    lo_all, hi_all = count_bounds(np.arange(1, n + 1), p, t, rounding)
+    lo_np, hi_np = count_bounds(np.arange(1, n + 1), p, t, rounding)
+    lo_all, hi_all = lo_np.astype(np.int64).tolist(), hi_np.astype(np.int64).tolist()
+
+    def fair(k: int, add: int) -> bool:
+        """Def. 3.2 at prefix length k if a member of group ``add`` joins (plain ints: hot loop)."""
+        lo, hi = lo_all[k - 1], hi_all[k - 1]
+        for h in range(G):
+            c = cnt[h] + (h == add)
+            if c < lo[h] or c > hi[h]:
+                return False
+        return True
+
+    cnt = [0] * G
     order, out_cost, out_X, moves = [], [], [], []
     head, exit_at = 0, -1
 
@@ -74,6 +87,7 @@ def rerank(cost, group, X, recourse_model, p, t=1 / 3, eps_r=0.1, recourse="impr
         placed[i] = True
         g = group[i]
         counts[g] += 1
+        cnt[g] += 1
         sums[g] += c
         while ptr[g] < len(members[g]) and placed[members[g][ptr[g]]]:
             ptr[g] += 1
@@ -85,18 +99,14 @@ def rerank(cost, group, X, recourse_model, p, t=1 / 3, eps_r=0.1, recourse="impr
         while placed[head]:
             head += 1
         k = len(order) + 1
-        g = group[head]
-        trial = counts.copy()
-        trial[g] += 1
-        if k < 2 or np.all((trial >= lo_all[k - 1]) & (trial <= hi_all[k - 1])):
+        g = int(group[head])
+        if k < 2 or fair(k, g):
             place(head, cost[head], X[head])
             continue
         found = None
         candidates = []
         for h in range(G):
-            trial = counts.copy()
-            trial[h] += 1
-            if h != g and np.all((trial >= lo_all[k - 1]) & (trial <= hi_all[k - 1])):
+            if h != g and fair(k, h):
                 pool = members[h][ptr[h]:]
                 candidates.extend(int(j) for j in pool[~placed[pool]][:max_candidates])
         for j in sorted(candidates):
@@ -124,9 +134,15 @@ def rerank(cost, group, X, recourse_model, p, t=1 / 3, eps_r=0.1, recourse="impr
                      moves, exit_at < 0, exit_at)
 
 
+@lru_cache(maxsize=4096)
+def _bounds(k: int, p: tuple, t: float, rounding: str) -> tuple[tuple, tuple]:
+    lo, hi = count_bounds(k, np.asarray(p), t, rounding)
+    return tuple(int(v) for v in lo), tuple(int(v) for v in hi)
+
+
 def _block_ok(counts: np.ndarray, p: np.ndarray, t: float, rounding: str) -> bool:
-    lo, hi = count_bounds(int(counts.sum()), p, t, rounding)
-    return bool(np.all((counts >= lo) & (counts <= hi)))
+    lo, hi = _bounds(int(counts.sum()), tuple(float(v) for v in p), t, rounding)
+    return all(a <= c <= b for a, c, b in zip(lo, counts.tolist(), hi))
 
 
 def repair_block(B: list, N: list, cost: np.ndarray, group: np.ndarray, X: np.ndarray, recourse_model,
@@ -191,6 +207,34 @@ def repair_block(B: list, N: list, cost: np.ndarray, group: np.ndarray, X: np.nd
             return None
 
 
+def block_step(cur: list, nxt: list | None, number: int, cost, group, X, recourse_model, p, t=1 / 3,
+               eps_r=0.1, recourse="improve", rounding="nearest", movable=None):
+    """Algorithm 2 for one block: repair ``cur`` against ``nxt`` (None for the last block) and
+    return (final members of cur, members of nxt after the moves, per-block record). An
+    unrepairable block is copied as is. ``cost``/``X``/``movable`` are updated in place."""
+    G = len(p)
+    cur = list(cur)
+    counts = np.bincount(group[cur], minlength=G)
+    info = {"block": number, "size": len(cur),
+            "fair_before": _block_ok(counts, p, t, rounding),
+            "r_before": ratio(np.bincount(group[cur], weights=cost[cur], minlength=G), counts),
+            "moves": [], "repaired": False}
+    if not info["fair_before"] and nxt is not None:
+        snapshot = {i: (cost[i], X[i].copy(), movable[i]) for i in list(cur) + list(nxt)}
+        res = repair_block(cur, list(nxt), cost, group, X, recourse_model, p, t, eps_r,
+                           recourse, rounding, movable)
+        if res is None:
+            for i, (c, row, m) in snapshot.items():       # copy the block as is
+                cost[i], X[i], movable[i] = c, row, m
+        else:
+            cur, nxt, info["moves"] = res[0], res[1], res[2]
+            info["repaired"] = True
+    counts = np.bincount(group[cur], minlength=G)
+    info["fair_after"] = _block_ok(counts, p, t, rounding)
+    info["r_after"] = ratio(np.bincount(group[cur], weights=cost[cur], minlength=G), counts)
+    return cur, nxt, info
+
+
 def rerank_blocks(cost, group, X, recourse_model, p, blocks, t=1 / 3, eps_r=0.1, recourse="improve",
                   rounding="nearest"):
     """Algorithm 2 (RAGUEL-Block) as a streaming pass: ``blocks`` yields lists of record indices
@@ -199,31 +243,13 @@ def rerank_blocks(cost, group, X, recourse_model, p, blocks, t=1 / 3, eps_r=0.1,
     complete. ``cost`` and ``X`` are updated in place for modified records."""
     cost = np.asarray(cost, np.float64)
     movable = np.ones(len(cost), bool)
-    G = len(p)
     it = iter(blocks)
     cur = next(it, None)
     number = 0
     while cur is not None:
         nxt = next(it, None)
-        cur = list(cur)
-        counts = np.bincount(group[cur], minlength=G)
-        info = {"block": number, "size": len(cur),
-                "fair_before": _block_ok(counts, p, t, rounding),
-                "r_before": ratio(np.bincount(group[cur], weights=cost[cur], minlength=G), counts),
-                "moves": [], "repaired": False}
-        if not info["fair_before"] and nxt is not None:
-            snapshot = {i: (cost[i], X[i].copy(), movable[i]) for i in list(cur) + list(nxt)}
-            res = repair_block(cur, list(nxt), cost, group, X, recourse_model, p, t, eps_r,
-                               recourse, rounding, movable)
-            if res is None:
-                for i, (c, row, m) in snapshot.items():       # copy the block as is
-                    cost[i], X[i], movable[i] = c, row, m
-            else:
-                cur, nxt, info["moves"] = res[0], res[1], res[2]
-                info["repaired"] = True
-        counts = np.bincount(group[cur], minlength=G)
-        info["fair_after"] = _block_ok(counts, p, t, rounding)
-        info["r_after"] = ratio(np.bincount(group[cur], weights=cost[cur], minlength=G), counts)
+        cur, nxt, info = block_step(cur, nxt, number, cost, group, X, recourse_model, p, t, eps_r,
+                                    recourse, rounding, movable)
         yield cur, info
         cur, number = nxt, number + 1
 

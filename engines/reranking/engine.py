@@ -236,9 +236,9 @@ class RaguelEngine:
             out_cost = cost[order]
             success = all(b["fair_after"] for b in blocks_rows[:-1])
             exit_at = -1
+        seconds = time.perf_counter() - t0      # the re-ranking itself; metrics follow
         summary = {**base, **self._summary(r, order, out_cost, moves, blocks_rows), "success": success,
-                   "exit_position": exit_at if exit_at >= 0 else None,
-                   "seconds": time.perf_counter() - t0}
+                   "exit_position": exit_at if exit_at >= 0 else None, "seconds": seconds}
         out = {"raguel_summary": pa.Table.from_pylist([summary], SUMMARY)}
         if config == "main":
             out.update(self._detail(state, r, alg, order, out_cost, moves, block_of))

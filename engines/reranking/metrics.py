@@ -16,7 +16,10 @@ reports these for rankings before and after re-ranking.)
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
+from scipy.ndimage import maximum_filter1d
 
 MEASURES = ("rKL", "rND", "rRD")
 
@@ -59,21 +62,20 @@ def raw_score(measure: str, protected: np.ndarray) -> float:
     return float((_terms(measure, counts, cuts, n_pos, n) / np.log2(cuts)).sum())
 
 
+@lru_cache(maxsize=256)
 def normaliser(measure: str, n: int, n_pos: int) -> float:
     """Z: the exact maximum of ``raw_score`` over all rankings of n items, n_pos protected."""
     cuts = cutoffs(n)
     c = np.arange(n_pos + 1)
-    best = np.zeros(n_pos + 1)             # best value with count c at the previous cut-off
-    best[1:] = -np.inf                     # before the first item the count is 0
+    best = np.full(n_pos + 1, -1e300)      # best value with count c at the previous cut-off
+    best[0] = 0.0                          # before the first item the count is 0
     prev = 0
     for i in cuts:
-        gap = i - prev
-        # count at cut-off i can exceed the previous one by 0..gap
-        reach = np.full(n_pos + 1, -np.inf)
-        for d in range(min(gap, n_pos) + 1):
-            reach[d:] = np.maximum(reach[d:], best[:n_pos + 1 - d])
+        gap = int(min(i - prev, n_pos))
+        # count at cut-off i can exceed the previous one by 0..gap: a trailing window maximum
+        reach = maximum_filter1d(best, size=gap + 1, origin=gap // 2, mode="constant", cval=-1e300)
         feasible = (c <= i) & (i - c <= n - n_pos)
-        best = np.where(feasible, reach + _terms(measure, c, np.full_like(c, i), n_pos, n) / np.log2(i), -np.inf)
+        best = np.where(feasible, reach + _terms(measure, c, np.full_like(c, i), n_pos, n) / np.log2(i), -1e300)
         prev = i
     return float(best[n_pos])
 

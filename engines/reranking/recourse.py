@@ -195,6 +195,10 @@ class LinearRecourse:
             integral.append(not np.isnan(step))
         if any(c < 1 for c in caps):
             return None
+        lowest = sum(units)                                   # every attribute one step
+        highest = sum(u * c for u, c in zip(units, caps))     # every attribute to its bound
+        if highest <= g_lo or lowest > g_hi:
+            return None                                       # infeasible: no need to ask HiGHS
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("threads", 1)
