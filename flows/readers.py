@@ -93,8 +93,9 @@ def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000,
                 rel = con.read_parquet([str(f) for f in files])
             else:
                 delim = source.delimiter or sniff_delimiter(files[0])
-                rel = con.read_csv([str(f) for f in files], delimiter=delim, header=True,
-                                   all_varchar=True, quotechar='"', null_padding=False)
+                named = {"header": False, "names": list(source.header_names)} if source.header_names else {"header": True}
+                rel = con.read_csv([str(f) for f in files], delimiter=delim, all_varchar=True,
+                                   quotechar='"', null_padding=False, **named)
         except duckdb.Error as exc:
             con.close()
             raise SourceError(f"cannot read {path}: {exc}") from None

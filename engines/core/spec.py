@@ -56,6 +56,8 @@ class Source(_Model):
     table: str | None = Field(None, description="Table name (duckdb, postgres); quoted as an identifier.")
     query: str | None = Field(None, description="A read-only SELECT (duckdb, postgres), instead of `table`.")
     delimiter: str | None = Field(None, description="CSV delimiter; detected from the header when omitted.")
+    header_names: list[str] | None = Field(
+        None, description="CSV without a header row: the column names, in file order.")
     generator: Literal["loan", "cec_synthetic", "hmda"] | None = Field(
         None, description="Built-in generator (generated).")
     rows: int | None = Field(None, gt=0, description="Rows to generate (generated).")

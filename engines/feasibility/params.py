@@ -35,6 +35,10 @@ class FGCEParams(BaseModel):
     d_points: int = Field(10, ge=2, description="Curves: cost grid points up to √(#features).")
     coverage_levels: list[float] = Field(
         default_factory=lambda: [0.5, 0.7, 0.9, 1.0], description="cAUC coverage levels c.")
+    cost_curve_solver: Literal["greedy", "exact"] = Field(
+        "greedy", description="cAUC's cost(k, c): greedy — the smallest cost at which the greedy's "
+        "k picks reach coverage c (an upper bound, consistent with kAUC/dAUC); exact — Problem 2 "
+        "solved exactly for every (k, c) (bisection over costs with the max-coverage MIP on HiGHS).")
     mip_max_pairs: int = Field(200_000, gt=0, description="Coverage-constrained MIP only when the "
                                "reachable (factual, candidate) pairs are at most this many.")
     max_pairs: int = Field(20_000_000, gt=0, description="Refuse (clear error) beyond this many "

@@ -1,0 +1,312 @@
+"""The FGCE engine: feasibility graphs per group, group counterfactuals, coverage measures.
+
+``prepare`` encodes every record into the FGCE space (one-hot / ordinal / [0, 1] scaling, the
+spec's mutability and category transitions) and lists the groups; ``pieces`` are (protected
+attribute, group) pairs — each group's graph is independent (protected attributes are
+immutable, so groups never connect); ``run_piece`` builds the group's ε-graph, its statistics,
+the reachable (factual, candidate) pairs and costs, the chosen counterfactuals (greedy,
+Problem 1), k0 / d0 (exact set cover and Problem 2 MIP on HiGHS while small enough), the
+coverage grid over k × d, the AUCs and ACF; ``combine`` normalises cAUC across groups.
+Components (WCCs) are solved separately inside a group (k0 per component, the DP over them).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from engines.core.engine import Tables, concat_parts
+from engines.feasibility.graph import build_graphs, eps_sweep, shortest_costs, smallest_eps_without_singletons
+from engines.feasibility.measures import acf, auc_rows, cauc_rows, rules
+from engines.feasibility.params import FGCEParams
+from engines.feasibility.selection import (Infeasible, Reach, allocate_k, d_min, greedy, k0,
+                                           min_cost_bisect)
+from engines.feasibility.space import FeatureSpace
+
+GRAPH = pa.schema([
+    ("attribute", pa.string()), ("group_name", pa.string()), ("epsilon", pa.float64()),
+    ("nodes", pa.int64()), ("edges", pa.int64()), ("sccs", pa.int64()), ("wccs", pa.int64()),
+    ("density", pa.float64()), ("singletons", pa.int64()), ("factuals", pa.int64()),
+    ("candidates", pa.int64()), ("coverable", pa.int64()), ("reachable_pairs", pa.int64()),
+    ("smallest_eps_without_singletons", pa.float64()), ("seconds", pa.float64()),
+])
+CHOSEN = pa.schema([
+    ("attribute", pa.string()), ("group_name", pa.string()), ("pick", pa.int64()),
+    ("record_id", pa.string()), ("component", pa.int64()), ("factuals_covered", pa.int64()),
+    ("cumulative_coverage", pa.float64()), ("mean_cost", pa.float64()), ("max_cost", pa.float64()),
+    ("rule", pa.string()),
+])
+ASSIGN = pa.schema([
+    ("attribute", pa.string()), ("group_name", pa.string()), ("factual_id", pa.string()),
+    ("counterfactual_id", pa.string()), ("cost", pa.float64()), ("component", pa.int64()),
+])
+K0D0 = pa.schema([
+    ("attribute", pa.string()), ("group_name", pa.string()), ("factuals", pa.int64()),
+    ("coverable", pa.int64()), ("coverable_share", pa.float64()), ("components", pa.int64()),
+    ("k0", pa.int64()), ("k0_greedy", pa.int64()), ("k0_method", pa.string()),
+    ("d0_at_k0", pa.float64()), ("d0_method", pa.string()), ("d_min", pa.float64()),
+    ("k", pa.int64()), ("coverage_at_k", pa.float64()), ("coverage_at_k_of_coverable", pa.float64()),
+    ("dp_coverage_at_k", pa.float64()),
+])
+CURVES = pa.schema([
+    ("attribute", pa.string()), ("group_name", pa.string()), ("curve", pa.string()),
+    ("k", pa.int64()), ("d", pa.float64()), ("c", pa.float64()), ("coverage", pa.float64()),
+    ("coverage_of_coverable", pa.float64()), ("cost", pa.float64()), ("method", pa.string()),
+])
+AUC = pa.schema([
+    ("attribute", pa.string()), ("group_name", pa.string()), ("measure", pa.string()),
+    ("at", pa.float64()), ("auc", pa.float64()), ("auc_normalised", pa.float64()),
+    ("saturation_point", pa.float64()), ("extreme", pa.float64()),
+])
+ACF = pa.schema([
+    ("attribute", pa.string()), ("group_name", pa.string()), ("subgroup", pa.string()),
+    ("feature", pa.string()), ("acf", pa.float64()), ("factuals", pa.int64()),
+])
+TABLES = {"fgce_graph_stats": GRAPH, "fgce_counterfactuals": CHOSEN, "fgce_assignments": ASSIGN,
+          "fgce_k0d0": K0D0, "fgce_curves": CURVES, "fgce_auc": AUC, "fgce_acf": ACF}
+
+
+class FGCEError(ValueError):
+    """A configuration the data cannot support (named field, value)."""
+
+
+@dataclass
+class State:
+    params: FGCEParams
+    space: FeatureSpace
+    X_raw: np.ndarray
+    names: list[str]
+    kinds: list[str]
+    levels: list
+    ids: np.ndarray
+    factual: np.ndarray        # bool per record
+    candidate: np.ndarray      # bool per record
+    groups: dict[str, np.ndarray]   # attribute -> int8 1 protected / 0 reference / -1 neither
+
+
+def _transitions(spec, names: list[str]) -> dict:
+    out = {}
+    for n in names:
+        f = spec.feature(n)
+        if f.transitions:
+            out[n] = [(a, b) for a, tos in f.transitions.items() for b in tos]
+    return out
+
+
+class FGCEEngine:
+    name = "fgce"
+    tables = TABLES
+
+    def prepare(self, data, params: FGCEParams) -> State:
+        spec = data.spec
+        names = list(params.features or spec.feature_names)
+        unknown = [n for n in names if n not in spec.feature_names]
+        if unknown:
+            raise FGCEError(f"fgce.features: {unknown} are not declared in the spec's features")
+        pnames = [p.name for p in spec.protected]
+        attrs = params.attributes or pnames
+        bad = [a for a in attrs if a not in pnames]
+        if bad:
+            raise FGCEError(f"fgce.attributes: {bad} are not protected attributes {pnames}")
+        bad = [n for n in params.discretise if n not in names]
+        if bad:
+            raise FGCEError(f"fgce.discretise: {bad} are not among the FGCE features {names}")
+        if data.decision is None:
+            raise FGCEError("fgce needs decisions (a decision column or a model used for decisions)")
+        X = data.feature_values(names)
+        if np.isnan(X).any():
+            raise FGCEError(f"fgce: missing values in feature(s) {[n for n, b in zip(names, np.isnan(X).any(0)) if b]}")
+        kinds = [spec.feature(n).type for n in names]
+        levels = [data.levels(n) for n in names]
+        mut = {n: spec.feature(n).mutability for n in names}
+        try:
+            space = FeatureSpace.build(X, names, kinds, levels, mut, _transitions(spec, names), params.discretise)
+        except ValueError as exc:
+            raise FGCEError(f"fgce: {exc}") from None
+        decision = data.decision
+        factual = decision == 0
+        if params.factuals == "false_negatives":
+            if data.label is None:
+                raise FGCEError("fgce.factuals 'false_negatives' needs a `label` section")
+            factual &= data.label == 1
+        return State(params, space, X, names, kinds, levels, data.ids, factual, decision == 1,
+                     {a: data.groups[a] for a in attrs})
+
+    def pieces(self, state: State) -> list[tuple[str, int]]:
+        return [(a, g) for a in state.groups for g in (1, 0)]
+
+    def run_piece(self, state: State, piece: tuple[str, int]) -> Tables:
+        attribute, value = piece
+        p = state.params
+        t0 = time.perf_counter()
+        gname = "protected" if value == 1 else "reference"
+        labels = state.groups[attribute]
+        base = {"attribute": attribute, "group_name": gname}
+        graph = build_graphs(state.space, labels, p.epsilon, weights=p.weights if p.cost == "path" else None,
+                             groups=[value], sample=p.kde_sample, seed=p.seed,
+                             bandwidth=p.bandwidth)[value]
+        st = graph.stats()
+        members = graph.nodes
+        F = members[state.factual[members]]
+        C = members[state.candidate[members]]
+        rows, cols, costs = shortest_costs(graph, F, C, cost=p.cost)
+        if len(rows) > p.max_pairs:
+            raise FGCEError(f"fgce: {attribute}={gname} has {len(rows):,} reachable (factual, candidate) "
+                            f"pairs > fgce.max_pairs {p.max_pairs:,}; lower fgce.epsilon or raise max_pairs")
+        reach = Reach.from_pairs(len(F), len(C), rows, cols, costs)
+        coverable = reach.coverable()
+        n_f, n_cov = len(F), int(coverable.sum())
+        _, wcc = graph.components()
+        comp_f = wcc[np.searchsorted(members, F)] if n_f else np.zeros(0, np.int64)
+        comp_c = wcc[np.searchsorted(members, C)] if len(C) else np.zeros(0, np.int64)
+        smallest = smallest_eps_without_singletons(state.space, labels, groups=[value])[value]
+        graph_rows = [{**base, "epsilon": p.epsilon, **{k: st[k] for k in ("nodes", "edges", "sccs", "wccs",
+                                                                             "density", "singletons")},
+                       "factuals": n_f, "candidates": len(C), "coverable": n_cov,
+                       "reachable_pairs": len(rows), "smallest_eps_without_singletons": smallest}]
+        for r in (eps_sweep(state.space, labels, p.epsilon_sweep, groups=[value]) if p.epsilon_sweep else []):
+            graph_rows.append({**base, "epsilon": r["eps"], **{k: r[k] for k in ("nodes", "edges", "sccs", "wccs",
+                                                                                   "density", "singletons")},
+                               "factuals": None, "candidates": None, "coverable": None,
+                               "reachable_pairs": None, "smallest_eps_without_singletons": smallest})
+        small = len(rows) <= p.mip_max_pairs
+        d_budget = math.inf if p.d is None else p.d
+
+        # the chosen set (Problem 1, greedy) and its assignments
+        sel = greedy(reach, p.k, d_budget)
+        chosen_rows, assign_rows = [], []
+        for t, j in enumerate(sel.chosen):
+            covered = np.flatnonzero(sel.assignment == j)
+            chosen_rows.append({**base, "pick": t + 1, "record_id": str(state.ids[C[j]]),
+                                "component": int(comp_c[j]), "factuals_covered": len(covered),
+                                "cumulative_coverage": sel.covered_after[t] / n_f if n_f else None,
+                                "mean_cost": float(np.mean(sel.cost[covered])) if len(covered) else None,
+                                "max_cost": float(np.max(sel.cost[covered])) if len(covered) else None,
+                                "rule": rules(state.X_raw, F[covered], C[j], state.names, state.kinds, state.levels)})
+        done = sel.assignment >= 0
+        assign_rows = pa.table({
+            "attribute": [attribute] * int(done.sum()), "group_name": [gname] * int(done.sum()),
+            "factual_id": state.ids[F[done]].astype(str), "counterfactual_id": state.ids[C[sel.assignment[done]]].astype(str),
+            "cost": sel.cost[done], "component": comp_f[done].astype(np.int64)})
+
+        # k0 / d0 (exact while small, greedy bounds beyond)
+        k0_res = k0(reach, comp_f if n_f else None) if small else None
+        kg = greedy(reach, max(len(C), 1), math.inf)
+        k0_val = k0_res.k0 if k0_res else int(kg.chosen.size)
+        d0, d0_method = None, None
+        if n_cov:
+            if small:
+                d0, d0_method = min_cost_bisect(reach, max(k0_val, 1), 1.0).d, "exact"
+            else:
+                d0, d0_method = _bisect_d(reach, k0_val, n_cov, 1.0), "greedy_bisection"
+        # DP over components at k (the paper's local solution)
+        curves_comp = []
+        for c in np.unique(comp_f[coverable]) if n_cov else []:
+            fi, ci = np.flatnonzero(comp_f == c), np.flatnonzero(comp_c == c)
+            g = greedy(reach.subset(fi, ci), p.k, d_budget)
+            curves_comp.append(np.concatenate([[0], g.covered_after, np.full(p.k, g.n_covered)])[:p.k + 1])
+        dp = allocate_k(curves_comp, p.k).total if curves_comp else 0.0
+        k0d0 = [{**base, "factuals": n_f, "coverable": n_cov, "coverable_share": n_cov / n_f if n_f else None,
+                 "components": int(np.unique(comp_f[coverable]).size) if n_cov else 0,
+                 "k0": k0_val, "k0_greedy": int(kg.chosen.size), "k0_method": "exact" if small else "greedy",
+                 "d0_at_k0": d0, "d0_method": d0_method, "d_min": d_min(reach) if n_cov else None,
+                 "k": p.k, "coverage_at_k": sel.n_covered / n_f if n_f else None,
+                 "coverage_at_k_of_coverable": sel.n_covered / n_cov if n_cov else None,
+                 "dp_coverage_at_k": dp / n_f if n_f else None}]
+
+        # coverage over the k × d grid, cost curves, AUCs
+        width = int((~state.space.immutable).sum())
+        ks = np.arange(1, p.k_max + 1)
+        ds = np.linspace(0, math.sqrt(max(width, 1)), p.d_points + 1)[1:]
+        grid = np.zeros((len(ks), len(ds)))
+        for b, d in enumerate(ds):
+            g = greedy(reach, p.k_max, d)
+            after = np.concatenate([g.covered_after, np.full(p.k_max, g.n_covered)])[:p.k_max]
+            grid[:, b] = after
+        grid = np.maximum.accumulate(grid, axis=1)          # a set found at smaller d stays valid
+        share = grid / n_f if n_f else np.zeros_like(grid)
+        share_cov = grid / n_cov if n_cov else np.zeros_like(grid)
+        curve_rows = [{**base, "curve": "coverage", "k": int(k), "d": float(d), "c": None,
+                       "coverage": float(share[a, b]), "coverage_of_coverable": float(share_cov[a, b]),
+                       "cost": None, "method": "greedy"}
+                      for a, k in enumerate(ks) for b, d in enumerate(ds)]
+        levels = list(p.coverage_levels)
+        cost_grid = np.full((len(levels), len(ks)), np.nan)
+        for a, c in enumerate(levels):
+            prev = None                         # d*(k) is non-increasing in k: bound the next
+            for i, k in enumerate(ks):
+                if not n_cov:
+                    continue
+                if small and p.cost_curve_solver == "exact":
+                    try:
+                        prev = cost_grid[a, i] = min_cost_bisect(reach, int(k), c, upper=prev).d
+                    except Infeasible:
+                        pass
+                else:
+                    cost_grid[a, i] = _bisect_d(reach, int(k), n_cov, c)
+        curve_rows += [{**base, "curve": "cost", "k": int(k), "d": None, "c": float(c), "coverage": None,
+                        "coverage_of_coverable": None,
+                        "cost": None if np.isnan(cost_grid[a, i]) else float(cost_grid[a, i]),
+                        "method": "exact" if small and p.cost_curve_solver == "exact" else "greedy_bisection"}
+                       for a, c in enumerate(levels) for i, k in enumerate(ks)]
+        auc = [{**base, **r} for r in auc_rows(share, ks, ds) + cauc_rows(cost_grid, ks, levels)]
+
+        # ACF over the group and per component (subgroup)
+        acf_rows = []
+        fa, ca = F[done], C[sel.assignment[done]]
+        for sub, mask in [("all", np.ones(n_f, bool))] + [(f"component {int(c)}", comp_f == c)
+                                                           for c in np.unique(comp_f[done])]:
+            m = mask[done]
+            vals = acf(state.X_raw, fa[m], ca[m], int(mask.sum()))
+            acf_rows += [{**base, "subgroup": sub, "feature": n, "acf": float(v), "factuals": int(mask.sum())}
+                         for n, v in zip(state.names, vals)]
+        graph_rows[0]["seconds"] = time.perf_counter() - t0
+        for r in graph_rows[1:]:
+            r["seconds"] = None
+        return {"fgce_graph_stats": pa.Table.from_pylist(graph_rows, GRAPH),
+                "fgce_counterfactuals": pa.Table.from_pylist(chosen_rows, CHOSEN),
+                "fgce_assignments": assign_rows,
+                "fgce_k0d0": pa.Table.from_pylist(k0d0, K0D0),
+                "fgce_curves": pa.Table.from_pylist(curve_rows, CURVES),
+                "fgce_auc": pa.Table.from_pylist(auc, AUC),
+                "fgce_acf": pa.Table.from_pylist(acf_rows, ACF)}
+
+    def combine(self, state: State, parts) -> Tables:
+        out = concat_parts(parts, TABLES)
+        # cAUC normalised by the best (smallest) cAUC among the attribute's groups (appendix)
+        t = out["fgce_auc"]
+        if t.num_rows:
+            rows = t.to_pylist()
+            best: dict = {}
+            for r in rows:
+                if r["measure"] == "cAUC" and r["auc"] is not None:
+                    key = (r["attribute"], r["at"])
+                    best[key] = min(best.get(key, math.inf), r["auc"])
+            for r in rows:
+                if r["measure"] == "cAUC" and r["auc"] is not None:
+                    b = best[(r["attribute"], r["at"])]
+                    r["auc_normalised"] = r["auc"] / b if b > 0 else None
+            out["fgce_auc"] = pa.Table.from_pylist(rows, AUC)
+        return out
+
+
+def _bisect_d(reach: Reach, k: int, n_cov: int, coverage: float) -> float | None:
+    """Greedy upper bound on Problem 2 at scale: the smallest pair cost d at which the greedy's k
+    picks reach the coverage (bisection over the sorted distinct costs)."""
+    need = min(n_cov, math.ceil(coverage * n_cov - 1e-9))
+    if need == 0 or k < 1:
+        return 0.0 if need == 0 else None
+    values = np.unique(reach.costs)
+    if greedy(reach, k, float(values[-1])).n_covered < need:
+        return None
+    lo, hi = 0, len(values) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if greedy(reach, k, float(values[mid])).n_covered >= need:
+            hi = mid
+        else:
+            lo = mid + 1
+    return float(values[lo])
