@@ -24,9 +24,9 @@ def ranked_query(features: list[str], attribute: str, unfavourable_only: bool) -
     text = (SQL_DIR / "raguel_ranked.sql").read_text(encoding="utf-8")
     feats = ", ".join(quote_ident(f) for f in features)
     margin = " + ".join(f"${i + 4} * {quote_ident(f)}" for i, f in enumerate(features))
+    # records in neither group stay in the list as the group "other" (code 2), as in the engine
     filt = " AND ".join([f"{quote_ident(f)} IS NOT NULL" for f in features]
-                        + ([f"{quote_ident('_decision')} = 0"] if unfavourable_only else [])
-                        + [f"{quote_ident(group_column(attribute))} IS NOT NULL"])
+                        + ([f"{quote_ident('_decision')} = 0"] if unfavourable_only else []))
     body = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
     return body.format(features=feats, group=quote_ident(group_column(attribute)), margin=margin, filter=filt)
 

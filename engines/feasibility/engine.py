@@ -197,11 +197,12 @@ class FGCEEngine:
         kg = greedy(reach, max(len(C), 1), math.inf)
         k0_val = k0_res.k0 if k0_res else int(kg.chosen.size)
         d0, d0_method = None, None
+        greedy_costs = GreedyCosts(reach, max(p.k_max, p.k, k0_val), None if small else p.cost_grid_points)
         if n_cov:
             if small:
                 d0, d0_method = min_cost_bisect(reach, max(k0_val, 1), 1.0).d, "exact"
             else:
-                d0, d0_method = _bisect_d(reach, k0_val, n_cov, 1.0), "greedy_bisection"
+                d0, d0_method = greedy_costs.cost(k0_val, n_cov), "greedy_grid"
         # DP over components at k (the paper's local solution)
         curves_comp = []
         for c in np.unique(comp_f[coverable]) if n_cov else []:
@@ -240,17 +241,18 @@ class FGCEEngine:
             for i, k in enumerate(ks):
                 if not n_cov:
                     continue
-                if small and p.cost_curve_solver == "exact":
+                if small and p.cost_curve_solver == "exact" and n_cov:
                     try:
                         prev = cost_grid[a, i] = min_cost_bisect(reach, int(k), c, upper=prev).d
                     except Infeasible:
                         pass
                 else:
-                    cost_grid[a, i] = _bisect_d(reach, int(k), n_cov, c)
+                    cost_grid[a, i] = greedy_costs.cost(int(k), min(n_cov, math.ceil(c * n_cov - 1e-9)))
         curve_rows += [{**base, "curve": "cost", "k": int(k), "d": None, "c": float(c), "coverage": None,
                         "coverage_of_coverable": None,
                         "cost": None if np.isnan(cost_grid[a, i]) else float(cost_grid[a, i]),
-                        "method": "exact" if small and p.cost_curve_solver == "exact" else "greedy_bisection"}
+                        "method": ("exact" if small and p.cost_curve_solver == "exact" else
+                                   "greedy_bisection" if small else "greedy_grid")}
                        for a, c in enumerate(levels) for i, k in enumerate(ks)]
         auc = [{**base, **r} for r in auc_rows(share, ks, ds) + cauc_rows(cost_grid, ks, levels)]
 
@@ -293,20 +295,37 @@ class FGCEEngine:
         return out
 
 
-def _bisect_d(reach: Reach, k: int, n_cov: int, coverage: float) -> float | None:
-    """Greedy upper bound on Problem 2 at scale: the smallest pair cost d at which the greedy's k
-    picks reach the coverage (bisection over the sorted distinct costs)."""
-    need = min(n_cov, math.ceil(coverage * n_cov - 1e-9))
-    if need == 0 or k < 1:
-        return 0.0 if need == 0 else None
-    values = np.unique(reach.costs)
-    if greedy(reach, k, float(values[-1])).n_covered < need:
-        return None
-    lo, hi = 0, len(values) - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if greedy(reach, k, float(values[mid])).n_covered >= need:
-            hi = mid
-        else:
-            lo = mid + 1
-    return float(values[lo])
+class GreedyCosts:
+    """Greedy upper bounds on Problem 2 at scale: the smallest pair cost d at which the greedy's
+    k picks reach a coverage (bisection over the sorted distinct costs). The greedy's picks for
+    k are a prefix of its picks for k_max, so one greedy run per probed d serves every k and
+    every coverage level; probes are cached."""
+
+    def __init__(self, reach: Reach, k_max: int, grid: int | None = None):
+        self.reach, self.k_max = reach, k_max
+        self.values = np.unique(reach.costs)
+        if grid is not None and len(self.values) > grid:
+            # at scale, probe a grid of cost quantiles: still an achievable (upper-bound) d
+            idx = np.unique(np.round(np.linspace(0, len(self.values) - 1, grid)).astype(np.int64))
+            self.values = self.values[idx]
+        self.cache: dict[int, np.ndarray] = {}
+
+    def covered(self, i: int, k: int) -> int:
+        if i not in self.cache:
+            g = greedy(self.reach, self.k_max, float(self.values[i]))
+            self.cache[i] = np.concatenate([[0], g.covered_after, np.full(self.k_max, g.n_covered)])
+        return int(self.cache[i][min(k, self.k_max)])
+
+    def cost(self, k: int, need: int) -> float | None:
+        if need == 0:
+            return 0.0
+        if k < 1 or not len(self.values) or self.covered(len(self.values) - 1, k) < need:
+            return None
+        lo, hi = 0, len(self.values) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.covered(mid, k) >= need:
+                hi = mid
+            else:
+                lo = mid + 1
+        return float(self.values[lo])

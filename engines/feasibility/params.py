@@ -39,6 +39,8 @@ class FGCEParams(BaseModel):
         "greedy", description="cAUC's cost(k, c): greedy — the smallest cost at which the greedy's "
         "k picks reach coverage c (an upper bound, consistent with kAUC/dAUC); exact — Problem 2 "
         "solved exactly for every (k, c) (bisection over costs with the max-coverage MIP on HiGHS).")
+    cost_grid_points: int = Field(64, ge=2, description="Above mip_max_pairs, greedy cost "
+                                  "searches probe this many cost quantiles (an upper bound on d).")
     mip_max_pairs: int = Field(200_000, gt=0, description="Coverage-constrained MIP only when the "
                                "reachable (factual, candidate) pairs are at most this many.")
     max_pairs: int = Field(20_000_000, gt=0, description="Refuse (clear error) beyond this many "
