@@ -275,3 +275,25 @@ def test_out_of_core_lake_rerank(tmp_path):
     assert summary["unfair_blocks_before"] == s["unfair_blocks_before"]
     assert summary["unfair_blocks_after"] == s["unfair_blocks_after"]
     assert summary["points_changed"] == s["points_changed"]
+
+
+def test_plain_ranking_towards_a_target_point(staged_data, tmp_path):
+    """Example 2's setting: no classifier, the counterfactual is one target point."""
+    import yaml
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["source"]["path"] = str(EXAMPLE.parent.parent / "examples/raguel_example1.csv")
+    doc["engines"]["raguel"] = {"boundary": "target", "target": {"loan_amount": 1.0, "loan_duration": 8.0},
+                                "block_size": 2, "sweep_tolerances": []}
+    p = tmp_path / "t.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    data = staged_data(p)
+    out = run_serial(RaguelEngine(), data, data.spec.engines.raguel)
+    rk = [r for r in out["raguel_ranking"].to_pylist() if r["algorithm"] == "full"]
+    costs = sorted(r["cost_before"] for r in rk)
+    # √(0.5·(LA − 1)² + (LD − 8)²) for Abdul, Bogdan, Chiara, Diana
+    want = sorted(np.sqrt(0.5 * (np.array([3.5, 2, 4, 5]) - 1) ** 2 + (np.array([6, 1, 4, 4]) - 8) ** 2))
+    assert np.allclose(costs, want)
+    s = [r for r in out["raguel_summary"].to_pylist() if r["algorithm"] == "full"][0]
+    assert s["success"]
+    assert ranked_represented(np.array([0 if r["group_name"] == "protected" else 1 for r in rk]),
+                              np.array([0.5, 0.5]), 1 / 3).all()

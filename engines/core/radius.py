@@ -10,8 +10,13 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 
-def radius_pairs(X: np.ndarray, eps: float, block: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(i, j, distance) for all ordered pairs i ≠ j within ``eps``; sorted by (i, j)."""
+def radius_pairs(X: np.ndarray, eps: float, block: int = 4096,
+                 keep=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(i, j, distance) for all ordered pairs i ≠ j within ``eps``; sorted by (i, j).
+
+    ``keep(i, j) -> bool mask``, when given, filters each block's pairs as they are found (e.g.
+    FGCE's feasibility constraints), so pairs that would be dropped never accumulate.
+    """
     X = np.ascontiguousarray(X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"radius search needs a (rows, features) matrix, got shape {X.shape}")
@@ -20,21 +25,29 @@ def radius_pairs(X: np.ndarray, eps: float, block: int = 4096) -> tuple[np.ndarr
     if np.isnan(X).any():
         raise ValueError("radius search: missing (NaN) values in the points")
     tree = cKDTree(X)
-    rows, cols = [], []
+    out_i, out_j, out_d = [], [], []
     for s in range(0, len(X), block):
-        # a hair wider than eps, then the exact test below decides ties at the boundary
-        hits = tree.query_ball_point(X[s:s + block], eps * (1 + 1e-9), return_sorted=True)
-        counts = np.fromiter((len(h) for h in hits), np.int64, len(hits))
-        if counts.sum():
-            rows.append(np.repeat(np.arange(s, s + len(hits)), counts))
-            cols.append(np.concatenate([np.asarray(h, np.int64) for h in hits if len(h)]))
-    if not rows:
+        # a hair wider than eps (C-level pair search of this block against all points), then
+        # the exact test below decides ties at the boundary
+        found = cKDTree(X[s:s + block]).sparse_distance_matrix(tree, eps * (1 + 1e-9), output_type="ndarray")
+        i = found["i"].astype(np.int64) + s
+        j = found["j"].astype(np.int64)
+        if not len(i):
+            continue
+        d = np.sqrt(((X[i] - X[j]) ** 2).sum(1))
+        ok = (i != j) & (d <= eps)
+        i, j, d = i[ok], j[ok], d[ok]
+        if keep is not None and len(i):
+            ok = keep(i, j)
+            i, j, d = i[ok], j[ok], d[ok]
+        order = np.lexsort((j, i))
+        out_i.append(i[order])
+        out_j.append(j[order])
+        out_d.append(d[order])
+    if not out_i:
         empty = np.empty(0, np.int64)
         return empty, empty, np.empty(0)
-    i, j = np.concatenate(rows), np.concatenate(cols)
-    d = np.sqrt(((X[i] - X[j]) ** 2).sum(1))
-    keep = (i != j) & (d <= eps)
-    return i[keep], j[keep], d[keep]
+    return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_d)
 
 
 def brute_force_pairs(X: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

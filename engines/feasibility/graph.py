@@ -150,7 +150,9 @@ def _build_one(space: FeatureSpace, group, nodes: np.ndarray, eps: float) -> Fea
         i, j = np.nonzero(~np.eye(len(nodes), dtype=bool))
         d = np.zeros(len(i))
     else:
-        i, j, d = radius_pairs(Zg, eps)
+        # constraints filter each block of pairs as the KD-tree finds them
+        i, j, d = radius_pairs(Zg, eps, keep=lambda a, b: space.feasible_pairs(nodes[a], nodes[b]))
+        return FeasibilityGraph(group, nodes, Zg, float(eps), i, j, d)
     ok = space.feasible_pairs(nodes[i], nodes[j])
     return FeasibilityGraph(group, nodes, Zg, float(eps), i[ok], j[ok], d[ok])
 
