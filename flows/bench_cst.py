@@ -95,22 +95,31 @@ def table_1() -> dict:
     return {"table1_seconds": fast, "naive_seconds": slow, "speedup": slow / fast, "identical": same}
 
 
+def generated_hmda(tmp: Path, rows: int) -> tuple[dict, float]:
+    """Generate ``rows`` HMDA LAR records into ``tmp``; return the HMDA spec (as a dict, source
+    pointed at the file) and the seconds it took."""
+    from engines.core.spec import load_spec
+    from flows.generate import generate_to_file
+
+    t0 = time.perf_counter()
+    path = generate_to_file("hmda", tmp / "hmda.parquet", rows=rows, seed=0)
+    gen = time.perf_counter() - t0
+    raw = load_spec(REPO / "data" / "specs" / "hmda.yaml").model_dump(mode="json")
+    raw["source"] = {"kind": "parquet", "path": str(path), "id_column": None}
+    return raw, gen
+
+
 def at_scale(rows: int) -> dict:
     import polars as pl
     import pyarrow.parquet as pq
 
     from engines.core.engine import run_serial
-    from engines.core.spec import load_spec, parse_spec
+    from engines.core.spec import parse_spec
     from engines.matching.engine import CSTEngine
-    from flows.generate import generate_to_file
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        t0 = time.perf_counter()
-        path = generate_to_file("hmda", tmp / "hmda.parquet", rows=rows, seed=0)
-        gen = time.perf_counter() - t0
-        raw = load_spec(REPO / "data" / "specs" / "hmda.yaml").model_dump(mode="json")
-        raw["source"] = {"kind": "parquet", "path": str(path), "id_column": None}
+        raw, gen = generated_hmda(tmp, rows)
         raw["engines"]["cst"].update({"k": [100], "complainants": "all", "evidence": "none"})
         spec = parse_spec(raw)
         t0 = time.perf_counter()

@@ -46,21 +46,22 @@ def prefect_server():
 @pytest.fixture
 def staged_data(tmp_path):
     """Stage a spec (path or AuditSpec) into a throwaway warehouse and return its AuditData."""
+    return lambda spec, spec_dir=None: stage_spec(spec, tmp_path, spec_dir)
+
+
+def stage_spec(spec, tmp: Path, spec_dir: Path | None = None):
+    """Stage a spec (path or AuditSpec) into a throwaway warehouse under ``tmp``; its AuditData."""
     from engines.core.data import AuditData
     from engines.core.spec import AuditSpec, load_spec
     from flows.audit import fit_model
     from flows.staging import stage
     from flows.warehouse import Warehouse
 
-    def make(spec, spec_dir: Path | None = None):
-        if not isinstance(spec, AuditSpec):
-            spec_dir = Path(spec).resolve().parent
-            spec = load_spec(spec)
-        spec_dir = spec_dir or tmp_path
-        with Warehouse(tmp_path / "staged.duckdb") as wh:
-            ref = stage(spec, spec_dir, wh, tmp_path / "lake")
-            table = wh.staged(ref.version)
-        model = fit_model(spec, spec_dir, table, ref.categories)
-        return AuditData(spec, table, ref.categories, model)
-
-    return make
+    if not isinstance(spec, AuditSpec):
+        spec_dir = Path(spec).resolve().parent
+        spec = load_spec(spec)
+    spec_dir = spec_dir or tmp
+    with Warehouse(tmp / "staged.duckdb") as wh:
+        ref = stage(spec, spec_dir, wh, tmp / "lake")
+        table = wh.staged(ref.version)
+    return AuditData(spec, table, ref.categories, fit_model(spec, spec_dir, table, ref.categories))

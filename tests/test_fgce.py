@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import REPO, shared_file
+from conftest import REPO, shared_file, stage_spec
 from engines.core.engine import run_serial
 from engines.feasibility.engine import FGCEEngine, FGCEError
 
@@ -19,18 +19,8 @@ GERMAN = REPO / "data/specs/german_credit.yaml"
 @pytest.fixture(scope="module")
 def student(tmp_path_factory):
     shared_file("FGCE/student.csv")
-    from engines.core.data import AuditData
-    from engines.core.spec import load_spec
-    from flows.audit import fit_model
-    from flows.staging import stage
-    from flows.warehouse import Warehouse
-    tmp = tmp_path_factory.mktemp("student")
-    spec = load_spec(STUDENT)
-    with Warehouse(tmp / "w.duckdb") as wh:
-        ref = stage(spec, STUDENT.parent, wh, tmp / "lake")
-        table = wh.staged(ref.version)
-    data = AuditData(spec, table, ref.categories, fit_model(spec, STUDENT.parent, table, ref.categories))
-    return data, run_serial(FGCEEngine(), data, spec.engines.fgce)
+    data = stage_spec(STUDENT, tmp_path_factory.mktemp("student"))
+    return data, run_serial(FGCEEngine(), data, data.spec.engines.fgce)
 
 
 def test_student_graph_statistics_exactly(student):

@@ -97,3 +97,24 @@ def test_ingest_flow_stages_once(prefect_server, tmp_path):
     again = ingest_flow(**args)
     assert first["rows_staged"] == 400 and first["rows_quarantined"] == 2 and not first["reused"]
     assert again["version"] == first["version"] and again["reused"]
+
+
+def test_raguel_and_fgce_run_in_the_flow(prefect_server, tmp_path):
+    """The recourse engines as Dask tasks under Prefect, their tables and trend views written."""
+    spec = write_case(tmp_path, engines="[raguel, fgce]")
+    text = spec.read_text()
+    text = text.replace("features: [{name: income, range: [0, 100000]}]",
+                        "features: [{name: income, range: [0, 100000], recourse_weight: 1.0, step: 10}]")
+    text = text.replace("engines: {run: [raguel, fgce]}",
+                        "engines: {run: [raguel, fgce], raguel: {boundary: linear, coefficients: {income: 1.0}, "
+                        "intercept: -4000, block_size: 10, sweep_tolerances: [0.5]}, fgce: {epsilon: 0.05}}")
+    spec.write_text(text)
+    wh_path = str(tmp_path / "wh.duckdb")
+    run_audit(str(spec), warehouse=wh_path, lake=str(tmp_path / "lake"), run_id="r-3", workers=2)
+    with Warehouse(wh_path, read_only=True) as wh:
+        status = wh.engine_status("r-3")
+        assert status["raguel"]["status"] == "succeeded" and status["fgce"]["status"] == "succeeded", status
+        assert len(wh.result("raguel_ranking", "r-3")) > 0
+        assert {r["group_name"] for r in wh.result("fgce_k0d0", "r-3").to_pylist()} == {"protected", "reference"}
+        assert wh.con.execute("SELECT count(*) FROM audit.fgce_trends").fetchall()[0][0] == 2
+        assert wh.con.execute("SELECT count(*) FROM audit.raguel_trends").fetchall()[0][0] == 2

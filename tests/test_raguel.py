@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import REPO
+from conftest import REPO, stage_spec
 from engines.core.engine import run_serial
 from engines.core.spec import parse_spec
 from engines.reranking.algorithms import eq3_holds, rerank, rerank_blocks
@@ -25,18 +25,8 @@ def example_recourse():
 
 @pytest.fixture(scope="module")
 def example_out(tmp_path_factory):
-    from engines.core.data import AuditData
-    from engines.core.spec import load_spec
-    from flows.audit import fit_model
-    from flows.staging import stage
-    from flows.warehouse import Warehouse
-    tmp = tmp_path_factory.mktemp("raguel")
-    spec = load_spec(EXAMPLE)
-    with Warehouse(tmp / "w.duckdb") as wh:
-        ref = stage(spec, EXAMPLE.parent, wh, tmp / "lake")
-        table = wh.staged(ref.version)
-    data = AuditData(spec, table, ref.categories, fit_model(spec, EXAMPLE.parent, table, ref.categories))
-    return run_serial(RaguelEngine(), data, spec.engines.raguel)
+    data = stage_spec(EXAMPLE, tmp_path_factory.mktemp("raguel"))
+    return run_serial(RaguelEngine(), data, data.spec.engines.raguel)
 
 
 @pytest.mark.parametrize("algorithm", ["full", "block"])
@@ -185,35 +175,45 @@ def _spec(**raguel):
     return doc
 
 
-def test_bad_input_errors(staged_data, tmp_path):
+def _example_doc() -> dict:
+    """Example 1's spec as a dict, its CSV path made absolute (for edited copies in tmp)."""
     import yaml
-    from engines.core.spec import SpecError
     doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["source"]["path"] = str(EXAMPLE.parent.parent / "examples/raguel_example1.csv")
+    return doc
+
+
+def _zero_weight(doc):
     doc["features"][0]["recourse_weight"] = 0
-    spec_path = tmp_path / "s.yaml"
-    doc["source"]["path"] = str(EXAMPLE.parent.parent / "examples/raguel_example1.csv")
-    spec_path.write_text(yaml.safe_dump(doc))
-    data = staged_data(spec_path)
-    with pytest.raises(RaguelError, match="loan_amount.*recourse_weight"):
-        RaguelEngine().prepare(data, data.spec.engines.raguel)
-    # a group absent from the ranked records
-    doc = yaml.safe_load(EXAMPLE.read_text())
-    doc["source"]["path"] = str(EXAMPLE.parent.parent / "examples/raguel_example1.csv")
-    doc["protected"][0]["protected_values"] = ["X"]
-    doc["protected"][0]["unmapped"] = "exclude"
-    spec_path.write_text(yaml.safe_dump(doc))
-    data = staged_data(spec_path)
-    with pytest.raises(RaguelError, match="no protected member"):
-        RaguelEngine().prepare(data, data.spec.engines.raguel)
-    # every attribute the boundary depends on immutable: not repairable
-    doc = yaml.safe_load(EXAMPLE.read_text())
-    doc["source"]["path"] = str(EXAMPLE.parent.parent / "examples/raguel_example1.csv")
+
+
+def _absent_group(doc):
+    doc["protected"][0].update(protected_values=["X"], unmapped="exclude")
+
+
+def _all_immutable(doc):
     for f in doc["features"]:
         f["mutability"] = "immutable"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_zero_weight, "loan_amount.*recourse_weight"),      # weights of zero
+    (_absent_group, "no protected member"),               # a group absent from the ranked records
+    (_all_immutable, "not repairable"),                   # no feasible action reaches the boundary
+])
+def test_bad_input_errors(staged_data, tmp_path, edit, message):
+    import yaml
+    doc = _example_doc()
+    edit(doc)
+    spec_path = tmp_path / "s.yaml"
     spec_path.write_text(yaml.safe_dump(doc))
     data = staged_data(spec_path)
-    with pytest.raises(RaguelError, match="not repairable"):
+    with pytest.raises(RaguelError, match=message):
         RaguelEngine().prepare(data, data.spec.engines.raguel)
+
+
+def test_linear_boundary_needs_coefficients():
+    from engines.core.spec import SpecError
     with pytest.raises(SpecError, match="coefficients"):
         parse_spec({**_spec(), "engines": {"raguel": {"boundary": "linear"}}})
 
@@ -280,8 +280,7 @@ def test_out_of_core_lake_rerank(tmp_path):
 def test_plain_ranking_towards_a_target_point(staged_data, tmp_path):
     """Example 2's setting: no classifier, the counterfactual is one target point."""
     import yaml
-    doc = yaml.safe_load(EXAMPLE.read_text())
-    doc["source"]["path"] = str(EXAMPLE.parent.parent / "examples/raguel_example1.csv")
+    doc = _example_doc()
     doc["engines"]["raguel"] = {"boundary": "target", "target": {"loan_amount": 1.0, "loan_duration": 8.0},
                                 "block_size": 2, "sweep_tolerances": []}
     p = tmp_path / "t.yaml"

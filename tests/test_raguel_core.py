@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engines.reranking.metrics import MEASURES, normaliser, ranked_fairness, raw_score
-from engines.reranking.recourse import (NotRepairable, counterfactual_points, minimal_steps,
+from engines.reranking.recourse import (Actionability, LinearRecourse, NotRepairable, counterfactual_points,
                                         recourse_cost)
 
 # Example 1 (Table 2): LA = loan amount ($'000), LD = loan duration (years); boundary LD = 2·LA,
@@ -30,12 +30,20 @@ def test_example_1_costs_and_counterfactuals():
 def test_example_1_chiara_moves_in_50_dollar_steps():
     chiara, bogdan = np.array([4.0, 4.0]), np.array([[2.0, 1.0]])
     target = recourse_cost(bogdan, A, B, W, MUT)[0]
-    s = minimal_steps(chiara, 0, 0.05, target, A, B, W, MUT)
-    assert s == 11                                           # 4.00 -> 3.45
-    new = chiara + np.array([-0.05 * s, 0])
-    assert new[0] == pytest.approx(3.45)
-    assert recourse_cost(new[None], A, B, W, MUT)[0] == pytest.approx(0.967, abs=5e-4)
-    assert minimal_steps(chiara, 0, 0.05, target, A, B, W, MUT, bounds=(3.6, 10)) is None
+
+    def model(low_la):
+        return LinearRecourse(A, B, Actionability(W, MUT, [0, 0], [0.05, 1], [low_la, 0], [10, 10],
+                                                  max_combination=1))
+    action = model(0).modify(chiara, target)
+    assert action.attributes == (0,) and action.steps == (11,)        # 4.00 -> 3.45
+    assert action.after[0] == pytest.approx(3.45)
+    assert recourse_cost(np.array([action.after[0], 4.0])[None], A, B, W, MUT)[0] == pytest.approx(0.967, abs=5e-4)
+    assert action.cost_after == pytest.approx(0.967, abs=5e-4)
+    # a loan amount that may not go below 3.6 cannot get there; the duration (+1 year) cannot
+    # either (cost 1.00 is not strictly below Bogdan's): not repairable with single attributes
+    # until two years are added
+    moved = model(3.6).modify(chiara, target)
+    assert moved.attributes == (1,) and moved.steps == (2,)
 
 
 def test_closed_form_equals_a_brute_force_minimum():

@@ -14,7 +14,7 @@ with the unmodified point (Algorithm 1) or the block before the move (Algorithm 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -30,7 +30,6 @@ class Move:
     new_position: int       # 0-based position in the output
     overtakes: int          # the record it was moved above (Alg. 1) / swapped with (Alg. 2)
     action: object          # recourse.Action
-    block: int = -1
 
 
 @dataclass
@@ -41,7 +40,6 @@ class Reranking:
     moves: list[Move]
     success: bool           # no exit strategy was needed
     exit_at: int = -1       # output position where the rest was copied unchanged
-    blocks: list[dict] = field(default_factory=list)
 
 
 def _threshold(r_before: float, eps_r: float, recourse: str) -> float:

@@ -48,36 +48,6 @@ def counterfactual_points(X: np.ndarray, a: np.ndarray, b: float, w: np.ndarray,
     return X - (margin / norm2)[:, None] * direction[None, :]
 
 
-def minimal_steps(x: np.ndarray, j: int, step: float, target: float, a: np.ndarray, b: float,
-                  w: np.ndarray, mutable: np.ndarray, bounds: tuple[float, float] | None = None) -> int | None:
-    """Fewest whole steps of attribute j (towards the boundary) that make c(x) < target.
-
-    Returns None when no number of steps within ``bounds`` achieves it (the cost can fall no
-    lower than 0, reached when x crosses the boundary).
-    """
-    a = np.asarray(a, np.float64)
-    if not mutable[j] or a[j] == 0:
-        return None
-    norm = _norm(a, np.asarray(w, np.float64), np.asarray(mutable, bool))
-    margin = float(np.dot(x, a) + b)
-    if max(-margin, 0.0) / norm < target:
-        return 0
-    if target <= 0:
-        return None
-    # c = (−margin − s·|a_j|·step)/norm < target  ⇔  s > (−margin − target·norm)/(|a_j|·step)
-    need = (-margin - target * norm) / (abs(a[j]) * step)
-    s = int(np.floor(need)) + 1
-    while s > 0 and (-(margin + (s - 1) * abs(a[j]) * step)) / norm < target:  # float guard
-        s -= 1
-    while (-(margin + s * abs(a[j]) * step)) / norm >= target:
-        s += 1
-    if bounds is not None:
-        moved = x[j] + np.sign(a[j]) * s * step
-        if not bounds[0] <= moved <= bounds[1]:
-            return None
-    return s
-
-
 # ---------------------------------------------------------------------------------------------
 # Actionable modifications (§3.5.2): attributes by increasing recourse weight, single attributes
 # first, then pairs, then triples; whole steps only, inside the attributes' bounds.
