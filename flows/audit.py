@@ -75,15 +75,21 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
     data = AuditData(spec, load_lake(lake_path), categories, model, counterfactuals)
     state = engine.prepare(data, engine_params(spec, name))
     pieces = list(engine.pieces(state))
-    if client is not None and len(pieces) > 1:
-        state_f = client.scatter(state, broadcast=True)
-        futures = [client.submit(engine.run_piece, state_f, p, pure=False) for p in pieces]
-        parts = client.gather(futures)
-    else:
-        parts = [engine.run_piece(state, p) for p in pieces]
+    parts, n_pieces = [], 0
+    while pieces:                       # one round, or several for engines with next_round
+        n_pieces += len(pieces)
+        if client is not None and len(pieces) > 1:
+            state_f = client.scatter(state, broadcast=True)
+            futures = [client.submit(engine.run_piece, state_f, p, pure=False) for p in pieces]
+            done = client.gather(futures)
+        else:
+            done = [engine.run_piece(state, p) for p in pieces]
+        parts += done
+        nxt = engine.next_round(state, done) if hasattr(engine, "next_round") else None
+        state, pieces = nxt if nxt is not None else (state, [])
     out = engine.combine(state, parts)
     tables = {t: conform(out[t], schema, t) for t, schema in engine.tables.items()}
-    return EngineOutcome(name, "succeeded", time.perf_counter() - t0, len(pieces), tables,
+    return EngineOutcome(name, "succeeded", time.perf_counter() - t0, n_pieces, tables,
                          dict(engine.tables))
 
 

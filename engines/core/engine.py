@@ -12,6 +12,12 @@ any engine out the same way on one core or on a Dask cluster, with no engine kno
 ``run_piece`` one unit -> ``{table name: Arrow table}``; a pure function of (state, piece)
 ``combine``   all units' outputs -> the final ``{table name: Arrow table}``
 
+An engine whose work has two levels (FGCE: groups, then the components found in each group's
+graph) may also define ``next_round(state, parts) -> (state, pieces) | None``: after a round
+of pieces it returns the state and pieces of the next round (or None when done); ``combine``
+then receives the parts of every round. A part may carry a non-table ``"_carry"`` entry for
+the next round; only declared tables are written.
+
 Result tables carry no ``run_id``: the warehouse writer adds it and writes every table of
 the run in one transaction. Table names are global (``cst_claims``, ``fgce_curves`` ...) and
 become ``audit.<name>`` in the warehouse.
@@ -63,6 +69,12 @@ def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
 def run_serial(engine: Engine, data: Any, params: Any) -> Tables:
     """Run an engine in-process, piece by piece (tests, small data, one core)."""
     state = engine.prepare(data, params)
-    parts = [engine.run_piece(state, p) for p in engine.pieces(state)]
+    pieces = list(engine.pieces(state))
+    parts: list[Tables] = []
+    while pieces:
+        done = [engine.run_piece(state, p) for p in pieces]
+        parts += done
+        nxt = engine.next_round(state, done) if hasattr(engine, "next_round") else None
+        state, pieces = nxt if nxt is not None else (state, [])
     out = engine.combine(state, parts)
     return {name: conform(out[name], schema, name) for name, schema in engine.tables.items()}

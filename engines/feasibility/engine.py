@@ -5,9 +5,12 @@ spec's mutability and category transitions) and lists the groups; ``pieces`` are
 attribute, group) pairs — each group's graph is independent (protected attributes are
 immutable, so groups never connect); ``run_piece`` builds the group's ε-graph, its statistics,
 the reachable (factual, candidate) pairs and costs, the chosen counterfactuals (greedy,
-Problem 1), k0 / d0 (exact set cover and Problem 2 MIP on HiGHS while small enough), the
-coverage grid over k × d, the AUCs and ACF; ``combine`` normalises cAUC across groups.
-Components (WCCs) are solved separately inside a group (k0 per component, the DP over them).
+Problem 1), the coverage grid over k × d, the AUCs and ACF. A second round (``next_round``)
+fans out the weakly connected components holding coverable factuals, in chunks, as parallel
+pieces: k0 per component (exact set cover on HiGHS while small enough), d0 at it (Problem 2)
+and the greedy curve the DP allocates k over. ``combine`` sums k0, takes d0 as the largest
+component d0 (full coverage with exactly k0 gives each component its own k0), runs the DP and
+normalises cAUC across groups.
 """
 from __future__ import annotations
 
@@ -51,6 +54,12 @@ K0D0 = pa.schema([
     ("k", pa.int64()), ("coverage_at_k", pa.float64()), ("coverage_at_k_of_coverable", pa.float64()),
     ("dp_coverage_at_k", pa.float64()),
 ])
+COMPONENTS = pa.schema([
+    ("attribute", pa.string()), ("group_name", pa.string()), ("component", pa.int64()),
+    ("factuals", pa.int64()), ("coverable", pa.int64()), ("candidates", pa.int64()),
+    ("reachable_pairs", pa.int64()), ("k0", pa.int64()), ("k0_greedy", pa.int64()),
+    ("k0_method", pa.string()), ("d0_at_k0", pa.float64()), ("d0_method", pa.string()),
+])
 CURVES = pa.schema([
     ("attribute", pa.string()), ("group_name", pa.string()), ("curve", pa.string()),
     ("k", pa.int64()), ("d", pa.float64()), ("c", pa.float64()), ("coverage", pa.float64()),
@@ -66,7 +75,7 @@ ACF = pa.schema([
     ("feature", pa.string()), ("acf", pa.float64()), ("factuals", pa.int64()),
 ])
 TABLES = {"fgce_graph_stats": GRAPH, "fgce_counterfactuals": CHOSEN, "fgce_assignments": ASSIGN,
-          "fgce_k0d0": K0D0, "fgce_curves": CURVES, "fgce_auc": AUC, "fgce_acf": ACF}
+          "fgce_k0d0": K0D0, "fgce_components": COMPONENTS, "fgce_curves": CURVES, "fgce_auc": AUC, "fgce_acf": ACF}
 
 
 class FGCEError(ValueError):
@@ -85,6 +94,7 @@ class State:
     factual: np.ndarray        # bool per record
     candidate: np.ndarray      # bool per record
     groups: dict[str, np.ndarray]   # attribute -> int8 1 protected / 0 reference / -1 neither
+    components: dict | None = None  # second round: per (attribute, group) its reach and WCCs
 
 
 def _transitions(spec, names: list[str]) -> dict:
@@ -138,7 +148,9 @@ class FGCEEngine:
     def pieces(self, state: State) -> list[tuple[str, int]]:
         return [(a, g) for a in state.groups for g in (1, 0)]
 
-    def run_piece(self, state: State, piece: tuple[str, int]) -> Tables:
+    def run_piece(self, state: State, piece: tuple) -> Tables:
+        if piece[0] == "components":
+            return self._components(state, piece)
         attribute, value = piece
         p = state.params
         t0 = time.perf_counter()
@@ -192,31 +204,15 @@ class FGCEEngine:
             "factual_id": state.ids[F[done]].astype(str), "counterfactual_id": state.ids[C[sel.assignment[done]]].astype(str),
             "cost": sel.cost[done], "component": comp_f[done].astype(np.int64)})
 
-        # k0 / d0 (exact while small, greedy bounds beyond)
-        k0_res = k0(reach, comp_f if n_f else None) if small else None
-        kg = greedy(reach, max(len(C), 1), math.inf)
-        k0_val = k0_res.k0 if k0_res else int(kg.chosen.size)
-        d0, d0_method = None, None
-        greedy_costs = GreedyCosts(reach, max(p.k_max, p.k, k0_val), None if small else p.cost_grid_points)
-        if n_cov:
-            if small:
-                d0, d0_method = min_cost_bisect(reach, max(k0_val, 1), 1.0).d, "exact"
-            else:
-                d0, d0_method = greedy_costs.cost(k0_val, n_cov), "greedy_grid"
-        # DP over components at k (the paper's local solution)
-        curves_comp = []
-        for c in np.unique(comp_f[coverable]) if n_cov else []:
-            fi, ci = np.flatnonzero(comp_f == c), np.flatnonzero(comp_c == c)
-            g = greedy(reach.subset(fi, ci), p.k, d_budget)
-            curves_comp.append(np.concatenate([[0], g.covered_after, np.full(p.k, g.n_covered)])[:p.k + 1])
-        dp = allocate_k(curves_comp, p.k).total if curves_comp else 0.0
-        k0d0 = [{**base, "factuals": n_f, "coverable": n_cov, "coverable_share": n_cov / n_f if n_f else None,
-                 "components": int(np.unique(comp_f[coverable]).size) if n_cov else 0,
-                 "k0": k0_val, "k0_greedy": int(kg.chosen.size), "k0_method": "exact" if small else "greedy",
-                 "d0_at_k0": d0, "d0_method": d0_method, "d_min": d_min(reach) if n_cov else None,
-                 "k": p.k, "coverage_at_k": sel.n_covered / n_f if n_f else None,
-                 "coverage_at_k_of_coverable": sel.n_covered / n_cov if n_cov else None,
-                 "dp_coverage_at_k": dp / n_f if n_f else None}]
+        # k0 / d0 and the DP over components come in the second round (component pieces)
+        carry = {"base": base, "reach": reach, "comp_f": comp_f, "comp_c": comp_c,
+                 "row": {**base, "factuals": n_f, "coverable": n_cov,
+                         "coverable_share": n_cov / n_f if n_f else None,
+                         "components": int(np.unique(comp_f[coverable]).size) if n_cov else 0,
+                         "d_min": d_min(reach) if n_cov else None, "k": p.k,
+                         "coverage_at_k": sel.n_covered / n_f if n_f else None,
+                         "coverage_at_k_of_coverable": sel.n_covered / n_cov if n_cov else None}}
+        greedy_costs = GreedyCosts(reach, max(p.k_max, p.k), None if small else p.cost_grid_points)
 
         # coverage over the k × d grid, cost curves, AUCs
         width = int((~state.space.immutable).sum())
@@ -271,13 +267,87 @@ class FGCEEngine:
         return {"fgce_graph_stats": pa.Table.from_pylist(graph_rows, GRAPH),
                 "fgce_counterfactuals": pa.Table.from_pylist(chosen_rows, CHOSEN),
                 "fgce_assignments": assign_rows,
-                "fgce_k0d0": pa.Table.from_pylist(k0d0, K0D0),
+                "_carry": carry,
                 "fgce_curves": pa.Table.from_pylist(curve_rows, CURVES),
                 "fgce_auc": pa.Table.from_pylist(auc, AUC),
                 "fgce_acf": pa.Table.from_pylist(acf_rows, ACF)}
 
+    def next_round(self, state: State, parts) -> tuple[State, list] | None:
+        """Second round: the components (WCCs) holding coverable factuals, in chunks of similar
+        size, each a parallel piece (k0 per component, d0 at k0, the greedy curve for the DP)."""
+        if state.components is not None:
+            return None
+        carries = {(c["base"]["attribute"], c["base"]["group_name"]): c for c in
+                   (part["_carry"] for part in parts if "_carry" in part)}
+        pieces = []
+        for key, c in carries.items():
+            reach, comp_f = c["reach"], c["comp_f"]
+            comps = np.unique(comp_f[reach.coverable()]) if len(comp_f) else np.zeros(0, np.int64)
+            if not len(comps):
+                continue
+            pairs = np.bincount(comp_f[reach.rows], minlength=int(comp_f.max()) + 1)[comps]
+            n_chunks = min(len(comps), 8)
+            chunks: list[list[int]] = [[] for _ in range(n_chunks)]
+            load = np.zeros(n_chunks)
+            for comp, w in sorted(zip(comps.tolist(), pairs.tolist()), key=lambda t: -t[1]):
+                i = int(np.argmin(load))                  # largest first into the lightest chunk
+                chunks[i].append(comp)
+                load[i] += max(w, 1)
+            pieces += [("components", key, tuple(sorted(ch))) for ch in chunks if ch]
+        new = State(**{**state.__dict__, "components": carries})
+        return new, pieces
+
+    def _components(self, state: State, piece) -> Tables:
+        _, key, comps = piece
+        p, c = state.params, state.components[key]
+        reach, comp_f, comp_c = c["reach"], c["comp_f"], c["comp_c"]
+        rows = []
+        curves = {}
+        for comp in comps:
+            fi, ci = np.flatnonzero(comp_f == comp), np.flatnonzero(comp_c == comp)
+            sub = reach.subset(fi, ci)
+            n_cov = int(sub.coverable().sum())
+            small = len(sub.rows) <= p.mip_max_pairs
+            kg = int(greedy(sub, max(len(ci), 1), math.inf).chosen.size)
+            k0c = k0(sub).k0 if small and kg > 1 else kg
+            if kg == 1:
+                # one candidate covers every coverable factual: k0 = 1 exactly, and d0 is the
+                # best such candidate's largest cost (no solver needed)
+                d0c, how = _single_cover_d0(sub), "exact"
+            elif small:
+                d0c, how = min_cost_bisect(sub, max(k0c, 1), 1.0).d, "exact"
+            else:
+                d0c, how = GreedyCosts(sub, max(k0c, 1), p.cost_grid_points).cost(k0c, n_cov), "greedy_grid"
+            g = greedy(sub, p.k, math.inf if p.d is None else p.d)
+            curves[(*key, int(comp))] = np.concatenate([[0], g.covered_after, np.full(p.k, g.n_covered)])[:p.k + 1]
+            rows.append({**c["base"], "component": int(comp), "factuals": len(fi), "coverable": n_cov,
+                         "candidates": len(ci), "reachable_pairs": len(sub.rows), "k0": k0c, "k0_greedy": kg,
+                         "k0_method": "exact" if small or kg == 1 else "greedy", "d0_at_k0": d0c, "d0_method": how})
+        return {"fgce_components": pa.Table.from_pylist(rows, COMPONENTS), "_curves": curves}
+
     def combine(self, state: State, parts) -> Tables:
         out = concat_parts(parts, TABLES)
+        # k0 = Σ k0 per component; full coverage with exactly k0 gives each component its own
+        # k0, so d0 = max of the components' d0; the DP allocates k across the components
+        comps = out["fgce_components"].to_pylist()
+        curves = {}
+        for part in parts:
+            curves.update(part.get("_curves", {}))
+        k0d0 = []
+        for c in (state.components or {}).values():
+            row = dict(c["row"])
+            mine = [r for r in comps if (r["attribute"], r["group_name"]) == (row["attribute"], row["group_name"])]
+            row["k0"] = sum(r["k0"] for r in mine)
+            row["k0_greedy"] = sum(r["k0_greedy"] for r in mine)
+            row["k0_method"] = "exact" if all(r["k0_method"] == "exact" for r in mine) else "greedy"
+            row["d0_at_k0"] = max((r["d0_at_k0"] for r in mine), default=None)
+            row["d0_method"] = (None if not mine else "exact" if all(r["d0_method"] == "exact" for r in mine)
+                                else "greedy_grid")
+            cv = [curves[(row["attribute"], row["group_name"], r["component"])] for r in mine]
+            dp = allocate_k(cv, row["k"]).total if cv else 0.0
+            row["dp_coverage_at_k"] = dp / row["factuals"] if row["factuals"] else None
+            k0d0.append(row)
+        out["fgce_k0d0"] = pa.Table.from_pylist(k0d0, K0D0)
         # cAUC normalised by the best (smallest) cAUC among the attribute's groups (appendix)
         t = out["fgce_auc"]
         if t.num_rows:
@@ -293,6 +363,16 @@ class FGCEEngine:
                     r["auc_normalised"] = r["auc"] / b if b > 0 else None
             out["fgce_auc"] = pa.Table.from_pylist(rows, AUC)
         return out
+
+
+def _single_cover_d0(reach: Reach) -> float:
+    """min over candidates covering every coverable factual of their largest cost."""
+    cov = reach.coverable()
+    need = int(cov.sum())
+    per_cand = np.bincount(reach.cols, minlength=reach.shape[1])
+    worst = np.full(reach.shape[1], -np.inf)
+    np.maximum.at(worst, reach.cols, reach.costs)
+    return float(worst[per_cand == need].min())
 
 
 class GreedyCosts:
