@@ -122,19 +122,6 @@ def test_tiny_epsilon_gives_explicit_empty_results(student):
     assert all(r["singletons"] > 0 for r in out["fgce_graph_stats"].to_pylist())
 
 
-def test_group_without_factuals(student):
-    """A group whose records are all favourable: zero factuals, no crash, nulls not NaN."""
-    data, _ = student
-    import copy
-    d2 = copy.copy(data)
-    dec = data.decision.copy()
-    dec[data.groups["sex"] == 0] = 1            # every reference-group record favourable
-    d2.__dict__["decision"] = dec
-    out = run_serial(FGCEEngine(), d2, data.spec.engines.fgce)
-    ref = [r for r in out["fgce_k0d0"].to_pylist() if r["group_name"] == "reference"][0]
-    assert ref["factuals"] == 0 and ref["k0"] == 0 and ref["coverage_at_k"] is None
-
-
 def test_german_credit_end_to_end(staged_data):
     shared_file("FGCE/GermanCredit.data")
     data = staged_data(GERMAN)
@@ -168,18 +155,24 @@ def test_components_are_a_second_round_of_pieces(staged_data):
         assert row["d0_at_k0"] == min_cost_bisect(c["reach"], whole.k0, 1.0).d
 
 
-def test_group_without_candidates(student):
-    """Nobody favourable in a group: nothing coverable, explicit zeros, no crash."""
+@pytest.mark.parametrize("group, decision, factuals, coverable", [
+    (0, 1, 0, 0),        # every reference-group record favourable: no factuals
+    (1, 0, 383, 0),      # every protected-group record rejected: no candidates
+])
+def test_group_without_factuals_or_candidates(student, group, decision, factuals, coverable):
+    """Explicit zeros and nulls, never a crash or a NaN."""
     data, _ = student
     import copy
     d2 = copy.copy(data)
     dec = data.decision.copy()
-    dec[data.groups["sex"] == 1] = 0              # every protected-group record rejected
+    dec[data.groups["sex"] == group] = decision
     d2.__dict__["decision"] = dec
     out = run_serial(FGCEEngine(), d2, data.spec.engines.fgce)
-    row = [r for r in out["fgce_k0d0"].to_pylist() if r["group_name"] == "protected"][0]
-    assert row["factuals"] == 383 and row["coverable"] == 0 and row["k0"] == 0
-    assert row["coverage_at_k"] == 0 and row["d0_at_k0"] is None
+    name = "protected" if group == 1 else "reference"
+    row = [r for r in out["fgce_k0d0"].to_pylist() if r["group_name"] == name][0]
+    assert (row["factuals"], row["coverable"], row["k0"]) == (factuals, coverable, 0)
+    assert row["d0_at_k0"] is None
+    assert row["coverage_at_k"] == (None if factuals == 0 else 0)
 
 
 @pytest.mark.parametrize("cost, weights", [("path", "face"), ("path", "reference"), ("hops", "face")])

@@ -105,7 +105,9 @@ def rerank(cost, group, X, recourse_model, p, t=1 / 3, eps_r=0.1, recourse="impr
         candidates = []
         for h in range(G):
             if h != g and fair(k, h):
-                pool = members[h][ptr[h]:]
+                # a bounded window from the first unplaced member (records placed out of order,
+                # i.e. moved up earlier, are rare): no scan of the whole remaining group
+                pool = members[h][ptr[h]:ptr[h] + 4 * max_candidates]
                 candidates.extend(int(j) for j in pool[~placed[pool]][:max_candidates])
         for j in sorted(candidates):
             h = group[j]
