@@ -23,7 +23,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from engines.core.data import AuditData
-from engines.core.engine import conform
+from engines.core.engine import conform, run_rounds
 from engines.core.spec import AuditSpec, load_spec
 from engines.registry import engine_params, get_engine
 from flows.staging import DEFAULT_LAKE, DatasetRef, stage
@@ -74,19 +74,14 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
     t0 = time.perf_counter()
     data = AuditData(spec, load_lake(lake_path), categories, model, counterfactuals)
     state = engine.prepare(data, engine_params(spec, name))
-    pieces = list(engine.pieces(state))
-    parts, n_pieces = [], 0
-    while pieces:                       # one round, or several for engines with next_round
-        n_pieces += len(pieces)
-        if client is not None and len(pieces) > 1:
-            state_f = client.scatter(state, broadcast=True)
-            futures = [client.submit(engine.run_piece, state_f, p, pure=False) for p in pieces]
-            done = client.gather(futures)
-        else:
-            done = [engine.run_piece(state, p) for p in pieces]
-        parts += done
-        nxt = engine.next_round(state, done) if hasattr(engine, "next_round") else None
-        state, pieces = nxt if nxt is not None else (state, [])
+
+    def run_pieces(st, pieces):
+        if client is None or len(pieces) < 2:
+            return [engine.run_piece(st, p) for p in pieces]
+        state_f = client.scatter(st, broadcast=True)
+        return client.gather([client.submit(engine.run_piece, state_f, p, pure=False) for p in pieces])
+
+    state, parts, n_pieces = run_rounds(engine, state, run_pieces)
     out = engine.combine(state, parts)
     tables = {t: conform(out[t], schema, t) for t, schema in engine.tables.items()}
     return EngineOutcome(name, "succeeded", time.perf_counter() - t0, n_pieces, tables,

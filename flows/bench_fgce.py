@@ -53,19 +53,18 @@ REFERENCE_SECONDS = {"student": 7, "german_credit": 18}
 
 def _run(engine, data, params, timings: dict | None = None):
     """Both rounds of the engine's pieces, serially (what ``run_serial`` does), timing each piece."""
-    state = engine.prepare(data, params)
-    pieces, parts = list(engine.pieces(state)), []
-    while pieces:
-        done = []
+    from engines.core.engine import run_rounds
+
+    def timed(state, pieces):
+        parts = []
         for piece in pieces:
             t1 = time.perf_counter()
-            done.append(engine.run_piece(state, piece))
+            parts.append(engine.run_piece(state, piece))
             if timings is not None:
-                timings[piece if piece[0] != "components" else ("components", piece[1], piece[2])] = \
-                    time.perf_counter() - t1
-        parts += done
-        nxt = engine.next_round(state, done)
-        state, pieces = nxt if nxt is not None else (state, [])
+                timings[piece] = time.perf_counter() - t1
+        return parts
+
+    state, parts, _ = run_rounds(engine, engine.prepare(data, params), timed)
     return state, engine.combine(state, parts)
 
 

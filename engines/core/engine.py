@@ -69,12 +69,22 @@ def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
 def run_serial(engine: Engine, data: Any, params: Any) -> Tables:
     """Run an engine in-process, piece by piece (tests, small data, one core)."""
     state = engine.prepare(data, params)
+    state, parts, _ = run_rounds(engine, state, lambda st, pieces: [engine.run_piece(st, p) for p in pieces])
+    out = engine.combine(state, parts)
+    return {name: conform(out[name], schema, name) for name, schema in engine.tables.items()}
+
+
+def run_rounds(engine: Engine, state: Any, run_pieces) -> tuple[Any, list[Tables], int]:
+    """Every round of an engine's pieces: ``run_pieces(state, pieces) -> parts`` runs one round
+    (in-process or on a cluster); ``next_round``, when the engine has it, yields the next.
+    Returns the final state, the parts of all rounds and the number of pieces run."""
     pieces = list(engine.pieces(state))
     parts: list[Tables] = []
+    n = 0
     while pieces:
-        done = [engine.run_piece(state, p) for p in pieces]
+        n += len(pieces)
+        done = list(run_pieces(state, pieces))
         parts += done
         nxt = engine.next_round(state, done) if hasattr(engine, "next_round") else None
         state, pieces = nxt if nxt is not None else (state, [])
-    out = engine.combine(state, parts)
-    return {name: conform(out[name], schema, name) for name, schema in engine.tables.items()}
+    return state, parts, n

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 
 from engines.core.engine import Tables, concat_parts
-from engines.feasibility.graph import build_graphs, eps_sweep, shortest_costs, smallest_eps_without_singletons
+from engines.feasibility.graph import (STAT_KEYS, build_graphs, eps_sweep, shortest_costs,
+                                      smallest_eps_without_singletons)
 from engines.feasibility.measures import acf, auc_rows, cauc_rows, rules
 from engines.feasibility.params import FGCEParams
 from engines.feasibility.selection import (Infeasible, Reach, allocate_k, d_min, greedy, k0,
@@ -175,13 +176,11 @@ class FGCEEngine:
         comp_f = wcc[np.searchsorted(members, F)] if n_f else np.zeros(0, np.int64)
         comp_c = wcc[np.searchsorted(members, C)] if len(C) else np.zeros(0, np.int64)
         smallest = smallest_eps_without_singletons(state.space, labels, groups=[value])[value]
-        graph_rows = [{**base, "epsilon": p.epsilon, **{k: st[k] for k in ("nodes", "edges", "sccs", "wccs",
-                                                                             "density", "singletons")},
+        graph_rows = [{**base, "epsilon": p.epsilon, **{k: st[k] for k in STAT_KEYS},
                        "factuals": n_f, "candidates": len(C), "coverable": n_cov,
                        "reachable_pairs": len(rows), "smallest_eps_without_singletons": smallest}]
         for r in (eps_sweep(state.space, labels, p.epsilon_sweep, groups=[value]) if p.epsilon_sweep else []):
-            graph_rows.append({**base, "epsilon": r["eps"], **{k: r[k] for k in ("nodes", "edges", "sccs", "wccs",
-                                                                                   "density", "singletons")},
+            graph_rows.append({**base, "epsilon": r["eps"], **{k: r[k] for k in STAT_KEYS},
                                "factuals": None, "candidates": None, "coverable": None,
                                "reachable_pairs": None, "smallest_eps_without_singletons": smallest})
         small = len(rows) <= p.mip_max_pairs
@@ -189,7 +188,7 @@ class FGCEEngine:
 
         # the chosen set (Problem 1, greedy) and its assignments
         sel = greedy(reach, p.k, d_budget)
-        chosen_rows, assign_rows = [], []
+        chosen_rows = []
         for t, j in enumerate(sel.chosen):
             covered = np.flatnonzero(sel.assignment == j)
             chosen_rows.append({**base, "pick": t + 1, "record_id": str(state.ids[C[j]]),
@@ -294,8 +293,7 @@ class FGCEEngine:
                 chunks[i].append(comp)
                 load[i] += max(w, 1)
             pieces += [("components", key, tuple(sorted(ch))) for ch in chunks if ch]
-        new = State(**{**state.__dict__, "components": carries})
-        return new, pieces
+        return replace(state, components=carries), pieces
 
     def _components(self, state: State, piece) -> Tables:
         _, key, comps = piece

@@ -182,7 +182,7 @@ def build_graphs(space: FeatureSpace, group_labels, eps: float, weights: str | N
     return graphs
 
 
-_STAT_KEYS = ("nodes", "edges", "sccs", "wccs", "density", "singletons")
+STAT_KEYS = ("nodes", "edges", "sccs", "wccs", "density", "singletons")
 
 
 def eps_sweep(space: FeatureSpace, group_labels, eps_grid: Sequence[float],
@@ -199,7 +199,7 @@ def eps_sweep(space: FeatureSpace, group_labels, eps_grid: Sequence[float],
     for e in grid:
         for g, G in big.items():
             s = G.restrict(e).stats()
-            out.append({"eps": e, "group": g, **{k: s[k] for k in _STAT_KEYS}})
+            out.append({"eps": e, "group": g, **{k: s[k] for k in STAT_KEYS}})
     return out
 
 

@@ -183,8 +183,7 @@ class RaguelEngine:
                                   f"{len(order)} ranked records; nothing to re-rank for")
             G = 3 if present[2] else 2
             ranked.append(Ranked(a, ids[order], cost[order], code[order],
-                                 ["protected", "reference", "other"][:G], X[order], None))
-            ranked[-1].p = shares(ranked[-1].group, G)
+                                 ["protected", "reference", "other"][:G], X[order], shares(code[order], G)))
         return State(params, features, model, ranked)
 
     def pieces(self, state: State) -> list[tuple]:
