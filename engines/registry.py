@@ -1,28 +1,42 @@
-"""The engines aequum can run, by the name used in ``spec.engines.run`` and in the CLI."""
+"""The engines aequum can run, by the name used in ``spec.engines.run`` and in the CLI.
+
+Each entry names the engine class and its parameters model (``module:Class``), imported only
+when used. Registering an engine here is all a new engine needs: its params model validates
+the spec's ``engines.<name>`` section through :func:`engines.core.spec.register_engine_params`.
+"""
 from __future__ import annotations
 
 from importlib import import_module
 
 from engines.core.engine import Engine
+from engines.core.spec import register_engine_params
 
-ENGINES = {
-    "outcome": "engines.outcome:OutcomeEngine",
-    "cst": "engines.matching.engine:CSTEngine",
-    "raguel": "engines.reranking.engine:RaguelEngine",
-    "fgce": "engines.feasibility.engine:FGCEEngine",
+ENGINES: dict[str, tuple[str, str]] = {
+    "outcome": ("engines.outcome:OutcomeEngine", "engines.outcome_params:OutcomeParams"),
+    "cst": ("engines.matching.engine:CSTEngine", "engines.matching.params:CSTParams"),
+    "raguel": ("engines.reranking.engine:RaguelEngine", "engines.reranking.params:RaguelParams"),
+    "fgce": ("engines.feasibility.engine:FGCEEngine", "engines.feasibility.params:FGCEParams"),
 }
+
+
+def _load(target: str):
+    module, name = target.split(":")
+    return getattr(import_module(module), name)
 
 
 def get_engine(name: str) -> Engine:
     """Instantiate the engine registered under ``name``."""
     try:
-        target = ENGINES[name]
+        target = ENGINES[name][0]
     except KeyError:
         raise ValueError(f"unknown engine {name!r}; known: {sorted(ENGINES)}") from None
-    module, cls = target.split(":")
-    return getattr(import_module(module), cls)()
+    return _load(target)()
 
 
 def engine_params(spec, name: str):
-    """The engine's parameter model from the spec."""
-    return getattr(spec.engines, name)
+    """The engine's parameters from the spec (its defaults when the spec has no section)."""
+    return spec.engines.params(name)
+
+
+for _name, (_, _params) in ENGINES.items():
+    register_engine_params(_name, lambda target=_params: _load(target))

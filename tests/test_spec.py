@@ -72,6 +72,13 @@ def test_good_spec_loads_with_defaults():
     bad("scm.equations.0.target", "zzz", "not a declared feature"),
     bad("engines.run", ["nonsense"], "engines.run"),
     bad("engines.cst.k", "many", "engines.cst.k"),
+    bad("engines.cst.alpha", 0.9, "engines.cst.alpha"),
+    bad("engines.cst.features", ["ghost"], "engines.cst.features: ['ghost']"),
+    bad("engines.fgce", {"epsilon": -1}, "engines.fgce.epsilon"),
+    bad("engines.fgce", {"nonsense": 1}, "engines.fgce.nonsense"),
+    bad("engines.run", [], "engines.run"),
+    bad("engines.run", ["cst", "cst"], "more than once"),
+    bad("engines.nosuch", {}, "unknown section(s) ['nosuch']"),
     bad("name", "a b;drop", "name"),
     bad("unknown_section", 1, "unknown_section"),
     bad("features.0.name", "_id", "reserves"),
@@ -131,3 +138,16 @@ def test_query_must_be_a_select():
 def test_shipped_specs_are_valid(path):
     spec = load_spec(path)
     assert spec.name
+
+
+def test_engine_sections_come_from_the_registry():
+    """Every registered engine has a section with its defaults; the core imports no engine."""
+    from engines.registry import ENGINES
+
+    spec = parse_spec(GOOD)
+    for name in ENGINES:
+        assert spec.engines.params(name) is getattr(spec.engines, name)
+    with pytest.raises(KeyError, match="no engine named 'ghost'"):
+        spec.engines.params("ghost")
+    core_spec = (REPO / "engines" / "core" / "spec.py").read_text()
+    assert "from engines." not in core_spec and "import engines" not in core_spec

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from collections.abc import Callable
+
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -23,11 +25,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-
-from engines.matching.params import CSTParams
-from engines.feasibility.params import FGCEParams
-from engines.outcome_params import OutcomeParams
-from engines.reranking.params import RaguelParams
+from pydantic_core import ValidationError as CoreValidationError
 
 Scalar = str | int | float | bool
 
@@ -237,15 +235,70 @@ class ModelSpec(_Model):
         return self
 
 
-class EnginesSpec(_Model):
-    """Which engines run and their parameters (each with documented defaults)."""
+# Engines own their parameters: each registers its params model here (``engines/registry.py``
+# does it for every engine when the ``engines`` package is imported), so the core never
+# imports an engine and a new engine never edits the core.
+_ENGINE_PARAMS: dict[str, Callable[[], type[BaseModel]]] = {}
 
-    run: list[Literal["outcome", "cst", "raguel", "fgce"]] = Field(
-        default_factory=lambda: ["outcome"], description="Engines to run, in any order.")
-    outcome: OutcomeParams = Field(default_factory=OutcomeParams)
-    cst: CSTParams = Field(default_factory=CSTParams)
-    raguel: RaguelParams = Field(default_factory=RaguelParams)
-    fgce: FGCEParams = Field(default_factory=FGCEParams)
+
+def register_engine_params(name: str, params_model: Callable[[], type[BaseModel]]) -> None:
+    """Make ``engines.<name>`` a spec section validated by ``params_model()`` (loaded lazily).
+
+    A params model may define ``check_spec(self, spec, running)``, raising ``ValueError`` when
+    the parameters do not fit the rest of the spec (unknown features, a missing section ...);
+    ``running`` says whether ``engines.run`` names the engine."""
+    _ENGINE_PARAMS[name] = params_model
+
+
+def engine_names() -> list[str]:
+    return sorted(_ENGINE_PARAMS)
+
+
+class EnginesSpec(BaseModel):
+    """Which engines run (``run``) and one section of parameters per engine (``engines.<name>``),
+    each validated by the params model its engine registered, with documented defaults."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    run: list[str] = Field(default_factory=lambda: ["outcome"], min_length=1,
+                           description="Engines to run, in any order (at least one).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            return raw
+        out = dict(raw)
+        run = out.get("run", ["outcome"])
+        if isinstance(run, list):
+            unknown = [n for n in run if n not in _ENGINE_PARAMS]
+            if unknown:
+                raise ValueError(f"engines.run: unknown engine(s) {unknown}; known: {engine_names()}")
+            dup = sorted({str(n) for n in run if run.count(n) > 1})
+            if dup:
+                raise ValueError(f"engines.run: engine(s) {dup} listed more than once")
+        unknown = [k for k in out if k != "run" and k not in _ENGINE_PARAMS]
+        if unknown:
+            raise ValueError(f"engines: unknown section(s) {unknown}; known: {engine_names()}")
+        for name, load in _ENGINE_PARAMS.items():
+            model = load()
+            section = out.get(name)
+            if isinstance(section, model):
+                continue
+            try:
+                out[name] = model.model_validate({} if section is None else section)
+            except ValidationError as exc:
+                raise CoreValidationError.from_exception_data(exc.title, [
+                    {"type": e["type"], "loc": (name, *e["loc"]), "input": e["input"],
+                     **({"ctx": e["ctx"]} if "ctx" in e else {})} for e in exc.errors()]) from None
+        return out
+
+    def params(self, name: str) -> BaseModel:
+        """The parameters of engine ``name`` (its defaults when the spec has no section)."""
+        try:
+            return getattr(self, name)
+        except AttributeError:
+            raise KeyError(f"no engine named {name!r}; known: {engine_names()}") from None
 
 
 class Ingest(_Model):
@@ -320,12 +373,10 @@ class AuditSpec(_Model):
             cycle = _find_cycle({eq.target: eq.parents for eq in self.scm.equations})
             if cycle:
                 raise ValueError(f"scm: the causal graph has a cycle {' -> '.join(cycle)}")
-        for p in self.engines.cst.intersections:
-            unknown = [a for a in p if a not in pnames]
-            if unknown:
-                raise ValueError(f"engines.cst.intersections: {unknown} are not protected attribute names {pnames}")
-        if "cst" in self.engines.run and self.scm is None:
-            raise ValueError("engines.run includes 'cst', which needs an `scm` section")
+        for name in engine_names():
+            check = getattr(self.engines.params(name), "check_spec", None)
+            if check is not None:
+                check(self, running=name in self.engines.run)
         return self
 
     # -- conveniences -------------------------------------------------------------------

@@ -42,3 +42,17 @@ class CSTParams(BaseModel):
         if not v or any(k < 1 for k in v):
             raise ValueError(f"k must be a non-empty list of positive sizes, got {v}")
         return sorted(set(v))
+
+    def check_spec(self, spec, running: bool) -> None:
+        """Cross-checks against the rest of the spec (called by the spec's validation)."""
+        names = [p.name for p in spec.protected]
+        for group in self.intersections:
+            unknown = [a for a in group if a not in names]
+            if unknown:
+                raise ValueError(f"engines.cst.intersections: {unknown} are not protected attribute names {names}")
+        if self.features is not None:
+            unknown = [f for f in self.features if f not in spec.feature_names]
+            if unknown:
+                raise ValueError(f"engines.cst.features: {unknown} are not declared features")
+        if running and spec.scm is None:
+            raise ValueError("engines.run includes 'cst', which needs an `scm` section")
