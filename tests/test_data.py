@@ -49,3 +49,20 @@ def test_feature_values_encode_ordinals_and_categories():
 def test_missing_staged_columns_are_named():
     with pytest.raises(ValueError, match=r"\['city'\]"):
         AuditData(SPEC, TABLE.drop(["city"]))
+
+
+def test_a_protected_attribute_can_be_a_model_input():
+    """model.features may name a protected attribute: the model sees its group indicator
+    (1 protected, 0 reference or neither); a table without group columns (counterfactuals)
+    takes the factual records' groups."""
+    raw = SPEC.model_dump(mode="json")
+    raw["model"] = {"kind": "linear", "features": ["income", "sex"],
+                    "coefficients": {"income": 1.0, "sex": -5.0}, "intercept": 0.0}
+    spec = parse_spec(raw)
+    d = AuditData(spec, TABLE, categories={"city": ["x", "y"]})
+    assert np.array_equal(d.feature_values(["income", "sex"]),
+                          np.array([[10, 1], [np.nan, 0], [30, 0]]), equal_nan=True)
+    assert d.column_values("sex", table=TABLE.drop(["_g_sex"])).tolist() == [1.0, 0.0, 0.0]
+    raw["model"]["features"] = ["income", "race"]
+    with pytest.raises(ValueError, match=r"model.features: \['race'\] are neither"):
+        parse_spec(raw)

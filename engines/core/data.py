@@ -123,8 +123,14 @@ class AuditData:
         return out
 
     def column_values(self, name: str, table: pa.Table | None = None) -> np.ndarray:
-        """One feature as float64 (see ``feature_values``)."""
+        """One feature as float64 (see ``feature_values``). A protected attribute's name gives
+        its group indicator as a model input: 1 protected, 0 reference or neither."""
         table = self.table if table is None else table
+        if name in self.groups and name not in self.spec.feature_names:
+            column = table[group_column(name)] if group_column(name) in table.column_names else None
+            if column is None:  # e.g. a counterfactual table: the factual records' groups
+                return np.maximum(self.groups[name], 0).astype(np.float64)
+            return np.maximum(column.fill_null(-1).to_numpy().astype(np.int8), 0).astype(np.float64)
         feat = self.spec.feature(name)
         col = table[name]
         if feat.type == "numeric":

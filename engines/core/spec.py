@@ -204,7 +204,10 @@ class ModelSpec(_Model):
     """The audited model, when decisions must be (re)computed (engines.core.models)."""
 
     kind: Literal["linear", "mlp", "surrogate"]
-    features: list[str] = Field(min_length=1, description="Input features, in order.")
+    features: list[str] = Field(min_length=1, description="Input features, in order: declared "
+                                "`features`, and protected attribute names (by `name`) when the model "
+                                "takes the attribute as an input (the model sees 1 for the protected "
+                                "group and 0 otherwise; counterfactual engines set it under do(A := a')).")
     coefficients: dict[str, float] | None = None
     intercept: float | None = None
     path: str | None = Field(None, description="mlp: state-dict file, relative to the spec's directory.")
@@ -349,9 +352,13 @@ class AuditSpec(_Model):
         if clash:
             raise ValueError(f"features: protected column(s) {sorted(clash)} cannot also be features")
         if self.model is not None:
-            unknown = [f for f in self.model.features if f not in feats]
+            unknown = [f for f in self.model.features if f not in feats and f not in pnames]
             if unknown:
-                raise ValueError(f"model.features: {unknown} are not declared in `features`")
+                raise ValueError(f"model.features: {unknown} are neither declared `features` nor "
+                                 f"protected attribute names {pnames}")
+            dup = sorted({f for f in self.model.features if self.model.features.count(f) > 1})
+            if dup:
+                raise ValueError(f"model.features: {dup} listed more than once")
             if self.model.kind == "surrogate":
                 if self.model.target == "label" and self.label is None:
                     raise ValueError("model.target 'label' needs a `label` section")
