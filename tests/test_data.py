@@ -63,6 +63,6 @@ def test_a_protected_attribute_can_be_a_model_input():
     assert np.array_equal(d.feature_values(["income", "sex"]),
                           np.array([[10, 1], [np.nan, 0], [30, 0]]), equal_nan=True)
     assert d.column_values("sex", table=TABLE.drop(["_g_sex"])).tolist() == [1.0, 0.0, 0.0]
-    raw["model"]["features"] = ["income", "race"]
+    raw["model"].update(features=["income", "race"], coefficients={"income": 1.0, "race": 1.0})
     with pytest.raises(ValueError, match=r"model.features: \['race'\] are neither"):
         parse_spec(raw)
