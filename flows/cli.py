@@ -14,6 +14,7 @@ from pathlib import Path
 
 from engines.core.models import ModelError
 from engines.core.spec import SpecError
+from engines.core.validation import SourceSchemaError
 from flows.readers import SourceError
 from flows.staging import DEFAULT_LAKE, IngestError
 from flows.warehouse import DEFAULT_WAREHOUSE, WarehouseError
@@ -24,7 +25,8 @@ BENCHMARKS = {
     "raguel": "flows.bench_raguel",
     "fgce": "flows.bench_fgce",
 }
-USER_ERRORS = (SpecError, SourceError, IngestError, WarehouseError, ModelError, FileNotFoundError)
+USER_ERRORS = (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError,
+               FileNotFoundError)
 
 
 def _prefect_env() -> None:

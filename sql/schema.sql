@@ -40,9 +40,13 @@ CREATE TABLE IF NOT EXISTS audit.runs (
     parameters         JSON NOT NULL,        -- the validated spec's engines section
     started_at         TIMESTAMP NOT NULL,
     finished_at        TIMESTAMP,
-    status             VARCHAR NOT NULL,     -- running | succeeded | partial | failed
+    status             VARCHAR NOT NULL,     -- running | succeeded | partial | failed | abandoned
     error              VARCHAR
 );
+-- The process running a run (a run whose process is gone is marked abandoned by the next writer).
+ALTER TABLE audit.runs ADD COLUMN IF NOT EXISTS host VARCHAR;
+ALTER TABLE audit.runs ADD COLUMN IF NOT EXISTS pid INTEGER;
+ALTER TABLE audit.runs ADD COLUMN IF NOT EXISTS pid_started DOUBLE;
 
 -- Status per engine per run.
 CREATE TABLE IF NOT EXISTS audit.run_engines (
