@@ -85,11 +85,12 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_audit(args) -> int:
-    _prefect_env()
-    from flows.audit import run_audit
+    from flows.audit import preflight, run_audit
     from flows.warehouse import Warehouse
 
-    engines = args.engines.split(",") if args.engines else None
+    engines = [e.strip() for e in args.engines.split(",")] if args.engines is not None else None
+    preflight(args.spec, engines)  # a bad spec or source fails here, before Prefect and Dask start
+    _prefect_env()
     run_id = run_audit(args.spec, warehouse=args.warehouse, lake=args.lake, run_id=args.run_id,
                        engines=engines, dask_address=args.dask_address, workers=args.workers)
     with Warehouse(args.warehouse, read_only=True) as wh:
