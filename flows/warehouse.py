@@ -196,8 +196,8 @@ class Warehouse:
             try:
                 self.run_sql(f"views/{view.stem}")
                 made.append(view.stem)
-            except duckdb.CatalogException:
-                continue  # a table the view reads has not been written yet
+            except (duckdb.CatalogException, duckdb.BinderException):
+                continue  # a table (or a newer column) the view reads has not been written yet
         return made
 
     def close(self) -> None:
