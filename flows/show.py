@@ -90,7 +90,7 @@ def write_file(wh: Warehouse, name: str, run_id: str, fmt: str, out: str | None)
     if fmt == "parquet" and out is None:
         raise WarehouseError("--format parquet needs --out FILE")
     reader = wh.con.sql(f"SELECT * FROM audit.{check_table_name(name)} WHERE run_id = $run_id",
-                        params={"run_id": run_id}).fetch_record_batch(100_000)
+                        params={"run_id": run_id}).to_arrow_reader(100_000)
     if fmt == "csv":
         sink = sys.stdout.buffer if out is None else Path(out).open("wb")
         try:
@@ -108,6 +108,8 @@ def write_file(wh: Warehouse, name: str, run_id: str, fmt: str, out: str | None)
 
 def show(args) -> int:
     with Warehouse(args.warehouse, read_only=True) as wh:
+        if args.table is not None and args.table not in wh.table_names():
+            raise WarehouseError(f"no table audit.{args.table}; tables: {', '.join(wh.table_names())}")
         run_id = args.run_id or latest_run(wh)
         if wh.run(run_id) is None:
             raise WarehouseError(f"no run {run_id!r} in {wh.path}; `aequum runs` lists them")
@@ -120,8 +122,6 @@ def show(args) -> int:
                         if counts else pa.table({"table": pa.array([], pa.string())}),
                         title=f"tables of run {run_id}")
             return 0
-        if args.table not in wh.table_names():
-            raise WarehouseError(f"no table audit.{args.table}; tables: {', '.join(wh.table_names())}")
         note = engine_note(wh, args.table, run_id)
         if note is not None:
             print(note, file=sys.stderr)
