@@ -134,3 +134,23 @@ def test_report_stays_small_on_large_tables(small_audit_warehouse, tmp_path):
 @pytest.mark.slow
 def test_report_of_a_ten_million_row_run(small_audit_warehouse, tmp_path):
     check_large_report(tmp_path, small_audit_warehouse, 10_000_000)
+
+
+def test_audit_report_flag_writes_the_report_after_the_run(small_audit_warehouse, tmp_path, monkeypatch, capsys):
+    """``aequum audit --report FILE``: after the run, the run's report (the run itself is stood in
+    for by the small audit, so no Prefect server starts here; tests/test_flow.py runs real flows)."""
+    import flows.audit
+    import flows.cli
+
+    wh = tmp_path / "wh.duckdb"
+    shutil.copy(small_audit_warehouse, wh)
+    monkeypatch.setattr(flows.cli, "_prefect_env", lambda: None)
+    monkeypatch.setattr(flows.audit, "run_audit", lambda *a, **k: "loan-small")
+    out = tmp_path / "after.html"
+    spec = str(Path(__file__).resolve().parents[1] / "data" / "specs" / "loan.yaml")
+    assert main(["audit", "--spec", spec, "--warehouse", str(wh), "--report", str(out)]) == 0
+    assert f"report: {out.resolve()}" in capsys.readouterr().out
+    assert sections(out.read_text()) == SECTION_IDS
+    monkeypatch.chdir(tmp_path)
+    assert main(["audit", "--spec", spec, "--warehouse", str(wh), "--report"]) == 0
+    assert (tmp_path / "report-loan-small.html").exists()
