@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pytest
 import yaml
@@ -345,3 +346,40 @@ def test_the_warehouse_file_opens_in_duckdb_1x(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(duckdb1)}, check=True).stdout
     assert "[(7,)] [('running',)]" in out
+
+
+# -- a model worth auditing (issue 16) ----------------------------------------------------------
+
+@pytest.mark.prefect
+def test_a_degenerate_surrogate_stops_the_model_engines_and_its_quality_is_stored(prefect_server, tmp_path):
+    """Decisions that the features cannot explain: the surrogate's balanced accuracy is near
+    0.5, CST (which re-decides counterfactuals with it) is skipped with the reason, outcome
+    metrics still land, and the model's quality per group is in audit.model_quality."""
+    from flows.audit import audit_flow
+
+    raw = copy.deepcopy(LOAN)
+    raw["source"]["rows"] = 600
+    raw["model"] = {"kind": "surrogate", "target": "label", "features": ["AnnualSalary", "AccountBalance"],
+                    "hidden": [8], "epochs": 5}
+    raw["label"] = {"column": "u1_coin", "positive": [1]}
+    raw["engines"] = {"run": ["outcome", "cst"], "cst": {"k": [5]}}
+    csv = tmp_path / "loan.csv"
+    assert main(["generate", "loan", "--rows", "600", "--format", "csv", "--out", str(csv)]) == 0
+    lines = csv.read_text().splitlines()
+    coins = [int(c) for c in (np.random.default_rng(0).random(len(lines) - 1) < 0.5)]
+    csv.write_text("\n".join([lines[0] + ",u1_coin", *(f"{ln},{c}" for ln, c in zip(lines[1:], coins))]) + "\n")
+    raw["source"] = {"kind": "csv", "path": str(csv), "id_column": "id"}
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    wh = tmp_path / "wh.duckdb"
+    audit_flow(str(spec), warehouse=str(wh), lake=str(tmp_path / "lake"), run_id="r")
+    with Warehouse(wh, read_only=True) as w:
+        status = w.engine_status("r")
+        assert status["outcome"]["status"] == "succeeded"
+        assert status["cst"]["status"] == "skipped" and "balanced accuracy" in status["cst"]["error"]
+        assert w.run("r")["status"] == "partial"
+        quality = w.result("model_quality", "r").to_pylist()
+    splits = {(q["attribute"], q["group_name"], q["split"]): q for q in quality}
+    assert splits[("all", "all", "holdout")]["balanced_accuracy"] < 0.6
+    assert splits[("all", "all", "all")]["n"] == 600
+    assert {k[:2] for k in splits} >= {("gender", "protected"), ("gender", "reference")}
