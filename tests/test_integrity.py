@@ -383,3 +383,30 @@ def test_a_degenerate_surrogate_stops_the_model_engines_and_its_quality_is_store
     assert splits[("all", "all", "holdout")]["balanced_accuracy"] < 0.6
     assert splits[("all", "all", "all")]["n"] == 600
     assert {k[:2] for k in splits} >= {("gender", "protected"), ("gender", "reference")}
+
+
+def test_an_unchanged_source_is_reused_without_reading_it(tmp_path, warehouse, monkeypatch):
+    """Issue 16: an audit of a dataset that is already staged does not re-read and re-validate
+    the whole source to find that out: same files (path, size, modification time) under the
+    same record contract are reused at once; a touched file is read and fingerprinted again."""
+    import flows.staging as staging
+
+    spec = small_csv_spec(tmp_path)
+    first = stage(spec, tmp_path, warehouse, tmp_path / "lake")
+    reads = []
+    real_open = staging.open_source
+    monkeypatch.setattr(staging, "open_source", lambda *a, **k: reads.append(1) or real_open(*a, **k))
+    again = stage(spec, tmp_path, warehouse, tmp_path / "lake")
+    assert again.reused and again.version == first.version and again.rows_staged == first.rows_staged
+    assert reads == []
+    os.utime(tmp_path / "d.csv", ns=(1, 1))  # same bytes, another modification time
+    touched = stage(spec, tmp_path, warehouse, tmp_path / "lake")
+    assert reads == [1] and touched.reused and touched.version == first.version
+    raw = spec.model_dump(mode="json")
+    raw["ingest"]["reuse_unchanged_files"] = False
+    stage(parse_spec(raw), tmp_path, warehouse, tmp_path / "lake")
+    assert reads == [1, 1]
+    raw["ingest"]["reuse_unchanged_files"] = True
+    raw["features"][0]["range"] = [0, 10_000]  # another record contract: staged anew
+    other = stage(parse_spec(raw), tmp_path, warehouse, tmp_path / "lake")
+    assert reads == [1, 1, 1] and other.version != first.version

@@ -347,6 +347,10 @@ class Ingest(_Model):
 
     max_bad_fraction: float = Field(
         0.05, ge=0, le=1, description="Fail the ingest if more than this share of rows is quarantined.")
+    reuse_unchanged_files: bool = Field(
+        True, description="Reuse a staged dataset version without reading the source again when "
+        "its files have the same paths, sizes and modification times (or a generator the same "
+        "name, rows, seed and code) as when it was staged; false: read and fingerprint every time.")
 
 
 class AuditSpec(_Model):
