@@ -310,7 +310,7 @@ def test_user_errors_exit_2_with_one_line_before_prefect(tmp_path, capsys, no_pr
 
 # -- the warehouse is shared, and readable by standard tools ------------------------------------
 
-def test_openers_wait_for_a_busy_warehouse_then_say_who_holds_it(tmp_path):
+def test_openers_wait_for_a_busy_warehouse_then_say_who_holds_it(tmp_path, capsys):
     path = tmp_path / "wh.duckdb"
     Warehouse(path).close()
     hold = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
@@ -320,6 +320,9 @@ def test_openers_wait_for_a_busy_warehouse_then_say_who_holds_it(tmp_path):
         assert hold.stdout.readline().strip() == "held"
         with pytest.raises(WarehouseError, match=r"in use by another process .*PID \d+.*stayed busy"):
             Warehouse(path, read_only=True, wait=0.3)
+        assert main(["runs", "--warehouse", str(path), "--wait", "0.3"]) == 2
+        err = capsys.readouterr().err
+        assert "is in use by" in err and "waiting up to 0.3 s" in err and "Traceback" not in err
         with Warehouse(path, read_only=True, wait=30) as wh:  # waits for the holder to finish
             assert "runs" in wh.table_names()
     finally:
