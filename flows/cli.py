@@ -52,11 +52,14 @@ def _prefect_env() -> None:
         os.environ["PREFECT_API_URL"] = server.api_url
 
 
-def _print_table(table, max_rows: int = 50) -> None:
-    import polars as pl
+def _say(message: str) -> None:
+    print(f"aequum: {message}", file=sys.stderr)
 
-    with pl.Config(tbl_rows=max_rows, tbl_cols=20, fmt_str_lengths=60, tbl_width_chars=160):
-        print(pl.from_arrow(table))
+
+def _print_table(table, max_rows: int = 50) -> None:
+    from flows.show import print_table
+
+    print_table(table.slice(0, max_rows))
 
 
 def cmd_generate(args) -> int:
@@ -93,7 +96,7 @@ def cmd_audit(args) -> int:
     _prefect_env()
     run_id = run_audit(args.spec, warehouse=args.warehouse, lake=args.lake, run_id=args.run_id,
                        engines=engines, dask_address=args.dask_address, workers=args.workers)
-    with Warehouse(args.warehouse, read_only=True) as wh:
+    with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
         run = wh.run(run_id)
         engines_status = wh.engine_status(run_id)
     print(f"\nrun {run_id}: {run['status']}")
@@ -105,14 +108,14 @@ def cmd_audit(args) -> int:
     if args.report is not None:
         from flows.report import write_report
 
-        print(f"report: {write_report(args.warehouse, run_id, args.report or None).resolve()}")
+        print(f"report: {write_report(args.warehouse, run_id, args.report or None, wait=args.wait, notify=_say).resolve()}")
     return 0 if run["status"] == "succeeded" else 1
 
 
 def cmd_runs(args) -> int:
     from flows.warehouse import Warehouse
 
-    with Warehouse(args.warehouse, read_only=True) as wh:
+    with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
         _print_table(wh.runs(args.spec, args.limit), args.limit)
     return 0
 
@@ -120,13 +123,13 @@ def cmd_runs(args) -> int:
 def cmd_show(args) -> int:
     from flows.show import show
 
-    return show(args)
+    return show(args, notify=_say)
 
 
 def cmd_report(args) -> int:
     from flows.report import write_report
 
-    print(write_report(args.warehouse, args.run_id, args.out).resolve())
+    print(write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say).resolve())
     return 0
 
 
@@ -143,6 +146,8 @@ def parser() -> argparse.ArgumentParser:
     def wh_args(sp):
         sp.add_argument("--warehouse", default=os.environ.get("AEQUUM_WAREHOUSE", str(DEFAULT_WAREHOUSE)),
                         help="DuckDB warehouse file (default %(default)s)")
+        sp.add_argument("--wait", type=float, default=30.0,
+                        help="seconds to wait for a warehouse another process is writing (default %(default)s)")
 
     g = sub.add_parser("generate", help="write a built-in dataset (loan, cec_synthetic, hmda)")
     g.add_argument("name", choices=["loan", "cec_synthetic", "hmda"])

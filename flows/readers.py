@@ -96,6 +96,28 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
+def source_stamp(source: Source, base_dir: Path) -> str | None:
+    """What identifies a source without reading it, or None when only reading can tell (a
+    database table or query): for files, each file's absolute path, size and modification time
+    (nanoseconds); for a built-in generator, its name, rows, seed and the generator's code."""
+    import hashlib
+
+    h = hashlib.sha256(source.kind.encode())
+    if source.kind in ("csv", "hmda_lar", "parquet"):
+        for f in _files(resolve(source.path, base_dir)):
+            st = f.stat()
+            h.update(f"\x1f{f.resolve()}\x1f{st.st_size}\x1f{st.st_mtime_ns}".encode())
+        h.update(repr((source.delimiter, source.header_names)).encode())
+        return h.hexdigest()
+    if source.kind == "generated":
+        from engines.generators import catalogue
+
+        h.update(repr((source.generator, source.rows, source.seed)).encode())
+        h.update(Path(catalogue.module_file(source.generator)).read_bytes())
+        return h.hexdigest()
+    return None
+
+
 def _rename(batches: Iterator[pa.RecordBatch], names: list[str]) -> Iterator[pa.RecordBatch]:
     for b in batches:
         yield b.rename_columns(names)

@@ -87,10 +87,12 @@ def build_report(run: Run) -> str:
                 f"run {r['run_id']}, {r['status']}, started {r['started_at']}", sections)
 
 
-def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Path | None = None) -> Path:
+def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Path | None = None,
+                 wait: float | None = None, notify=None) -> Path:
     """Write the report of ``run_id`` (default: the latest run) and return its path (default
-    ``report-<run_id>.html`` in the current directory)."""
-    with Warehouse(warehouse, read_only=True) as wh:
+    ``report-<run_id>.html`` in the current directory). ``wait`` / ``notify``: as for
+    :class:`Warehouse` (how long to wait for a warehouse another process is writing)."""
+    with Warehouse(warehouse, read_only=True, wait=wait, notify=notify) as wh:
         run = Run.open(wh, run_id)
         text = build_report(run)
     path = Path(out) if out is not None else Path(f"report-{run.run_id}.html")

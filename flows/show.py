@@ -106,8 +106,8 @@ def write_file(wh: Warehouse, name: str, run_id: str, fmt: str, out: str | None)
                 writer.write_batch(batch)
 
 
-def show(args) -> int:
-    with Warehouse(args.warehouse, read_only=True) as wh:
+def show(args, notify=None) -> int:
+    with Warehouse(args.warehouse, read_only=True, wait=getattr(args, "wait", None), notify=notify) as wh:
         if args.table is not None and args.table not in wh.table_names():
             raise WarehouseError(f"no table audit.{args.table}; tables: {', '.join(wh.table_names())}")
         run_id = args.run_id or latest_run(wh)

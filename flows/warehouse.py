@@ -12,7 +12,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -116,13 +116,15 @@ class Warehouse:
     """
 
     def __init__(self, path: str | Path = DEFAULT_WAREHOUSE, read_only: bool = False,
-                 memory_limit: str | None = None, wait: float | None = None):
+                 memory_limit: str | None = None, wait: float | None = None,
+                 notify: Callable[[str], None] | None = None):
         """Open (creating when needed) a warehouse file.
 
         ``memory_limit`` caps DuckDB's buffer pool (default ``$AEQUUM_DUCKDB_MEMORY_LIMIT`` or
         1GB) so staging ten million rows spills to disk instead of growing with the data.
         A write connection first closes the records of runs whose process is gone
-        (``abandoned``) and drops staging tables such a process left behind.
+        (``abandoned``) and drops staging tables such a process left behind. ``notify`` is
+        told once when the file is busy and the open starts waiting.
         """
         self.path = Path(path)
         self.read_only = read_only
@@ -132,13 +134,15 @@ class Warehouse:
             raise WarehouseError(f"no warehouse at {self.path}")
         limit = _memory(memory_limit or os.environ.get("AEQUUM_DUCKDB_MEMORY_LIMIT", "1GB"))
         self.con = self._connect(read_only, limit,
-                                 float(os.environ.get("AEQUUM_WAREHOUSE_WAIT", 120) if wait is None else wait))
+                                 float(os.environ.get("AEQUUM_WAREHOUSE_WAIT", 120) if wait is None else wait),
+                                 notify)
         if not read_only:
             self.run_sql("schema")
             self.recover()
             self.create_views()
 
-    def _connect(self, read_only: bool, limit: str, wait: float) -> duckdb.DuckDBPyConnection:
+    def _connect(self, read_only: bool, limit: str, wait: float,
+                 notify: Callable[[str], None] | None) -> duckdb.DuckDBPyConnection:
         config = {"memory_limit": limit}
         if not read_only:
             config["storage_compatibility_version"] = STORAGE_VERSION
@@ -151,8 +155,11 @@ class Warehouse:
                 message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 if _LOCKED not in message:
                     raise WarehouseError(f"cannot open warehouse {self.path}: {message}") from None
+                holder = re.search(r"held in (.*?)\.(?: |$)", message)
+                if notify is not None and delay == 0.05 and wait > 0:
+                    notify(f"warehouse {self.path} is in use"
+                           f"{' by ' + holder.group(1) if holder else ''}; waiting up to {wait:g} s")
                 if time.monotonic() >= deadline:
-                    holder = re.search(r"held in (.*?)\.(?: |$)", message)
                     raise WarehouseError(
                         f"warehouse {self.path} is in use by another process"
                         f"{' (' + holder.group(1) + ')' if holder else ''} and stayed busy for "

@@ -18,6 +18,11 @@ CREATE TABLE IF NOT EXISTS audit.datasets (
     created_at         TIMESTAMP NOT NULL
 );
 
+-- What identifies a source without reading it (files: path, size, modification time; built-in
+-- generators: name, rows, seed, code), and the hash of the record contract it was staged under.
+ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS source_stamp VARCHAR;
+ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS contract_hash VARCHAR;
+
 -- Rows that failed validation, one per bad row, with the first failing field and why.
 CREATE TABLE IF NOT EXISTS audit.quarantine (
     dataset_version VARCHAR NOT NULL,

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pytest
 import yaml
@@ -309,7 +310,7 @@ def test_user_errors_exit_2_with_one_line_before_prefect(tmp_path, capsys, no_pr
 
 # -- the warehouse is shared, and readable by standard tools ------------------------------------
 
-def test_openers_wait_for_a_busy_warehouse_then_say_who_holds_it(tmp_path):
+def test_openers_wait_for_a_busy_warehouse_then_say_who_holds_it(tmp_path, capsys):
     path = tmp_path / "wh.duckdb"
     Warehouse(path).close()
     hold = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
@@ -319,6 +320,9 @@ def test_openers_wait_for_a_busy_warehouse_then_say_who_holds_it(tmp_path):
         assert hold.stdout.readline().strip() == "held"
         with pytest.raises(WarehouseError, match=r"in use by another process .*PID \d+.*stayed busy"):
             Warehouse(path, read_only=True, wait=0.3)
+        assert main(["runs", "--warehouse", str(path), "--wait", "0.3"]) == 2
+        err = capsys.readouterr().err
+        assert "is in use by" in err and "waiting up to 0.3 s" in err and "Traceback" not in err
         with Warehouse(path, read_only=True, wait=30) as wh:  # waits for the holder to finish
             assert "runs" in wh.table_names()
     finally:
@@ -345,3 +349,67 @@ def test_the_warehouse_file_opens_in_duckdb_1x(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(duckdb1)}, check=True).stdout
     assert "[(7,)] [('running',)]" in out
+
+
+# -- a model worth auditing (issue 16) ----------------------------------------------------------
+
+@pytest.mark.prefect
+def test_a_degenerate_surrogate_stops_the_model_engines_and_its_quality_is_stored(prefect_server, tmp_path):
+    """Decisions that the features cannot explain: the surrogate's balanced accuracy is near
+    0.5, CST (which re-decides counterfactuals with it) is skipped with the reason, outcome
+    metrics still land, and the model's quality per group is in audit.model_quality."""
+    from flows.audit import audit_flow
+
+    raw = copy.deepcopy(LOAN)
+    raw["source"]["rows"] = 600
+    raw["model"] = {"kind": "surrogate", "target": "label", "features": ["AnnualSalary", "AccountBalance"],
+                    "hidden": [8], "epochs": 5}
+    raw["label"] = {"column": "u1_coin", "positive": [1]}
+    raw["engines"] = {"run": ["outcome", "cst"], "cst": {"k": [5]}}
+    csv = tmp_path / "loan.csv"
+    assert main(["generate", "loan", "--rows", "600", "--format", "csv", "--out", str(csv)]) == 0
+    lines = csv.read_text().splitlines()
+    coins = [int(c) for c in (np.random.default_rng(0).random(len(lines) - 1) < 0.5)]
+    csv.write_text("\n".join([lines[0] + ",u1_coin", *(f"{ln},{c}" for ln, c in zip(lines[1:], coins))]) + "\n")
+    raw["source"] = {"kind": "csv", "path": str(csv), "id_column": "id"}
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    wh = tmp_path / "wh.duckdb"
+    audit_flow(str(spec), warehouse=str(wh), lake=str(tmp_path / "lake"), run_id="r")
+    with Warehouse(wh, read_only=True) as w:
+        status = w.engine_status("r")
+        assert status["outcome"]["status"] == "succeeded"
+        assert status["cst"]["status"] == "skipped" and "balanced accuracy" in status["cst"]["error"]
+        assert w.run("r")["status"] == "partial"
+        quality = w.result("model_quality", "r").to_pylist()
+    splits = {(q["attribute"], q["group_name"], q["split"]): q for q in quality}
+    assert splits[("all", "all", "holdout")]["balanced_accuracy"] < 0.6
+    assert splits[("all", "all", "all")]["n"] == 600
+    assert {k[:2] for k in splits} >= {("gender", "protected"), ("gender", "reference")}
+
+
+def test_an_unchanged_source_is_reused_without_reading_it(tmp_path, warehouse, monkeypatch):
+    """Issue 16: an audit of a dataset that is already staged does not re-read and re-validate
+    the whole source to find that out: same files (path, size, modification time) under the
+    same record contract are reused at once; a touched file is read and fingerprinted again."""
+    import flows.staging as staging
+
+    spec = small_csv_spec(tmp_path)
+    first = stage(spec, tmp_path, warehouse, tmp_path / "lake")
+    reads = []
+    real_open = staging.open_source
+    monkeypatch.setattr(staging, "open_source", lambda *a, **k: reads.append(1) or real_open(*a, **k))
+    again = stage(spec, tmp_path, warehouse, tmp_path / "lake")
+    assert again.reused and again.version == first.version and again.rows_staged == first.rows_staged
+    assert reads == []
+    os.utime(tmp_path / "d.csv", ns=(1, 1))  # same bytes, another modification time
+    touched = stage(spec, tmp_path, warehouse, tmp_path / "lake")
+    assert reads == [1] and touched.reused and touched.version == first.version
+    raw = spec.model_dump(mode="json")
+    raw["ingest"]["reuse_unchanged_files"] = False
+    stage(parse_spec(raw), tmp_path, warehouse, tmp_path / "lake")
+    assert reads == [1, 1]
+    raw["ingest"]["reuse_unchanged_files"] = True
+    raw["features"][0]["range"] = [0, 10_000]  # another record contract: staged anew
+    other = stage(parse_spec(raw), tmp_path, warehouse, tmp_path / "lake")
+    assert reads == [1, 1, 1] and other.version != first.version

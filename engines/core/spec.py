@@ -248,7 +248,13 @@ class ModelSpec(_Model):
     input_mean: list[float] | None = None
     input_scale: list[float] | None = None
     target: Literal["decision", "label"] = Field("decision", description="surrogate: what to fit.")
-    epochs: int = Field(200, gt=0)
+    epochs: int = Field(200, gt=0, description="surrogate: passes over the training rows (capped by max_steps).")
+    batch_size: int = Field(4096, gt=0, description="surrogate: rows per minibatch.")
+    max_steps: int = Field(3000, gt=0, description="surrogate: at most this many optimiser steps "
+                           "(keeps a million-row fit to seconds).")
+    min_balanced_accuracy: float = Field(
+        0.6, ge=0, le=1, description="surrogate: below this balanced accuracy on held-out rows the "
+        "model cannot stand in for the lender's; the engines that need a model stop with a message.")
     seed: int = 0
     use_for_decisions: bool = Field(
         False, description="Take ŷ from the model rather than the decision column.")
@@ -341,6 +347,10 @@ class Ingest(_Model):
 
     max_bad_fraction: float = Field(
         0.05, ge=0, le=1, description="Fail the ingest if more than this share of rows is quarantined.")
+    reuse_unchanged_files: bool = Field(
+        True, description="Reuse a staged dataset version without reading the source again when "
+        "its files have the same paths, sizes and modification times (or a generator the same "
+        "name, rows, seed and code) as when it was staged; false: read and fingerprint every time.")
 
 
 class AuditSpec(_Model):
