@@ -32,15 +32,17 @@ def delta_plot(claims: list[dict], k: int) -> str:
     fig = plots.figure(7.5, 3.0)
     ax = fig.subplots()
     total = claims[0]["total"] if claims else 0
+    sampled = claims[0]["sampled"] if claims else 0
     for c in claims:
-        x = 100 * c["position"] / max(total - 1, 1)
+        x = 100 * c["position"] / max(sampled - 1, 1)
         low = c["ci_low"] if c["ci_low"] is not None else c["delta_p"]
         high = c["ci_high"] if c["ci_high"] is not None else c["delta_p"]
         colour = plots.SIGNIFICANT if c["significant"] else plots.NEUTRAL
         ax.errorbar(x, c["delta_p"], yerr=[[c["delta_p"] - low], [high - c["delta_p"]]], fmt="o",
                     markersize=3, color=colour, ecolor=colour, capsize=1.5)
     ax.axhline(0, color=plots.NEUTRAL, linewidth=0.8)
-    ax.set_xlabel(f"complainants ranked by Δp (percent of {total:,}; {len(claims)} shown; red: significant), k = {k}")
+    ax.set_xlabel(f"complainants ranked by Δp, percent (a fixed sample of {sampled:,} of {total:,}; "
+                  f"red: significant), k = {k}")
     ax.set_ylabel("Δp = p_control − p_test")
     ax.set_xlim(-2, 102)
     return plots.to_svg(fig, "Delta p per complainant with confidence intervals")
@@ -83,8 +85,9 @@ def cst_section(run: Run, sec: Section) -> None:
         claims = run.query("cst_top_claims", attribute=attribute, method="CST", k=k, limit=CASES)
         spread = run.query("cst_claims_spread", attribute=attribute, method="CST", k=k, points=PLOTTED)
         if spread:
-            sec.add(plot(delta_plot(spread, k), f"Δp with its two-sided interval for complainants spread "
-                         f"evenly over the ranking by Δp at k = {k}; all of them are in audit.cst_claims."))
+            sec.add(plot(delta_plot(spread, k), f"Δp with its two-sided interval for a fixed sample of "
+                         f"complainants (by a hash of their id), ranked by Δp, at k = {k}; all of them "
+                         f"are in audit.cst_claims."))
         bins = run.query("cst_delta_histogram", attribute=attribute, method="CST", k=k)
         if bins:
             sec.add(plot(histogram_plot(bins), f"Δp of every complainant at k = {k}."))
