@@ -13,6 +13,12 @@ def _label(row: dict) -> str:
     return f"{row['attribute']}: {row['group_name'].replace(',', ' & ')}"
 
 
+def p_text(p: float | None) -> str:
+    if p is None:
+        return "not tested"
+    return "<\u00a00.001" if p < 0.001 else f"{p:.3f}"
+
+
 def rates_plot(metrics: list[dict]) -> str:
     rows = [m for m in metrics if m["favourable_rate"] is not None][::-1]
     fig = plots.figure(7.5, 0.9 + 0.28 * len(rows))
@@ -43,8 +49,7 @@ def di_plot(gaps: list[dict], threshold: float) -> str:
     ax.axvline(threshold, color=plots.SIGNIFICANT, linestyle="--", linewidth=1)
     ax.axvline(1.0, color=plots.NEUTRAL, linewidth=0.8)
     ax.set_yticks(range(len(rows)), [_label(g) for g in rows])
-    ax.set_xlabel(f"disparate impact ratio vs the reference, with its log-method interval "
-                  f"(dashed: {threshold:g})")
+    ax.set_xlabel(f"disparate impact ratio vs the reference\n(bars: log-method interval; dashed: {threshold:g})")
     ax.grid(axis="x", alpha=0.3)
     return plots.to_svg(fig, "Disparate impact ratios with confidence intervals")
 
@@ -69,7 +74,7 @@ def outcome_section(run: Run, sec: Section) -> None:
     rows = [{"group": _label(g), "n": g["n_group"], "rate": g.get("favourable_rate"),
              "reference rate": g.get("reference_rate"), "DI": g["di_ratio"],
              "DI interval": "n/a" if g.get("di_ci_low") is None else f"{g['di_ci_low']:.2f} to {g['di_ci_high']:.2f}",
-             "p": g["spd_p_value"], "p adjusted": g.get("spd_p_adjusted"),
+             "p": p_text(g["spd_p_value"]), "p adjusted": p_text(g.get("spd_p_adjusted")),
              "4/5 of reference": g["four_fifths_violation"], "4/5 of highest": g.get("four_fifths_vs_highest"),
              "verdict": flag(g.get("verdict") in ("adverse impact", "significant difference"),
                              g.get("verdict") or "n/a", g.get("verdict") or "n/a")} for g in gaps]
