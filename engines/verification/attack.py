@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engines.verification.bounds import Layers, score
+from engines.verification.bounds import Layers
 
 
 def relative_starts(restarts: int, width: int, seed: int = 0) -> np.ndarray:
@@ -22,13 +22,29 @@ def relative_starts(restarts: int, width: int, seed: int = 0) -> np.ndarray:
     return np.vstack([np.full((1, width), 0.5), rng.random((max(restarts - 1, 0), width))])
 
 
+def score_and_gradient(layers: Layers, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """score(x) and d score / dx per row, by one forward and one backward pass of the ReLU net."""
+    masks = []
+    h = x
+    for k, (W, b) in enumerate(layers):
+        h = h @ W.T + b
+        if k < len(layers) - 1:
+            masks.append(h > 0)
+            h = h * masks[-1]
+    g = layers[-1][0][0].expand(x.shape[0], -1)
+    for k in range(len(layers) - 2, -1, -1):
+        g = (g * masks[k]) @ layers[k][0]
+    return h[:, 0], g
+
+
 def objective(layers: Layers, centres: list[torch.Tensor], coefs: list[torch.Tensor],
-              z: torch.Tensor, free: torch.Tensor) -> torch.Tensor:
-    """G(z) per row: Σ_c coef_c · score(x_c with its free columns replaced by z)."""
-    total = 0
+              z: torch.Tensor, free: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """G(z) per row, Σ_c coef_c · score(x_c with its free columns replaced by z), and dG/dz."""
+    total, grad = 0, 0
     for x, c in zip(centres, coefs):
-        total = total + c * score(layers, torch.where(free, z, x))
-    return total
+        v, g = score_and_gradient(layers, torch.where(free, z, x))
+        total, grad = total + c * v, grad + c[:, None] * g
+    return total, grad
 
 
 def search(layers: Layers, centres: list[np.ndarray], coefs: list[np.ndarray], lo: np.ndarray,
@@ -51,19 +67,19 @@ def search(layers: Layers, centres: list[np.ndarray], coefs: list[np.ndarray], l
     cs = [torch.from_numpy(np.asarray(c, np.float64)).repeat_interleave(R, 0) for c in coefs]
     best = torch.full((rows * R,), np.inf, dtype=torch.float64)
     best_z = z.clone()
+    done = torch.zeros(rows * R, dtype=torch.bool)
     for t in range(int(steps) + 1):
-        z = z.detach().requires_grad_(True)
-        g = objective(layers, xs, cs, z, free_t)
-        with torch.no_grad():
-            better = g < best
-            best = torch.where(better, g, best)
-            best_z[better] = z[better]
-        if t == steps:
+        g, grad = objective(layers, xs, cs, z, free_t)
+        better = (g < best) & ~done
+        best = torch.where(better, g, best)
+        best_z[better] = z[better]
+        # a row stops at the first step that finds G ≤ 0 (so its result never depends on the
+        # other rows of the batch); the search ends when every row has stopped
+        done = (best.reshape(rows, R).min(1).values <= 0).repeat_interleave(R)
+        if t == steps or bool(done.all()):
             break
-        (grad,) = torch.autograd.grad(g.sum(), z)
         step = width * (0.25 * (1 - t / steps) + 0.02)
-        with torch.no_grad():
-            z = torch.minimum(torch.maximum(z - step * torch.sign(grad), lo_t), hi_t)
+        z = torch.minimum(torch.maximum(z - step * torch.sign(grad), lo_t), hi_t)
     best = best.reshape(rows, R)
     k = best.argmin(1)
     value = best[torch.arange(rows), k].numpy()

@@ -64,12 +64,14 @@ def concretise(A: torch.Tensor, const: torch.Tensor, lo: torch.Tensor, hi: torch
     return const + (A.clamp(min=0) * lo[:, None, :]).sum(-1) + (A.clamp(max=0) * hi[:, None, :]).sum(-1)
 
 
-def symbolic_bounds(layers: Layers, lo: torch.Tensor, hi: torch.Tensor) -> Bounds:
+def symbolic_bounds(layers: Layers, lo: torch.Tensor, hi: torch.Tensor, prior: Bounds | None = None) -> Bounds:
     """Pre-activation [l, u] of every layer by back-substitution, intersected with intervals.
 
     Layer 0 is exact from the box. For layer k ≥ 1 the identity on its pre-activations (and
     its negation, for the upper bound) is substituted back through layers k−1 … 0 using the
-    relaxations from the bounds already found.
+    relaxations from the bounds already found. ``prior``: bounds valid on a box that contains
+    this one (a larger δ); every layer is intersected with them, so a smaller box never gets
+    looser bounds.
     """
     out: Bounds = []
     relax = []
@@ -90,6 +92,8 @@ def symbolic_bounds(layers: Layers, lo: torch.Tensor, hi: torch.Tensor) -> Bound
             low = concretise(A, const, lo, hi)
             l = torch.maximum(low[:, :n], il)
             u = torch.minimum(-low[:, n:], iu)
+        if prior is not None:
+            l, u = torch.maximum(l, prior[k][0]), torch.minimum(u, prior[k][1])
         out.append((l, u))
         if k < len(layers) - 1:
             relax.append(relaxation(l, u))

@@ -52,5 +52,5 @@ class BoxSpec:
                                  | ~np.isfinite(X[:, j]))
             if len(bad):
                 r = bad[0]
-                raise ValueError(f"record {ids[r]!r}: feature {self.feature_names[j]!r} = {X[r, j]!r} "
+                raise ValueError(f"record {str(ids[r])!r}: feature {self.feature_names[j]!r} = {float(X[r, j])!r} "
                                  f"lies outside its domain [{self.domain_low[j]}, {self.domain_high[j]}]")

@@ -114,7 +114,7 @@ class PBAEngine:
         bad = np.argwhere(~np.isfinite(X))
         if len(bad):
             r, j = bad[0]
-            raise ValueError(f"record {ids[r]!r}: model input {names[j]!r} is missing")
+            raise ValueError(f"record {str(ids[r])!r}: model input {names[j]!r} is missing")
         order = np.argsort(ids, kind="stable")
         units = []
         for attrs in units_spec:
@@ -150,20 +150,29 @@ class PBAEngine:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            tables = [_verify_batch(state, unit, slice(s, e), delta) for delta in state.params.deltas]
+            tables, carry = [], None
+            for delta in sorted(state.params.deltas, reverse=True):   # largest box first
+                table, carry = _verify_batch(state, unit, slice(s, e), delta, carry)
+                tables.append(table)
         finally:
             torch.set_num_threads(threads)
         return {"pba_inputs": pa.concat_tables(tables)}
 
     def combine(self, state: State, parts) -> Tables:
         out = concat_parts(parts, {"pba_inputs": INPUTS})
+        # one order whatever the batching: attribute, setting, δ, then the inputs by id
+        out["pba_inputs"] = _sorted(out["pba_inputs"], ["attribute", "setting", "delta", "record_id"])
         population = {(unit.attribute, g): n for unit in state.units for g, n in unit.population.items()}
         out["pba_summary"] = summary(out["pba_inputs"], population, list(state.net.feature_names))
         return out
 
 
-def _verify_batch(state: State, unit: Unit, part: slice, delta: float) -> pa.Table:
-    """Both settings and both robustness copies of a batch of the unit's inputs at one δ."""
+def _verify_batch(state: State, unit: Unit, part: slice, delta: float, carry: dict | None):
+    """Both settings and both robustness copies of a batch of the unit's inputs at one δ.
+
+    ``carry``: the bounds proven for the next larger δ, whose box contains this one; they stay
+    valid here and are intersected with this δ's, so bounds only tighten as δ shrinks.
+    Returns the rows and the carry for the next smaller δ."""
     net, p, box = state.net, state.params, unit.box
     rows = unit.rows[part]
     layers = net.torch_layers()
@@ -180,7 +189,8 @@ def _verify_batch(state: State, unit: Unit, part: slice, delta: float) -> pa.Tab
     lo, hi = box.bounds(x_a, delta)
     lo_b, hi_b = box.bounds(x_b, delta)
     free = box.unit > 0
-    sym = bnd.symbolic_bounds(layers, as_tensor(np.vstack([lo, lo_b])), as_tensor(np.vstack([hi, hi_b])))
+    sym = bnd.symbolic_bounds(layers, as_tensor(np.vstack([lo, lo_b])), as_tensor(np.vstack([hi, hi_b])),
+                              None if carry is None else carry["sym"])
     bounds_a = [(l[:n], u[:n]) for l, u in sym]
     bounds_b = [(l[n:], u[n:]) for l, u in sym]
     coef = as_tensor(np.column_stack([sigma, -sigma]))
@@ -191,6 +201,8 @@ def _verify_batch(state: State, unit: Unit, part: slice, delta: float) -> pa.Tab
     ibp_b = bnd.interval_bounds(layers, as_tensor(lo_b), as_tensor(hi_b))
     twin = torch.maximum(twin, bnd.twin_interval_lower_bound(ibp_a, ibp_b, coef)).numpy()
     lowF, upF = twin[:, 0], -twin[:, 1]
+    if carry is not None:
+        lowF, upF = np.maximum(lowF, carry["lowF"]), np.minimum(upF, carry["upF"])
     np_a, np_b = to_numpy_bounds(bounds_a), to_numpy_bounds(bounds_b)
     highs = new_highs() if (p.lp or p.milp) else None
 
@@ -199,7 +211,6 @@ def _verify_batch(state: State, unit: Unit, part: slice, delta: float) -> pa.Tab
     for setting, sign in (("observed", 1.0), ("flipped", -1.0)):
         G = sign * F
         low_g = lowF if sign > 0 else -upF
-        up_g = upF if sign > 0 else -lowF
         work = np.flatnonzero(considered & (G > 0))
         out = Outcome(np.full(n, None, dtype=object), np.full(n, None, dtype=object), low_g.copy(),
                       np.full(n, np.nan), np.full((n, len(box.unit)), np.nan))
@@ -212,7 +223,9 @@ def _verify_batch(state: State, unit: Unit, part: slice, delta: float) -> pa.Tab
                          [_rows(np_a, work), _rows(np_b, work)], list(box.sensitive), unit.shared, p, highs)
             out.verdict[work], out.stage[work], out.lower[work] = res.verdict, res.stage, res.lower
             out.value[work], out.point[work] = res.value, res.point
-        settings[setting] = (G, out, up_g)
+        settings[setting] = (G, out)
+    lowF = np.maximum(lowF, settings["observed"][1].lower)
+    upF = np.minimum(upF, -settings["flipped"][1].lower)
 
     # robustness: the decision of each copy constant over its box
     robust = {}
@@ -224,12 +237,15 @@ def _verify_batch(state: State, unit: Unit, part: slice, delta: float) -> pa.Tab
         sgn = np.where(dec == 1, 1.0, -1.0)
         l_out, u_out = bnds[-1][0][:, 0].numpy(), bnds[-1][1][:, 0].numpy()
         low_g = np.where(sgn > 0, l_out, -u_out)
+        if carry is not None:
+            low_g = np.maximum(low_g, carry["robust"][setting])
         robust[setting] = decide(net, layers, [x], [sgn], dec == 1, lo_c, hi_c, free, low_g, [np_b_],
                                  list(box.sensitive), None, p, highs)
 
     tables = []
-    for setting, (G, out, up_g) in settings.items():
+    for setting, (G, out) in settings.items():
         rb = robust[setting]
+        low_g, up_g = (lowF, upF) if setting == "observed" else (-upF, -lowF)
         copy_dec, other_dec = (dec_a, dec_b) if setting == "observed" else (dec_b, dec_a)
         cex = out.verdict == "falsified"
         tables.append(pa.table({
@@ -245,7 +261,7 @@ def _verify_batch(state: State, unit: Unit, part: slice, delta: float) -> pa.Tab
             "twin_decision": pa.array(other_dec, pa.int8()),
             "considered": pa.array(considered, pa.bool_()),
             "objective": pa.array(np.where(considered, G, np.nan), pa.float64(), from_pandas=True),
-            "lower_bound": pa.array(np.where(considered, out.lower, np.nan), pa.float64(), from_pandas=True),
+            "lower_bound": pa.array(np.where(considered, low_g, np.nan), pa.float64(), from_pandas=True),
             "upper_bound": pa.array(np.where(considered, up_g, np.nan), pa.float64(), from_pandas=True),
             "verdict": pa.array(out.verdict, pa.string()),
             "method": pa.array(out.stage, pa.string()),
@@ -256,7 +272,15 @@ def _verify_batch(state: State, unit: Unit, part: slice, delta: float) -> pa.Tab
             "robust_counterexample": _lists(rb.point, rb.verdict == "falsified") if rb is not None
             else pa.nulls(n, pa.list_(pa.float64())),
         }))
-    return pa.concat_tables(tables)
+    carry = {"sym": sym, "lowF": lowF, "upF": upF,
+             "robust": {k: (None if v is None else v.lower) for k, v in robust.items()}}
+    return pa.concat_tables(tables), carry
+
+
+def _sorted(table: pa.Table, keys: list[str]) -> pa.Table:
+    import polars as pl
+
+    return pl.from_arrow(table).sort(keys, maintain_order=True).to_arrow().cast(table.schema)
 
 
 def _rows(bounds: list[tuple[np.ndarray, np.ndarray]], idx: np.ndarray):
