@@ -23,13 +23,10 @@ import torch
 from engines.verification import attack, lp
 from engines.verification.network import Network
 
-STAGES = ("centre", "symbolic", "search", "lp", "milp", "open")
-
-
 @dataclass
 class Outcome:
     verdict: np.ndarray          # object: verified / falsified / inconclusive
-    stage: np.ndarray            # object: the stage that decided (STAGES)
+    stage: np.ndarray            # object: centre / symbolic / search / lp / milp, or open
     lower: np.ndarray            # proven lower bound of min G
     value: np.ndarray            # G at the counterexample (nan without one)
     point: np.ndarray            # rows × d counterexample input of the first copy (nan without one)
