@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 Layers = list[tuple[torch.Tensor, torch.Tensor]]
+CHUNK_ELEMENTS = 1 << 20
 Bounds = list[tuple[torch.Tensor, torch.Tensor]]
 
 
@@ -53,9 +54,8 @@ def relaxation(l: torch.Tensor, u: torch.Tensor):
 def _substitute(A: torch.Tensor, const: torch.Tensor, relax, W: torch.Tensor, b: torch.Tensor):
     """Coefficients A on a layer's post-activations -> on its input, for a lower bound."""
     slope_lo, slope_up, icpt_up = relax
-    Ap, An = A.clamp(min=0), A.clamp(max=0)
-    const = const + (An * icpt_up[:, None, :]).sum(-1)
-    A = Ap * slope_lo[:, None, :] + An * slope_up[:, None, :]
+    const = const + (A.clamp(max=0) @ icpt_up[:, :, None])[..., 0]
+    A = A * torch.where(A < 0, slope_up[:, None, :], slope_lo[:, None, :])
     return A @ W, const + A @ b
 
 
@@ -82,14 +82,19 @@ def symbolic_bounds(layers: Layers, lo: torch.Tensor, hi: torch.Tensor, prior: B
             pl, pu = out[-1]
             il, iu = _interval_step(W, b, pl.clamp(min=0), pu.clamp(min=0))
             n = W.shape[0]
-            eye = torch.eye(n, dtype=W.dtype)
-            A = torch.cat([eye, -eye]).expand(lo.shape[0], 2 * n, n)
-            const = torch.cat([b, -b]).expand(lo.shape[0], 2 * n)
-            A = A @ W
-            for j in range(k - 1, -1, -1):
-                Wj, bj = layers[j]
-                A, const = _substitute(A, const, relax[j], Wj, bj)
-            low = concretise(A, const, lo, hi)
+            # the identity (and its negation) on this layer, substituted through W_k at once;
+            # rows in chunks of about CHUNK_ELEMENTS coefficients (cache-sized temporaries)
+            rows = lo.shape[0]
+            step = max(1, CHUNK_ELEMENTS // (2 * n * W.shape[1]))
+            low = torch.empty(rows, 2 * n, dtype=W.dtype)
+            for s in range(0, rows, step):
+                e = min(s + step, rows)
+                A = torch.cat([W, -W]).expand(e - s, 2 * n, W.shape[1])
+                const = torch.cat([b, -b]).expand(e - s, 2 * n)
+                for j in range(k - 1, -1, -1):
+                    Wj, bj = layers[j]
+                    A, const = _substitute(A, const, tuple(r[s:e] for r in relax[j]), Wj, bj)
+                low[s:e] = concretise(A, const, lo[s:e], hi[s:e])
             l = torch.maximum(low[:, :n], il)
             u = torch.minimum(-low[:, n:], iu)
         if prior is not None:

@@ -42,12 +42,13 @@ class Network:
 
     def score(self, X: np.ndarray) -> np.ndarray:
         """The score of raw input rows (float64): the same function as the model's ``score``."""
-        h = np.asarray(X, np.float64)
-        for k, (W, b) in enumerate(zip(self.weights, self.biases)):
-            h = h @ W.T + b
-            if k < self.depth - 1:
-                h = np.maximum(h, 0.0)
-        return h[:, 0]
+        h = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float64))
+        with torch.no_grad():
+            for k, (W, b) in enumerate(self.torch_layers()):
+                h = h @ W.T + b
+                if k < self.depth - 1:
+                    h = h.clamp(min=0)
+        return h[:, 0].numpy()
 
     def torch_layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [(torch.from_numpy(W), torch.from_numpy(b)) for W, b in zip(self.weights, self.biases)]
