@@ -120,6 +120,7 @@ def throughput(inputs: int, sizes=((100, 50), (200, 100), (500, 100))) -> list[d
                 print(f"({hidden[0]}, {hidden[1]}) δ={delta:g}: {n} inputs in {secs:.2f} s = "
                       f"{res['inputs_per_second']:.1f} inputs/s ({1000 * res['seconds_per_input']:.1f} ms/input; "
                       f"paper {PAPER_SECONDS[hidden][k]} s -> {res['speedup']:.0f}x); "
+                      f"considered {100 * res['considered_share']:.0f}%; "
                       f"bound queries decided without an LP {100 * res['decided_without_lp']:.1f}% "
                       f"({res['lp_solved']} LPs), inconclusive {res['inconclusive']}")
     return results
