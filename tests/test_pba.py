@@ -290,3 +290,34 @@ def test_params_defaults_and_units():
     assert p.deltas == [1.0, 2.0, 3.0] and p.truth == "label" and p.lp and not p.milp
     spec = parse_spec(raw_spec(intersections=[["sex"]]))
     assert spec.engines.pba.flipped_units(spec) == [["sex"], ["sex"]]
+
+
+def test_an_intersection_flips_both_attributes_and_reports_the_combinations():
+    """Two protected inputs (sex, old): the intersection twin flips both indicators; groups
+    are the four combinations, each shown as its complement in the flipped setting."""
+    torch.manual_seed(4)
+    names = ["x1", "x2", "cat", "sex", "old"]
+    m = TorchMLP(names, [10], 1)
+    with torch.no_grad():
+        m.net[0].weight *= 2.5
+    data = audit_data(mlp())
+    rng = np.random.default_rng(5)
+    old = rng.integers(0, 2, data.table.num_rows).astype(np.int8)
+    table = data.table.append_column("_g_old", pa.array(old)).append_column(
+        "age", pa.array(np.where(old == 1, "60+", "<60")))
+    raw = raw_spec(model_features=names, intersections=[["sex", "old"]], deltas=[1.0])
+    raw["protected"].append({"name": "old", "column": "age", "protected_values": ["60+"],
+                             "reference_values": ["<60"]})
+    out = run(AuditData(parse_spec(raw), table, data.categories, m))
+    s = out["pba_summary"]
+    assert set(s["attribute"]) == {"sex", "old", "sex&old"}
+    inter = s.filter(pl.col("attribute") == "sex&old")
+    assert set(inter["group_name"]) == {f"sex={a},old={b}" for a in ("protected", "reference")
+                                        for b in ("protected", "reference")}
+    flipped = inter.filter(pl.col("setting") == "flipped")
+    assert flipped.filter(pl.col("group_name") == "sex=protected,old=reference")["presented_group"].item() \
+        == "sex=reference,old=protected"
+    assert inter.group_by("setting").agg(pl.col("inputs").sum())["inputs"].to_list() == [data.table.num_rows] * 2
+    wide = inter.pivot(on="setting", index="group_name", values="verified").join(
+        inter.filter(pl.col("setting") == "observed").select("group_name", "considered"), on="group_name")
+    assert (wide["observed"] + wide["flipped"] <= wide["considered"]).all()
