@@ -53,22 +53,47 @@ def test_german_credit_table_3(staged_data):
     print(paper_table(s, {"protected": "Junior", "reference": "Senior"}))
 
 
-@pytest.mark.prefect
-def test_hmda_spec_runs_pba_on_its_surrogate_in_the_flow(prefect_server, tmp_path):
-    """The shipped HMDA spec (a few thousand generated applications, sampled inputs) through
-    the audit flow on Dask: PBA's tables land in the warehouse and pba_trends reads them."""
+def hmda_spec(tmp_path, rows=2000):
+    """The shipped HMDA spec on a few thousand generated applications, PBA only, sampled."""
     import yaml
 
-    from flows.audit import run_audit
-    from flows.warehouse import Warehouse
-
     raw = yaml.safe_load((REPO / "data" / "specs" / "hmda.yaml").read_text())
-    raw["source"]["rows"] = 2000
+    raw["source"]["rows"] = rows
     raw["engines"]["run"] = ["pba"]
     raw["engines"]["pba"].update(sample=100, batch_size=50)
     raw["model"]["epochs"] = 60
     spec = tmp_path / "hmda.yaml"
     spec.write_text(yaml.safe_dump(raw))
+    return spec
+
+
+def test_hmda_spec_runs_pba_on_its_surrogate(staged_data, tmp_path, warehouse):
+    """PBA flips race in the HMDA surrogate; its tables land in the warehouse and pba_trends
+    reads them."""
+    data = staged_data(hmda_spec(tmp_path))
+    out = run_serial(PBAEngine(), data, data.spec.engines.pba)
+    s = pl.from_arrow(out["pba_summary"])
+    assert set(s["attribute"]) == {"race"} and s["sampled"].all()
+    assert s.filter((pl.col("setting") == "observed") & (pl.col("delta") == 1.0))["inputs"].sum() == 100
+    assert out["pba_inputs"].num_rows == 100 * 3 * 2
+    check_invariants(s)
+    warehouse.start_run("h-1", "hmda", "x", "0", {})
+    warehouse.write_results("h-1", {name: (PBAEngine.tables[name], t) for name, t in out.items()})
+    warehouse.finish_run("h-1", "succeeded", "v", "2000:ff", None)
+    assert "pba_trends" in warehouse.create_views()
+    trend = warehouse.con.execute("SELECT count(*), min(delta), max(delta) FROM audit.pba_trends").fetchall()
+    assert trend == [(s.height, 1.0, 3.0)]
+
+
+@pytest.mark.slow
+@pytest.mark.prefect
+def test_hmda_spec_runs_pba_on_its_surrogate_in_the_flow(prefect_server, tmp_path):
+    """The shipped HMDA spec (a few thousand generated applications, sampled inputs) through
+    the audit flow on Dask: PBA's tables land in the warehouse and pba_trends reads them."""
+    from flows.audit import run_audit
+    from flows.warehouse import Warehouse
+
+    spec = hmda_spec(tmp_path)
     wh_path = str(tmp_path / "wh.duckdb")
     run_audit(str(spec), warehouse=wh_path, lake=str(tmp_path / "lake"), run_id="h-1", workers=2)
     with Warehouse(wh_path, read_only=True) as wh:
