@@ -24,6 +24,7 @@ BENCHMARKS = {
     "cst": "flows.bench_cst",
     "raguel": "flows.bench_raguel",
     "fgce": "flows.bench_fgce",
+    "pba": "flows.bench_pba",
 }
 USER_ERRORS = (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError,
                FileNotFoundError)
