@@ -90,6 +90,7 @@ class PBAEngine:
 
     name = "pba"
     tables = {"pba_inputs": INPUTS, "pba_summary": SUMMARY}
+    uses_model = True  # verifies the audited network: not run on a degenerate surrogate
 
     def prepare(self, data, params: PBAParams) -> State:
         spec = data.spec
