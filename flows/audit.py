@@ -220,10 +220,11 @@ def flow_api():
 
     prefect-dask ships the flow's settings with every task run. With no ``PREFECT_API_URL``
     configured, Prefect starts a temporary server in the flow's process but keeps its URL out of
-    the settings, so every Dask worker started (and left running) a temporary server of its own,
-    and its task runs never reached the flow's. Here the temporary server is started up front
-    and its URL set for the flow: the workers report to it. A configured URL is used as it is
-    (and with ephemeral mode off Prefect's own error stands).
+    the settings, so a Dask worker that does not find the URL in its own environment (any worker
+    of an external cluster) started, and left running, a temporary server of its own, and its
+    task runs never reached the flow's. Here the temporary server (Prefect's own instance) is
+    started up front and its URL set for the flow: the workers report to it. A configured URL is
+    used as it is, and with ephemeral mode off Prefect's own error stands.
     """
     from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED, temporary_settings
 
@@ -232,7 +233,7 @@ def flow_api():
         return
     from prefect.server.api.server import SubprocessASGIServer
 
-    server = SubprocessASGIServer()  # the instance Prefect's own clients use in this process
+    server = SubprocessASGIServer()  # the one Prefect's clients in this process use
     server.start()
     with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
         yield
