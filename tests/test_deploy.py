@@ -17,15 +17,16 @@ PREFECT = str(BIN / "prefect")
 def test_deploy_all_then_a_process_worker_runs_the_audit_into_the_warehouse(tmp_path):
     warehouse, lake = tmp_path / "wh.duckdb", tmp_path / "lake"
     with prefect_server(tmp_path) as env:
-        env = env | {"AEQUUM_HOME": str(REPO)}
         run([PREFECT, "work-pool", "create", "aequum", "--type", "process"], env, 60)
-        run([PREFECT, "--no-prompt", "deploy", "--all"], env, 120)
+        # the pull step's working directory is AEQUUM_HOME as it is when deploying
+        run([PREFECT, "--no-prompt", "deploy", "--all"], env | {"AEQUUM_HOME": str(REPO)}, 120)
         # list endpoints send "limit": null, which the server refused with 422 (fastapi >= 0.151)
         listed = run([PREFECT, "deployment", "ls"], env, 60)
         assert "aequum-scheduled-audit/loan-nightly" in listed
         assert "aequum-scheduled-audit/hmda-weekly" in listed
         run([PREFECT, "work-pool", "ls"], env, 60)
-        # the deployment's own spec (data/specs/loan.yaml, relative to AEQUUM_HOME), tmp outputs
+        # the deployment's own spec (data/specs/loan.yaml, relative to AEQUUM_HOME), tmp outputs;
+        # the worker runs elsewhere and without AEQUUM_HOME
         run([PREFECT, "deployment", "run", "aequum-scheduled-audit/loan-nightly",
              "--param", f"warehouse={warehouse}", "--param", f"lake={lake}"], env, 60)
         run([PREFECT, "worker", "start", "--pool", "aequum", "--run-once"], env, 300, cwd=tmp_path)
