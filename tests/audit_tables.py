@@ -13,8 +13,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def small_audit(tmp: Path, rows: int = 400, engines: list[str] | None = None,
-                run_id: str = "loan-small", spec_name: str = "loan.yaml") -> Path:
-    """Write one run of ``data/specs/<spec_name>`` at ``rows`` rows to ``tmp/wh.duckdb``."""
+                run_id: str = "loan-small", spec_name: str = "loan.yaml", edit=None) -> Path:
+    """Write one run of ``data/specs/<spec_name>`` at ``rows`` rows to ``tmp/wh.duckdb``
+    (``edit(raw)`` may change the raw spec first)."""
     from conftest import stage_spec
     from engines.core.engine import run_serial
     from engines.core.models import model_fingerprint
@@ -26,6 +27,8 @@ def small_audit(tmp: Path, rows: int = 400, engines: list[str] | None = None,
     raw["source"]["rows"] = rows
     if engines is not None:
         raw["engines"]["run"] = engines
+    if edit is not None:
+        edit(raw)
     spec = parse_spec(raw)
     data = stage_spec(spec, tmp, REPO / "data" / "specs")
     path = tmp / "wh.duckdb"

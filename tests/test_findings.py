@@ -24,7 +24,10 @@ def test_empty_warehouse_has_an_empty_findings_view_with_the_contract(warehouse)
 def test_every_engine_part_has_the_contract_columns_and_types(small_audit_warehouse):
     with Warehouse(small_audit_warehouse, read_only=True) as wh:
         contract = None
-        parts = sorted(p.stem for p in (SQL_DIR / "views").glob("findings_*.sql"))
+        files = {p.stem for p in (SQL_DIR / "views").glob("findings_*.sql")}
+        views = {r[0] for r in wh.con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE schema_name = 'audit'").fetchall()}
+        parts = sorted(files & views)  # findings_pba appears with PBA's tables (tests/test_report.py)
         assert {"findings_outcome", "findings_cst", "findings_fgce", "findings_raguel"} <= set(parts)
         for part in parts:
             cols = columns(wh, part)

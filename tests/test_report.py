@@ -154,3 +154,32 @@ def test_audit_report_flag_writes_the_report_after_the_run(small_audit_warehouse
     monkeypatch.chdir(tmp_path)
     assert main(["audit", "--spec", spec, "--warehouse", str(wh), "--report"]) == 0
     assert (tmp_path / "report-loan-small.html").exists()
+
+
+def test_pba_findings_and_section(tmp_path):
+    """PBA (merged from main): its findings rows and its report section, on the HMDA spec's
+    surrogate with race as a model input (a small sample, as tests/test_pba_end_to_end.py)."""
+    from audit_tables import small_audit
+
+    def edit(raw):
+        raw["engines"]["pba"].update(sample=60, batch_size=30)
+        raw["model"]["epochs"] = 40
+
+    path = small_audit(tmp_path, rows=2000, engines=["outcome", "pba"], run_id="hmda-pba",
+                       spec_name="hmda.yaml", edit=edit)
+    with Warehouse(path, read_only=True) as wh:
+        from test_findings import CONTRACT, columns
+
+        assert [c for c, _ in columns(wh, "findings_pba")] == CONTRACT
+        assert columns(wh, "findings_pba") == columns(wh, "findings_outcome")
+        findings = wh.con.sql("SELECT * FROM audit.findings WHERE engine = 'pba'").to_arrow_table().to_pylist()
+        summary = wh.result("pba_summary", "hmda-pba").to_pylist()
+    assert len(findings) == len(summary) and all(f["statement"] for f in findings)
+    (head,) = [f for f in findings if f["headline"]]
+    assert head["group_name"] == "protected" and "flipped" in head["finding"] and "delta = 1.0" in head["finding"]
+    (s,) = [s for s in summary if s["group_name"] == "protected" and s["setting"] == "flipped" and s["delta"] == 1.0]
+    assert head["individuals"] == s["verified"] and head["value"] == s["pba"]
+    assert f"of the {s['considered']:,} considered inputs" in head["statement"] and "a sample of" in head["statement"]
+    text = write_report(path, "hmda-pba", tmp_path / "pba.html").read_text()
+    assert sections(text) == ["audited", "summary", "engine-outcome", "engine-pba"]
+    assert figures(text, "engine-pba") == 1 and external_references(text) == []

@@ -11,7 +11,7 @@ WITH s AS (
 SELECT run_id, 'pba' AS engine, attribute, group_name,
        printf('persistent bias (PBA, %s, delta = %s)', setting, CAST(delta AS VARCHAR)) AS finding,
        setting = 'flipped' AND delta = delta_headline
-         AND (group_name = 'protected' OR group_name NOT LIKE '%=reference%') AS headline,
+         AND (group_name = 'protected' OR (group_name LIKE '%=%' AND group_name NOT LIKE '%=reference%')) AS headline,
        coalesce(verified > 0, false) AS flagged,
        'pba' AS measure, pba AS value, NULL::DOUBLE AS ci_low, NULL::DOUBLE AS ci_high,
        NULL::DOUBLE AS confidence, NULL::DOUBLE AS p_value, NULL::BOOLEAN AS significant,
