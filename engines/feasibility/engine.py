@@ -26,8 +26,8 @@ from engines.feasibility.graph import (STAT_KEYS, build_graphs, eps_sweep, short
                                       smallest_eps_without_singletons)
 from engines.feasibility.measures import acf, auc_rows, cauc_rows, rules
 from engines.feasibility.params import FGCEParams
-from engines.feasibility.selection import (Infeasible, Reach, allocate_k, d_min, greedy, k0,
-                                           min_cost_bisect)
+from engines.feasibility.selection import (Infeasible, Reach, allocate_k, d_min, greedy,
+                                           greedy_coverage, k0, min_cost_bisect)
 from engines.feasibility.space import FeatureSpace
 
 GRAPH = pa.schema([
@@ -219,9 +219,9 @@ class FGCEEngine:
         ds = np.linspace(0, math.sqrt(max(width, 1)), p.d_points + 1)[1:]
         grid = np.zeros((len(ks), len(ds)))
         for b, d in enumerate(ds):
-            g = greedy(reach, p.k_max, d)
-            after = np.concatenate([g.covered_after, np.full(p.k_max, g.n_covered)])[:p.k_max]
-            grid[:, b] = after
+            _, covered = greedy_coverage(reach, p.k_max, d)      # every k ≤ k_max at once
+            last = covered[-1] if covered.size else 0
+            grid[:, b] = np.concatenate([covered, np.full(p.k_max, last)])[:p.k_max]
         grid = np.maximum.accumulate(grid, axis=1)          # a set found at smaller d stays valid
         share = grid / n_f if n_f else np.zeros_like(grid)
         share_cov = grid / n_cov if n_cov else np.zeros_like(grid)
@@ -306,7 +306,7 @@ class FGCEEngine:
             sub = reach.subset(fi, ci)
             n_cov = int(sub.coverable().sum())
             small = len(sub.rows) <= p.mip_max_pairs
-            kg = int(greedy(sub, max(len(ci), 1), math.inf).chosen.size)
+            kg = int(greedy_coverage(sub, max(len(ci), 1), math.inf)[0].size)
             k0c = k0(sub).k0 if small and kg > 1 else kg
             if kg == 1:
                 # one candidate covers every coverable factual: k0 = 1 exactly, and d0 is the
@@ -316,8 +316,9 @@ class FGCEEngine:
                 d0c, how = min_cost_bisect(sub, max(k0c, 1), 1.0).d, "exact"
             else:
                 d0c, how = GreedyCosts(sub, max(k0c, 1), p.cost_grid_points).cost(k0c, n_cov), "greedy_grid"
-            g = greedy(sub, p.k, math.inf if p.d is None else p.d)
-            curves[(*key, int(comp))] = np.concatenate([[0], g.covered_after, np.full(p.k, g.n_covered)])[:p.k + 1]
+            _, covered = greedy_coverage(sub, p.k, math.inf if p.d is None else p.d)
+            last = covered[-1] if covered.size else 0
+            curves[(*key, int(comp))] = np.concatenate([[0], covered, np.full(p.k, last)])[:p.k + 1]
             rows.append({**c["base"], "component": int(comp), "factuals": len(fi), "coverable": n_cov,
                          "candidates": len(ci), "reachable_pairs": len(sub.rows), "k0": k0c, "k0_greedy": kg,
                          "k0_method": "exact" if small or kg == 1 else "greedy", "d0_at_k0": d0c, "d0_method": how})
@@ -390,8 +391,9 @@ class GreedyCosts:
 
     def covered(self, i: int, k: int) -> int:
         if i not in self.cache:
-            g = greedy(self.reach, self.k_max, float(self.values[i]))
-            self.cache[i] = np.concatenate([[0], g.covered_after, np.full(self.k_max, g.n_covered)])
+            _, covered = greedy_coverage(self.reach, self.k_max, float(self.values[i]))
+            last = covered[-1] if covered.size else 0
+            self.cache[i] = np.concatenate([[0], covered, np.full(self.k_max, last)])
         return int(self.cache[i][min(k, self.k_max)])
 
     def cost(self, k: int, need: int) -> float | None:
