@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from engines.core.engine import Tables, concat_parts
+from engines.feasibility.classifier import fit_logistic, holdout
 from engines.feasibility.graph import (STAT_KEYS, build_graphs, eps_sweep, shortest_costs,
                                       smallest_eps_without_singletons)
 from engines.feasibility.measures import acf, auc_rows, cauc_rows, rules
@@ -125,7 +126,7 @@ class FGCEEngine:
         bad = [n for n in params.discretise if n not in names]
         if bad:
             raise FGCEError(f"fgce.discretise: {bad} are not among the FGCE features {names}")
-        if data.decision is None:
+        if params.classifier == "spec" and data.decision is None:
             raise FGCEError("fgce needs decisions (a decision column or a model used for decisions)")
         X = data.feature_values(names)
         if np.isnan(X).any():
@@ -137,11 +138,21 @@ class FGCEEngine:
             space = FeatureSpace.build(X, names, kinds, levels, mut, _transitions(spec, names), params.discretise)
         except ValueError as exc:
             raise FGCEError(f"fgce: {exc}") from None
-        decision = data.decision
-        factual = decision == 0
+        if data.label is None and (params.factuals == "false_negatives" or params.classifier == "logistic"):
+            raise FGCEError(f"fgce.{'factuals' if params.classifier == 'spec' else 'classifier'} "
+                            f"'{params.factuals if params.classifier == 'spec' else 'logistic'}' "
+                            "needs a `label` section")
+        test = (holdout(len(X), params.test_fraction, params.split_seed) if params.test_fraction
+                else np.ones(len(X), bool))
+        if params.classifier == "logistic":
+            # the reference's classifier sees every encoded column, the protected attribute too
+            Zc = np.column_stack([space.Z] + [np.maximum(data.groups[p.name], 0) for p in spec.protected])
+            w, b = fit_logistic(Zc[~test], data.label[~test], params.logistic_c)
+            decision = (Zc @ w + b > 0).astype(np.int8)
+        else:
+            decision = data.decision
+        factual = (decision == 0) & test
         if params.factuals == "false_negatives":
-            if data.label is None:
-                raise FGCEError("fgce.factuals 'false_negatives' needs a `label` section")
             factual &= data.label == 1
         return State(params, space, X, names, kinds, levels, data.ids, factual, decision == 1,
                      {a: data.groups[a] for a in attrs})
