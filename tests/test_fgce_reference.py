@@ -35,6 +35,16 @@ def test_factuals_are_false_negatives_of_the_test_part(reference):
     assert per_group == {1: 12, 0: 10}                           # female, male false negatives
 
 
+def test_split_follows_source_rows_not_table_order(reference):
+    """Reversed staged rows: the same test part, the same model, the same factuals (by id)."""
+    from engines.core.data import AuditData
+    data, state, _ = reference
+    flipped = AuditData(data.spec, data.table.take(np.arange(len(data))[::-1]), data.categories, data.model)
+    other = FGCEEngine().prepare(flipped, data.spec.engines.fgce)
+    assert set(flipped.ids[other.factual]) == set(data.ids[state.factual])
+    assert set(flipped.ids[other.candidate]) == set(data.ids[state.candidate])
+
+
 def test_reference_setup_reproduces_table_2_and_3(reference):
     """Paper Table II: Student k0 = 2 (G0, female) and 1 (G1, male), d0(G1) = 3.98; Table III:
     with one counterfactual G0 covers 82% of its coverable factuals, G1 all of them."""

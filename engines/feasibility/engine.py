@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
+from engines.core.data import ROW
 from engines.core.engine import Tables, concat_parts
 from engines.feasibility.classifier import fit_logistic, holdout
 from engines.feasibility.graph import (STAT_KEYS, build_graphs, eps_sweep, shortest_costs,
@@ -138,12 +139,17 @@ class FGCEEngine:
             space = FeatureSpace.build(X, names, kinds, levels, mut, _transitions(spec, names), params.discretise)
         except ValueError as exc:
             raise FGCEError(f"fgce: {exc}") from None
-        if data.label is None and (params.factuals == "false_negatives" or params.classifier == "logistic"):
-            raise FGCEError(f"fgce.{'factuals' if params.classifier == 'spec' else 'classifier'} "
-                            f"'{params.factuals if params.classifier == 'spec' else 'logistic'}' "
-                            "needs a `label` section")
-        test = (holdout(len(X), params.test_fraction, params.split_seed) if params.test_fraction
-                else np.ones(len(X), bool))
+        if data.label is None and params.classifier == "logistic":
+            raise FGCEError("fgce.classifier 'logistic' is fitted to the label: it needs a `label` section")
+        if data.label is None and params.factuals == "false_negatives":
+            raise FGCEError("fgce.factuals 'false_negatives' needs a `label` section")
+        test = np.ones(len(X), bool)
+        if params.test_fraction:
+            # the split is drawn over the records in source order (the reference's positions),
+            # whatever order the staged table comes in
+            row = data.table[ROW].to_numpy() if ROW in data.table.column_names else np.arange(len(X))
+            position = np.argsort(np.argsort(row, kind="stable"), kind="stable")
+            test = holdout(len(X), params.test_fraction, params.split_seed)[position]
         if params.classifier == "logistic":
             # the reference's classifier sees every encoded column, the protected attribute too
             Zc = np.column_stack([space.Z] + [np.maximum(data.groups[p.name], 0) for p in spec.protected])
