@@ -158,7 +158,7 @@ def at_scale(rows: int) -> dict:
         con.execute("SET memory_limit = '1GB'")
         ranked = con.sql(ranked_query(features, "sex", False),
                          params=[str(Path(ref.lake_path) / "**" / "*.parquet"), model.b, model.norm,
-                                 *map(float, model.a)]).fetch_arrow_table()
+                                 *map(float, model.a)]).to_arrow_table()
         con.close()
     n = summary["n"]
     print(f"HMDA {rows:,} rows generated in {gen:.0f} s, staged in {staging:.0f} s "
