@@ -1,7 +1,10 @@
 """The FGCE engine: feasibility graphs per group, group counterfactuals, coverage measures.
 
 ``prepare`` encodes every record into the FGCE space (one-hot / ordinal / [0, 1] scaling, the
-spec's mutability and category transitions) and lists the groups; ``pieces`` are (protected
+spec's mutability and category transitions), takes the audited decisions (the spec's, or the
+reference implementation's logistic regression fitted on a seeded training split,
+``classifier.py``), picks factuals (optionally from the split's test part only) and lists the
+groups; ``pieces`` are (protected
 attribute, group) pairs — each group's graph is independent (protected attributes are
 immutable, so groups never connect); ``run_piece`` builds the group's ε-graph, its statistics,
 the reachable (factual, candidate) pairs and costs, the chosen counterfactuals (greedy,
