@@ -7,6 +7,10 @@
    DuckDB and re-ranked block by block (size 100) by the streaming Algorithm 2, written to
    Parquet; records/s and peak RSS, with the bare DuckDB sorted scan of the same query measured
    in the same run as the floor.
+3. Algorithm 2's repair table at both sizes: unfair blocks before/after, points changed and r
+   before/after for each reading of the paper's choices (Eq. 3 on every swap or only outside
+   the recourse tolerance or as "r may not fall"; the strict recourse rule; the records in
+   neither group kept as a third group or left out), on the same ranked records in memory.
 """
 from __future__ import annotations
 
@@ -20,6 +24,48 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+REPAIR_READINGS = [                      # (label, params of rerank_blocks, two groups only)
+    ("default: Eq. 3 outside tolerance", {}, False),
+    ("Eq. 3 on every swap", {"eq3": "always"}, False),
+    ("Eq. 3 as 'r may not fall'", {"eq3": "no_worse"}, False),
+    ("recourse strict", {"recourse": "strict"}, False),
+    ("two groups (others left out)", {}, True),
+    ("two groups, 'r may not fall'", {"eq3": "no_worse"}, True),
+]
+
+
+def repair_table(cost, group, X, model, block_size: int = 100, t: float = 1 / 3) -> list[dict]:
+    """Algorithm 2 on one ranked list under each reading in REPAIR_READINGS."""
+    import numpy as np
+
+    from engines.reranking.algorithms import rerank_blocks
+    from engines.reranking.fairness import ratio_of, shares
+
+    rows = []
+    for label, kw, two in REPAIR_READINGS:
+        keep = group < 2 if two else np.ones(len(group), bool)
+        c, g, x = cost[keep].copy(), group[keep], X[keep].copy()
+        G = int(g.max()) + 1
+        p = shares(g, G)
+        n = len(c)
+        t0 = time.process_time()
+        out = list(rerank_blocks(c, g, x, model, p, (list(range(s, min(s + block_size, n)))
+                                                     for s in range(0, n, block_size)), t, **kw))
+        secs = time.process_time() - t0
+        order = np.concatenate([m for m, _ in out])
+        row = {"reading": label, "records": n, "groups": G, "blocks": len(out),
+               "unfair_before": sum(not i["fair_before"] for _, i in out),
+               "unfair_after": sum(not i["fair_after"] for _, i in out),
+               "points_changed": sum(1 for _, i in out for _, _, a in i["moves"] if a.attributes),
+               "r_before": ratio_of(cost[keep], g, G), "r_after": ratio_of(c[order], g[order], G),
+               "cpu_seconds": secs}
+        rows.append(row)
+        print(f"  {label:34s} {n:>9,} rec {G} groups: unfair blocks {row['unfair_before']:>5,} -> "
+              f"{row['unfair_after']:>5,} of {len(out):,}; points changed {row['points_changed']:>5,}; "
+              f"r {row['r_before']:.4f} -> {row['r_after']:.4f}; {secs:.1f} s CPU")
+    return rows
 
 
 def paper_size(rows: int = 30_000) -> dict:
@@ -52,7 +98,10 @@ def paper_size(rows: int = 30_000) -> dict:
               f"{s['points_changed']}, r {s['r_before']:.3f} -> {s['r_after']:.3f}, rND "
               f"{s['rND_before']:.3f} -> {s['rND_after']:.3f}, success {s['success']}")
     print(f"30k records: paper < 2.5 s; aequum full {res['full'] + prep:.2f} s, block {res['block'] + prep:.2f} s")
-    return {"prepare_seconds": prep, **{f"{k}_seconds": v for k, v in res.items()}}
+    print("  Algorithm 2 repair table (blocks of 100):")
+    r = state.ranked[0]
+    table = repair_table(r.cost, r.group, r.X, state.model)
+    return {"prepare_seconds": prep, **{f"{k}_seconds": v for k, v in res.items()}, "repair_table": table}
 
 
 HMDA_RAGUEL = {
@@ -105,6 +154,12 @@ def at_scale(rows: int) -> dict:
         summary = rerank_lake(ref.lake_path, spec, params, "sex", tmp / "reranked.parquet", memory_limit="1GB")
         secs = time.perf_counter() - t0
         written = pq.ParquetFile(tmp / "reranked.parquet").metadata.num_rows
+        con = duckdb.connect()
+        con.execute("SET memory_limit = '1GB'")
+        ranked = con.sql(ranked_query(features, "sex", False),
+                         params=[str(Path(ref.lake_path) / "**" / "*.parquet"), model.b, model.norm,
+                                 *map(float, model.a)]).to_arrow_table()
+        con.close()
     n = summary["n"]
     print(f"HMDA {rows:,} rows generated in {gen:.0f} s, staged in {staging:.0f} s "
           f"({ref.rows_staged:,} staged); sex: {n:,} ranked records (protected share "
@@ -115,16 +170,21 @@ def at_scale(rows: int) -> dict:
     print(f"  blocks {summary['blocks']:,}, unfair {summary['unfair_blocks_before']:,} -> "
           f"{summary['unfair_blocks_after']:,}, points changed {summary['points_changed']:,}, "
           f"r {summary['r_before']:.4f} -> {summary['r_after']:.4f}, written {written:,} rows")
+    print("  Algorithm 2 repair table (blocks of 100, in memory):")
+    import numpy as np
+    table = repair_table(ranked.column("cost").to_numpy(), ranked.column("group").to_numpy().astype(np.int64),
+                         np.column_stack([ranked.column(f).to_numpy().astype(float) for f in features]), model)
     return {"rows": rows, "ranked": n, "seconds": secs, "records_per_second": n / secs,
-            "bare_duckdb_seconds": bare, "peak_rss_mb": _peak_mb(), **summary}
+            "bare_duckdb_seconds": bare, "peak_rss_mb": _peak_mb(), **summary, "repair_table": table}
 
 
-def run(quick: bool = False) -> dict:
+def run(quick: bool = False, rows: int | None = None) -> dict:
     print("RAGUEL at the paper's size (30k records):")
     out = {"paper_size": paper_size()}
-    out["at_scale"] = at_scale(1_000_000 if quick else 10_000_000)
+    out["at_scale"] = at_scale(rows or (1_000_000 if quick else 10_000_000))
     return out
 
 
 if __name__ == "__main__":
-    run()
+    import sys
+    run(rows=int(sys.argv[1]) if len(sys.argv) > 1 else None)

@@ -56,7 +56,8 @@ def rerank_lake(lake: str | Path, spec, params, attribute: str, out: str | Path,
         writer = None
         try:
             for batch in rerank_stream(reader, features, model, p, params.block_size, params.tolerance,
-                                       params.recourse_tolerance, params.recourse, params.rounding, summary):
+                                       params.recourse_tolerance, params.recourse, params.rounding, summary,
+                                       params.eq3):
                 if writer is None:
                     writer = pq.ParquetWriter(str(out), batch.schema)
                 writer.write_batch(batch)

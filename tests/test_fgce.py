@@ -12,7 +12,7 @@ from conftest import REPO, shared_file, stage_spec
 from engines.core.engine import run_serial
 from engines.feasibility.engine import FGCEEngine, FGCEError
 
-STUDENT = REPO / "data/specs/student.yaml"
+STUDENT = REPO / "data/specs/student_surrogate.yaml"
 GERMAN = REPO / "data/specs/german_credit.yaml"
 
 

@@ -432,3 +432,79 @@ def test_min_cost_bisection_equals_the_mip(seed):
                     min_cost_bisect(reach, k, cov)
                 continue
             assert min_cost_bisect(reach, k, cov).d == want
+
+
+# ------------------------------------------------------------- shared work across curve points
+
+def per_point_greedy(reach, k, d):
+    """Algorithm 1 as sparse matrix-vector products, one full pass per pick (the former
+    implementation, kept here as the reference): (picks, gains, summed costs)."""
+    cov, cst = reach.covering(d)
+    n_f, n_c = cov.shape
+    covT, cstT = cov.T.tocsr().astype(np.float64), cst.T.tocsr()
+    uncovered = np.ones(n_f)
+    picks, gains, sums = [], [], []
+    for _ in range(k):
+        if n_c == 0:
+            break
+        gain = covT @ uncovered
+        if gain.max() <= 0:
+            break
+        csum = cstT @ uncovered
+        cand = np.flatnonzero(gain == gain.max())
+        best = cand[np.lexsort((cand, csum[cand]))[0]]
+        picks.append(int(best))
+        gains.append(int(round(gain.max())))
+        sums.append(float(csum[best]))
+        uncovered[covT.indices[covT.indptr[best]:covT.indptr[best + 1]]] = 0.0
+    return picks, gains, sums
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_incremental_greedy_equals_the_per_point_greedy(seed):
+    """The incremental greedy (gains updated from newly covered factuals, cost sums only on
+    ties) picks exactly what the per-point greedy picks, at every budget, ties included."""
+    from engines.feasibility.selection import _greedy_core, greedy_coverage
+    rng = np.random.default_rng(seed)
+    R, _, _, _ = random_instance(seed, n_f=int(rng.integers(5, 60)), n_c=int(rng.integers(3, 40)))
+    if seed % 2:        # inexact costs from a small pool: float sums whose order matters
+        pool = rng.random(7) * 3
+        R = Reach.from_pairs(*R.shape, R.rows, R.cols, pool[(R.costs * 2).astype(int)])
+    for d in list(np.unique(R.costs)) + [INF]:
+        k = int(rng.integers(1, 12))
+        picks, gains, sums = per_point_greedy(R, k, d)
+        p2, g2, s2 = _greedy_core(*R.covering(d), k)
+        assert (p2.tolist(), g2.tolist(), s2.tolist()) == (picks, gains, sums)
+        chosen, after = greedy_coverage(R, k, d)
+        assert chosen.tolist() == picks and after.tolist() == np.cumsum(gains).tolist()
+        assert greedy(R, k, d).chosen.tolist() == picks
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_greedy_cost_curve_equals_per_point_bisection(seed):
+    """cAUC's greedy cost curve (one greedy run per probed budget, shared by every k and every
+    coverage level) equals a bisection that runs the per-point greedy at each probe."""
+    from engines.feasibility.engine import GreedyCosts
+    rng = np.random.default_rng(1000 + seed)
+    R, _, _, _ = random_instance(seed, n_f=int(rng.integers(10, 60)), n_c=int(rng.integers(5, 40)))
+    values = np.unique(R.costs)
+    k_max = 6
+    shared = GreedyCosts(R, k_max)
+    n_cov = int(R.coverable().sum())
+    for k in range(1, k_max + 1):
+        for c in (0.5, 0.7, 0.9, 1.0):
+            need = min(n_cov, math.ceil(c * n_cov - 1e-9))
+
+            def covered(i):
+                return sum(per_point_greedy(R, k_max, float(values[i]))[1][:k])
+            if need == 0:
+                want = 0.0
+            elif covered(len(values) - 1) < need:
+                want = None
+            else:
+                lo, hi = 0, len(values) - 1
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    lo, hi = (lo, mid) if covered(mid) >= need else (mid + 1, hi)
+                want = float(values[lo])
+            assert shared.cost(k, need) == want

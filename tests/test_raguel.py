@@ -8,10 +8,10 @@ import pytest
 from conftest import REPO, stage_spec
 from engines.core.engine import run_serial
 from engines.core.spec import parse_spec
-from engines.reranking.algorithms import eq3_holds, rerank, rerank_blocks
+from engines.reranking.algorithms import eq3_holds, repair_block, rerank, rerank_blocks
 from engines.reranking.engine import RaguelEngine, RaguelError
 from engines.reranking.fairness import (cost_interval, count_bounds, eq3_bound, ranked_represented,
-                                        ratio, represented, shares)
+                                        ratio, ratio_of, represented, shares)
 from engines.reranking.recourse import Actionability, LinearRecourse, PointRecourse
 
 EXAMPLE = REPO / "data/specs/raguel_example.yaml"
@@ -34,6 +34,8 @@ def test_example_1_table_2_exactly(example_out, algorithm):
     rk = example_out["raguel_ranking"].to_pylist()
     rk = [r for r in rk if r["algorithm"] == algorithm]
     assert [r["record_id"] for r in rk] == ["Abdul", "Chiara", "Bogdan", "Diana"]
+    assert [r["position"] for r in rk] == [1, 2, 3, 4]                 # ranks from 1, as Table 2
+    assert [r["rank_before"] for r in rk] == [1, 3, 2, 4]
     assert [round(r["cost_before"], 2) for r in sorted(rk, key=lambda r: r["rank_before"])] == [0.33, 1.00, 1.33, 2.00]
     assert [round(r["cost_after"], 3) for r in rk] == [0.333, 0.967, 1.0, 2.0]
     assert [r["moved"] for r in rk] == [False, True, False, False]
@@ -47,13 +49,20 @@ def test_example_1_table_2_exactly(example_out, algorithm):
          if r["algorithm"] == algorithm and r["configuration"] == "main"][0]
     assert s["points_changed"] == 1 and s["success"]
     assert s["r_before"] == pytest.approx(0.4) and s["r_after"] == pytest.approx((2 / 3) / ((0.9666666 + 2) / 2), rel=1e-5)
+    # four records: no cut-off of 10 fits, so the measures use the cut-offs 1..4 and say so;
+    # both women last is the most unfair order, Chiara's move halves the gap at the top
+    assert (s["rKL_before"], s["rND_before"], s["rRD_before"]) == (1.0, 1.0, 1.0)
+    assert 0 < s["rND_after"] < 1 and 0 < s["rKL_after"] < 1 and 0 < s["rRD_after"] < 1
+    assert "cut-offs 1..4" in s["note"]
 
 
 def test_example_1_blocks_of_four_need_nothing(example_out):
     s = [r for r in example_out["raguel_summary"].to_pylist() if r["block_size"] == 4]
     assert s and all(r["points_changed"] == 0 and r["unfair_blocks_before"] == 0 for r in s)
     blocks = example_out["raguel_blocks"].to_pylist()
-    assert [(b["fair_before"], b["fair_after"]) for b in blocks] == [(False, True), (True, True)]
+    # blocks of two: [Abdul, Bogdan] and [Chiara, Diana] are both one-sided in the input; moving
+    # Chiara up repairs both
+    assert [(b["fair_before"], b["fair_after"]) for b in blocks] == [(False, True), (False, True)]
 
 
 def test_strict_recourse_rule_demands_more():
@@ -104,6 +113,14 @@ def test_algorithm_1_guarantees(seed):
         assert res.cost[m.new_position] == pytest.approx(model.cost(row_after)[0])
 
 
+def arrival_ratio(members, info, cost, g) -> float:
+    """r of a block as it arrived at its repair (the points it pushed down back in, the points
+    it pulled up out); none of them is modified later, so the final costs are theirs."""
+    came = {j for j, _, _ in info["moves"]}
+    arrived = [i for i in members if i not in came] + [l for _, l, _ in info["moves"]]
+    return ratio_of(cost[arrived], g[arrived], 2)
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_algorithm_2_moves_improve_r_and_fix_blocks(seed):
     rng = np.random.default_rng(100 + seed)
@@ -116,13 +133,87 @@ def test_algorithm_2_moves_improve_r_and_fix_blocks(seed):
     for b, (m, info) in enumerate(out):
         if info["repaired"]:
             assert info["fair_after"]
-            assert info["r_after"] >= info["r_before"] - 1e-12 or info["r_before"] == 1.0
+            r0 = arrival_ratio(m, info, cost, g)     # the recourse condition, swap by swap
+            assert info["r_after"] >= min(0.9, r0) - 1e-12 or r0 == 1.0
         if not info["repaired"]:
-            assert info["moves"] == [] and info["fair_after"] == info["fair_before"]   # copied as is
+            assert info["moves"] == []                                # copied as is
         for j, l, a in info["moves"]:
             assert c0[j] > cost[j] and cost[j] < c0[l] + 1e-12      # came up below the leaver
             assert np.all((X[j] - X0[j])[~act.mutable] == 0)
             assert abs(b * 10 - j) < 20                               # moved at most one block
+
+
+def dense_instance(seed: int, n: int = 20_000):
+    """A long cost-ranked list of whole-step applicants (income in $1k, loan-to-value in %),
+    groups at random: inside a block of 50 the group means are nearly equal (r ≈ 1)."""
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([rng.integers(20, 100, n), rng.integers(50, 100, n)]).astype(float)
+    act = Actionability([1.0, 0.01], [True, True], [1, -1], [1.0, 1.0], [0, 0], [1000, 100])
+    model = LinearRecourse(np.array([0.02, -0.05]), -20.0, act)
+    cost = model.cost(X)
+    order = np.argsort(cost, kind="stable")
+    return cost[order], (rng.random(n) < 0.3).astype(np.int64), X[order], model
+
+
+def _blocks(n, size):
+    return [list(range(s, min(s + size, n))) for s in range(0, n, size)]
+
+
+def test_algorithm_2_repairs_dense_rankings():
+    """Algorithm 2 makes the blocks fair, as the paper reports at HMDA scale; Eq. 3 on every swap
+    (or "r may not fall") leaves many unfair because no whole step lands inside its window."""
+    cost, g, X, model = dense_instance(0)
+    p = shares(g, 2)
+    got = {}
+    for eq3 in ("outside_tolerance", "always", "no_worse"):
+        c, x = cost.copy(), X.copy()
+        out = list(rerank_blocks(c, g, x, model, p, _blocks(len(c), 50), eq3=eq3))
+        got[eq3] = (sum(not i["fair_before"] for _, i in out), sum(not i["fair_after"] for _, i in out))
+        for members, info in out:
+            for j, l, a in info["moves"]:
+                assert c[j] < cost[l] + 1e-12                         # came up above the leaver
+            if info["repaired"]:
+                r0 = arrival_ratio(members, info, c, g)
+                assert info["r_after"] >= (r0 if eq3 == "no_worse" else min(0.9, r0)) - 1e-12 or r0 == 1.0
+    before = got["outside_tolerance"][0]
+    assert before > 30 and all(v[0] == before for v in got.values())   # the input's blocks
+    assert got["outside_tolerance"][1] == 0
+    assert got["always"][1] > before // 4 and got["no_worse"][1] > before // 4
+
+
+def test_eq3_on_every_swap_holds_for_every_move():
+    """eq3="always": every swap of a repair satisfies Eq. 3 as printed (replayed swap by swap)."""
+    cost, g, X, model = dense_instance(1, 4000)
+    p = shares(g, 2)
+    swaps = 0
+    for s in range(0, 3900, 50):
+        B, N = list(range(s, s + 50)), list(range(s + 50, s + 100))
+        c = cost.copy()
+        res = repair_block(B, N, c, g, X.copy(), model, p, 1 / 3, 0.1, "improve", "nearest",
+                           np.ones(len(c), bool), "always")
+        if res is None:
+            continue
+        cur = list(B)
+        for j, l, a in res[2]:
+            cu = np.array([c[i] for i in cur if g[i] == g[j]])
+            co = np.array([c[i] for i in cur if g[i] == g[l]])
+            assert eq3_holds(cu.mean() if len(cu) else 0.0, len(cu), co.mean(), len(co), c[l], c[j])
+            cur.remove(l)
+            cur.append(j)
+            swaps += 1
+    assert swaps > 10
+
+
+def test_unfair_before_counts_the_input_blocks():
+    """"Unfair blocks before" is a property of the input ranking, whatever the reading."""
+    from engines.reranking.fairness import count_bounds
+    cost, g, X, model = dense_instance(2, 5000)
+    p = shares(g, 2)
+    lo, hi = count_bounds(50, p, 1 / 3)
+    want = [not np.all((np.bincount(g[b], minlength=2) >= lo) & (np.bincount(g[b], minlength=2) <= hi))
+            for b in _blocks(len(g), 50)]
+    out = list(rerank_blocks(cost.copy(), g, X.copy(), model, p, _blocks(len(g), 50)))
+    assert [not i["fair_before"] for _, i in out] == want
 
 
 @pytest.mark.parametrize("seed", range(200))

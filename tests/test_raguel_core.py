@@ -1,6 +1,7 @@
 """RAGUEL building blocks: recourse costs (Example 1) and exactly normalised rKL/rND/rRD."""
 from __future__ import annotations
 
+import math
 from itertools import combinations
 
 import numpy as np
@@ -69,7 +70,7 @@ def test_unreachable_boundary_is_not_repairable():
         recourse_cost(np.zeros((1, 2)), np.array([1.0, 1.0]), -1.0, np.array([0.0, 1.0]), np.ones(2, bool))
 
 
-@pytest.mark.parametrize("n, n_pos", [(12, 4), (14, 7), (21, 5)])
+@pytest.mark.parametrize("n, n_pos", [(12, 4), (14, 7), (21, 5), (22, 4), (8, 3), (10, 4)])
 def test_normaliser_is_the_exact_maximum(n, n_pos):
     for m in MEASURES:
         best = max(raw_score(m, np.isin(np.arange(n), pos)) for pos in combinations(range(n), n_pos))
@@ -86,3 +87,63 @@ def test_proportional_ranking_scores_zero_and_extremes_one():
     r = ranked_fairness(np.random.default_rng(1).random(100) < 0.3)
     assert all(0 <= v <= 1 for v in r.values())
     assert ranked_fairness(np.zeros(20, bool)) == {m: None for m in MEASURES}
+
+
+def straightforward(measure: str, ranking: list[bool]) -> float:
+    """The unnormalised measures written out as the authors' measures.py computes them, one
+    cut-off at a time (10, 20, … ≤ N; 1, 2, … ≤ N for lists of at most 10)."""
+    N, P = len(ranking), sum(ranking)
+    step = 10 if N > 10 else 1
+    total = 0.0
+    for i in range(step, N + 1, step):
+        c = sum(ranking[:i])
+        if measure == "rND":
+            v = abs(c / i - P / N)
+        elif measure == "rRD":
+            R = P / (N - P)
+            cur = 0 if i - c == 0 else c / (i - c)
+            v = abs(min(R, cur) - R)
+        else:
+            px, qx = c / i, P / N
+            if px in (0, 1):
+                px = 0.001
+            v = px * math.log(px / qx, 2) + (1 - px) * math.log((1 - px) / (1 - qx), 2)
+        total += v / math.log(i + 1, 2)
+    return total
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_unnormalised_measures_match_a_straightforward_implementation(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 120))
+    ranking = rng.permutation(np.arange(n) < rng.integers(1, n))        # both groups present
+    for m in MEASURES:
+        assert raw_score(m, ranking) == pytest.approx(straightforward(m, ranking.tolist()), rel=1e-12, abs=1e-15)
+
+
+def test_all_protected_on_top_n100():
+    """N = 100, |S+| = 50, every protected item first. The authors' one-sided rRD counts an
+    over-represented prefix only while it has no unprotected item (their ratio is then 0)."""
+    top = np.r_[np.ones(50, bool), np.zeros(50, bool)]
+    got = ranked_fairness(top)
+    assert got["rND"] == pytest.approx(1.0) and got["rKL"] == pytest.approx(1.0)
+    cuts = np.arange(10, 101, 10)
+    disc = 1 / np.log2(cuts + 1)
+    # the maximum puts the unprotected items first: deviation 1 up to 50, then 1 − (i − 50)/50
+    want = disc[:5].sum() / (disc[:5].sum() + ((1 - (cuts[5:] - 50) / 50) * disc[5:]).sum())
+    assert got["rRD"] == pytest.approx(want, rel=1e-12)
+    assert round(got["rRD"], 4) == 0.7682
+    assert ranked_fairness(top[::-1])["rRD"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("n", [3, 4, 7, 10])
+def test_short_lists_use_the_cutoffs_that_fit(n):
+    """A list of at most 10 items has no cut-off of 10 inside it: the measures use 1..n, so
+    order matters (the worst order scores 1, a proportional-as-possible order less)."""
+    k = n // 2
+    worst = np.r_[np.zeros(n - k, bool), np.ones(k, bool)]
+    got = ranked_fairness(worst)
+    assert max(got.values()) == pytest.approx(1.0)
+    assert all(v > 0 for v in got.values())
+    alternating = np.arange(n) % 2 == 1
+    assert ranked_fairness(alternating)["rND"] < got["rND"]

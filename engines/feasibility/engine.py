@@ -1,7 +1,10 @@
 """The FGCE engine: feasibility graphs per group, group counterfactuals, coverage measures.
 
 ``prepare`` encodes every record into the FGCE space (one-hot / ordinal / [0, 1] scaling, the
-spec's mutability and category transitions) and lists the groups; ``pieces`` are (protected
+spec's mutability and category transitions), takes the audited decisions (the spec's, or the
+reference implementation's logistic regression fitted on a seeded training split,
+``classifier.py``), picks factuals (optionally from the split's test part only) and lists the
+groups; ``pieces`` are (protected
 attribute, group) pairs — each group's graph is independent (protected attributes are
 immutable, so groups never connect); ``run_piece`` builds the group's ε-graph, its statistics,
 the reachable (factual, candidate) pairs and costs, the chosen counterfactuals (greedy,
@@ -21,13 +24,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
+from engines.core.data import ROW
 from engines.core.engine import Tables, concat_parts
+from engines.feasibility.classifier import fit_logistic, holdout
 from engines.feasibility.graph import (STAT_KEYS, build_graphs, eps_sweep, shortest_costs,
                                       smallest_eps_without_singletons)
 from engines.feasibility.measures import acf, auc_rows, cauc_rows, rules
 from engines.feasibility.params import FGCEParams
-from engines.feasibility.selection import (Infeasible, Reach, allocate_k, d_min, greedy, k0,
-                                           min_cost_bisect)
+from engines.feasibility.selection import (Infeasible, Reach, allocate_k, d_min, greedy,
+                                           greedy_coverage, k0, min_cost_bisect)
 from engines.feasibility.space import FeatureSpace
 
 GRAPH = pa.schema([
@@ -125,7 +130,7 @@ class FGCEEngine:
         bad = [n for n in params.discretise if n not in names]
         if bad:
             raise FGCEError(f"fgce.discretise: {bad} are not among the FGCE features {names}")
-        if data.decision is None:
+        if params.classifier == "spec" and data.decision is None:
             raise FGCEError("fgce needs decisions (a decision column or a model used for decisions)")
         X = data.feature_values(names)
         if np.isnan(X).any():
@@ -137,11 +142,26 @@ class FGCEEngine:
             space = FeatureSpace.build(X, names, kinds, levels, mut, _transitions(spec, names), params.discretise)
         except ValueError as exc:
             raise FGCEError(f"fgce: {exc}") from None
-        decision = data.decision
-        factual = decision == 0
+        if data.label is None and params.classifier == "logistic":
+            raise FGCEError("fgce.classifier 'logistic' is fitted to the label: it needs a `label` section")
+        if data.label is None and params.factuals == "false_negatives":
+            raise FGCEError("fgce.factuals 'false_negatives' needs a `label` section")
+        test = np.ones(len(X), bool)
+        if params.test_fraction:
+            # the split is drawn over the records in source order (the reference's positions),
+            # whatever order the staged table comes in
+            row = data.table[ROW].to_numpy() if ROW in data.table.column_names else np.arange(len(X))
+            position = np.argsort(np.argsort(row, kind="stable"), kind="stable")
+            test = holdout(len(X), params.test_fraction, params.split_seed)[position]
+        if params.classifier == "logistic":
+            # the reference's classifier sees every encoded column, the protected attribute too
+            Zc = np.column_stack([space.Z] + [np.maximum(data.groups[p.name], 0) for p in spec.protected])
+            w, b = fit_logistic(Zc[~test], data.label[~test], params.logistic_c)
+            decision = (Zc @ w + b > 0).astype(np.int8)
+        else:
+            decision = data.decision
+        factual = (decision == 0) & test
         if params.factuals == "false_negatives":
-            if data.label is None:
-                raise FGCEError("fgce.factuals 'false_negatives' needs a `label` section")
             factual &= data.label == 1
         return State(params, space, X, names, kinds, levels, data.ids, factual, decision == 1,
                      {a: data.groups[a] for a in attrs})
@@ -219,9 +239,9 @@ class FGCEEngine:
         ds = np.linspace(0, math.sqrt(max(width, 1)), p.d_points + 1)[1:]
         grid = np.zeros((len(ks), len(ds)))
         for b, d in enumerate(ds):
-            g = greedy(reach, p.k_max, d)
-            after = np.concatenate([g.covered_after, np.full(p.k_max, g.n_covered)])[:p.k_max]
-            grid[:, b] = after
+            _, covered = greedy_coverage(reach, p.k_max, d)      # every k ≤ k_max at once
+            last = covered[-1] if covered.size else 0
+            grid[:, b] = np.concatenate([covered, np.full(p.k_max, last)])[:p.k_max]
         grid = np.maximum.accumulate(grid, axis=1)          # a set found at smaller d stays valid
         share = grid / n_f if n_f else np.zeros_like(grid)
         share_cov = grid / n_cov if n_cov else np.zeros_like(grid)
@@ -306,7 +326,7 @@ class FGCEEngine:
             sub = reach.subset(fi, ci)
             n_cov = int(sub.coverable().sum())
             small = len(sub.rows) <= p.mip_max_pairs
-            kg = int(greedy(sub, max(len(ci), 1), math.inf).chosen.size)
+            kg = int(greedy_coverage(sub, max(len(ci), 1), math.inf)[0].size)
             k0c = k0(sub).k0 if small and kg > 1 else kg
             if kg == 1:
                 # one candidate covers every coverable factual: k0 = 1 exactly, and d0 is the
@@ -316,8 +336,9 @@ class FGCEEngine:
                 d0c, how = min_cost_bisect(sub, max(k0c, 1), 1.0).d, "exact"
             else:
                 d0c, how = GreedyCosts(sub, max(k0c, 1), p.cost_grid_points).cost(k0c, n_cov), "greedy_grid"
-            g = greedy(sub, p.k, math.inf if p.d is None else p.d)
-            curves[(*key, int(comp))] = np.concatenate([[0], g.covered_after, np.full(p.k, g.n_covered)])[:p.k + 1]
+            _, covered = greedy_coverage(sub, p.k, math.inf if p.d is None else p.d)
+            last = covered[-1] if covered.size else 0
+            curves[(*key, int(comp))] = np.concatenate([[0], covered, np.full(p.k, last)])[:p.k + 1]
             rows.append({**c["base"], "component": int(comp), "factuals": len(fi), "coverable": n_cov,
                          "candidates": len(ci), "reachable_pairs": len(sub.rows), "k0": k0c, "k0_greedy": kg,
                          "k0_method": "exact" if small or kg == 1 else "greedy", "d0_at_k0": d0c, "d0_method": how})
@@ -390,8 +411,9 @@ class GreedyCosts:
 
     def covered(self, i: int, k: int) -> int:
         if i not in self.cache:
-            g = greedy(self.reach, self.k_max, float(self.values[i]))
-            self.cache[i] = np.concatenate([[0], g.covered_after, np.full(self.k_max, g.n_covered)])
+            _, covered = greedy_coverage(self.reach, self.k_max, float(self.values[i]))
+            last = covered[-1] if covered.size else 0
+            self.cache[i] = np.concatenate([[0], covered, np.full(self.k_max, last)])
         return int(self.cache[i][min(k, self.k_max)])
 
     def cost(self, k: int, need: int) -> float | None:

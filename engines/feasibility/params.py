@@ -22,6 +22,18 @@ class FGCEParams(BaseModel):
     factuals: Literal["negatives", "false_negatives"] = Field(
         "negatives", description="negatives: every unfavourable decision (demographic parity); "
         "false_negatives: unfavourable decisions with a positive label (error-based fairness).")
+    classifier: Literal["spec", "logistic"] = Field(
+        "spec", description="Whose decisions are audited: spec — the audit's decisions (decision "
+        "column or model); logistic — the FGCE reference's setup: a logistic regression on the FGCE "
+        "space (protected attributes included) fitted to the label on the training part of the "
+        "`test_fraction` split.")
+    logistic_c: float = Field(1.0, gt=0, description="classifier 'logistic': inverse L2 strength C "
+                              "(the reference tunes it by a randomised search; 1 is the library default).")
+    test_fraction: float | None = Field(
+        None, gt=0, lt=1, description="Split the records with a seeded permutation (the reference "
+        "splitter's convention, seed `split_seed`): factuals come from the test part only (the "
+        "reference audits the false negatives of its 30% test split); candidates from every record.")
+    split_seed: int = Field(482, description="Seed of the `test_fraction` split (the reference's).")
     cost: Literal["distance", "path", "hops"] = Field(
         "distance", description="Cost of a reachable pair: L2 distance, shortest-path weight, hops.")
     weights: Literal["face", "reference"] = Field(
@@ -53,4 +65,7 @@ class FGCEParams(BaseModel):
             raise ValueError("fgce.coverage_levels must lie in (0, 1]")
         if any(e <= 0 for e in self.epsilon_sweep):
             raise ValueError("fgce.epsilon_sweep values must be positive")
+        if self.classifier == "logistic" and self.test_fraction is None:
+            raise ValueError("fgce.classifier 'logistic' is fitted on the training part: give "
+                             "fgce.test_fraction (the reference uses 0.3)")
         return self

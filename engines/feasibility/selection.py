@@ -34,6 +34,7 @@ __all__ = [
     "Reach", "Selection", "MinCostResult", "K0Result", "Allocation", "Infeasible",
     "greedy", "greedy_by_component", "max_coverage_mip", "min_cost_mip",
     "min_cost_bisect", "k0", "d0", "d_min", "allocate_k", "coverage_curve", "cost_curve",
+    "greedy_coverage",
 ]
 
 
@@ -152,9 +153,8 @@ class Reach:
 
 def _csr(rows, cols, costs, shape) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Bool and cost CSR with identical structure; rows/cols sorted by (row, col)."""
-    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
-    np.add.at(indptr, np.asarray(rows, dtype=np.int64) + 1, 1)
-    indptr = np.cumsum(indptr)
+    rows = np.asarray(rows, dtype=np.int64)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=shape[0]))]).astype(np.int64)
     cols = np.asarray(cols, dtype=np.int64)
     cov = sp.csr_matrix((np.ones(cols.size, dtype=bool), cols, indptr), shape=shape)
     cst = sp.csr_matrix((np.asarray(costs, dtype=np.float64), cols.copy(), indptr.copy()),
@@ -242,30 +242,66 @@ def _selection(cov: sp.csr_matrix, cst: sp.csr_matrix, chosen, d: float) -> Sele
 # Problem 1: greedy
 # --------------------------------------------------------------------------------------------
 
-def _greedy_core(cov: sp.csr_matrix, cst: sp.csr_matrix, k: int):
-    """Algorithm 1 on covering matrices; returns (picks, gains, cost sums)."""
-    n_f, n_c = cov.shape
-    covT = cov.T.tocsr().astype(np.float64)   # (n_c, n_f); row j = factuals covered by j
-    cstT = cst.T.tocsr()
-    uncovered = np.ones(n_f, dtype=np.float64)
+def _greedy_pairs(r: np.ndarray, c: np.ndarray, w: np.ndarray, n_f: int, n_c: int, k: int):
+    """Algorithm 1 on covering pairs (factual r[t] covered by candidate c[t] at cost w[t]),
+    given in increasing factual order; returns (picks, gains, cost sums).
+
+    Each pick maximises the number of still-uncovered factuals covered; ties go to the smaller
+    cost summed over those factuals, then to the smaller index. The gains are kept up to date
+    by subtracting the pairs of newly covered factuals (exact integer counts); the cost sums
+    are recomputed, only when gains tie, in factual order — the very sums a sparse
+    matrix-vector product gives, so ties break identically."""
     picks, gains, sums = [], [], []
-    idx = np.arange(n_c)
+    if n_c == 0 or r.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
+    uncovered = np.ones(n_f, dtype=bool)
+    live = np.ones(r.size, dtype=bool)              # pairs whose factual is still uncovered
+    gain = np.bincount(c, minlength=n_c)
     for _ in range(k):
-        if n_c == 0:
-            break
-        gain = covT @ uncovered                  # column sums over still-uncovered rows
-        g = gain.max()
+        g = int(gain.max())
         if g <= 0:
             break
-        csum = cstT @ uncovered                  # summed cost over the newly covered rows
-        cand = np.flatnonzero(gain == g)
-        best = cand[np.lexsort((idx[cand], csum[cand]))[0]]
-        picks.append(int(best))
-        gains.append(int(round(g)))
-        sums.append(float(csum[best]))
-        uncovered[covT.indices[covT.indptr[best]:covT.indptr[best + 1]]] = 0.0
+        tied = np.flatnonzero(gain == g)
+        if tied.size == 1:
+            best = int(tied[0])
+            m = live & (c == best)
+            csum = float(np.bincount(c[m], weights=w[m], minlength=n_c)[best])
+        else:
+            is_tied = np.zeros(n_c, dtype=bool)
+            is_tied[tied] = True
+            m = live & is_tied[c]
+            all_sums = np.bincount(c[m], weights=w[m], minlength=n_c)
+            best = int(tied[np.lexsort((tied, all_sums[tied]))[0]])
+            csum = float(all_sums[best])
+        uncovered[r[live & (c == best)]] = False
+        dead = live & ~uncovered[r]
+        gain -= np.bincount(c[dead], minlength=n_c)
+        live &= ~dead
+        picks.append(best)
+        gains.append(g)
+        sums.append(csum)
     return (np.asarray(picks, dtype=np.int64), np.asarray(gains, dtype=np.int64),
             np.asarray(sums, dtype=np.float64))
+
+
+def _greedy_core(cov: sp.csr_matrix, cst: sp.csr_matrix, k: int):
+    """Algorithm 1 on covering matrices of one sparsity structure (as :meth:`Reach.covering`
+    builds them); returns (picks, gains, cost sums)."""
+    n_f, n_c = cov.shape
+    cst = sp.csr_matrix(cst, dtype=np.float64)
+    r = np.repeat(np.arange(n_f, dtype=np.int64), np.diff(cst.indptr))
+    return _greedy_pairs(r, cst.indices.astype(np.int64), cst.data, n_f, n_c, k)
+
+
+def greedy_coverage(reach: Reach, k: int, d: float = math.inf) -> tuple[np.ndarray, np.ndarray]:
+    """The global greedy's picks and the factuals covered after each (``covered_after``) at
+    budget d, without the per-factual assignment: what the curves need. One run serves every
+    k' ≤ k (the picks for k' are a prefix). Same picks as :func:`greedy`."""
+    k = _check_k(k)
+    keep = reach.costs <= _check_d(d)
+    picks, gains, _ = _greedy_pairs(reach.rows[keep], reach.cols[keep], reach.costs[keep],
+                                    reach.n_factuals, reach.n_candidates, k)
+    return picks, np.cumsum(gains)
 
 
 def greedy(reach: Reach, k: int, d: float = math.inf) -> Selection:
@@ -613,10 +649,14 @@ def min_cost_bisect(reach: Reach, k: int, coverage: float = 1.0, exact: bool = T
                              np.full(n_f, np.nan), 0, 0, n_cov)
     values = np.unique(reach.costs)
 
+    def covered(d: float) -> tuple[np.ndarray, int]:
+        picks, after = greedy_coverage(reach, k, d)
+        return picks, int(after[-1]) if after.size else 0
+
     def probe(d: float):
-        g = greedy(reach, k, d)
-        if g.n_covered >= need:
-            return g.chosen
+        picks, n = covered(d)
+        if n >= need:
+            return picks
         if not exact or _coverage_lp_bound(reach, k, d) < need - 1e-7:
             return None          # the LP relaxation already proves k cannot reach ``need``
         m = max_coverage_mip(reach, k, d)
@@ -633,9 +673,9 @@ def min_cost_bisect(reach: Reach, k: int, coverage: float = 1.0, exact: bool = T
         hi = int(np.searchsorted(values, upper, side="left"))
         top = None
     lo = 0 if lower is None else min(int(np.searchsorted(values, lower, side="left")), hi)
-    hi = _bisect(values, lo, hi, lambda d: greedy(reach, k, d).n_covered >= need)
-    best = greedy(reach, k, float(values[hi])).chosen
-    if greedy(reach, k, float(values[hi])).n_covered < need:
+    hi = _bisect(values, lo, hi, lambda d: covered(d)[1] >= need)
+    best, n_hi = covered(float(values[hi]))
+    if n_hi < need:
         best = top if top is not None else probe(float(values[hi]))
     while lo < hi:
         mid = (lo + hi) // 2
@@ -854,8 +894,8 @@ def coverage_curve(reach: Reach, ks: Sequence[int], d: float = math.inf) -> np.n
     ks = np.asarray([_check_k(x) for x in ks], dtype=np.int64)
     if ks.size == 0:
         return np.zeros(0, dtype=np.int64)
-    s = greedy(reach, int(ks.max()), d)
-    after = np.concatenate([[0], s.covered_after])
+    _, covered_after = greedy_coverage(reach, int(ks.max()), d)
+    after = np.concatenate([[0], covered_after])
     return after[np.minimum(ks, after.size - 1)]
 
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 from engines.core.engine import Tables, concat_parts
 from engines.reranking.algorithms import rerank, rerank_blocks
 from engines.reranking.fairness import ranked_ratio, ratio_of, shares
-from engines.reranking.metrics import ranked_fairness
+from engines.reranking.metrics import STEP, cutoff_step, ranked_fairness
 from engines.reranking.params import RaguelParams
 from engines.reranking.recourse import Actionability, LinearRecourse, NotRepairable, PointRecourse
 
@@ -222,7 +222,8 @@ class RaguelEngine:
                       else _fixed_blocks(n, size))
             order_parts = []
             for b, (members, info) in enumerate(rerank_blocks(cost, r.group, X, state.model, r.p, blocks,
-                                                              tol, p.recourse_tolerance, p.recourse, p.rounding)):
+                                                              tol, p.recourse_tolerance, p.recourse, p.rounding,
+                                                              p.eq3)):
                 order_parts.append(members)
                 block_of[members] = b
                 moves += info["moves"]
@@ -237,7 +238,7 @@ class RaguelEngine:
             exit_at = -1
         seconds = time.perf_counter() - t0      # the re-ranking itself; metrics follow
         summary = {**base, **self._summary(r, order, out_cost, moves, blocks_rows), "success": success,
-                   "exit_position": exit_at if exit_at >= 0 else None, "seconds": seconds}
+                   "exit_position": exit_at + 1 if exit_at >= 0 else None, "seconds": seconds}
         out = {"raguel_summary": pa.Table.from_pylist([summary], SUMMARY)}
         if config == "main":
             out.update(self._detail(state, r, alg, order, out_cost, moves, block_of))
@@ -263,6 +264,9 @@ class RaguelEngine:
                "metrics_rows": m}
         for k in ("rKL", "rND", "rRD"):
             row[f"{k}_before"], row[f"{k}_after"] = before[k], after[k]
+        if cutoff_step(m) != STEP:
+            row["note"] = (f"rKL/rND/rRD over the cut-offs 1..{m}: the list is not longer than the "
+                           f"first cut-off ({STEP})")
         return row
 
     @staticmethod
@@ -292,10 +296,10 @@ class RaguelEngine:
             tables["raguel_ranking"] = pa.table({
                 "attribute": pa.array([r.attribute] * n, pa.string()),
                 "algorithm": pa.array([alg] * n, pa.string()),
-                "position": pa.array(np.arange(n, dtype=np.int64)),
+                "position": pa.array(np.arange(1, n + 1, dtype=np.int64)),      # ranks from 1
                 "record_id": pa.array(r.ids[order].astype(str)),
                 "group_name": pa.array(np.array(r.names, object)[r.group[order]].astype(str)),
-                "rank_before": pa.array(order.astype(np.int64)),
+                "rank_before": pa.array(order.astype(np.int64) + 1),
                 "block": pa.array(block_of[order] if alg == "block" else np.full(n, -1, np.int64)),
                 "cost_before": pa.array(r.cost[order]),
                 "cost_after": pa.array(np.asarray(out_cost, np.float64)),

@@ -31,6 +31,12 @@ class RaguelParams(BaseModel):
     recourse: Literal["improve", "strict"] = Field(
         "improve", description="improve: a move may not lower recourse fairness below "
         "min(1 − ε_r, r before) — the reading that reproduces Example 1; strict: r ≥ 1 − ε_r.")
+    eq3: Literal["outside_tolerance", "always", "no_worse"] = Field(
+        "outside_tolerance", description="Algorithm 2's Eq. 3 (Theorem 3.5's bound on the cost of "
+        "the point pulled into a block): outside_tolerance — only in blocks that fail Def. 3.3 "
+        "(r < 1 − ε_r), elsewhere the block must stay recourse-fair (the reading that repairs "
+        "blocks as the paper reports); always — on every swap; no_worse — the block's r "
+        "(min/max over all groups) may not fall (strictest).")
     rounding: Literal["nearest", "strict"] = Field(
         "nearest", description="Def. 3.1 in counts when no integer count is within tolerance "
         "(short prefixes/blocks): accept the counts nearest to k·p, or fail (strict).")

@@ -8,7 +8,7 @@ but the last held one is repaired against its successor and written out; the suc
 any record pushed down into it) is carried into the next window. Memory is bounded by one
 input batch plus one block, whatever the list's length.
 
-Output batches: position, record_id, group, block, cost_before, cost_after, moved, and the
+Output batches: position (rank from 1), record_id, group, block, cost_before, cost_after, moved, and the
 features before/after for moved records; the running :class:`StreamSummary` has the figures
 of the engine's summary (r before/after, unfair blocks, points changed, modification cost,
 rKL/rND/rRD over the head of the list).
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from engines.reranking.algorithms import block_step
+from engines.reranking.algorithms import block_step, describe_block
 from engines.reranking.fairness import ratio
 from engines.reranking.metrics import ranked_fairness
 
@@ -60,11 +60,13 @@ class StreamSummary:
 
 def rerank_stream(batches: Iterable[pa.RecordBatch], features: list[str], recourse_model, p: np.ndarray,
                   block_size: int, t: float = 1 / 3, eps_r: float = 0.1, recourse: str = "improve",
-                  rounding: str = "nearest", summary: StreamSummary | None = None) -> Iterator[pa.RecordBatch]:
+                  rounding: str = "nearest", summary: StreamSummary | None = None,
+                  eq3: str = "outside_tolerance") -> Iterator[pa.RecordBatch]:
     """Yield the re-ranked list batch by batch (see module docstring)."""
     G = len(p)
     summary = summary if summary is not None else StreamSummary(G)
     buf = None              # rows not yet emitted: the held block first, then unread rows
+    held_before = None      # the held block as it stood in the input (before moves reached it)
     position = number = 0
     it = iter(batches)
     while True:
@@ -95,11 +97,15 @@ def rerank_stream(batches: Iterable[pa.RecordBatch], features: list[str], recour
             if emit < 1:
                 continue
         blocks = [list(range(a, min(a + block_size, n))) for a in starts]
+        before = [describe_block(m, buf["cost"], buf["group"], p, t, rounding) for m in blocks]
+        if held_before is not None:
+            before[0] = held_before
         out_idx, out_block = [], []
         for b in range(emit):
             nxt = blocks[b + 1] if b + 1 < len(blocks) else None
             cur, nxt, info = block_step(blocks[b], nxt, number, buf["cost"], buf["group"], buf["X"],
-                                        recourse_model, p, t, eps_r, recourse, rounding, buf["movable"])
+                                        recourse_model, p, t, eps_r, recourse, rounding, buf["movable"],
+                                        eq3, before[b])
             if nxt is not None:
                 blocks[b + 1] = nxt
             summary.blocks += 1
@@ -115,6 +121,7 @@ def rerank_stream(batches: Iterable[pa.RecordBatch], features: list[str], recour
         position += len(idx)
         if exhausted:
             break
+        held_before = before[emit]
         keep = np.asarray(blocks[emit] + list(range(starts[-1] + block_size, n)), np.int64)
         buf = {k: v[keep] for k, v in buf.items()}
 
@@ -130,7 +137,7 @@ def _emit(c: dict, idx: np.ndarray, block: np.ndarray, position: int, features: 
     have = sum(len(h) for h in summary.head_after)
     if have < HEAD_ROWS:
         summary.head_after.append(g[:HEAD_ROWS - have])
-    cols = {"position": pa.array(np.arange(position, position + len(idx), dtype=np.int64)),
+    cols = {"position": pa.array(np.arange(position + 1, position + len(idx) + 1, dtype=np.int64)),   # ranks from 1
             "record_id": pa.array(c["record_id"][idx].astype(str)),
             "group": pa.array(g.astype(np.int8)), "block": pa.array(block),
             "cost_before": pa.array(c["cost0"][idx]), "cost_after": pa.array(c["cost"][idx]),
