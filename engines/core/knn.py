@@ -8,9 +8,25 @@ where continuous values are already normalised (z-score or range) and ordinal va
 normalised ranks r/(n−1), m being the number of attributes. The continuous and ordinal part is
 an L1 distance, so a KD-tree with p = 1 answers it exactly; the nominal part is constant within
 a group of points sharing the same nominal values, so the search runs per such group and the
-candidates are merged. Ties are broken by (distance, point index): the result does not depend
-on the order of the KD-tree's traversal. When more than ``max_partitions`` nominal groups
-exist, blocked brute force (numpy, bounded memory) is used instead.
+candidates are merged. When more than ``max_partitions`` nominal groups exist, blocked brute
+force (numpy, bounded memory) is used instead.
+
+Ties. Neighbours are ranked by (distance, point index): among points at the same distance the
+one earlier in ``points`` comes first, so callers put their points in record order (the CST
+engine sorts records by id). For this rule to mean anything, mathematically equal distances
+must compare equal, which floating point does not give by itself: on coarse data (integer
+LSAT, one-decimal UGPA) |3.3 − 3.2| and |3.1 − 3.0| differ in the last bits, and so do
+normalised values (v − c)/s. Points may therefore carry a *lattice*: for metric column j,
+integer ``codes[:, j]`` and a normalised ``steps[j]`` with value ≈ offset_j + codes·steps[j]
+(see :func:`decimal_lattice`: data recorded to d decimals lie on the grid 10^−d). Where points
+and queries share a column's lattice (same step), the per-attribute difference is the exact
+integer |Δcode|, and columns with equal steps are summed as integers before one multiplication
+by the step; the remaining terms (columns without a shared lattice, e.g. a continuous
+counterfactual centre) are added in a fixed column order. The distance is thus a fixed
+function of the per-attribute differences: equal differences give bit-identical distances
+whatever the records' positions, signs or order. (Two *different* difference vectors whose
+weighted sums coincide, possible only when two columns' steps are in rational ratio other than
+1, still compare by their rounded values.)
 """
 from __future__ import annotations
 
@@ -20,20 +36,59 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 _EXTRA = 8  # candidates beyond k fetched to settle ties at the k-th distance
+_MAX_DECIMALS = 9
+_RTOL = 1e-9  # tree distances vs exact distances: a margin far above rounding, far below any step
+
+
+def decimal_lattice(values: np.ndarray, max_decimals: int = _MAX_DECIMALS) -> tuple[np.ndarray, float] | None:
+    """(codes, step) with values = codes · step, step = 10^−d for the smallest d ≤ ``max_decimals``
+    that fits every value (data recorded to d decimals), or None (continuous values).
+
+    d = 0 needs exact integers (below 2^53); d ≥ 1 allows the rounding of the decimal-to-binary
+    conversion (a few ulps) and needs |values| · 10^d ≤ 2^40, where a value off the grid misses
+    by far more than that tolerance.
+    """
+    v = np.asarray(values, np.float64).ravel()
+    if len(v) == 0 or not np.all(np.isfinite(v)):
+        return None
+    r = np.rint(v)
+    if np.abs(v).max() < 2.0 ** 53 and np.array_equal(v, r):
+        return r.astype(np.int64), 1.0
+    for d in range(1, max_decimals + 1):
+        x = v * 10.0 ** d
+        if np.abs(x).max() > 2.0 ** 40:
+            return None
+        r = np.rint(x)
+        if np.all(np.abs(x - r) <= 4 * np.spacing(np.abs(x))):
+            return r.astype(np.int64), 10.0 ** -d
+    return None
 
 
 @dataclass
 class Points:
-    """Points in the mixed space: ``metric`` (n, c) L1 part, ``nominal`` (n, m) integer codes."""
+    """Points in the mixed space: ``metric`` (n, c) L1 part, ``nominal`` (n, m) integer codes.
+
+    Optional lattice of the metric columns: ``codes`` (n, c) int64 and ``steps`` (c,) with
+    metric[:, j] = offset_j + codes[:, j] · steps[j] up to rounding; steps[j] = NaN marks a
+    column off the lattice. Distances use the exact integer differences where points and
+    queries share a column's step (module docstring, "Ties").
+    """
 
     metric: np.ndarray
     nominal: np.ndarray
+    codes: np.ndarray | None = None
+    steps: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.metric = np.ascontiguousarray(self.metric, dtype=np.float64).reshape(len(self.metric), -1)
         self.nominal = np.ascontiguousarray(self.nominal, dtype=np.int64).reshape(len(self.metric), -1)
         if np.isnan(self.metric).any():
             raise ValueError("neighbour search: missing (NaN) values among the distance attributes")
+        if (self.codes is None) != (self.steps is None):
+            raise ValueError("neighbour search: a lattice needs both codes and steps")
+        if self.codes is not None:
+            self.codes = np.ascontiguousarray(self.codes, dtype=np.int64).reshape(self.metric.shape)
+            self.steps = np.asarray(self.steps, np.float64).reshape(self.metric.shape[1])
 
     def __len__(self) -> int:
         return len(self.metric)
@@ -43,7 +98,54 @@ class Points:
         return self.metric.shape[1] + self.nominal.shape[1]
 
     def take(self, idx: np.ndarray) -> "Points":
-        return Points(self.metric[idx], self.nominal[idx])
+        codes = None if self.codes is None else self.codes[idx]
+        return Points(self.metric[idx], self.nominal[idx], codes, self.steps)
+
+    def with_nominal(self, extra: np.ndarray) -> "Points":
+        """The same points with more nominal attributes (columns of ``extra``) appended."""
+        extra = np.asarray(extra, np.int64).reshape(len(self), -1)
+        return Points(self.metric, np.hstack([self.nominal, extra]), self.codes, self.steps)
+
+
+@dataclass
+class _Plan:
+    """How distances between two point sets are summed (module docstring, "Ties")."""
+
+    groups: list[tuple[np.ndarray, float]]  # lattice columns sharing one step
+    free: np.ndarray                         # metric columns compared as floats
+
+
+def _plan(points: Points, queries: Points) -> _Plan:
+    c = points.metric.shape[1]
+    by_step: dict[float, list[int]] = {}
+    if points.steps is not None and queries.steps is not None:
+        for j in range(c):
+            s = points.steps[j]
+            if np.isfinite(s) and s > 0 and s == queries.steps[j]:
+                by_step.setdefault(float(s), []).append(j)
+    shared = {j for cols in by_step.values() for j in cols}
+    return _Plan([(np.array(cols), s) for s, cols in sorted(by_step.items())],
+                 np.array([j for j in range(c) if j not in shared], dtype=np.int64))
+
+
+def _distances(points: Points, queries: Points, plan: _Plan, idx: np.ndarray | None = None) -> np.ndarray:
+    """Unaveraged distances (sum over attributes) of queries to points: to all points (q, n),
+    or to the candidates ``idx`` (q, kc) of each query."""
+    def pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # a: points side, b: queries (q, ·)
+        return a[idx] if idx is not None else a[None, :, :], b[:, None, :]
+
+    shape = (len(queries), len(points) if idx is None else idx.shape[1])
+    d = np.zeros(shape)
+    if points.nominal.shape[1]:
+        a, b = pair(points.nominal, queries.nominal)
+        d += (a != b).sum(-1)
+    for cols, step in plan.groups:
+        a, b = pair(points.codes[:, cols], queries.codes[:, cols])
+        d += np.abs(a - b).sum(-1) * step
+    if len(plan.free):
+        a, b = pair(points.metric[:, plan.free], queries.metric[:, plan.free])
+        d += np.abs(a - b).sum(-1)
+    return d
 
 
 def brute_force(points: Points, queries: Points, k: int, exclude: np.ndarray | None = None,
@@ -57,12 +159,11 @@ def brute_force(points: Points, queries: Points, k: int, exclude: np.ndarray | N
     kk = min(k, n - (0 if exclude is None else 1))
     idx = np.empty((nq, max(kk, 0)), dtype=np.int64)
     dist = np.empty((nq, max(kk, 0)), dtype=np.float64)
+    plan = _plan(points, queries)
     order_tiebreak = np.arange(n)
     for s in range(0, nq, block):
         e = min(s + block, nq)
-        d = np.abs(queries.metric[s:e, None, :] - points.metric[None, :, :]).sum(-1)
-        if points.nominal.shape[1]:
-            d += (queries.nominal[s:e, None, :] != points.nominal[None, :, :]).sum(-1)
+        d = _distances(points, queries.take(np.arange(s, e)), plan)
         if exclude is not None:
             d[np.arange(e - s), exclude[s:e]] = np.inf
         o = np.lexsort((np.broadcast_to(order_tiebreak, d.shape), d), axis=1)[:, :kk]
@@ -103,6 +204,11 @@ def knn(points: Points, queries: Points, k: int, exclude: np.ndarray | None = No
     else:
         keys, groups = np.empty((1, 0), np.int64), [np.arange(n)]
 
+    plan = _plan(points, queries)
+    # the tree's own float distances may differ from the exact ones by rounding: a candidate
+    # list is settled only when its farthest member is beyond the k-th distance by this margin
+    slack = 64 * np.finfo(np.float64).eps * points.metric.shape[1] * max(
+        float(np.abs(points.metric).max(initial=0.0)), float(np.abs(queries.metric).max(initial=0.0)), 1.0)
     trees = [cKDTree(points.metric[members]) for members in groups]
     want = kk + (0 if exclude is None else 1) + _EXTRA
     idx = np.empty((len(queries), kk), np.int64)
@@ -114,7 +220,7 @@ def knn(points: Points, queries: Points, k: int, exclude: np.ndarray | None = No
         # smaller indices): fetch again with more candidates until every query is settled.
         sub = queries.take(todo)
         ex = None if exclude is None else exclude[todo]
-        i_s, d_s, unsure = _fetch(points, sub, keys, groups, trees, want, kk, ex)
+        i_s, d_s, unsure = _fetch(points, sub, keys, groups, trees, want, kk, ex, plan, slack)
         done = ~unsure
         idx[todo[done]], dist[todo[done]] = i_s[done], d_s[done]
         if want >= n:
@@ -125,24 +231,20 @@ def knn(points: Points, queries: Points, k: int, exclude: np.ndarray | None = No
 
 
 def _fetch(points: Points, queries: Points, keys, groups, trees, want: int, kk: int,
-           exclude: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           exclude: np.ndarray | None, plan: _Plan, slack: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     cand_i, cand_d, short = [], [], []
     for key, members, tree in zip(keys, groups, trees):
         kg = min(want, len(members))
         i, _ = _tree_knn(tree, queries.metric, kg)
         i = members[i]
-        # recompute distances exactly as the reference sum does, so ties compare equal
-        d = np.abs(points.metric[i] - queries.metric[:, None, :]).sum(-1)
-        if len(key):
-            d = d + (queries.nominal != key[None, :]).sum(1).astype(np.float64)[:, None]
         cand_i.append(i)
-        cand_d.append(d)
+        cand_d.append(_distances(points, queries, plan, i))  # exact: ties compare equal
         short.append(kg < len(members))
     idx, dist = _select(np.concatenate(cand_i, axis=1), np.concatenate(cand_d, axis=1), kk, exclude)
     unsure = np.zeros(len(queries), bool)
     for d_g, cut in zip(cand_d, short):
         if cut:
-            unsure |= d_g[:, -1] <= dist[:, -1]
+            unsure |= d_g[:, -1] <= dist[:, -1] * (1 + _RTOL) + slack
     return idx, dist, unsure
 
 

@@ -21,7 +21,7 @@ from statistics import NormalDist
 import numpy as np
 import pyarrow as pa
 
-from engines.core.knn import Points, knn
+from engines.core.knn import Points, decimal_lattice, knn
 
 METHODS = ("ST", "CST_wo_centres", "CST", "CF")
 
@@ -51,16 +51,20 @@ def normalise(values: np.ndarray, kinds: list[str], levels: list[int | None], me
     """Map raw attribute values to the mixed space of the Thanh et al. distance (Eq. 6).
 
     numeric: z-score or range scaling with the statistics of ``stats`` (default ``values``);
-    ordinal: rank / (levels − 1); categorical: kept as nominal codes.
+    ordinal: rank / (levels − 1); categorical: kept as nominal codes. Columns whose raw values
+    lie on a decimal grid (integers, one-decimal grades, ranks) also get their lattice (integer
+    codes and the normalised step), so that equal differences give equal distances
+    (:mod:`engines.core.knn`, "Ties").
     """
     stats = values if stats is None else stats
-    metric_cols, nominal_cols = [], []
+    metric_cols, nominal_cols, code_cols, steps = [], [], [], []
     for j, kind in enumerate(kinds):
         v = values[:, j]
         if kind == "categorical":
             nominal_cols.append(v)
-        elif kind == "ordinal":
-            metric_cols.append(v / max(levels[j] - 1, 1))
+            continue
+        if kind == "ordinal":
+            scale, centre = float(max(levels[j] - 1, 1)), 0.0
         else:
             s = stats[:, j]
             s = s[np.isfinite(s)]
@@ -70,11 +74,16 @@ def normalise(values: np.ndarray, kinds: list[str], levels: list[int | None], me
             else:
                 scale = s.max() - s.min() if len(s) else 0.0
                 centre = s.min() if len(s) else 0.0
-            metric_cols.append((v - centre) / (scale if scale > 0 else 1.0))
+            scale = scale if scale > 0 else 1.0
+        metric_cols.append((v - centre) / scale)
+        lattice = decimal_lattice(v)
+        code_cols.append(lattice[0] if lattice else np.zeros(len(v), np.int64))
+        steps.append(lattice[1] / scale if lattice else np.nan)
     n = len(values)
     metric = np.column_stack(metric_cols) if metric_cols else np.empty((n, 0))
     nominal = np.column_stack(nominal_cols).astype(np.int64) if nominal_cols else np.empty((n, 0), np.int64)
-    return Points(metric, nominal)
+    codes = np.column_stack(code_cols) if code_cols else np.empty((n, 0), np.int64)
+    return Points(metric, nominal, codes, np.array(steps, np.float64))
 
 
 @dataclass
