@@ -84,14 +84,9 @@ def _supplied_tables(data: AuditData, units: list[list[str]]) -> dict[str, pa.Ta
                              "protected: supply one table per attribute")
         cf = {names[0]: cf}
     labels = {frozenset(u): "&".join(u) for u in units}
-    out = {}
-    for key, table in cf.items():
-        label = labels.get(frozenset(key.split("&")))
-        if label is None:
-            raise ValueError(f"counterfactual table {key!r} is for no tested attribute or intersection "
-                             f"{sorted(labels.values())}")
-        out[label] = table
-    return out
+    # a table for an intersection this run does not test is not used
+    return {labels[frozenset(key.split("&"))]: table for key, table in cf.items()
+            if frozenset(key.split("&")) in labels}
 
 
 def _scm_values(data, names: list[str]) -> dict[str, np.ndarray]:
