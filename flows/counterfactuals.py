@@ -31,11 +31,12 @@ def load_counterfactuals(spec: AuditSpec, spec_dir: Path, data_table: pa.Table) 
     if spec.scm is None or spec.scm.counterfactuals is None:
         return None
     tables = spec.scm.counterfactuals
-    if isinstance(tables, CounterfactualTable):
+    single = isinstance(tables, CounterfactualTable)
+    if single:  # the spec allows it for a single protected attribute only
         tables = {spec.protected[0].name: tables}
     out = {}
     for key, src in tables.items():
-        where = f"scm.counterfactuals[{key}]" if len(tables) > 1 or key != spec.protected[0].name else "scm.counterfactuals"
+        where = "scm.counterfactuals" if single else f"scm.counterfactuals[{key}]"
         out[key] = align(read_table(src, spec_dir, where), src, spec, data_table, where)
     return out
 
@@ -87,8 +88,9 @@ def align(cf: pl.DataFrame, src: CounterfactualTable, spec: AuditSpec, data_tabl
                 raise ValueError(f"{where}: column {mapping.get(f.name, f.name)!r} row {i + 1} is not a "
                                  f"number: {values[i]!r}")
             cf = cf.with_columns(num.alias(f.name))
+    records = pl.from_arrow(data_table.select(["_id", "_row"]))
     if src.id_column is not None:
-        key, staged = cf[src.id_column].cast(pl.Utf8), pl.Series(data_table["_id"].to_pylist(), dtype=pl.Utf8)
+        key, staged = cf[src.id_column].cast(pl.Utf8), records["_id"].cast(pl.Utf8)
         what = "record id"
     else:
         if ROW_NAMES in cf.columns:
@@ -99,16 +101,15 @@ def align(cf: pl.DataFrame, src: CounterfactualTable, spec: AuditSpec, data_tabl
                                  "positive row number; give scm.counterfactuals an id_column")
         else:
             key = pl.int_range(0, cf.height, dtype=pl.Int64, eager=True)
-        staged = pl.Series(data_table["_row"].to_pylist(), dtype=pl.Int64)
+        staged = records["_row"].cast(pl.Int64)
         what = "source row"
     cf = cf.with_columns(key.alias("__key"))
     dup = cf.filter(pl.col("__key").is_duplicated())
     if dup.height:
         shown = dup[src.id_column or ROW_NAMES][0]
         raise ValueError(f"{where}: {what} {shown!r} appears {int((cf['__key'] == dup['__key'][0]).sum())} times")
-    aligned = pl.DataFrame({"__key": staged, "_id": data_table["_id"].to_pylist()}).join(
-        cf.drop([c for c in ("_id",) if c in cf.columns]), on="__key", how="left", maintain_order="left",
-        coalesce=True)
+    aligned = pl.DataFrame({"__key": staged, "_id": records["_id"]}).join(
+        cf.drop("_id", strict=False), on="__key", how="left", maintain_order="left", coalesce=True)
     present = aligned["__key"].is_in(cf["__key"].implode())
     if not present.all():
         lost = aligned.filter(~present)

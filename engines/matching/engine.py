@@ -230,7 +230,7 @@ class CSTEngine:
         hood = search(test.factual, test.counterfactual, test.protected, test.reference, comp, max(p.k))
         table = claims(state.ids, test.attribute, comp, hood, state.decision, test.decision_cf,
                        p.k, p.alpha, p.tau, p.max_distance)
-        depth = evidence_depth(table, state.ids[comp], max(p.k), p.evidence)
+        depth = evidence_depth(table, len(comp), max(p.k), p.evidence)
         return {"cst_claims": table,
                 "cst_evidence": evidence(state.ids, test.attribute, comp, hood, depth, p.max_distance)}
 

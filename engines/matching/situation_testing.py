@@ -134,7 +134,8 @@ def _proportions(neg: np.ndarray, idx: np.ndarray, dist: np.ndarray, k: int, max
 def claims(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neighbourhoods,
            decision: np.ndarray, decision_cf: np.ndarray, ks: list[int], alpha: float, tau: float,
            max_distance: float | None) -> pa.Table:
-    """One row per complainant × method × k (and one CF row, k = 0)."""
+    """One row per complainant × method × k (and one CF row, k = 0), in blocks of one row per
+    complainant in the order of ``complainants``."""
     neg = (decision == 0).astype(np.float64)
     neg_cf = (decision_cf == 0).astype(np.float64)
     z_one, z_two = NormalDist().inv_cdf(1 - alpha), NormalDist().inv_cdf(1 - alpha / 2)
@@ -194,23 +195,22 @@ def claims(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neig
     return pa.table(arrays, schema=CLAIMS)
 
 
-def evidence_depth(claims_table: pa.Table, record_ids: np.ndarray, kmax: int,
-                   mode: str) -> dict[tuple[str, str], np.ndarray]:
-    """Per (centre, search group), how many ranks of each complainant's neighbours to record.
+def evidence_depth(claims_table: pa.Table, n: int, kmax: int, mode: str) -> dict[tuple[str, str], np.ndarray]:
+    """Per (centre, search group), how many ranks of each of the ``n`` complainants' neighbours
+    to record (``claims_table``: their claims as :func:`claims` writes them).
 
     ``all``: every group up to the largest k. ``discriminated``: the groups of the methods that
     found the complainant discriminated, up to the largest k at which they did — the control
     group for any, the factual test group for ST, the counterfactual test group for CST (with
     or without centres). ``none``: nothing.
     """
-    n = len(record_ids)
     if mode != "discriminated":
         full = np.full(n, kmax if mode == "all" else 0, np.int64)
         return {("factual", "control"): full, ("factual", "test"): full, ("counterfactual", "test"): full}
     method = claims_table["method"].to_numpy(zero_copy_only=False)
     hit = claims_table["discriminated"].fill_null(False).to_numpy(zero_copy_only=False) & (method != "CF")
-    pos = {rid: i for i, rid in enumerate(np.asarray(record_ids).astype(str))}
-    row = np.array([pos[r] for r in claims_table["record_id"].to_numpy(zero_copy_only=False)[hit]], np.int64)
+    # claims() writes blocks of n rows, one row per complainant in the given order
+    row = (np.arange(claims_table.num_rows) % n)[hit]
     k = claims_table["k"].to_numpy()[hit].astype(np.int64)
     st = np.zeros(n, np.int64)
     cst = np.zeros(n, np.int64)
