@@ -18,17 +18,20 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from engines.core.data import AuditData
+from engines.core.data import DECISION, AuditData
 from engines.core.engine import conform, run_rounds
-from engines.core.spec import AuditSpec, load_spec
-from engines.registry import engine_params, get_engine
+from engines.core.model_quality import QUALITY, degenerate, model_quality
+from engines.core.models import ModelError
+from engines.core.spec import AuditSpec, SpecError, load_spec
+from engines.registry import ENGINES, engine_params, get_engine
 from flows.staging import DEFAULT_LAKE, DatasetRef, stage
 from flows.versioning import code_version
-from flows.warehouse import DEFAULT_WAREHOUSE, Warehouse
+from flows.warehouse import DEFAULT_WAREHOUSE, Warehouse, WarehouseError
 
 
 @dataclass
@@ -65,6 +68,32 @@ def fit_model(spec: AuditSpec, spec_dir: Path, table: pa.Table, categories: dict
     y = data.label if spec.model.target == "label" else table["_decision"].to_numpy()
     return build_model(spec.model, X_train=data.feature_values(spec.model.features), y_train=y,
                        base_dir=spec_dir)
+
+
+def assess_model(spec: AuditSpec, table: pa.Table, categories: dict, model, say) -> tuple[pa.Table | None, str | None]:
+    """The model's agreement with what it stands for (``audit.model_quality``) and, for a
+    surrogate that cannot stand in for the lender's model, why (the engines that need a model
+    are then not run). A degenerate model that makes the decisions fails the run."""
+    if model is None:
+        return None, None
+    data = AuditData(spec, table, categories, model)
+    fitted_to_label = spec.model.kind == "surrogate" and spec.model.target == "label"
+    target = data.label if fitted_to_label or spec.decision is None else table[DECISION].to_numpy()
+    if target is None:
+        return None, None
+    quality = model_quality(data, np.asarray(target))
+    overall = {r["split"]: r for r in quality.to_pylist() if r["attribute"] == "all"}
+    for split, r in overall.items():
+        say(f"model vs {'label' if fitted_to_label else 'recorded decisions'} ({split}, {r['n']:,} rows): "
+            f"accuracy {r['accuracy']:.3f}, balanced accuracy {r['balanced_accuracy']:.3f}, "
+            f"AUC {r['auc'] if r['auc'] is not None else float('nan'):.3f}, "
+            f"positive rate {r['positive_rate']:.3f} (target {r['target_positive_rate']:.3f})")
+    problem = degenerate(model, spec.model.min_balanced_accuracy) if spec.model.kind == "surrogate" else None
+    if problem:
+        if spec.model.use_for_decisions:
+            raise ModelError(f"{problem}; it makes this audit's decisions (model.use_for_decisions)")
+        say(f"WARNING: {problem}; the engines that need a model are not run")
+    return quality, problem
 
 
 def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
@@ -122,10 +151,37 @@ def load_counterfactuals(spec: AuditSpec, spec_dir: Path, data_table: pa.Table) 
     return load(spec, spec_dir, data_table)
 
 
+def preflight(spec_path: str | Path, engines: list[str] | None = None) -> AuditSpec:
+    """Everything about a run that can be checked before Prefect and Dask start: the spec
+    (engine names and parameters included), that the source opens and has the spec's columns,
+    and that the model file loads. Raises the user error naming the field, file or column."""
+    from engines.core.validation import check_columns
+    from flows.readers import open_source
+
+    spec_file = Path(spec_path).resolve()
+    spec = load_spec(spec_file)
+    unknown = [n for n in engines or [] if n not in ENGINES]
+    if unknown:
+        raise SpecError(f"--engines: unknown engine(s) {unknown}; known: {sorted(ENGINES)}")
+    if engines == []:
+        raise SpecError("--engines: name at least one engine")
+    with open_source(spec.source, spec_file.parent, batch_rows=1_000, columns=spec.columns()) as stream:
+        check_columns(stream.columns, spec)
+    if spec.model is not None and spec.model.kind != "surrogate":
+        from engines.core.models import build_model
+
+        build_model(spec.model, base_dir=spec_file.parent)
+    return spec
+
+
 @flow(name="aequum-audit", log_prints=True)
 def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
                run_id: str | None = None, engines: list[str] | None = None) -> str:
-    """Run a full audit of one spec and return its run_id (written to ``audit.runs``)."""
+    """Run a full audit of one spec and return its run_id (written to ``audit.runs``).
+
+    The warehouse is opened for writing only for three short steps (record the run, stage the
+    dataset, write the results in one transaction), so readers and BI tools are locked out for
+    seconds, not for the whole run."""
     spec_file = Path(spec_path).resolve()
     spec = load_spec(spec_file)
     run_id = run_id or new_run_id(spec.name)
@@ -134,46 +190,76 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
     with Warehouse(warehouse) as wh:
         wh.start_run(run_id, spec.name, spec.digest(), code_version(),
                      spec.engines.model_dump(mode="json"))
-        ref: DatasetRef | None = None
-        model = None
-        try:
+    ref: DatasetRef | None = None
+    try:
+        with Warehouse(warehouse) as wh:
             ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info)
             staged = wh.staged(ref.version)
-            model = fit_model(spec, spec_file.parent, staged, ref.categories)
-            cfs = load_counterfactuals(spec, spec_file.parent, staged)
-            del staged
-            futures = [engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs)
-                       for n in names]
-            outcomes: list[EngineOutcome] = [f.result() for f in futures]
-        except BaseException as exc:
-            with wh.transaction():
-                wh.finish_run(run_id, "failed", ref.version if ref else None,
-                              ref.fingerprint if ref else None, None, f"{type(exc).__name__}: {exc}")
-            raise
-        write_run(wh, run_id, outcomes, ref, model)
-        for o in outcomes:
-            logger.info("engine %s: %s in %.2f s (%d pieces) %s", o.engine, o.status, o.seconds,
-                        o.pieces, o.error or {t: v.num_rows for t, v in o.tables.items()})
+        model = fit_model(spec, spec_file.parent, staged, ref.categories)
+        quality, problem = assess_model(spec, staged, ref.categories, model, logger.info)
+        cfs = load_counterfactuals(spec, spec_file.parent, staged)
+        del staged
+        skipped = [n for n in names if problem and getattr(get_engine(n), "uses_model", False)]
+        futures = [engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs)
+                   for n in names if n not in skipped]
+        outcomes: list[EngineOutcome] = [f.result() for f in futures] + [
+            EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
+    except BaseException as exc:
+        close_failed_run(warehouse, run_id, ref, f"{type(exc).__name__}: {exc}")
+        raise
+    extra = {"model_quality": (QUALITY, quality)} if quality is not None else {}
+    write_run(warehouse, run_id, outcomes, ref, model, extra)
+    for o in outcomes:
+        logger.info("engine %s: %s in %.2f s (%d pieces) %s", o.engine, o.status, o.seconds,
+                    o.pieces, o.error or {t: v.num_rows for t, v in o.tables.items()})
     return run_id
 
 
-def write_run(wh: Warehouse, run_id: str, outcomes: list[EngineOutcome], ref: DatasetRef, model) -> None:
-    """All result tables, engine statuses and the run's closing record in one transaction."""
+def close_failed_run(warehouse: str, run_id: str, ref: DatasetRef | None, error: str) -> None:
+    """Record a run as failed, with none of its rows left from an earlier attempt."""
+    with Warehouse(warehouse) as wh, wh.transaction():
+        wh.purge_run(run_id)
+        wh.finish_run(run_id, "failed", ref.version if ref else None,
+                      ref.fingerprint if ref else None, None, error)
+
+
+def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: DatasetRef, model,
+              extra: dict[str, tuple[pa.Schema, pa.Table]] | None = None) -> None:
+    """All result tables, engine statuses and the run's closing record in one transaction that
+    first removes every row an earlier attempt of the run left. If the write fails (a full
+    disk), nothing of it stays, the run is recorded as failed and the error names the file."""
     from engines.core.models import model_fingerprint
 
-    for o in outcomes:
-        for t, schema in o.schemas.items():
-            wh.ensure_result_table(t, schema)
     failed = [o.engine for o in outcomes if o.status != "succeeded"]
     status = "succeeded" if not failed else ("failed" if len(failed) == len(outcomes) else "partial")
-    with wh.transaction():
-        for o in outcomes:
-            counts = {t: wh.replace_run_rows(t, run_id, tbl) for t, tbl in o.tables.items()}
-            wh.record_engine(run_id, o.engine, o.status, round(o.seconds, 3), o.pieces, counts, o.error)
-        wh.finish_run(run_id, status, ref.version, ref.fingerprint,
-                      model_fingerprint(model) if model is not None else None,
-                      None if not failed else f"engine(s) failed: {', '.join(failed)}")
-    wh.create_views()
+    try:
+        with Warehouse(warehouse) as wh:
+            extra = extra or {}
+            for t, (schema, _) in extra.items():
+                wh.ensure_result_table(t, schema)
+            for o in outcomes:
+                for t, schema in o.schemas.items():
+                    wh.ensure_result_table(t, schema)
+            with wh.transaction():
+                wh.purge_run(run_id)
+                for t, (_, tbl) in extra.items():
+                    wh.insert_run_rows(t, run_id, tbl)
+                for o in outcomes:
+                    counts = {t: wh.insert_run_rows(t, run_id, tbl) for t, tbl in o.tables.items()}
+                    wh.record_engine(run_id, o.engine, o.status, round(o.seconds, 3), o.pieces, counts, o.error)
+                wh.finish_run(run_id, status, ref.version, ref.fingerprint,
+                              model_fingerprint(model) if model is not None else None,
+                              None if not failed else f"engine(s) failed: {', '.join(failed)}")
+            wh.create_views()
+    except (duckdb.Error, OSError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        try:
+            close_failed_run(warehouse, run_id, ref, f"writing the results failed: {reason}")
+        except (duckdb.Error, OSError, WarehouseError):
+            pass  # the file cannot take even the run record; the error below says so
+        raise WarehouseError(f"could not write the results of run {run_id} to {warehouse}: {reason}; "
+                             "nothing of the run was written and it is recorded as failed (if the "
+                             "file could take that)") from None
 
 
 def dask_runner(address: str | None = None, workers: int | None = None):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from engines.core.models import ModelError
 from engines.core.spec import SpecError
+from engines.core.validation import SourceSchemaError
 from flows.readers import SourceError
 from flows.staging import DEFAULT_LAKE, IngestError
 from flows.warehouse import DEFAULT_WAREHOUSE, WarehouseError
@@ -24,7 +25,8 @@ BENCHMARKS = {
     "raguel": "flows.bench_raguel",
     "fgce": "flows.bench_fgce",
 }
-USER_ERRORS = (SpecError, SourceError, IngestError, WarehouseError, ModelError, FileNotFoundError)
+USER_ERRORS = (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError,
+               FileNotFoundError)
 
 
 def _prefect_env() -> None:
@@ -48,6 +50,10 @@ def _prefect_env() -> None:
         server.start(timeout=180)
         atexit.register(server.stop)
         os.environ["PREFECT_API_URL"] = server.api_url
+
+
+def _say(message: str) -> None:
+    print(f"aequum: {message}", file=sys.stderr)
 
 
 def _print_table(table, max_rows: int = 50) -> None:
@@ -83,14 +89,15 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_audit(args) -> int:
-    _prefect_env()
-    from flows.audit import run_audit
+    from flows.audit import preflight, run_audit
     from flows.warehouse import Warehouse
 
-    engines = args.engines.split(",") if args.engines else None
+    engines = [e.strip() for e in args.engines.split(",")] if args.engines is not None else None
+    preflight(args.spec, engines)  # a bad spec or source fails here, before Prefect and Dask start
+    _prefect_env()
     run_id = run_audit(args.spec, warehouse=args.warehouse, lake=args.lake, run_id=args.run_id,
                        engines=engines, dask_address=args.dask_address, workers=args.workers)
-    with Warehouse(args.warehouse, read_only=True) as wh:
+    with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
         run = wh.run(run_id)
         engines_status = wh.engine_status(run_id)
     print(f"\nrun {run_id}: {run['status']}")
@@ -105,7 +112,7 @@ def cmd_audit(args) -> int:
 def cmd_runs(args) -> int:
     from flows.warehouse import Warehouse
 
-    with Warehouse(args.warehouse, read_only=True) as wh:
+    with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
         _print_table(wh.runs(args.spec, args.limit), args.limit)
     return 0
 
@@ -113,7 +120,7 @@ def cmd_runs(args) -> int:
 def cmd_show(args) -> int:
     from flows.warehouse import Warehouse
 
-    with Warehouse(args.warehouse, read_only=True) as wh:
+    with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
         if args.table not in wh.table_names():
             raise WarehouseError(f"no table audit.{args.table}; tables: {', '.join(wh.table_names())}")
         run_id = args.run_id
@@ -137,6 +144,8 @@ def parser() -> argparse.ArgumentParser:
     def wh_args(sp):
         sp.add_argument("--warehouse", default=os.environ.get("AEQUUM_WAREHOUSE", str(DEFAULT_WAREHOUSE)),
                         help="DuckDB warehouse file (default %(default)s)")
+        sp.add_argument("--wait", type=float, default=30.0,
+                        help="seconds to wait for a warehouse another process is writing (default %(default)s)")
 
     g = sub.add_parser("generate", help="write a built-in dataset (loan, cec_synthetic, hmda)")
     g.add_argument("name", choices=["loan", "cec_synthetic", "hmda"])

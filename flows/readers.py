@@ -24,10 +24,36 @@ class SourceError(ValueError):
     """The source cannot be read (message names the path, table or driver error)."""
 
 
-def as_subquery(query: str) -> str:
-    """Wrap the spec's SELECT so that it stays one read-only statement: a second statement
-    smuggled after a ';' becomes a syntax error instead of being executed."""
-    return f"SELECT * FROM ({query.strip().rstrip(';')}) AS aequum_source"
+# A DuckDB source is read on a connection that cannot write, attach, read other files or
+# change its own settings: whatever a query says, it can only read the source database.
+LOCKED_DOWN = {"enable_external_access": False, "autoload_known_extensions": False,
+               "autoinstall_known_extensions": False, "lock_configuration": True}
+
+
+def checked_query(query: str) -> str:
+    """The spec's ``source.query`` if DuckDB's parser (which reads Postgres' dialect too) finds
+    exactly one SELECT statement in it; :class:`SourceError` naming the problem otherwise.
+
+    The text is never wrapped or pasted into other SQL: what runs is the one parsed statement."""
+    con = duckdb.connect()
+    try:
+        statements = con.extract_statements(query)
+    except duckdb.Error as exc:
+        raise SourceError(f"source.query is not a valid SQL query: {_first_line(exc)}") from None
+    finally:
+        con.close()
+    if len(statements) != 1:
+        raise SourceError(f"source.query must be exactly one SELECT statement, got {len(statements)} statements")
+    kind = statements[0].type
+    if kind != duckdb.StatementType.SELECT:
+        raise SourceError(f"source.query must be a SELECT statement, got a {kind.name} statement")
+    return statements[0].query.strip().rstrip(";").strip()
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first line, without the file content DuckDB may quote after it."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
 
 
 @dataclass
@@ -38,11 +64,17 @@ class Stream:
 
 def sniff_delimiter(path: Path) -> str:
     """The delimiter that splits the header line into the most fields."""
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        header = fh.readline()
-    if not header.strip():
+    try:
+        with open(path, "rb") as fh:
+            header = fh.readline(1 << 20)
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror}") from None
+    if b"\x00" in header:
+        raise SourceError(f"{path} is not a delimited text file (it holds binary data)")
+    text = header.decode("utf-8", errors="replace")
+    if not text.strip():
         raise SourceError(f"{path}: empty file or empty header line")
-    return max(DELIMITERS, key=header.count)
+    return max(DELIMITERS, key=text.count)
 
 
 def resolve(path: str, base_dir: Path) -> Path:
@@ -58,7 +90,32 @@ def _files(path: Path) -> list[Path]:
         return found
     if not path.exists():
         raise SourceError(f"source file not found: {path}")
+    if path.is_dir():
+        raise SourceError(f"source.path {path} is a directory: name a file, or a glob such as "
+                          f"{path / '*.csv'}")
     return [path]
+
+
+def source_stamp(source: Source, base_dir: Path) -> str | None:
+    """What identifies a source without reading it, or None when only reading can tell (a
+    database table or query): for files, each file's absolute path, size and modification time
+    (nanoseconds); for a built-in generator, its name, rows, seed and the generator's code."""
+    import hashlib
+
+    h = hashlib.sha256(source.kind.encode())
+    if source.kind in ("csv", "hmda_lar", "parquet"):
+        for f in _files(resolve(source.path, base_dir)):
+            st = f.stat()
+            h.update(f"\x1f{f.resolve()}\x1f{st.st_size}\x1f{st.st_mtime_ns}".encode())
+        h.update(repr((source.delimiter, source.header_names)).encode())
+        return h.hexdigest()
+    if source.kind == "generated":
+        from engines.generators import catalogue
+
+        h.update(repr((source.generator, source.rows, source.seed)).encode())
+        h.update(Path(catalogue.module_file(source.generator)).read_bytes())
+        return h.hexdigest()
+    return None
 
 
 def _rename(batches: Iterator[pa.RecordBatch], names: list[str]) -> Iterator[pa.RecordBatch]:
@@ -98,7 +155,11 @@ def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000,
                                    quotechar='"', null_padding=False, **named)
         except duckdb.Error as exc:
             con.close()
-            raise SourceError(f"cannot read {path}: {exc}") from None
+            if kind == "parquet":
+                raise SourceError(f"cannot read {path} as Parquet: {_first_line(exc)}") from None
+            raise SourceError(f"cannot read {path} as a delimited text file with delimiter {delim!r} "
+                              f"({'source.delimiter' if source.delimiter else 'sniffed'}): "
+                              f"{_first_line(exc)}") from None
         raw = rel.columns
         names = raw
         if kind == "hmda_lar":
@@ -116,17 +177,18 @@ def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000,
         path = resolve(source.path, base_dir)
         if not path.exists():
             raise SourceError(f"DuckDB source file not found: {path}")
+        query = checked_query(source.query) if source.query else None
         try:
-            con = duckdb.connect(str(path), read_only=True)
+            con = duckdb.connect(str(path), read_only=True, config=LOCKED_DOWN)
         except duckdb.Error as exc:
-            raise SourceError(f"cannot open DuckDB file {path}: {exc}") from None
+            raise SourceError(f"cannot open DuckDB file {path}: {_first_line(exc)}") from None
         try:
-            rel = con.table(quote_qualified(source.table)) if source.table else con.sql(as_subquery(source.query))
+            rel = con.table(quote_qualified(source.table)) if source.table else con.sql(query)
             names = rel.columns
             rel, _ = _project(rel, names, names, columns)
             yield Stream(names, _guard(rel.to_arrow_reader(batch_rows), str(path)))
         except duckdb.Error as exc:
-            raise SourceError(f"cannot read {source.table or 'query'} from {path}: {exc}") from None
+            raise SourceError(f"cannot read {source.table or 'query'} from {path}: {_first_line(exc)}") from None
         finally:
             con.close()
     elif kind == "postgres":
@@ -141,7 +203,7 @@ def _guard(batches, where: str) -> Iterator[pa.RecordBatch]:
     try:
         yield from batches
     except (duckdb.Error, pa.ArrowException) as exc:
-        raise SourceError(f"error while reading {where}: {exc}") from None
+        raise SourceError(f"error while reading {where}: {_first_line(exc)}") from None
 
 
 def _postgres(source: Source, batch_rows: int) -> Iterator[Stream]:
@@ -153,8 +215,9 @@ def _postgres(source: Source, batch_rows: int) -> Iterator[Stream]:
         raise SourceError(f"cannot connect to Postgres: {exc}") from None
     try:
         cur = conn.cursor()
-        sql = as_subquery(source.query) if source.query else f"SELECT * FROM {quote_qualified(source.table)}"
+        sql = checked_query(source.query) if source.query else f"SELECT * FROM {quote_qualified(source.table)}"
         try:
+            cur.execute("SET TRANSACTION READ ONLY")  # the first statement of the driver's transaction
             cur.execute(sql)
             reader = cur.fetch_record_batch()
         except Exception as exc:

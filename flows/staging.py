@@ -22,12 +22,13 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from engines.core.data import DECISION, LABEL, group_column
 from engines.core.spec import AuditSpec
 from engines.core.validation import QUARANTINE_SCHEMA, check_columns, validate_batch
-from flows.readers import open_source
-from flows.warehouse import Warehouse, load_sql, staged_table
+from flows.readers import open_source, source_stamp
+from flows.warehouse import Warehouse, load_sql, process_alive, staged_table, this_process
 
 DEFAULT_LAKE = Path("data/lake")
 
@@ -75,7 +76,12 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
     """Ingest ``spec.source`` into the warehouse and lake; return the dataset version."""
     say = progress or (lambda _msg: None)
     con = wh.con
-    incoming = f"staging.incoming_{uuid.uuid4().hex}"
+    lake_root = Path(lake_root).resolve()  # workers elsewhere read the lake by this path
+    owner = this_process()
+    # named after its process, so that a later writer can tell an orphan from a live ingest
+    incoming = (f"staging.incoming_{owner['pid']}_{int((owner['pid_started'] or 0) * 1000)}_"
+                f"{uuid.uuid4().hex[:12]}")
+    tmp: Path | None = None
     created = False
     bad_parts: list[pa.Table] = []
     categories: dict[str, set[str]] = {}
@@ -83,6 +89,18 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
     skipped = 0
     digest = 0
     t0 = time.perf_counter()
+    contract = hashlib.sha256(record_contract(spec).encode()).hexdigest()[:16]
+    stamp = source_stamp(spec.source, spec_dir) if spec.ingest.reuse_unchanged_files else None
+    if stamp is not None:
+        found = wh.query("dataset_by_stamp", {"source_stamp": stamp, "contract_hash": contract}).to_pylist()
+        if found and _intact(wh, found[0]):
+            known = found[0]
+            say(f"source unchanged since it was staged as dataset version {known['dataset_version']} "
+                "(same files, sizes and modification times): reusing it without reading")
+            return DatasetRef(known["dataset_version"], spec.name, known["staged_table"], known["lake_path"],
+                              json.loads(known["categories"] or "{}"), known["source_fingerprint"],
+                              known["rows_read"], known["rows_staged"], known["rows_quarantined"],
+                              known["rows_out_of_scope"], reused=True)
     try:
         with open_source(spec.source, spec_dir, batch_rows, columns=spec.columns()) as stream:
             check_columns(stream.columns, spec)
@@ -111,6 +129,11 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
         fingerprint = f"{rows}:{digest:016x}"
         version = hashlib.sha256((record_contract(spec) + fingerprint).encode()).hexdigest()[:16]
         known = wh.dataset(version)
+        if known is not None and not _intact(wh, known):
+            say(f"dataset version {version} is registered but its staged table or lake copy is "
+                "missing or incomplete: staging it again")
+            _forget(wh, known)
+            known = None
         if known is not None:
             say(f"dataset version {version} already staged: reusing it")
             return DatasetRef(version, spec.name, known["staged_table"], known["lake_path"],
@@ -145,7 +168,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                 f"First: {shown}. All bad rows: audit.quarantine where dataset_version = '{version}'")
 
         lake_path = lake_root / spec.name / version
-        tmp = lake_root / spec.name / f".{version}.{uuid.uuid4().hex[:8]}.tmp"
+        tmp = lake_root / spec.name / f".{version}.{owner['pid']}.{uuid.uuid4().hex[:8]}.tmp"
         tmp.parent.mkdir(parents=True, exist_ok=True)
         say(f"writing lake partitions to {lake_path}")
         con.table(incoming).to_parquet(str(tmp), partition_by=lake_partitions(spec),
@@ -159,7 +182,8 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                 "dataset_version": version, "spec_name": spec.name, "source_kind": spec.source.kind,
                 "source_fingerprint": fingerprint, "rows_read": rows, "rows_staged": staged_rows,
                 "rows_quarantined": bad.num_rows, "rows_out_of_scope": skipped, "staged_table": target,
-                "lake_path": str(lake_path), "categories": json.dumps(cats)})
+                "lake_path": str(lake_path), "categories": json.dumps(cats),
+                "source_stamp": stamp, "contract_hash": contract})
             created = False
             if lake_path.exists():
                 shutil.rmtree(lake_path)
@@ -174,7 +198,53 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                 con.execute(f"DROP TABLE IF EXISTS {incoming}")
             except duckdb.Error:
                 pass
-        for leftover in (lake_root / spec.name).glob(".*.tmp") if (lake_root / spec.name).exists() else []:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        _remove_orphan_tmp(lake_root / spec.name)
+
+
+def _intact(wh: Warehouse, known: dict) -> bool:
+    """Is a registered dataset version verifiably there: its staged table and its lake copy
+    (an absolute path) both holding ``rows_staged`` rows? (Parquet row counts come from the
+    files' footers: no data is read.)"""
+    lake = Path(known["lake_path"] or "")
+    if not lake.is_absolute() or not lake.is_dir():
+        return False
+    exists = wh.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = "
+                            "'staging' AND table_name = $t",
+                            {"t": known["staged_table"].split(".", 1)[1]}).fetchall()[0][0]
+    if not exists:
+        return False
+    staged = wh.con.execute(f"SELECT count(*) FROM {staged_table(known['dataset_version'])}").fetchall()[0][0]
+    files = sorted(str(f) for f in lake.rglob("*.parquet"))
+    if staged != known["rows_staged"] or not files:
+        return False
+    try:
+        in_lake = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    except (OSError, pa.ArrowException):
+        return False
+    return in_lake == known["rows_staged"]
+
+
+def _forget(wh: Warehouse, known: dict) -> None:
+    """Unregister a dataset version whose copies are incomplete (it is staged again)."""
+    version = known["dataset_version"]
+    with wh.transaction():
+        wh.con.execute(f"DROP TABLE IF EXISTS {staged_table(version)}")
+        wh.run_sql("dataset_forget", {"dataset_version": version})
+    lake = Path(known["lake_path"] or "")
+    if lake.is_absolute() and lake.is_dir():
+        shutil.rmtree(lake, ignore_errors=True)
+
+
+def _remove_orphan_tmp(spec_lake: Path) -> None:
+    """Remove temporary lake folders (``.<version>.<pid>.<id>.tmp``) whose process is gone."""
+    if not spec_lake.is_dir():
+        return
+    for leftover in spec_lake.glob(".*.tmp"):
+        parts = leftover.name.split(".")
+        pid = int(parts[2]) if len(parts) == 5 and parts[2].isdigit() else None
+        if pid is None or not process_alive(pid, None):
             shutil.rmtree(leftover, ignore_errors=True)
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+import socket
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -71,34 +73,127 @@ def check_table_name(name: str) -> str:
     return name
 
 
+# Storage format of new warehouse files: readable by every DuckDB release since 1.0 (the DuckDB
+# command line, BI drivers), not only by the DuckDB that aequum runs on (2.x writes format 69,
+# which 1.x cannot open). An existing file keeps the format it was created with.
+STORAGE_VERSION = "v1.0.0"
+_LOCKED = "Could not set lock on file"
+
+
+def _process_start(pid: int) -> float | None:
+    """The start time of process ``pid`` (None when no such process): a pid plus its start
+    time names one process, even after the pid is reused."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def process_alive(pid: int, started: float | None) -> bool:
+    now = _process_start(pid)
+    return now is not None and (started is None or abs(now - started) < 1.0)
+
+
+def this_process() -> dict:
+    """Who owns a run or a temporary staging object: host, pid and the pid's start time."""
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "pid_started": _process_start(pid)}
+
+
 class Warehouse:
-    """A DuckDB warehouse file with the ``audit`` and ``staging`` schemas."""
+    """A DuckDB warehouse file with the ``audit`` and ``staging`` schemas.
+
+    DuckDB lets one process write a file, or any number read it. aequum therefore holds a write
+    connection only for short steps (recording a run, staging a dataset, writing a run's results
+    in one transaction) and every opener waits up to ``wait`` seconds for the file to be free
+    (default ``$AEQUUM_WAREHOUSE_WAIT`` or 120 s) before failing with a message naming the
+    process that holds it. BI tools should open the file read-only and not keep it open.
+    """
 
     def __init__(self, path: str | Path = DEFAULT_WAREHOUSE, read_only: bool = False,
-                 memory_limit: str | None = None):
+                 memory_limit: str | None = None, wait: float | None = None,
+                 notify: Callable[[str], None] | None = None):
         """Open (creating when needed) a warehouse file.
 
         ``memory_limit`` caps DuckDB's buffer pool (default ``$AEQUUM_DUCKDB_MEMORY_LIMIT`` or
         1GB) so staging ten million rows spills to disk instead of growing with the data.
+        A write connection first closes the records of runs whose process is gone
+        (``abandoned``) and drops staging tables such a process left behind. ``notify`` is
+        told once when the file is busy and the open starts waiting.
         """
         self.path = Path(path)
+        self.read_only = read_only
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         elif not self.path.exists():
             raise WarehouseError(f"no warehouse at {self.path}")
-        try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.Error as exc:
-            raise WarehouseError(f"cannot open warehouse {self.path}: {exc}") from None
-        limit = memory_limit or os.environ.get("AEQUUM_DUCKDB_MEMORY_LIMIT", "1GB")
-        try:
-            self.con.execute(f"SET memory_limit = '{_memory(limit)}'")
-        except (duckdb.Error, WarehouseError) as exc:
-            self.con.close()
-            raise WarehouseError(f"invalid DuckDB memory limit {limit!r}: {exc}") from None
+        limit = _memory(memory_limit or os.environ.get("AEQUUM_DUCKDB_MEMORY_LIMIT", "1GB"))
+        self.con = self._connect(read_only, limit,
+                                 float(os.environ.get("AEQUUM_WAREHOUSE_WAIT", 120) if wait is None else wait),
+                                 notify)
         if not read_only:
             self.run_sql("schema")
+            self.recover()
             self.create_views()
+
+    def _connect(self, read_only: bool, limit: str, wait: float,
+                 notify: Callable[[str], None] | None) -> duckdb.DuckDBPyConnection:
+        config = {"memory_limit": limit}
+        if not read_only:
+            config["storage_compatibility_version"] = STORAGE_VERSION
+        deadline = time.monotonic() + wait
+        delay = 0.05
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=read_only, config=config)
+            except duckdb.Error as exc:
+                message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                if _LOCKED not in message:
+                    raise WarehouseError(f"cannot open warehouse {self.path}: {message}") from None
+                holder = re.search(r"held in (.*?)\.(?: |$)", message)
+                if notify is not None and delay == 0.05 and wait > 0:
+                    notify(f"warehouse {self.path} is in use"
+                           f"{' by ' + holder.group(1) if holder else ''}; waiting up to {wait:g} s")
+                if time.monotonic() >= deadline:
+                    raise WarehouseError(
+                        f"warehouse {self.path} is in use by another process"
+                        f"{' (' + holder.group(1) + ')' if holder else ''} and stayed busy for "
+                        f"{wait:g} s; retry when it is done (AEQUUM_WAREHOUSE_WAIT sets the wait)") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    @property
+    def storage_version(self) -> str | None:
+        """The file's DuckDB storage format (e.g. ``v1.0.0+``)."""
+        rows = self.con.execute("SELECT tags['storage_version'] FROM duckdb_databases() "
+                                "WHERE database_name = current_database()").fetchall()
+        return rows[0][0] if rows else None
+
+    def recover(self) -> dict[str, list[str]]:
+        """Close what dead processes left open: ``running`` runs of this host whose process is
+        gone become ``abandoned``; ``staging.incoming_*`` tables of dead processes are dropped.
+        (A run of another host cannot be checked from here and is left as it is.)"""
+        me = this_process()
+        abandoned = [r[0] for r in self.con.execute(
+            "SELECT run_id, pid, pid_started FROM audit.runs WHERE status = 'running' AND host = $host",
+            {"host": me["host"]}).fetchall() if r[1] is not None and not process_alive(r[1], r[2])]
+        for run_id in abandoned:
+            with self.transaction():
+                self.purge_run(run_id)
+                self.run_sql("run_finish", {"run_id": run_id, "status": "abandoned", "dataset_version": None,
+                                            "source_fingerprint": None, "model_fingerprint": None,
+                                            "error": "the process running it ended before it finished"})
+        orphans = []
+        for (name,) in self.con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'staging' "
+                "AND table_name LIKE 'incoming_%'").fetchall():
+            owner = re.match(r"incoming_(\d+)_(\d+)_[0-9a-f]+$", name)
+            if owner is None or not process_alive(int(owner.group(1)), int(owner.group(2)) / 1000):
+                self.con.execute(f"DROP TABLE IF EXISTS staging.{quote_ident(name)}")
+                orphans.append(name)
+        return {"abandoned": abandoned, "orphans": orphans}
 
     def create_views(self) -> list[str]:
         """(Re)create the views of ``sql/views`` whose tables exist (engine tables appear with
@@ -176,11 +271,19 @@ class Warehouse:
         finally:
             self.con.unregister("_aequum_empty")
 
-    def replace_run_rows(self, name: str, run_id: str, table: pa.Table) -> int:
-        """Inside an open transaction: delete the run's rows of ``audit.<name>``, insert ``table``."""
+    def purge_run(self, run_id: str) -> None:
+        """Inside an open transaction: delete the run's rows from every table that holds rows
+        per run (results and engine statuses; the run record stays), so that a replaced run
+        keeps nothing of its previous attempt, whichever engines that one ran."""
+        for name in self.query("run_tables")["table_name"].to_pylist():
+            self.con.execute(f"DELETE FROM audit.{quote_ident(check_table_name(name))} WHERE run_id = $run_id",
+                             {"run_id": run_id})
+
+    def insert_run_rows(self, name: str, run_id: str, table: pa.Table) -> int:
+        """Inside an open transaction, after :meth:`purge_run`: insert ``table`` as the run's
+        rows of ``audit.<name>``."""
         check_table_name(name)
         target = f"audit.{name}"
-        self.con.execute(f"DELETE FROM {target} WHERE run_id = $run_id", {"run_id": run_id})
         if table.num_rows:
             self.con.register("_aequum_rows", table)
             try:
@@ -192,11 +295,12 @@ class Warehouse:
         return table.num_rows
 
     def write_results(self, run_id: str, results: Mapping[str, tuple[pa.Schema, pa.Table]]) -> dict[str, int]:
-        """Write every result table of a run in one transaction (replacing the run's old rows)."""
+        """Write every result table of a run in one transaction, replacing all the run's old rows."""
         for name, (schema, _) in results.items():
             self.ensure_result_table(name, schema)
         with self.transaction():
-            return {name: self.replace_run_rows(name, run_id, table)
+            self.purge_run(run_id)
+            return {name: self.insert_run_rows(name, run_id, table)
                     for name, (_, table) in results.items()}
 
     def result(self, name: str, run_id: str | None = None) -> pa.Table:
@@ -217,7 +321,8 @@ class Warehouse:
         with self.transaction() as con:
             self.run_sql("run_start", {"run_id": run_id, "spec_name": spec_name,
                                        "spec_hash": spec_hash, "code_version": code_version,
-                                       "parameters": json.dumps(parameters, sort_keys=True)}, con)
+                                       "parameters": json.dumps(parameters, sort_keys=True),
+                                       **this_process()}, con)
 
     def record_engine(self, run_id: str, engine: str, status: str, seconds: float | None,
                       pieces: int | None, tables: dict[str, int] | None, error: str | None) -> None:

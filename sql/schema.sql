@@ -18,6 +18,11 @@ CREATE TABLE IF NOT EXISTS audit.datasets (
     created_at         TIMESTAMP NOT NULL
 );
 
+-- What identifies a source without reading it (files: path, size, modification time; built-in
+-- generators: name, rows, seed, code), and the hash of the record contract it was staged under.
+ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS source_stamp VARCHAR;
+ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS contract_hash VARCHAR;
+
 -- Rows that failed validation, one per bad row, with the first failing field and why.
 CREATE TABLE IF NOT EXISTS audit.quarantine (
     dataset_version VARCHAR NOT NULL,
@@ -40,9 +45,13 @@ CREATE TABLE IF NOT EXISTS audit.runs (
     parameters         JSON NOT NULL,        -- the validated spec's engines section
     started_at         TIMESTAMP NOT NULL,
     finished_at        TIMESTAMP,
-    status             VARCHAR NOT NULL,     -- running | succeeded | partial | failed
+    status             VARCHAR NOT NULL,     -- running | succeeded | partial | failed | abandoned
     error              VARCHAR
 );
+-- The process running a run (a run whose process is gone is marked abandoned by the next writer).
+ALTER TABLE audit.runs ADD COLUMN IF NOT EXISTS host VARCHAR;
+ALTER TABLE audit.runs ADD COLUMN IF NOT EXISTS pid INTEGER;
+ALTER TABLE audit.runs ADD COLUMN IF NOT EXISTS pid_started DOUBLE;
 
 -- Status per engine per run.
 CREATE TABLE IF NOT EXISTS audit.run_engines (

@@ -168,10 +168,51 @@ def test_duckdb_table_with_hostile_name_and_query(tmp_path, warehouse):
     smuggled = spec_for(tmp_path / "w.duckdb", kind="duckdb", query="SELECT * FROM x; DROP TABLE x")
     with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
         con.execute("CREATE TABLE x AS SELECT 1 AS keep")
-    with pytest.raises(SourceError, match="cannot read"):
+    with pytest.raises(SourceError, match="exactly one SELECT statement, got 2"):
         stage(smuggled, tmp_path, warehouse, tmp_path / "lake")
     with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
         assert con.execute("SELECT keep FROM x").fetchall() == [(1,)]
+
+
+def _bytes(*paths):
+    return [p.read_bytes() for p in paths]
+
+
+@pytest.mark.parametrize("query, message", [
+    # escapes a wrapping subquery, then overwrites the warehouse file with COPY
+    ("SELECT * FROM decisions) AS t; COPY (SELECT 1) TO '{warehouse}' (FORMAT csv); "
+     "SELECT * FROM (SELECT * FROM decisions", "not a valid SQL query"),
+    ("SELECT * FROM decisions; ATTACH '{other}' AS o (READ_WRITE); DROP TABLE o.precious",
+     "exactly one SELECT statement, got 3"),
+    ("COPY (SELECT 1) TO '{warehouse}' (FORMAT csv)", "got a COPY statement"),
+    ("ATTACH '{other}' AS o (READ_WRITE)", "got a ATTACH statement"),
+    # one SELECT, but reaching outside the source database: refused by the locked connection
+    ("SELECT * FROM read_csv('{other}')", "cannot read query"),
+    ("WITH d AS (DELETE FROM decisions RETURNING *) SELECT * FROM d", "cannot read query"),
+])
+def test_a_source_query_cannot_write_or_reach_other_files(tmp_path, query, message):
+    """A DuckDB source query is exactly one SELECT (by the parser) run on a read-only, locked
+    connection with no file access: the warehouse, the source and a second database stay
+    byte-for-byte as they were."""
+    from flows.warehouse import Warehouse
+
+    src, other, wh_path = tmp_path / "src.duckdb", tmp_path / "other.duckdb", tmp_path / "wh.duckdb"
+    with duckdb.connect(str(src)) as con:
+        con.register("rows_in", _arrow_rows())
+        con.execute("CREATE TABLE decisions AS SELECT * FROM rows_in")
+    with duckdb.connect(str(other)) as con:
+        con.execute("CREATE TABLE precious AS SELECT 42 AS answer")
+    Warehouse(wh_path).close()
+    before = _bytes(src, other, wh_path)
+    spec = spec_for(src, kind="duckdb", query=query.format(warehouse=wh_path, other=other))
+    with Warehouse(wh_path) as wh, pytest.raises(SourceError, match=message):
+        stage(spec, tmp_path, wh, tmp_path / "lake")
+    # the warehouse may only have been opened and closed: same tables, same contents
+    with duckdb.connect(str(wh_path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM audit.datasets").fetchall() == [(0,)]
+        assert con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = "
+                           "'staging'").fetchall() == [(0,)]
+    assert _bytes(src, other) == before[:2]
 
 
 def test_unmapped_protected_values_can_be_excluded(tmp_path, warehouse):

@@ -99,3 +99,41 @@ def test_surrogate_is_deterministic_and_faithful():
 def test_surrogate_single_class_is_an_error():
     with pytest.raises(ModelError, match="single class"):
         fit_surrogate(np.ones((10, 1)), np.ones(10), ["x"])
+
+
+def test_surrogate_keeps_a_rare_class_and_the_recorded_rate():
+    """7% denials: the class-balanced fit with a rate-matched threshold still finds the denials
+    (an unweighted fit approves everyone) and approves as many as the lender did."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(20_000, 3))
+    risk = X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.normal(size=len(X))
+    y = (risk < np.quantile(risk, 0.93)).astype(int)
+    m = fit_surrogate(X, y, ["a", "b", "c"], hidden=(16, 8), epochs=20, seed=0)
+    assert m.fidelity["holdout_balanced_accuracy"] > 0.85
+    assert abs(m.fidelity["train_positive_rate"] - y.mean()) < 0.005
+    assert 0.9 < m.fidelity["holdout_auc"] <= 1.0
+    assert m.decide(X).min() == 0  # denials are predicted
+
+
+def test_decision_quality_against_hand_counts():
+    from engines.core.models import decision_quality
+
+    target = np.array([1, 1, 1, 0, 0])
+    score = np.array([2.0, 0.5, -1.0, 0.7, -3.0])  # decisions 1, 1, 0, 1, 0
+    q = decision_quality(target, score)
+    assert q["accuracy"] == 3 / 5 and q["tpr"] == 2 / 3 and q["fpr"] == 1 / 2
+    assert q["balanced_accuracy"] == (2 / 3 + 1 / 2) / 2 and q["positive_rate"] == 3 / 5
+    # AUC by pairs: positives (2.0, 0.5, -1.0) vs negatives (0.7, -3.0): 2 + 1 + 1 = 4 of 6
+    assert q["auc"] == 4 / 6
+
+
+def test_a_surrogate_of_noise_is_degenerate():
+    from engines.core.model_quality import degenerate
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(4_000, 2))
+    y = (rng.random(4_000) < 0.5).astype(int)  # decisions unrelated to the inputs
+    m = fit_surrogate(X, y, ["a", "b"], hidden=(8,), epochs=5, seed=0)
+    assert "balanced accuracy" in degenerate(m, 0.6)
+    good = fit_surrogate(X, (X[:, 0] > 0).astype(int), ["a", "b"], hidden=(8,), epochs=30, seed=0)
+    assert degenerate(good, 0.6) is None

@@ -94,8 +94,15 @@ def test_postgres_query_and_bad_uri(loaded, tmp_path, warehouse):
     assert ref.rows_staged == 3
     with pytest.raises(SourceError, match="cannot read"):
         stage(_spec(loaded, table="no_such_table"), tmp_path, warehouse, tmp_path / "lake")
-    with pytest.raises(SourceError, match="cannot read"):
-        stage(_spec(loaded, query="SELECT 1 AS id; DROP TABLE keep"), tmp_path, warehouse, tmp_path / "lake")
+    for hostile, message in [
+            ("SELECT 1 AS id; DROP TABLE keep", "exactly one SELECT"),
+            ("SELECT * FROM keep) AS t; DROP TABLE keep; SELECT * FROM (SELECT * FROM keep",
+             "not a valid SQL query"),
+            ("SELECT * FROM keep; ATTACH 'x.duckdb' AS o (READ_WRITE); DROP TABLE keep", "exactly one SELECT"),
+            # one SELECT statement with a data-modifying CTE: the read-only transaction refuses it
+            ("WITH d AS (DELETE FROM keep RETURNING *) SELECT * FROM d", "cannot read query")]:
+        with pytest.raises(SourceError, match=message):
+            stage(_spec(loaded, query=hostile), tmp_path, warehouse, tmp_path / "lake")
     import adbc_driver_postgresql.dbapi as pg
 
     with pg.connect(loaded) as conn, conn.cursor() as cur:

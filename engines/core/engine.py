@@ -18,6 +18,10 @@ of pieces it returns the state and pieces of the next round (or None when done);
 then receives the parts of every round. A part may carry a non-table ``"_carry"`` entry for
 the next round; only declared tables are written.
 
+An engine that re-decides records with the audited model sets ``uses_model = True``: the audit
+then does not run it when a fitted surrogate cannot stand in for the lender's model
+(``engines.core.model_quality``), and says why.
+
 Result tables carry no ``run_id``: the warehouse writer adds it and writes every table of
 the run in one transaction. Table names are global (``cst_claims``, ``fgce_curves`` ...) and
 become ``audit.<name>`` in the warehouse.

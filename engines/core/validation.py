@@ -32,6 +32,11 @@ def check_columns(columns: list[str], spec: AuditSpec) -> None:
     missing = [c for c in spec.columns() if c not in have]
     if missing:
         shown = ", ".join(repr(c) for c in missing)
+        if len(missing) == len(set(spec.columns())):
+            # nothing matches: most likely not the file meant, or a wrong delimiter; its "header"
+            # may be any content, so it is not echoed
+            raise SourceSchemaError(f"source has none of the spec's columns ({shown}); it reads as "
+                                    f"{len(columns)} column(s): check source.path and source.delimiter")
         raise SourceSchemaError(f"source lacks column(s) named in the spec: {shown}; "
                                 f"it has {len(columns)} columns: {columns[:12]}"
                                 f"{' ...' if len(columns) > 12 else ''}")
@@ -42,12 +47,18 @@ def _text(name: str) -> pl.Expr:
 
 
 def _membership(name: str, dtype: pl.DataType, values: list) -> pl.Expr:
-    """``col in values``, numerically when the column is numeric and the values are numbers."""
+    """``col in values``, numerically when the column is numeric and the values are numbers.
+
+    Never null: a value of another type (the text ``female`` or ``NA`` where the spec lists
+    numbers) is simply not a member, so it falls to the spec's rule for values outside the
+    declared sets instead of slipping through as a null."""
     numeric_values = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     if numeric_values:  # "1.0" in a CSV and 1 in the spec are the same value
         col = _text(name) if dtype == pl.Utf8 else pl.col(name)
-        return col.cast(pl.Float64, strict=False).is_in([float(v) for v in values])
-    return _text(name).is_in([str(v) for v in values])
+        member = col.cast(pl.Float64, strict=False).is_in([float(v) for v in values])
+    else:
+        member = _text(name).is_in([str(v) for v in values])
+    return member.fill_null(False)
 
 
 @dataclass
@@ -93,6 +104,17 @@ def _feature_checks(f: Feature, dtype: pl.DataType) -> tuple[pl.Expr, list[Check
     return pl.when(missing).then(None).otherwise(text).alias(f.name), checks
 
 
+def _content_hash(df: pl.DataFrame, positional_ids: bool, row_offset: int) -> int:
+    """Sum of row hashes (mod 2^64): independent of row order when records carry their own id,
+    but with row numbers as ids (``id_column: null``) each row's position is hashed with it,
+    so a reordered file is a different dataset (record "0" must stay row 0)."""
+    if not df.height:
+        return 0
+    if positional_ids:
+        df = df.with_row_index("_aequum_row", offset=row_offset)
+    return int(np.sum(df.hash_rows(seed=0).to_numpy(), dtype=np.uint64))
+
+
 def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset: int) -> BatchResult:
     """Validate one batch of source rows (Definition of a well-formed record: the spec).
 
@@ -100,8 +122,7 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
     """
     df = pl.from_arrow(batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))
     n = df.height
-    content_hash = int(np.sum(df.select(spec.columns()).hash_rows(seed=0)
-                              .to_numpy(), dtype=np.uint64)) if n else 0
+    content_hash = _content_hash(df.select(spec.columns()), spec.source.id_column is None, row_offset)
     schema = df.schema
     idc = spec.source.id_column
     if idc is None:

@@ -37,6 +37,15 @@ def batches(name: str, rows: int | None = None, seed: int = 0,
         yield data
 
 
+def module_file(name: str) -> str:
+    """The source file of a generator (its code is part of what a generated dataset is)."""
+    if name not in NAMES:
+        raise ValueError(f"unknown generator {name!r}; known: {list(NAMES)}")
+    from importlib import import_module
+
+    return import_module(f"engines.generators.{name}").__file__
+
+
 def mechanism(name: str) -> dict | None:
     """The planted discrimination mechanism of a generator, where it has one."""
     if name == "hmda":

@@ -158,6 +158,8 @@ def _counterfactual_decision(data, names: list[str], X: np.ndarray, Xcf: np.ndar
 class CSTEngine:
     """Counterfactual situation testing with ST and CF baselines (seed 003)."""
 
+    uses_model = True  # re-decides counterfactuals: not run when the surrogate is degenerate
+
     name = "cst"
     tables = {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE, "cst_summary": SUMMARY}
 
