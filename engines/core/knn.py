@@ -131,20 +131,21 @@ def _plan(points: Points, queries: Points) -> _Plan:
 def _distances(points: Points, queries: Points, plan: _Plan, idx: np.ndarray | None = None) -> np.ndarray:
     """Unaveraged distances (sum over attributes) of queries to points: to all points (q, n),
     or to the candidates ``idx`` (q, kc) of each query."""
-    def pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # a: points side, b: queries (q, ·)
-        return a[idx] if idx is not None else a[None, :, :], b[:, None, :]
+    def side(a: np.ndarray, cols: np.ndarray) -> np.ndarray:  # points: (q, kc, ·) or (1, n, ·)
+        out = a[idx] if idx is not None else a[None, :, :]
+        return out if len(cols) == a.shape[1] else out[..., cols]
 
-    shape = (len(queries), len(points) if idx is None else idx.shape[1])
-    d = np.zeros(shape)
-    if points.nominal.shape[1]:
-        a, b = pair(points.nominal, queries.nominal)
-        d += (a != b).sum(-1)
-    for cols, step in plan.groups:
-        a, b = pair(points.codes[:, cols], queries.codes[:, cols])
-        d += np.abs(a - b).sum(-1) * step
+    def centre(b: np.ndarray, cols: np.ndarray) -> np.ndarray:  # queries: (q, 1, ·)
+        return (b if len(cols) == b.shape[1] else b[:, cols])[:, None, :]
+
+    d = np.zeros((len(queries), len(points) if idx is None else idx.shape[1]))
+    every = np.arange(points.nominal.shape[1])
+    if len(every):
+        d += (side(points.nominal, every) != centre(queries.nominal, every)).sum(-1)
+    for cols, step in plan.groups:  # exact integer differences, one multiplication per step
+        d += np.abs(side(points.codes, cols) - centre(queries.codes, cols)).sum(-1) * step
     if len(plan.free):
-        a, b = pair(points.metric[:, plan.free], queries.metric[:, plan.free])
-        d += np.abs(a - b).sum(-1)
+        d += np.abs(side(points.metric, plan.free) - centre(queries.metric, plan.free)).sum(-1)
     return d
 
 
