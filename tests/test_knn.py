@@ -117,3 +117,18 @@ def test_lattice_is_used_only_where_points_and_queries_share_it():
     assert np.array_equal(knn(pts, off, 7)[0], brute_force(pts, off, 7)[0])
     with pytest.raises(ValueError, match="both codes and steps"):
         Points(pts.metric, pts.nominal, pts.codes, None)
+
+
+@pytest.mark.parametrize("k", [1, 7, 40, 120])
+def test_coarse_points_searched_as_distinct_points_equal_brute_force(k):
+    """Most points repeat another (a few grid values): the search runs over the distinct
+    points and fills the k places with their members in index order."""
+    rng = np.random.default_rng(k)
+    pts, raw, scale = _grid_points(rng, 400)
+    pts = Points(pts.metric[:, :1] if k == 120 else pts.metric, rng.integers(0, 2, size=(400, 1)),
+                 pts.codes[:, :1] if k == 120 else pts.codes, pts.steps[:1] if k == 120 else pts.steps)
+    own = np.arange(len(pts))
+    for exclude in (None, own):
+        i1, d1 = knn(pts, pts, k, exclude=exclude)
+        i2, d2 = brute_force(pts, pts, k, exclude=exclude)
+        assert np.array_equal(i1, i2) and np.array_equal(d1, d2), (k, exclude is None)

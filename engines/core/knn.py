@@ -185,6 +185,8 @@ def knn(points: Points, queries: Points, k: int, exclude: np.ndarray | None = No
 
     Results are sorted by (distance, index). ``exclude[q]`` removes one point per query (the
     query itself when searching its own group). Fewer than k points available: fewer columns.
+    Coarse data (at least half of the points repeat another point exactly) are searched over
+    the distinct points, whose members then fill the k places in index order.
     """
     if k < 0:
         raise ValueError(f"k must be non-negative, got {k}")
@@ -194,13 +196,96 @@ def knn(points: Points, queries: Points, k: int, exclude: np.ndarray | None = No
     kk = min(k, n - (0 if exclude is None else 1))
     if kk <= 0 or len(queries) == 0:
         return np.empty((len(queries), max(kk, 0)), np.int64), np.empty((len(queries), max(kk, 0)))
-    m = max(points.n_attributes, 1)
     if points.metric.shape[1] == 0:  # nominal attributes only: overlap counts, no tree needed
-        return brute_force(points, queries, k, exclude)
+        return brute_force(points, queries, kk, exclude)
+    distinct = _distinct(points)
+    if distinct is None:
+        return _search(points, queries, kk, exclude, max_partitions)
+    return _via_distinct(points, queries, kk, exclude, max_partitions, *distinct)
+
+
+def _distinct(points: Points) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(first member, inverse, counts) of the distinct points, when at most half are distinct."""
+    parts = [points.metric, points.nominal.astype(np.float64)]
+    if points.codes is not None:
+        parts.append(points.codes.astype(np.float64))
+    _, first, inverse, counts = np.unique(np.hstack(parts), axis=0, return_index=True,
+                                          return_inverse=True, return_counts=True)
+    if 2 * len(first) > len(points):
+        return None
+    return first, inverse.ravel(), counts
+
+
+def _via_distinct(points: Points, queries: Points, kk: int, exclude: np.ndarray | None,
+                  max_partitions: int, first: np.ndarray, inverse: np.ndarray,
+                  counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """kNN over the distinct points, expanded to their members (ties: by member index)."""
+    n, n_distinct = len(points), len(first)
+    extra = 0 if exclude is None else 1
+    width = int(min(kk + extra, counts.max()))  # later members of a point can never be chosen
+    order = np.lexsort((np.arange(n), inverse))  # by distinct point, then index
+    owner = inverse[order]
+    rank = np.arange(n) - np.searchsorted(owner, np.arange(n_distinct))[owner]
+    keep = rank < width
+    members = np.full((n_distinct, width), -1, np.int64)
+    members[owner[keep], rank[keep]] = order[keep]
+    usable = np.minimum(counts, width)
+    reps = points.take(first)
+    idx = np.empty((len(queries), kk), np.int64)
+    dist = np.empty((len(queries), kk), np.float64)
+    todo, kd = np.arange(len(queries)), min(kk + extra, n_distinct)
+    while len(todo):
+        di, dd = _search(reps, queries.take(todo), kd, None, max_partitions)
+        own = None if exclude is None else inverse[exclude[todo]]
+        i_s, d_s = _expand(members, usable, di, dd, kk, None if exclude is None else exclude[todo], own)
+        # settled when the farthest distinct point fetched lies beyond the k-th member's
+        # distance: any point not fetched is farther still
+        sure = (dd[:, -1] > d_s[:, -1]) | (kd >= n_distinct)
+        idx[todo[sure]], dist[todo[sure]] = i_s[sure], d_s[sure]
+        todo, kd = todo[~sure], min(4 * kd, n_distinct)
+    return idx, dist
+
+
+def _expand(members: np.ndarray, usable: np.ndarray, di: np.ndarray, dd: np.ndarray, kk: int,
+            exclude: np.ndarray | None, own: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The kk best members of each query's distinct candidates ``di`` (sorted by distance
+    ``dd``), by (distance, index). Only candidates up to the distance at which kk members are
+    reached take part; missing places (too few members) get index −1 and distance inf."""
+    nq = len(di)
+    cum = np.cumsum(usable[di], axis=1)
+    if own is not None:  # the excluded point is one member fewer of its own distinct point
+        cum -= np.cumsum(di == own[:, None], axis=1)
+    enough = cum >= kk
+    reach = np.where(enough.any(1), dd[np.arange(nq), enough.argmax(1)], np.inf)
+    q, j = np.nonzero(dd <= reach[:, None])               # (query, candidate) pairs that count
+    point, d = di[q, j], dd[q, j]
+    count = usable[point]
+    pair = np.repeat(np.arange(len(q)), count)             # one row per member of each pair
+    member = members[point[pair], np.arange(len(pair)) - np.repeat(np.cumsum(count) - count, count)]
+    q, d = q[pair], d[pair]
+    if exclude is not None:
+        keep = member != exclude[q]
+        q, d, member = q[keep], d[keep], member[keep]
+    o = np.lexsort((member, d, q))
+    q, d, member = q[o], d[o], member[o]
+    rank = np.arange(len(q)) - np.searchsorted(q, np.arange(nq))[q]
+    first = rank < kk
+    out_i = np.full((nq, kk), -1, np.int64)
+    out_d = np.full((nq, kk), np.inf)
+    out_i[q[first], rank[first]] = member[first]
+    out_d[q[first], rank[first]] = d[first]
+    return out_i, out_d
+
+
+def _search(points: Points, queries: Points, kk: int, exclude: np.ndarray | None,
+            max_partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    """The kk nearest points (1 ≤ kk ≤ available) by KD-trees per nominal group."""
+    n = len(points)
+    m = max(points.n_attributes, 1)
     if points.nominal.shape[1]:
         keys, inverse = np.unique(points.nominal, axis=0, return_inverse=True)
         if len(keys) > max_partitions:
-            return brute_force(points, queries, k, exclude)
+            return brute_force(points, queries, kk, exclude)
         groups = [np.flatnonzero(inverse.ravel() == g) for g in range(len(keys))]
     else:
         keys, groups = np.empty((1, 0), np.int64), [np.arange(n)]
