@@ -26,7 +26,9 @@ counterfactual centre) are added in a fixed column order. The distance is thus a
 function of the per-attribute differences: equal differences give bit-identical distances
 whatever the records' positions, signs or order. (Two *different* difference vectors whose
 weighted sums coincide, possible only when two columns' steps are in rational ratio other than
-1, still compare by their rounded values.)
+1, still compare by their rounded values.) Exact ties make every point at the k-th distance a
+candidate; on coarse data, where most points repeat another exactly, the search therefore runs
+over the distinct points and fills the k places with their members in index order.
 """
 from __future__ import annotations
 
