@@ -234,6 +234,10 @@ def test_counterfactual_tables_that_cannot_cover_the_tests_are_refused():
     raw["scm"] = {"counterfactuals": {"a": {"kind": "csv", "path": "a.csv", "columns": {"zz": "q"}}}}
     with pytest.raises(SpecError, match=r"\.columns: \['zz'\] are not declared features"):
         parse_spec(raw)
+    raw["scm"] = {"counterfactuals": {"a": {"kind": "csv"}, "b": {"kind": "csv", "path": "b.csv"}}}
+    with pytest.raises(SpecError, match=r"invalid audit spec:\n  scm.counterfactuals.by_attribute.a: "
+                                        r"source.kind='csv' needs source.path$"):
+        parse_spec(raw)
 
 
 # ---- 4. CF has no significance test ----------------------------------------------------------

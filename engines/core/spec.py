@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from collections.abc import Callable
@@ -20,7 +20,9 @@ from collections.abc import Callable
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
@@ -239,7 +241,12 @@ class SCM(_Model):
     """The causal graph over protected attributes (by their `name`) and features."""
 
     equations: list[StructuralEquation] = Field(default_factory=list)
-    counterfactuals: CounterfactualTable | dict[str, CounterfactualTable] | None = Field(
+    counterfactuals: Annotated[
+        Annotated[CounterfactualTable, Tag("table")] | Annotated[dict[str, CounterfactualTable], Tag("by_attribute")],
+        Discriminator(lambda v: "table" if isinstance(v, CounterfactualTable) or (
+            isinstance(v, dict) and "kind" in v and not isinstance(v["kind"], (dict, CounterfactualTable)))
+            else "by_attribute"),
+    ] | None = Field(
         None, description="User-supplied counterfactual tables instead of fitted equations: one "
         "table when a single attribute is protected, else a mapping from attribute name (or "
         "intersection 'a&b') to its table, since do(A := a') differs per A. Attributes without a "
