@@ -12,6 +12,7 @@ import os
 import time
 import traceback
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -279,8 +280,34 @@ def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str
               dask_address: str | None = None, workers: int | None = None) -> str:
     """Run ``audit_flow`` on a Dask cluster (the CLI's and the deployment's entry point)."""
     runner = dask_runner(dask_address, workers)
-    return audit_flow.with_options(task_runner=runner)(
-        spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines)
+    with flow_api():
+        return audit_flow.with_options(task_runner=runner)(
+            spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines)
+
+
+@contextmanager
+def flow_api():
+    """A Prefect API URL in the flow's settings, which Dask workers inherit with each task.
+
+    prefect-dask ships the flow's settings with every task run. With no ``PREFECT_API_URL``
+    configured, Prefect starts a temporary server in the flow's process but keeps its URL out of
+    the settings, so a Dask worker that does not find the URL in its own environment (any worker
+    of an external cluster) started, and left running, a temporary server of its own, and its
+    task runs never reached the flow's. Here the temporary server (Prefect's own instance) is
+    started up front and its URL set for the flow: the workers report to it. A configured URL is
+    used as it is, and with ephemeral mode off Prefect's own error stands.
+    """
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED, temporary_settings
+
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()  # the one Prefect's clients in this process use
+    server.start()
+    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        yield
 
 
 @flow(name="aequum-ingest", log_prints=True)

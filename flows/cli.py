@@ -24,32 +24,21 @@ BENCHMARKS = {
     "cst": "flows.bench_cst",
     "raguel": "flows.bench_raguel",
     "fgce": "flows.bench_fgce",
+    "pba": "flows.bench_pba",
 }
 USER_ERRORS = (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError,
                FileNotFoundError)
 
 
 def _prefect_env() -> None:
-    """Local Prefect defaults for a command-line run (the environment may override them).
-
-    Without a ``PREFECT_API_URL``, one local Prefect server is started for this command and
-    its address exported, so that the Dask worker processes report their task runs to the same
-    server instead of each starting an ephemeral one of its own.
-    """
+    """Local Prefect defaults for a command-line run (the environment may override them). The
+    flow's Prefect API (a configured server, or a temporary one that the Dask workers report
+    to) is set up by ``flows.audit.flow_api``."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_HOME", str(Path(tempfile.gettempdir()) / f"aequum-prefect-{os.getuid()}"))
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
-    if not os.environ.get("PREFECT_API_URL"):
-        import atexit
-
-        from prefect.server.api.server import SubprocessASGIServer
-
-        server = SubprocessASGIServer()
-        server.start(timeout=180)
-        atexit.register(server.stop)
-        os.environ["PREFECT_API_URL"] = server.api_url
 
 
 def _say(message: str) -> None:
