@@ -133,21 +133,23 @@ def _plan(points: Points, queries: Points) -> _Plan:
 def _distances(points: Points, queries: Points, plan: _Plan, idx: np.ndarray | None = None) -> np.ndarray:
     """Unaveraged distances (sum over attributes) of queries to points: to all points (q, n),
     or to the candidates ``idx`` (q, kc) of each query."""
-    def side(a: np.ndarray, cols: np.ndarray) -> np.ndarray:  # points: (q, kc, ·) or (1, n, ·)
-        out = a[idx] if idx is not None else a[None, :, :]
-        return out if len(cols) == a.shape[1] else out[..., cols]
+    def gathered(a: np.ndarray) -> np.ndarray:  # the points' rows: (q, kc, ·) or (1, n, ·)
+        return a[idx] if idx is not None else a[None, :, :]
 
-    def centre(b: np.ndarray, cols: np.ndarray) -> np.ndarray:  # queries: (q, 1, ·)
-        return (b if len(cols) == b.shape[1] else b[:, cols])[:, None, :]
+    def gap(a: np.ndarray, b: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        if len(cols) < a.shape[-1]:
+            a, b = a[..., cols], b[:, cols]
+        return np.abs(a - b[:, None, :]).sum(-1)
 
     d = np.zeros((len(queries), len(points) if idx is None else idx.shape[1]))
-    every = np.arange(points.nominal.shape[1])
-    if len(every):
-        d += (side(points.nominal, every) != centre(queries.nominal, every)).sum(-1)
-    for cols, step in plan.groups:  # exact integer differences, one multiplication per step
-        d += np.abs(side(points.codes, cols) - centre(queries.codes, cols)).sum(-1) * step
+    if points.nominal.shape[1]:
+        d += (gathered(points.nominal) != queries.nominal[:, None, :]).sum(-1)
+    if plan.groups:
+        codes = gathered(points.codes)
+        for cols, step in plan.groups:  # exact integer differences, one multiplication per step
+            d += gap(codes, queries.codes, cols) * step
     if len(plan.free):
-        d += np.abs(side(points.metric, plan.free) - centre(queries.metric, plan.free)).sum(-1)
+        d += gap(gathered(points.metric), queries.metric, plan.free)
     return d
 
 
@@ -211,8 +213,13 @@ def _distinct(points: Points) -> tuple[np.ndarray, np.ndarray, np.ndarray] | Non
     parts = [points.metric, points.nominal.astype(np.float64)]
     if points.codes is not None:
         parts.append(points.codes.astype(np.float64))
-    _, first, inverse, counts = np.unique(np.hstack(parts), axis=0, return_index=True,
-                                          return_inverse=True, return_counts=True)
+    key = np.hstack(parts)
+    if len(key) > 8192:  # skip the full sort when evenly spaced rows are nearly all distinct
+        probe = key[np.linspace(0, len(key) - 1, 2048).astype(np.int64)]
+        if len(np.unique(probe, axis=0)) > 0.9 * len(probe):
+            return None
+    _, first, inverse, counts = np.unique(key, axis=0, return_index=True, return_inverse=True,
+                                          return_counts=True)
     if 2 * len(first) > len(points):
         return None
     return first, inverse.ravel(), counts
