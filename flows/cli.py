@@ -46,10 +46,9 @@ def _say(message: str) -> None:
 
 
 def _print_table(table, max_rows: int = 50) -> None:
-    import polars as pl
+    from flows.show import print_table
 
-    with pl.Config(tbl_rows=max_rows, tbl_cols=20, fmt_str_lengths=60, tbl_width_chars=160):
-        print(pl.from_arrow(table))
+    print_table(table.slice(0, max_rows))
 
 
 def cmd_generate(args) -> int:
@@ -95,6 +94,10 @@ def cmd_audit(args) -> int:
               + (f"  {e['error']}" if e["error"] else ""))
     print(f"results: DuckDB warehouse {Path(args.warehouse).resolve()} (schema audit, run_id = '{run_id}')")
     print(f"  e.g. aequum show outcome_gaps --run-id {run_id}")
+    if args.report is not None:
+        from flows.report import write_report
+
+        print(f"report: {write_report(args.warehouse, run_id, args.report or None, wait=args.wait, notify=_say).resolve()}")
     return 0 if run["status"] == "succeeded" else 1
 
 
@@ -107,16 +110,15 @@ def cmd_runs(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from flows.warehouse import Warehouse
+    from flows.show import show
 
-    with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
-        if args.table not in wh.table_names():
-            raise WarehouseError(f"no table audit.{args.table}; tables: {', '.join(wh.table_names())}")
-        run_id = args.run_id
-        if run_id is None:
-            runs = wh.runs(limit=1).to_pylist()
-            run_id = runs[0]["run_id"] if runs else None
-        _print_table(wh.result(args.table, run_id), args.limit)
+    return show(args, notify=_say)
+
+
+def cmd_report(args) -> int:
+    from flows.report import write_report
+
+    print(write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say).resolve())
     return 0
 
 
@@ -159,6 +161,8 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--dask-address", default=os.environ.get("AEQUUM_DASK_ADDRESS"),
                    help="an existing Dask scheduler (default: a LocalCluster)")
     a.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes")
+    a.add_argument("--report", nargs="?", const="", default=None, metavar="FILE",
+                   help="write the run's HTML report at the end (default file report-RUN_ID.html)")
     a.set_defaults(func=cmd_audit)
 
     r = sub.add_parser("runs", help="list runs and their status")
@@ -167,12 +171,21 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--limit", type=int, default=20)
     r.set_defaults(func=cmd_runs)
 
-    s = sub.add_parser("show", help="print an audit table for a run (default: the latest)")
-    s.add_argument("table")
+    s = sub.add_parser("show", help="print an audit table for a run (default: the latest), or "
+                       "write it as CSV / Parquet; without TABLE, list the run's tables")
+    s.add_argument("table", nargs="?", default=None)
     wh_args(s)
     s.add_argument("--run-id", default=None)
-    s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--limit", type=int, default=50, help="rows printed (files get every row)")
+    s.add_argument("--format", choices=["table", "csv", "parquet"], default="table")
+    s.add_argument("--out", default=None, help="output file for csv / parquet (csv: default stdout)")
     s.set_defaults(func=cmd_show)
+
+    rp = sub.add_parser("report", help="write a run's self-contained HTML report (default: the latest run)")
+    rp.add_argument("run_id", nargs="?", default=None)
+    wh_args(rp)
+    rp.add_argument("--out", default=None, help="HTML file (default report-RUN_ID.html)")
+    rp.set_defaults(func=cmd_report)
 
     b = sub.add_parser("bench", help="run a benchmark")
     b.add_argument("name", choices=sorted(BENCHMARKS))

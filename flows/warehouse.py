@@ -24,6 +24,9 @@ DEFAULT_WAREHOUSE = Path("data/warehouse/aequum.duckdb")
 _TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _VERSION = re.compile(r"^[0-9a-f]{16}$")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+# Views that are the union of per-engine parts: sql/views/<name>.sql creates the empty view
+# (its column contract), sql/views/<name>_<engine>.sql one part each (see findings.sql).
+UNION_VIEWS = ("findings",)
 
 
 class WarehouseError(RuntimeError):
@@ -203,9 +206,23 @@ class Warehouse:
             try:
                 self.run_sql(f"views/{view.stem}")
                 made.append(view.stem)
-            except duckdb.CatalogException:
-                continue  # a table the view reads has not been written yet
+            except (duckdb.CatalogException, duckdb.BinderException):
+                continue  # a table (or a newer column) the view reads has not been written yet
+        for union in UNION_VIEWS:
+            self._union_view(union)
         return made
+
+    def _union_view(self, name: str) -> None:
+        """Replace ``audit.<name>`` (created empty by ``sql/views/<name>.sql``) by the UNION ALL
+        BY NAME of the part views ``audit.<name>_<engine>`` that exist (their names come from
+        the catalog and pass the table-name pattern)."""
+        parts = [r[0] for r in self.con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE schema_name = 'audit' AND NOT internal "
+            "AND starts_with(view_name, $prefix) ORDER BY view_name", {"prefix": f"{name}_"}).fetchall()]
+        if parts:
+            body = " UNION ALL BY NAME ".join(f"SELECT * FROM audit.{quote_ident(check_table_name(p))}"
+                                              for p in parts)
+            self.con.execute(f"CREATE OR REPLACE VIEW audit.{quote_ident(name)} AS {body}")
 
     def close(self) -> None:
         self.con.close()

@@ -65,3 +65,12 @@ def stage_spec(spec, tmp: Path, spec_dir: Path | None = None):
         ref = stage(spec, spec_dir, wh, tmp / "lake")
         table = wh.staged(ref.version)
     return AuditData(spec, table, ref.categories, fit_model(spec, spec_dir, table, ref.categories))
+
+
+@pytest.fixture(scope="session")
+def small_audit_warehouse(tmp_path_factory):
+    """A warehouse holding one real run of the loan spec at 400 rows, every engine of the spec
+    (tests/audit_tables.py); read-only use only."""
+    from audit_tables import small_audit
+
+    return small_audit(tmp_path_factory.mktemp("small_audit"))

@@ -9,6 +9,7 @@ from engines.core.data import AuditData
 from engines.core.engine import run_serial
 from engines.core.spec import parse_spec
 from engines.outcome import OutcomeEngine, auc, two_proportion_p
+from engines.outcome_params import OutcomeParams
 
 SPEC = parse_spec({
     "name": "o",
@@ -43,7 +44,7 @@ def rows(table, **where):
 
 
 def test_hand_computed_sex_metrics_and_gaps():
-    out = run_serial(OutcomeEngine(), data(), SPEC.engines.outcome)
+    out = run_serial(OutcomeEngine(), data(), OutcomeParams(min_group_size=1))
     (f,) = rows(out["outcome_metrics"], attribute="sex", group_name="protected")
     (m,) = rows(out["outcome_metrics"], attribute="sex", group_name="reference")
     # F: decisions 1,0,0,0 labels 1,1,0,0 -> tp 1 fn 1 fp 0 tn 2

@@ -105,3 +105,17 @@ def test_memory_limit_is_checked(tmp_path):
     with pytest.raises(WarehouseError, match="memory limit"):
         Warehouse(tmp_path / "w.duckdb", memory_limit="2GB'; DROP TABLE x; --")
     Warehouse(tmp_path / "w.duckdb", memory_limit="512MB").close()
+
+
+def test_views_wait_for_columns_an_older_run_lacks(tmp_path):
+    """A warehouse written before outcome_gaps had its interval columns still opens; the view
+    that reads them appears once the engine writes its wider table."""
+    from engines.outcome import GAPS
+
+    old = pa.schema([f for f in GAPS if f.name not in ("di_ci_low", "verdict")])
+    with Warehouse(tmp_path / "wh.duckdb") as wh:
+        wh.write_results("r0", {"outcome_gaps": (old, old.empty_table())})
+    with Warehouse(tmp_path / "wh.duckdb") as wh:
+        assert "outcome_trends" not in wh.create_views()
+        wh.write_results("r1", {"outcome_gaps": (GAPS, GAPS.empty_table())})
+        assert "outcome_trends" in wh.create_views()

@@ -1,0 +1,110 @@
+"""The audit.findings view: one tidy row per run x engine x group x finding, built from
+per-engine part views (sql/views/findings_<engine>.sql) that appear with their tables."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from flows.warehouse import SQL_DIR, Warehouse
+
+CONTRACT = ["run_id", "engine", "attribute", "group_name", "finding", "headline", "flagged", "measure",
+            "value", "ci_low", "ci_high", "confidence", "p_value", "significant", "individuals",
+            "cases_table", "statement"]
+
+
+def columns(wh: Warehouse, view: str) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in wh.con.execute(f"DESCRIBE SELECT * FROM audit.{view}").fetchall()]
+
+
+def test_empty_warehouse_has_an_empty_findings_view_with_the_contract(warehouse):
+    assert [c for c, _ in columns(warehouse, "findings")] == CONTRACT
+    assert warehouse.con.execute("SELECT count(*) FROM audit.findings").fetchall() == [(0,)]
+
+
+def test_every_engine_part_has_the_contract_columns_and_types(small_audit_warehouse):
+    with Warehouse(small_audit_warehouse, read_only=True) as wh:
+        contract = None
+        files = {p.stem for p in (SQL_DIR / "views").glob("findings_*.sql")}
+        views = {r[0] for r in wh.con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE schema_name = 'audit'").fetchall()}
+        parts = sorted(files & views)  # findings_pba appears with PBA's tables (tests/test_report.py)
+        assert {"findings_outcome", "findings_cst", "findings_fgce", "findings_raguel"} <= set(parts)
+        for part in parts:
+            cols = columns(wh, part)
+            assert [c for c, _ in cols] == CONTRACT, part
+            contract = contract or cols
+            assert cols == contract, part
+        engines = {r[0] for r in wh.con.execute("SELECT DISTINCT engine FROM audit.findings").fetchall()}
+        assert engines == {"outcome", "cst", "fgce", "raguel"}
+
+
+def test_findings_agree_with_the_engine_tables(small_audit_warehouse):
+    with Warehouse(small_audit_warehouse, read_only=True) as wh:
+        f = wh.con.sql("SELECT * FROM audit.findings").to_arrow_table().to_pylist()
+        gaps = wh.result("outcome_gaps").to_pylist()
+        summary = wh.result("cst_summary").to_pylist()
+    assert all(r["statement"] and r["run_id"] == "loan-small" for r in f)
+    outcome = [r for r in f if r["engine"] == "outcome" and r["measure"] == "di_ratio"]
+    assert len(outcome) == len(gaps)
+    for g in gaps:
+        (r,) = [r for r in outcome if (r["attribute"], r["group_name"]) == (g["attribute"], g["group_name"])]
+        assert r["value"] == g["di_ratio"] and (r["ci_low"], r["ci_high"]) == (g["di_ci_low"], g["di_ci_high"])
+        assert r["p_value"] == g["spd_p_adjusted"] and r["flagged"] == (g["verdict"] in ("adverse impact", "significant difference"))
+        assert r["individuals"] == (g["shortfall"] if g["spd"] < 0 else 0)
+        assert f"{100 * g['favourable_rate']:.1f}%" in r["statement"]
+    cst = [r for r in f if r["engine"] == "cst"]
+    assert len(cst) == len(summary)
+    (head,) = [r for r in cst if r["headline"]]
+    top = max(s["k"] for s in summary if s["method"] == "CST")
+    (s,) = [s for s in summary if s["method"] == "CST" and s["k"] == top]
+    assert head["individuals"] == s["significant"] and head["confidence"] == pytest.approx(0.95)
+    assert f"k = {top}" in head["finding"] and f"{s['significant']} of {s['complainants']}" in head["statement"]
+
+
+def test_outcome_findings_show_small_groups_and_the_eeoc_direction(warehouse):
+    from engines.outcome import GAPS, METRICS
+
+    base = {c: None for c in GAPS.names}
+    gaps = [
+        {**base, "attribute": "race", "group_name": "protected", "reference_group": "reference",
+         "n_group": 12, "n_reference": 500, "di_ratio": 0.5, "favourable_rate": 0.3, "spd": -0.3,
+         "too_small": True, "verdict": "too small to judge", "confidence": 0.95},
+        {**base, "attribute": "sex", "group_name": "protected", "reference_group": "reference",
+         "n_group": 400, "n_reference": 500, "di_ratio": 1.5, "di_ci_low": 1.3, "di_ci_high": 1.7,
+         "favourable_rate": 0.9, "reference_rate": 0.6, "spd": 0.3, "spd_p_adjusted": 1e-9,
+         "significant": True, "too_small": False, "four_fifths_violation": False,
+         "four_fifths_vs_highest": False, "verdict": "significant difference", "confidence": 0.95,
+         "correction": "holm", "shortfall": 0},
+    ]
+    mbase = {c: None for c in METRICS.names}
+    metrics = [
+        {**mbase, "attribute": "sex", "group_name": "protected", "is_reference": False, "n": 400,
+         "n_favourable": 360, "favourable_rate": 0.9},
+        {**mbase, "attribute": "sex", "group_name": "reference", "is_reference": True, "n": 500,
+         "n_favourable": 300, "favourable_rate": 0.6, "highest_group": "protected",
+         "ratio_to_highest": 0.6 / 0.9, "four_fifths_vs_highest": True},
+    ]
+    warehouse.write_results("r", {"outcome_gaps": (GAPS, pa.Table.from_pylist(gaps, GAPS)),
+                                  "outcome_metrics": (METRICS, pa.Table.from_pylist(metrics, METRICS))})
+    warehouse.create_views()
+    rows = {(r["attribute"], r["finding"]): r for r in
+            warehouse.con.sql("SELECT * FROM audit.findings").to_arrow_table().to_pylist()}
+    small = rows[("race", "too small to judge")]
+    assert small["flagged"] is False and "too small to judge" in small["statement"]
+    assert "12 members" in small["statement"]
+    sex = rows[("sex", "disparate impact")]
+    assert sex["flagged"] is True and "significant (p < 0.001, holm-adjusted)" in sex["statement"]
+    eeoc = rows[("sex", "four-fifths of the highest rate")]
+    assert eeoc["group_name"] == "reference" and eeoc["flagged"] is True
+    assert eeoc["individuals"] == 150 and "under four fifths of the highest rate, 90.0%" in eeoc["statement"]
+
+
+def test_a_new_engine_part_is_one_more_view(warehouse):
+    """What the lead does for CEC / PBA: add sql/views/findings_<engine>.sql; here the same
+    part created directly, then picked up by the union on the next create_views."""
+    values = {c: "NULL" for c in CONTRACT} | {"run_id": "'r'", "engine": "'zz'", "statement": "'x'"}
+    warehouse.con.execute("CREATE VIEW audit.findings_zz AS SELECT "
+                          + ", ".join(f"{v} AS {c}" for c, v in values.items()))
+    warehouse.create_views()
+    rows = warehouse.con.execute("SELECT engine, run_id, statement FROM audit.findings").fetchall()
+    assert rows == [("zz", "r", "x")]

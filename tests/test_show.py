@@ -1,0 +1,80 @@
+"""aequum show: tables that fit the terminal, CSV / Parquet output, and a clear note when the
+table's engine did not run (or failed) in the run instead of an empty table."""
+from __future__ import annotations
+
+import io
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from flows.cli import main
+from flows.show import print_table
+from flows.warehouse import Warehouse
+
+
+def test_print_table_fits_the_width_and_names_hidden_columns():
+    table = pa.table({f"column_{i}": [1.23456789 * i, None, 3.0] for i in range(30)}
+                     | {"text": ["x" * 200, "y", None]})
+    out = io.StringIO()
+    print_table(table, width=70, title="t", out=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "t: 3 rows"
+    assert all(len(line) <= 70 for line in lines[:-1])
+    assert lines[-1].startswith("25 more column(s): column_6, ") and lines[-1].count("column_") == 24
+    wide = io.StringIO()
+    print_table(table.select(["column_1", "text"]), width=200, out=wide)
+    assert "more column" not in wide.getvalue() and "1.2346" in wide.getvalue()
+
+
+def two_runs(source, tmp_path):
+    """The small audit (all engines) plus a later run that ran only the outcome metrics and a
+    third whose CST engine failed."""
+    from engines.outcome import GAPS, METRICS
+
+    path = tmp_path / "wh.duckdb"
+    shutil.copy(source, path)
+    with Warehouse(path) as wh:
+        gaps = wh.result("outcome_gaps", "loan-small").drop(["run_id"])
+        metrics = wh.result("outcome_metrics", "loan-small").drop(["run_id"])
+        for run_id, cst in (("only-outcome", None), ("cst-failed", "failed")):
+            wh.start_run(run_id, "loan", "h", "test", {})
+            wh.write_results(run_id, {"outcome_gaps": (GAPS, gaps), "outcome_metrics": (METRICS, metrics)})
+            wh.record_engine(run_id, "outcome", "succeeded", 0.1, 1,
+                             {"outcome_gaps": gaps.num_rows, "outcome_metrics": metrics.num_rows}, None)
+            if cst:
+                wh.record_engine(run_id, "cst", cst, 0.1, 1, {}, "ValueError: no scm")
+            wh.finish_run(run_id, "succeeded" if cst is None else "partial")
+    return str(path)
+
+
+def test_show_says_when_the_engine_did_not_run(small_audit_warehouse, tmp_path, capsys):
+    wh = two_runs(small_audit_warehouse, tmp_path)
+    assert main(["show", "cst_claims", "--warehouse", wh, "--run-id", "only-outcome"]) == 1
+    err = capsys.readouterr().err
+    assert "engine 'cst' did not run in run only-outcome" in err and "outcome" in err
+    assert main(["show", "cst_summary", "--warehouse", wh, "--run-id", "cst-failed"]) == 1
+    assert "engine 'cst' failed in run cst-failed: ValueError: no scm" in capsys.readouterr().err
+    assert main(["show", "outcome_gaps", "--warehouse", wh, "--run-id", "only-outcome"]) == 0
+    assert "audit.outcome_gaps, run only-outcome: 1 row" in capsys.readouterr().out
+    assert main(["show", "cst_summary", "--warehouse", wh, "--run-id", "loan-small"]) == 0
+    assert "13 rows" in capsys.readouterr().out
+    assert main(["show", "--warehouse", wh, "--run-id", "loan-small"]) == 0
+    listing = capsys.readouterr().out
+    assert "cst_claims" in listing and "raguel_ranking" in listing
+
+
+def test_show_writes_csv_and_parquet(small_audit_warehouse, tmp_path, capsys):
+    wh = str(small_audit_warehouse)
+    with Warehouse(wh, read_only=True) as w:
+        claims = w.result("cst_claims", "loan-small")
+    out = tmp_path / "claims.parquet"
+    assert main(["show", "cst_claims", "--warehouse", wh, "--format", "parquet", "--out", str(out)]) == 0
+    written = pq.read_table(out)
+    assert written.num_rows == claims.num_rows and written.column_names == claims.column_names
+    capsys.readouterr()
+    assert main(["show", "outcome_gaps", "--warehouse", wh, "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith('"run_id","attribute"') and len(lines) == 2
+    assert main(["show", "outcome_gaps", "--warehouse", wh, "--format", "parquet"]) == 2
+    assert "--format parquet needs --out" in capsys.readouterr().err
