@@ -338,7 +338,6 @@ def test_law_school_spec_keeps_every_record_and_puts_gender_into_the_race_distan
     assert tests["gender"].factual.nominal.shape[1] == 0 == tests["race&gender"].factual.nominal.shape[1]
 
 
-@pytest.mark.slow
 def test_law_school_on_the_authors_tables_reproduces_table_4_and_cf(tmp_path):
     """Table 4 (race): CST w/o 256/309/337/400, CST 286/309/337/400, CF 231; Table 5 CF 56.
     ST (and gender's CST at k = 15..50) depend on how the 89% tied distances are broken, which
