@@ -145,26 +145,11 @@ def new_run_id(spec_name: str) -> str:
     return f"{spec_name}-{stamp}-{uuid.uuid4().hex[:6]}"
 
 
-def load_counterfactuals(spec: AuditSpec, spec_dir: Path, data_table: pa.Table) -> pa.Table | None:
-    """A user-supplied counterfactual table, aligned row by row with the staged records."""
-    if spec.scm is None or spec.scm.counterfactuals is None:
-        return None
-    import polars as pl
+def load_counterfactuals(spec: AuditSpec, spec_dir: Path, data_table: pa.Table) -> dict[str, pa.Table] | None:
+    """The user-supplied counterfactual tables, aligned row by row with the staged records."""
+    from flows.counterfactuals import load_counterfactuals as load
 
-    from flows.readers import open_source
-
-    src = spec.scm.counterfactuals
-    with open_source(src, spec_dir) as stream:
-        batches = list(stream.batches)
-    cf = pl.from_arrow(pa.Table.from_batches(batches))
-    cf = cf.with_columns(pl.col(src.id_column).cast(pl.Utf8).alias("_id"))
-    ids = pl.DataFrame({"_id": data_table["_id"].to_pylist()})
-    aligned = ids.join(cf, on="_id", how="left", maintain_order="left")
-    missing = aligned.filter(pl.col(src.id_column).is_null()).height
-    if missing:
-        raise ValueError(f"scm.counterfactuals lacks {missing} of the staged record ids "
-                         f"(e.g. {aligned.filter(pl.col(src.id_column).is_null())['_id'][0]!r})")
-    return aligned.to_arrow()
+    return load(spec, spec_dir, data_table)
 
 
 def preflight(spec_path: str | Path, engines: list[str] | None = None) -> AuditSpec:

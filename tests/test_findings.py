@@ -58,6 +58,11 @@ def test_findings_agree_with_the_engine_tables(small_audit_warehouse):
     top = max(s["k"] for s in summary if s["method"] == "CST")
     (s,) = [s for s in summary if s["method"] == "CST" and s["k"] == top]
     assert head["individuals"] == s["significant"] and head["confidence"] == pytest.approx(0.95)
+    # CF has no sample and no test: its finding counts the decisions that flip
+    (cf,) = [r for r in cst if r["finding"] == "counterfactual fairness"]
+    (s_cf,) = [s for s in summary if s["method"] == "CF"]
+    assert s_cf["significant"] is None and cf["significant"] is None
+    assert cf["individuals"] == s_cf["discriminated"] and cf["value"] == s_cf["discriminated_share"]
     assert f"k = {top}" in head["finding"] and f"{s['significant']} of {s['complainants']}" in head["statement"]
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.core.knn import Points, brute_force, knn
+from engines.core.knn import Points, brute_force, decimal_lattice, knn
 
 
 def random_points(rng, n, c, m, levels=3, grid=None):
@@ -64,3 +64,71 @@ def test_property_tree_equals_brute(n, k, m, seed):
     pts = random_points(rng, n, 2, m, levels=2, grid=5)
     qs = random_points(rng, 7, 2, m, levels=2, grid=5)
     assert np.array_equal(knn(pts, qs, k)[0], brute_force(pts, qs, k)[0])
+
+
+# ---- ties on a decimal grid ---------------------------------------------------------------
+def test_decimal_lattice_finds_the_recorded_grid():
+    codes, step = decimal_lattice(np.array([3.1, 3.0, 2.9, 4.2, 0.0]))
+    assert step == 0.1 and codes.tolist() == [31, 30, 29, 42, 0]
+    assert decimal_lattice(np.array([11.0, 48.0, 36.0]))[1] == 1.0
+    assert decimal_lattice(np.array([13.5, 15.7, 18.3]))[1] == 0.1
+    assert decimal_lattice(np.array([2.019, 2.1]))[1] == 0.001
+    assert decimal_lattice(np.random.default_rng(0).normal(size=50)) is None  # continuous
+    assert decimal_lattice(np.array([7947.678089944852, 13852.05])) is None
+
+
+def _grid_points(rng, n, d=1):
+    """Two numeric columns recorded to d decimals (coarse: many equal differences), z-scored
+    as CST does, with their lattice; plus the raw integer codes for an exact reference."""
+    raw = rng.integers(0, 12, size=(n, 2)) + np.array([30, 20])  # e.g. 3.0 .. 4.1 and 2.0 .. 3.1
+    values = np.round(raw / 10 ** d, d)
+    centre, scale = values.mean(0), values.std(0, ddof=1)
+    codes = np.column_stack([decimal_lattice(values[:, j])[0] for j in range(2)])
+    pts = Points((values - centre) / scale, np.zeros((n, 0)), codes, 10.0 ** -d / scale)
+    return pts, raw, scale
+
+
+def _exact_ranking(raw, scale, q, exclude=None, d=1):
+    """Neighbours of point q by exact rational distance, ties by point index."""
+    from fractions import Fraction
+
+    w = [Fraction(1, 10 ** d) / Fraction(float(s)) for s in scale]
+    dist = [sum(abs(int(raw[i, j]) - int(raw[q, j])) * w[j] for j in range(2)) for i in range(len(raw))]
+    return [i for _, i in sorted((dist[i], i) for i in range(len(raw)) if i != exclude)]
+
+
+def test_equal_differences_tie_exactly_and_follow_point_order():
+    rng = np.random.default_rng(11)
+    pts, raw, scale = _grid_points(rng, 160)
+    own = np.arange(len(pts))
+    ranking = np.array([_exact_ranking(raw, scale, q, q)[:40] for q in range(len(pts))])
+    for k in (5, 17, 40):
+        assert np.array_equal(knn(pts, pts, k, exclude=own)[0], ranking[:, :k]), k
+        assert np.array_equal(brute_force(pts, pts, k, exclude=own)[0], ranking[:, :k]), k
+    # the same search on the floats alone (no lattice) breaks ties by rounding noise instead
+    floats = Points(pts.metric, pts.nominal)
+    assert not np.array_equal(brute_force(floats, floats, 17, exclude=own)[0], ranking[:, :17])
+
+
+def test_lattice_is_used_only_where_points_and_queries_share_it():
+    rng = np.random.default_rng(2)
+    pts, raw, scale = _grid_points(rng, 100)
+    off = Points(pts.metric[:10] + 0.013, pts.nominal[:10])  # e.g. counterfactual centres
+    assert np.array_equal(knn(pts, off, 7)[0], brute_force(pts, off, 7)[0])
+    with pytest.raises(ValueError, match="both codes and steps"):
+        Points(pts.metric, pts.nominal, pts.codes, None)
+
+
+@pytest.mark.parametrize("k", [1, 7, 40, 120])
+def test_coarse_points_searched_as_distinct_points_equal_brute_force(k):
+    """Most points repeat another (a few grid values): the search runs over the distinct
+    points and fills the k places with their members in index order."""
+    rng = np.random.default_rng(k)
+    pts, raw, scale = _grid_points(rng, 400)
+    pts = Points(pts.metric[:, :1] if k == 120 else pts.metric, rng.integers(0, 2, size=(400, 1)),
+                 pts.codes[:, :1] if k == 120 else pts.codes, pts.steps[:1] if k == 120 else pts.steps)
+    own = np.arange(len(pts))
+    for exclude in (None, own):
+        i1, d1 = knn(pts, pts, k, exclude=exclude)
+        i2, d2 = brute_force(pts, pts, k, exclude=exclude)
+        assert np.array_equal(i1, i2) and np.array_equal(d1, d2), (k, exclude is None)

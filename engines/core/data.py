@@ -43,15 +43,16 @@ class AuditData:
     categories : per categorical feature, its categories in code order (spec's, or inferred at
         ingest and recorded with the dataset version).
     model : the audited model adapter (``engines.core.models.Model``) or None.
-    counterfactuals : a user-supplied counterfactual table aligned to ``table`` row by row
-        (same ``_id`` order, the spec's feature columns) or None.
+    counterfactuals : user-supplied counterfactual tables aligned to ``table`` row by row
+        (same ``_id`` order, the spec's feature columns): one table, or a mapping from protected
+        attribute (or ``a&b`` intersection) name to its table; or None.
     """
 
     spec: AuditSpec
     table: pa.Table
     categories: dict[str, list[str]] = field(default_factory=dict)
     model: Any = None
-    counterfactuals: pa.Table | None = None
+    counterfactuals: pa.Table | dict[str, pa.Table] | None = None
 
     def __post_init__(self) -> None:
         missing = [c for c in [ID, *(group_column(p.name) for p in self.spec.protected),

@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from collections.abc import Callable
@@ -20,7 +20,9 @@ from collections.abc import Callable
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
@@ -223,13 +225,32 @@ class StructuralEquation(_Model):
         return self
 
 
+class CounterfactualTable(Source):
+    """A user-supplied counterfactual table: every record's features under do(A := reference)
+    for one protected attribute or intersection (read by ``flows/counterfactuals.py``)."""
+
+    id_column: str | None = Field(
+        None, description="Column holding the records' ids; null: rows align with the source by "
+        "position (R row names, when present, are the 1-based source rows).")
+    columns: dict[str, str] | None = Field(
+        None, description="Feature name -> the column holding its counterfactual value (e.g. "
+        "{LSAT: scf_LSAT}); unmapped features are read under their own names.")
+
+
 class SCM(_Model):
     """The causal graph over protected attributes (by their `name`) and features."""
 
     equations: list[StructuralEquation] = Field(default_factory=list)
-    counterfactuals: Source | None = Field(
-        None, description="A user-supplied counterfactual table (same id column, feature columns "
-        "under do(protected := reference)) instead of fitted equations.")
+    counterfactuals: Annotated[
+        Annotated[CounterfactualTable, Tag("table")] | Annotated[dict[str, CounterfactualTable], Tag("by_attribute")],
+        Discriminator(lambda v: "table" if isinstance(v, CounterfactualTable) or (
+            isinstance(v, dict) and "kind" in v and not isinstance(v["kind"], (dict, CounterfactualTable)))
+            else "by_attribute"),
+    ] | None = Field(
+        None, description="User-supplied counterfactual tables instead of fitted equations: one "
+        "table when a single attribute is protected, else a mapping from attribute name (or "
+        "intersection 'a&b') to its table, since do(A := a') differs per A. Attributes without a "
+        "table use the equations.")
 
 
 class ModelSpec(_Model):
@@ -422,6 +443,19 @@ class AuditSpec(_Model):
             cycle = _find_cycle({eq.target: eq.parents for eq in self.scm.equations})
             if cycle:
                 raise ValueError(f"scm: the causal graph has a cycle {' -> '.join(cycle)}")
+            tables = self.scm.counterfactuals
+            if isinstance(tables, CounterfactualTable) and len(pnames) > 1:
+                raise ValueError(f"scm.counterfactuals: one table is do(A := a') for one attribute, but "
+                                 f"{pnames} are protected: give a mapping attribute (or 'a&b') -> table")
+            for key, table in (tables.items() if isinstance(tables, dict) else [("", tables)] if tables else []):
+                unknown = [a for a in key.split("&") if a not in pnames] if key else []
+                if unknown or (key and len(set(key.split("&"))) != len(key.split("&"))):
+                    raise ValueError(f"scm.counterfactuals: key {key!r} must name protected attribute(s) "
+                                     f"{pnames}, joined by '&' for an intersection")
+                stray = sorted(set(table.columns or {}) - set(feats))
+                if stray:
+                    raise ValueError(f"scm.counterfactuals{f'[{key}]' if key else ''}.columns: {stray} are "
+                                     "not declared features")
         for name in engine_names():
             check = getattr(self.engines.params(name), "check_spec", None)
             if check is not None:

@@ -31,9 +31,15 @@ class CSTParams(BaseModel):
     intersections: list[list[str]] = Field(
         default_factory=list, description="Groups of protected attributes tested jointly "
         "(intersectional discrimination: complainants protected in all, do(all := reference)).")
+    protected_in_distance: list[str] = Field(
+        default_factory=list, description="Protected attributes that enter the distance as nominal "
+        "attributes (their group) when another attribute is tested — the CST paper's law-school "
+        "setup puts sex into the race distance. Never part of their own test's distance.")
     evidence: Literal["all", "discriminated", "none"] = Field(
-        "discriminated", description="Which complainants get their control/test members written "
-        "to cst_evidence: all, those found discriminated by ST or CST at some k, or none.")
+        "discriminated", description="What cst_evidence records: discriminated — for each "
+        "complainant found discriminated by ST or CST, the groups those methods compared, up to "
+        "the largest k at which they found it; all — every complainant's control and both test "
+        "groups up to the largest k; none.")
     chunk_size: int = Field(20_000, gt=0, description="Complainants per parallel piece.")
 
     @field_validator("k")
@@ -50,9 +56,18 @@ class CSTParams(BaseModel):
             unknown = [a for a in group if a not in names]
             if unknown:
                 raise ValueError(f"engines.cst.intersections: {unknown} are not protected attribute names {names}")
+        unknown = [a for a in self.protected_in_distance if a not in names]
+        if unknown:
+            raise ValueError(f"engines.cst.protected_in_distance: {unknown} are not protected attribute names {names}")
         if self.features is not None:
             unknown = [f for f in self.features if f not in spec.feature_names]
             if unknown:
                 raise ValueError(f"engines.cst.features: {unknown} are not declared features")
         if running and spec.scm is None:
             raise ValueError("engines.run includes 'cst', which needs an `scm` section")
+        if running and isinstance(spec.scm.counterfactuals, dict) and not spec.scm.equations:
+            given = {frozenset(key.split("&")) for key in spec.scm.counterfactuals}
+            lacking = ["&".join(u) for u in [[a] for a in names] + self.intersections if frozenset(u) not in given]
+            if lacking:
+                raise ValueError(f"engines.cst tests {lacking}, which have no table in scm.counterfactuals "
+                                 "and no scm.equations to compute one")

@@ -9,7 +9,8 @@ Alvarez & Ruggieri (2023), §3: for each complainant c (a protected record),
 * p_c, p_t: shares of negative decisions (Eq. 4); Δp = p_c − p_t; discriminated iff Δp > τ
   (Def. 3.4); SE = sqrt(p_c(1−p_c)/n_c + p_t(1−p_t)/n_t) (Wald; Eq. 5 with its sign slip
   corrected); significant iff Δp − z_{1−α}·SE > τ (Def. 3.5, one-sided as Tables 2–3);
-* CF (Kusner et al. 2017): ŷ_c negative and ŷ_c^CF positive (Δp = 1; −1 the reverse).
+* CF (Kusner et al. 2017): ŷ_c negative and ŷ_c^CF positive (Δp = 1; −1 the reverse); one
+  decision against one, no sample: ``significant`` is null.
 
 Distances: the Thanh et al. mixed distance (Eq. 6) in :mod:`engines.core.knn`.
 """
@@ -21,7 +22,7 @@ from statistics import NormalDist
 import numpy as np
 import pyarrow as pa
 
-from engines.core.knn import Points, knn
+from engines.core.knn import Points, decimal_lattice, knn
 
 METHODS = ("ST", "CST_wo_centres", "CST", "CF")
 
@@ -42,8 +43,10 @@ SUMMARY = pa.schema([
     ("protected_attribute", pa.string()), ("method", pa.string()), ("k", pa.int32()),
     ("complainants", pa.int64()), ("discriminated", pa.int64()), ("discriminated_share", pa.float64()),
     ("significant", pa.int64()), ("significant_share", pa.float64()),
-    ("reverse", pa.int64()),
+    ("reverse", pa.int64()), ("note", pa.string()),
 ])
+CF_NOTE = ("CF compares each complainant with its own counterfactual, one decision each: there is "
+           "no sample, so no significance test (significant is null)")
 
 
 def normalise(values: np.ndarray, kinds: list[str], levels: list[int | None], method: str,
@@ -51,16 +54,20 @@ def normalise(values: np.ndarray, kinds: list[str], levels: list[int | None], me
     """Map raw attribute values to the mixed space of the Thanh et al. distance (Eq. 6).
 
     numeric: z-score or range scaling with the statistics of ``stats`` (default ``values``);
-    ordinal: rank / (levels − 1); categorical: kept as nominal codes.
+    ordinal: rank / (levels − 1); categorical: kept as nominal codes. Columns whose raw values
+    lie on a decimal grid (integers, one-decimal grades, ranks) also get their lattice (integer
+    codes and the normalised step), so that equal differences give equal distances
+    (:mod:`engines.core.knn`, "Ties").
     """
     stats = values if stats is None else stats
-    metric_cols, nominal_cols = [], []
+    metric_cols, nominal_cols, code_cols, steps = [], [], [], []
     for j, kind in enumerate(kinds):
         v = values[:, j]
         if kind == "categorical":
             nominal_cols.append(v)
-        elif kind == "ordinal":
-            metric_cols.append(v / max(levels[j] - 1, 1))
+            continue
+        if kind == "ordinal":
+            scale, centre = float(max(levels[j] - 1, 1)), 0.0
         else:
             s = stats[:, j]
             s = s[np.isfinite(s)]
@@ -70,11 +77,16 @@ def normalise(values: np.ndarray, kinds: list[str], levels: list[int | None], me
             else:
                 scale = s.max() - s.min() if len(s) else 0.0
                 centre = s.min() if len(s) else 0.0
-            metric_cols.append((v - centre) / (scale if scale > 0 else 1.0))
+            scale = scale if scale > 0 else 1.0
+        metric_cols.append((v - centre) / scale)
+        lattice = decimal_lattice(v)
+        code_cols.append(lattice[0] if lattice else np.zeros(len(v), np.int64))
+        steps.append(lattice[1] / scale if lattice else np.nan)
     n = len(values)
     metric = np.column_stack(metric_cols) if metric_cols else np.empty((n, 0))
     nominal = np.column_stack(nominal_cols).astype(np.int64) if nominal_cols else np.empty((n, 0), np.int64)
-    return Points(metric, nominal)
+    codes = np.column_stack(code_cols) if code_cols else np.empty((n, 0), np.int64)
+    return Points(metric, nominal, codes, np.array(steps, np.float64))
 
 
 @dataclass
@@ -122,7 +134,8 @@ def _proportions(neg: np.ndarray, idx: np.ndarray, dist: np.ndarray, k: int, max
 def claims(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neighbourhoods,
            decision: np.ndarray, decision_cf: np.ndarray, ks: list[int], alpha: float, tau: float,
            max_distance: float | None) -> pa.Table:
-    """One row per complainant × method × k (and one CF row, k = 0)."""
+    """One row per complainant × method × k (and one CF row, k = 0), in blocks of one row per
+    complainant in the order of ``complainants``."""
     neg = (decision == 0).astype(np.float64)
     neg_cf = (decision_cf == 0).astype(np.float64)
     z_one, z_two = NormalDist().inv_cdf(1 - alpha), NormalDist().inv_cdf(1 - alpha / 2)
@@ -159,14 +172,14 @@ def claims(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neig
             cols["ci_high"].append(dp + z_two * se)
             cols["one_sided_low"].append(dp - z_one * se)
             cols["discriminated"].append(dp > tau)
-            cols["significant"].append(dp - z_one * se > tau)
+            cols["significant"].append((dp - z_one * se > tau).astype(np.float64))
     dp = c_neg - c_neg_cf
     nan = np.full(m, np.nan)
     for name, v in {"record_id": rid, "method": np.full(m, "CF"), "k": np.zeros(m, np.int32),
                     "n_control": np.ones(m, np.int32), "n_test": np.ones(m, np.int32),
                     "p_c": c_neg, "p_t": c_neg_cf, "delta_p": dp, "se": nan, "ci_low": nan,
                     "ci_high": nan, "one_sided_low": nan, "discriminated": dp > tau,
-                    "significant": dp > tau}.items():
+                    "significant": nan}.items():  # no sample around one counterfactual: no test
         cols[name].append(v)
     reps = len(ks) * 3 + 1
     cols["protected_attribute"] = [np.full(m * reps, attribute)]
@@ -175,45 +188,79 @@ def claims(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neig
     arrays = {}
     for f in CLAIMS:
         v = np.concatenate(cols[f.name])
-        if pa.types.is_floating(f.type):
-            arrays[f.name] = pa.array(v, f.type, from_pandas=True)  # NaN -> null
+        if pa.types.is_floating(f.type) or f.name == "significant":
+            arrays[f.name] = pa.array(v, pa.float64(), from_pandas=True).cast(f.type)  # NaN -> null
         else:
             arrays[f.name] = pa.array(v, f.type)
     return pa.table(arrays, schema=CLAIMS)
 
 
+def evidence_depth(claims_table: pa.Table, n: int, kmax: int, mode: str) -> dict[tuple[str, str], np.ndarray]:
+    """Per (centre, search group), how many ranks of each of the ``n`` complainants' neighbours
+    to record (``claims_table``: their claims as :func:`claims` writes them).
+
+    ``all``: every group up to the largest k. ``discriminated``: the groups of the methods that
+    found the complainant discriminated, up to the largest k at which they did — the control
+    group for any, the factual test group for ST, the counterfactual test group for CST (with
+    or without centres). ``none``: nothing.
+    """
+    if mode != "discriminated":
+        full = np.full(n, kmax if mode == "all" else 0, np.int64)
+        return {("factual", "control"): full, ("factual", "test"): full, ("counterfactual", "test"): full}
+    method = claims_table["method"].to_numpy(zero_copy_only=False)
+    hit = claims_table["discriminated"].fill_null(False).to_numpy(zero_copy_only=False) & (method != "CF")
+    # claims() writes blocks of n rows, one row per complainant in the given order
+    row = (np.arange(claims_table.num_rows) % n)[hit]
+    k = claims_table["k"].to_numpy()[hit].astype(np.int64)
+    st = np.zeros(n, np.int64)
+    cst = np.zeros(n, np.int64)
+    is_st = method[hit] == "ST"
+    np.maximum.at(st, row[is_st], k[is_st])
+    np.maximum.at(cst, row[~is_st], k[~is_st])
+    return {("factual", "control"): np.maximum(st, cst), ("factual", "test"): st,
+            ("counterfactual", "test"): cst}
+
+
 def evidence(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neighbourhoods,
-             keep: np.ndarray) -> pa.Table:
-    """Who each kept complainant was compared with: rank, neighbour id and distance."""
-    sel = np.flatnonzero(keep)
+             depth: dict[tuple[str, str], np.ndarray], max_distance: float | None = None) -> pa.Table:
+    """Who each complainant was compared with: rank, neighbour id and distance, for the first
+    ``depth[(centre, group)]`` ranks (neighbours beyond ``max_distance`` did not count: left out)."""
     parts = []
     for centre, group, idx, dist in (("factual", "control", hood.control, hood.control_dist),
                                      ("factual", "test", hood.test_factual, hood.test_factual_dist),
                                      ("counterfactual", "test", hood.test_counterfactual,
                                       hood.test_counterfactual_dist)):
-        i, d = idx[sel], dist[sel]
-        n, k = i.shape
+        n, k = idx.shape
+        ranks = np.arange(1, k + 1, dtype=np.int32)
+        keep = ranks[None, :] <= depth[(centre, group)][:, None]
+        if max_distance is not None:
+            keep &= dist <= max_distance
+        rows, cols = np.nonzero(keep)
+        m = len(rows)
         parts.append(pa.table({
-            "record_id": pa.array(np.repeat(ids[complainants[sel]].astype(str), k)),
-            "protected_attribute": pa.array(np.full(n * k, attribute)),
-            "centre": pa.array(np.full(n * k, centre)), "search_group": pa.array(np.full(n * k, group)),
-            "rank": pa.array(np.tile(np.arange(1, k + 1, dtype=np.int32), n)),
-            "neighbour_id": pa.array(ids[i.ravel()].astype(str)),
-            "distance": pa.array(d.ravel()),
+            "record_id": pa.array(ids[complainants[rows]].astype(str)),
+            "protected_attribute": pa.array(np.full(m, attribute)),
+            "centre": pa.array(np.full(m, centre)), "search_group": pa.array(np.full(m, group)),
+            "rank": pa.array(ranks[cols]),
+            "neighbour_id": pa.array(ids[idx[rows, cols]].astype(str)),
+            "distance": pa.array(dist[rows, cols]),
         }, schema=EVIDENCE))
     return pa.concat_tables(parts) if parts else EVIDENCE.empty_table()
 
 
 def summary(claims_table: pa.Table) -> pa.Table:
-    """Counts and shares of discriminated / significant complainants by attribute × method × k."""
+    """Counts and shares of discriminated / significant complainants by attribute × method × k.
+    Significance is null where no claim has a test (CF), with a ``note`` saying why."""
     import polars as pl
 
     df = pl.from_arrow(claims_table)
+    tested = pl.col("significant").count() > 0
     out = (df.group_by(["protected_attribute", "method", "k"], maintain_order=True)
            .agg(pl.len().alias("complainants"),
                 pl.col("discriminated").fill_null(False).sum().alias("discriminated"),
-                pl.col("significant").fill_null(False).sum().alias("significant"),
-                (pl.col("delta_p") < 0).fill_null(False).sum().alias("reverse"))
+                pl.when(tested).then(pl.col("significant").sum()).otherwise(None).alias("significant"),
+                (pl.col("delta_p") < 0).fill_null(False).sum().alias("reverse"),
+                pl.when(tested).then(None).otherwise(pl.lit(CF_NOTE)).alias("note"))
            .with_columns((pl.col("discriminated") / pl.col("complainants")).alias("discriminated_share"),
                          (pl.col("significant") / pl.col("complainants")).alias("significant_share"))
            .sort(["protected_attribute", "method", "k"]))
