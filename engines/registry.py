@@ -16,6 +16,7 @@ ENGINES: dict[str, tuple[str, str]] = {
     "cst": ("engines.matching.engine:CSTEngine", "engines.matching.params:CSTParams"),
     "raguel": ("engines.reranking.engine:RaguelEngine", "engines.reranking.params:RaguelParams"),
     "fgce": ("engines.feasibility.engine:FGCEEngine", "engines.feasibility.params:FGCEParams"),
+    "cec": ("engines.matching.cec_engine:CECEngine", "engines.matching.cec_params:CECParams"),
 }
 
 
