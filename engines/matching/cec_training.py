@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pyarrow as pa
 import torch
 
 from engines.core.models import TorchMLP
@@ -160,7 +161,7 @@ def train(inputs: np.ndarray, label: np.ndarray, group: np.ndarray, pairs: Pairs
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-                sums += [loss.item(), l_pred.item(), float(l_eo), float(l_cec)]
+                sums += [loss.item(), l_pred.item(), l_eo.item(), l_cec.item()]
                 batches += 1
             if progress is not None:
                 loss, bce, eo, cec = sums / max(batches, 1)
@@ -252,3 +253,34 @@ def cross_validate(inputs: np.ndarray, merit: np.ndarray, label: np.ndarray, gro
             rows.append({"objective": objective, "fold": i + 1, "seconds": seconds,
                          "lambda_eo": cfg.lambda_eo, "lambda_cec": cfg.lambda_cec, **metrics})
     return rows
+
+
+TRAINING = pa.schema([
+    ("attribute", pa.string()), ("objective", pa.string()), ("statistic", pa.string()),
+    ("fold", pa.int32()), ("f1", pa.float64()), ("auc", pa.float64()), ("eo_gap", pa.float64()),
+    ("sp_gap", pa.float64()), ("cec", pa.float64()), ("pfr", pa.float64()), ("regime_b", pa.float64()),
+    ("pairs", pa.int64()), ("seconds", pa.float64()), ("epochs", pa.int32()),
+    ("lambda_eo", pa.float64()), ("lambda_cec", pa.float64()), ("model_path", pa.string()),
+])
+METRICS = ["f1", "auc", "eo_gap", "sp_gap", "cec", "pfr", "regime_b", "pairs", "seconds"]
+
+
+def training_table(rows: list[dict], attribute: str, epochs: int,
+                   model_paths: dict[str, str] | None = None) -> pa.Table:
+    """cec_training: one row per objective and fold, then the mean and the standard deviation
+    (sample, ddof = 1) over the folds per objective (the paper's Table 2 "mean ± std")."""
+    out = []
+    for r in rows:
+        out.append({"attribute": attribute, "statistic": "fold", "epochs": epochs, "model_path": None,
+                    **{k: r[k] for k in ["objective", "fold", "lambda_eo", "lambda_cec", *METRICS]}})
+    for objective in dict.fromkeys(r["objective"] for r in rows):
+        mine = [r for r in rows if r["objective"] == objective]
+        for stat, fn in (("mean", np.mean), ("sd", lambda v: np.std(v, ddof=1) if len(v) > 1 else np.nan)):
+            row = {"attribute": attribute, "objective": objective, "statistic": stat, "fold": None,
+                   "epochs": epochs, "lambda_eo": mine[0]["lambda_eo"], "lambda_cec": mine[0]["lambda_cec"],
+                   "model_path": (model_paths or {}).get(objective) if stat == "mean" else None}
+            for k in METRICS:
+                v = fn(np.array([np.nan if m[k] is None else m[k] for m in mine], dtype=np.float64))
+                row[k] = None if not np.isfinite(v) else (int(round(v)) if k == "pairs" else float(v))
+            out.append(row)
+    return pa.Table.from_pylist(out, schema=TRAINING)
