@@ -302,3 +302,27 @@ def test_a_model_that_is_not_differentiable_is_refused():
 def test_standardise_uses_the_audited_records():
     X = np.array([[1.0, 5.0], [3.0, 5.0]])
     assert np.allclose(standardise(X), [[-1, 0], [1, 0]])
+
+
+# ---- HMDA: the surrogate of a generated LAR ------------------------------------------------
+def test_hmda_spec_runs_cec_on_its_surrogate(staged_data, tmp_path):
+    import yaml
+
+    from conftest import REPO
+
+    raw = yaml.safe_load((REPO / "data" / "specs" / "hmda.yaml").read_text())
+    raw["source"]["rows"] = 3000
+    raw["model"]["epochs"] = 30
+    path = tmp_path / "hmda_small.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    data = staged_data(path)
+    assert "cec" in data.spec.engines.run
+    out = run_serial(CECEngine(), data, data.spec.engines.cec)
+    s = pl.from_arrow(out["cec_summary"])
+    assert set(s["attribute"]) == {"race", "ethnicity", "sex", "race&sex"}
+    assert set(s["partition_by"]) == {"decision"} and all("no label" in n for n in s["note"])
+    alls = s.filter(pl.col("group") == "all")
+    assert (alls["coverage"] > 0.99).all() and (alls["cec"].is_between(0, 1)).all()
+    feats = pl.from_arrow(out["cec_features"]).filter((pl.col("attribute") == "race") & (pl.col("group") == "all"))
+    assert sorted(feats["feature"]) == sorted(data.spec.model.features)
+    assert feats["share_of_delta"].sum() == pytest.approx(1.0)
