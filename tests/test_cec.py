@@ -326,3 +326,16 @@ def test_hmda_spec_runs_cec_on_its_surrogate(staged_data, tmp_path):
     feats = pl.from_arrow(out["cec_features"]).filter((pl.col("attribute") == "race") & (pl.col("group") == "all"))
     assert sorted(feats["feature"]) == sorted(data.spec.model.features)
     assert feats["share_of_delta"].sum() == pytest.approx(1.0)
+
+
+def test_cec_tables_land_in_the_warehouse_and_the_trends_view(warehouse):
+    out, _ = cec(world(n=120, seed=7), spec_for(["x1", "x2", "p", "a"]),
+                 LinearRule({"x1": 1.0, "p": 0.5}, 0.0, ["x1", "x2", "p", "a"]))
+    warehouse.start_run("r1", "w", "h", "test", {})
+    counts = warehouse.write_results("r1", {n: (CECEngine.tables[n], t) for n, t in out.items()})
+    assert counts["cec_pairs"] == 120 and counts["cec_summary"] == 3
+    with warehouse.transaction():
+        warehouse.finish_run("r1", "succeeded")
+    assert "cec_trends" in warehouse.create_views()
+    trend = warehouse.con.sql("SELECT * FROM audit.cec_trends").to_arrow_table()
+    assert trend.num_rows == 3 and set(trend["group"].to_pylist()) == {"all", "protected", "reference"}

@@ -178,7 +178,8 @@ def euclidean_knn(points: np.ndarray, queries: np.ndarray, k: int = 1) -> tuple[
     tree = cKDTree(points)
     idx = np.empty((len(queries), kk), np.int64)
     dist = np.empty((len(queries), kk), np.float64)
-    todo, want = np.arange(len(queries)), min(kk + _EXTRA, n)
+    # one candidate beyond k settles a query unless it ties the k-th (then fetch 4x more)
+    todo, want = np.arange(len(queries)), min(kk + 1, n)
     while len(todo):
         _, ci = tree.query(queries[todo], k=want, p=2)
         ci = np.asarray(ci, np.int64).reshape(len(todo), want)
