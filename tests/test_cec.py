@@ -339,3 +339,30 @@ def test_cec_tables_land_in_the_warehouse_and_the_trends_view(warehouse):
     assert "cec_trends" in warehouse.create_views()
     trend = warehouse.con.sql("SELECT * FROM audit.cec_trends").to_arrow_table()
     assert trend.num_rows == 3 and set(trend["group"].to_pylist()) == {"all", "protected", "reference"}
+
+
+def test_pieces_on_a_dask_cluster_equal_the_serial_run():
+    """The flow's fan-out: the state is shipped to workers (pickled) and pieces run there."""
+    import pickle
+
+    from distributed import Client
+
+    from engines.core.engine import conform, run_rounds
+
+    table = world(n=300, seed=8)
+    spec = spec_for(["x1", "x2", "p", "a"])
+    model = TorchMLP(["x1", "x2", "p", "a"], [8], 1)
+    data = AuditData(spec, table, {}, model)
+    serial = run_serial(CECEngine(), data, CECParams())
+    engine = CECEngine()
+    state = pickle.loads(pickle.dumps(engine.prepare(data, CECParams(chunk_size=64))))
+    with Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None) as client:
+        def run_pieces(st, pieces):
+            f = client.scatter(st, broadcast=True)
+            return client.gather([client.submit(engine.run_piece, f, p, pure=False) for p in pieces])
+
+        state, parts, n = run_rounds(engine, state, run_pieces)
+    assert n == 5
+    out = engine.combine(state, parts)
+    for name in ("cec_pairs", "cec_summary", "cec_regimes"):
+        assert conform(out[name], engine.tables[name], name).equals(serial[name]), name
