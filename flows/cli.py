@@ -143,8 +143,8 @@ def cmd_train(args) -> int:
                               progress=lambda m: print(m, file=sys.stderr))
     import polars as pl
 
-    summary = pl.from_arrow(table).filter(pl.col("statistic") != "fold").drop(["attribute", "fold", "epochs"])
-    _print_table(summary.to_arrow())
+    summary = pl.from_arrow(table).filter(pl.col("statistic") != "fold")
+    _print_table(summary.drop(["attribute", "fold", "epochs", "model_path"]).to_arrow())
     print(f"run {run_id}: table audit.cec_training in {Path(args.warehouse).resolve()}")
     for path in summary["model_path"].drop_nulls():
         print(f"  model: {path}  (spec: model: {{kind: mlp, path: ..., hidden: [128, 64], features: same}})")
