@@ -17,6 +17,7 @@ ENGINES: dict[str, tuple[str, str]] = {
     "raguel": ("engines.reranking.engine:RaguelEngine", "engines.reranking.params:RaguelParams"),
     "fgce": ("engines.feasibility.engine:FGCEEngine", "engines.feasibility.params:FGCEParams"),
     "pba": ("engines.verification.engine:PBAEngine", "engines.verification.params:PBAParams"),
+    "cec": ("engines.matching.cec_engine:CECEngine", "engines.matching.cec_params:CECParams"),
 }
 
 

@@ -25,6 +25,7 @@ BENCHMARKS = {
     "raguel": "flows.bench_raguel",
     "fgce": "flows.bench_fgce",
     "pba": "flows.bench_pba",
+    "cec": "flows.bench_cec",
 }
 USER_ERRORS = (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError,
                FileNotFoundError)
@@ -128,6 +129,26 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_train(args) -> int:
+    from engines.matching.cec_training import TrainConfig
+    from flows.train import run_train
+
+    config = TrainConfig(epochs=args.epochs, lambda_eo=args.lambda_eo, lambda_cec=args.lambda_cec,
+                         steps=args.steps, seed=args.seed)
+    run_id, table = run_train(args.spec, args.objective, folds=args.folds, config=config,
+                              attribute=args.attribute, warehouse=args.warehouse, lake=args.lake,
+                              out_dir=args.out_dir, run_id=args.run_id,
+                              progress=lambda m: print(m, file=sys.stderr))
+    import polars as pl
+
+    summary = pl.from_arrow(table).filter(pl.col("statistic") != "fold")
+    _print_table(summary.drop(["attribute", "fold", "epochs", "model_path"]).to_arrow())
+    print(f"run {run_id}: table audit.cec_training in {Path(args.warehouse).resolve()}")
+    for path in summary["model_path"].drop_nulls():
+        print(f"  model: {path}  (spec: model: {{kind: mlp, path: ..., hidden: [128, 64], features: same}})")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="aequum", description="Audit automated decisions for discrimination.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -186,6 +207,23 @@ def parser() -> argparse.ArgumentParser:
     wh_args(rp)
     rp.add_argument("--out", default=None, help="HTML file (default report-RUN_ID.html)")
     rp.set_defaults(func=cmd_report)
+
+    t = sub.add_parser("train", help="train the CEC paper's MLP with a fair objective (k-fold compared)")
+    t.add_argument("--spec", required=True, help="audit spec (label, model.features, financial features)")
+    t.add_argument("--objective", nargs="+", choices=["plain", "eo", "cec"], default=["cec"],
+                   help="plain: BCE; eo: + λ_EO·L_EO; cec: + λ_EO·L_EO + λ_CEC·L_CEC (several: compared)")
+    t.add_argument("--folds", type=int, default=5)
+    t.add_argument("--epochs", type=int, default=30)
+    t.add_argument("--lambda-eo", type=float, default=1.0)
+    t.add_argument("--lambda-cec", type=float, default=1.0)
+    t.add_argument("--steps", type=int, default=32, help="integrated-gradient steps T")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--attribute", default=None, help="protected attribute (default: the spec's first)")
+    t.add_argument("--out-dir", default="data/models", help="model files (default %(default)s)")
+    t.add_argument("--run-id", default=None)
+    wh_args(t)
+    t.add_argument("--lake", default=str(DEFAULT_LAKE))
+    t.set_defaults(func=cmd_train)
 
     b = sub.add_parser("bench", help="run a benchmark")
     b.add_argument("name", choices=sorted(BENCHMARKS))

@@ -350,3 +350,42 @@ def _select(ci: np.ndarray, cd: np.ndarray, kk: int, exclude: np.ndarray | None)
         cd[ci == exclude[:, None]] = np.inf
     order = np.lexsort((ci, cd), axis=1)[:, :kk]
     return np.take_along_axis(ci, order, 1), np.take_along_axis(cd, order, 1)
+
+
+def euclidean_knn(points: np.ndarray, queries: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Exact k nearest ``points`` (rows) to every query under the Euclidean distance.
+
+    CEC's Algorithm 1 (Popoola & Sheppard, Definition 2) matches on the L2 distance between
+    standardised financial features. Backed by a KD-tree (p = 2); distances are recomputed
+    with one numpy formula so equal distances compare equal, and ties are broken by (distance,
+    point index), refetching more candidates while a tie at the k-th distance may hide a point
+    with a smaller index. Fewer than k points: fewer columns. Returns (indices, distances).
+    """
+    points = np.ascontiguousarray(points, dtype=np.float64).reshape(len(points), -1)
+    queries = np.ascontiguousarray(queries, dtype=np.float64).reshape(len(queries), -1)
+    if k < 0:
+        raise ValueError(f"k must be non-negative, got {k}")
+    if points.shape[1] != queries.shape[1]:
+        raise ValueError(f"neighbour search: points have {points.shape[1]} attributes, queries {queries.shape[1]}")
+    if np.isnan(points).any() or np.isnan(queries).any():
+        raise ValueError("neighbour search: missing (NaN) values among the distance attributes")
+    n, kk = len(points), min(k, len(points))
+    if kk == 0 or len(queries) == 0:
+        return np.empty((len(queries), kk), np.int64), np.empty((len(queries), kk))
+    tree = cKDTree(points)
+    idx = np.empty((len(queries), kk), np.int64)
+    dist = np.empty((len(queries), kk), np.float64)
+    # one candidate beyond k settles a query unless it ties the k-th (then fetch 4x more)
+    todo, want = np.arange(len(queries)), min(kk + 1, n)
+    while len(todo):
+        _, ci = tree.query(queries[todo], k=want, p=2)
+        ci = np.asarray(ci, np.int64).reshape(len(todo), want)
+        cd = np.sqrt(((points[ci] - queries[todo][:, None, :]) ** 2).sum(-1))
+        order = np.lexsort((ci, cd), axis=1)[:, :kk]
+        i_s, d_s = np.take_along_axis(ci, order, 1), np.take_along_axis(cd, order, 1)
+        # the farthest fetched candidate not beyond the k-th distance: more may tie there
+        unsure = (want < n) & (cd.max(axis=1) <= d_s[:, -1])
+        done = ~unsure
+        idx[todo[done]], dist[todo[done]] = i_s[done], d_s[done]
+        todo, want = todo[unsure], min(4 * want, n)
+    return idx, dist

@@ -1,0 +1,368 @@
+"""CEC (seed 000): integrated gradients, Δ_CEC, matching, Principle 1, regimes, invariances, bad input."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+import torch
+
+from engines.core.data import AuditData
+from engines.core.engine import run_serial
+from engines.core.models import LinearRule, TorchMLP
+from engines.core.spec import SpecError, parse_spec
+from engines.matching.attributions import attribute_pairs, completeness_error
+from engines.matching.cec_engine import CECEngine
+from engines.matching.cec_matching import match, standardise
+from engines.matching.cec_params import CECParams
+from engines.matching.cec_scores import delta_cec, regimes
+
+
+# ---- integrated gradients ---------------------------------------------------------------
+def random_mlp(d: int, hidden, seed: int) -> TorchMLP:
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    return TorchMLP([f"x{j}" for j in range(d)], hidden, 1, rng.normal(size=d), rng.uniform(0.5, 2, d))
+
+
+def aggregate_completeness(model, X, Xc, B, steps):
+    out = attribute_pairs(model, X, Xc, B, steps)
+    err = np.abs(out["ig"].sum(1) - (out["score"] - out["score_baseline"]))
+    return err.sum() / np.abs(out["score"] - out["score_baseline"]).sum(), out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("hidden", [[128, 64], [32, 16]])
+def test_ig_completeness_on_random_mlps(seed, hidden):
+    """Σ IG = f(x) − f(b): within 1% (summed over pairs, relative to Σ|f(x) − f(b)|) at T = 128,
+    and the midpoint rule's error shrinks with T (a ReLU path gradient is piecewise constant, so
+    the error is O(1/T) at the kinks; the paper's T = 32 stays within a few percent)."""
+    d = 8
+    rng = np.random.default_rng(100 + seed)
+    X, Xc = rng.normal(size=(400, d)), rng.normal(size=(400, d))
+    B = np.tile(X.mean(0), (400, 1))
+    model = random_mlp(d, hidden, seed)
+    err128, out = aggregate_completeness(model, X, Xc, B, 128)
+    err32, _ = aggregate_completeness(model, X, Xc, B, 32)
+    assert err128 < 0.01
+    assert err32 < 0.05 and err128 < err32
+    # the reported per-pair error is the larger of the two members'
+    mine = completeness_error(out["ig"], out["score"], out["score_baseline"])
+    assert np.all(out["completeness"] >= mine - 1e-15)
+
+
+def test_ig_is_exact_for_a_linear_model():
+    rng = np.random.default_rng(0)
+    model = LinearRule({"a": 2.0, "b": -1.0, "c": 0.5}, 3.0, ["a", "b", "c"])
+    X, Xc, B = rng.normal(size=(50, 3)), rng.normal(size=(50, 3)), rng.normal(size=(50, 3))
+    out = attribute_pairs(model, X, Xc, B, steps=4)
+    assert np.allclose(out["ig"], model.weights * (X - B), atol=1e-12)
+    assert np.allclose(out["ig_counterpart"], model.weights * (Xc - B), atol=1e-12)
+    assert out["completeness"].max() < 1e-9
+
+
+# ---- Δ_CEC ------------------------------------------------------------------------------
+def test_delta_cec_range_identical_and_antipodal():
+    rng = np.random.default_rng(1)
+    g, h = rng.normal(size=(1000, 6)), rng.normal(size=(1000, 6))
+    d = delta_cec(g, h)
+    assert d.min() >= 0 and d.max() <= 1
+    assert np.all(delta_cec(g, g) == 0)
+    assert np.allclose(delta_cec(g, 3.0 * g), 0, atol=1e-7)        # same direction, any scale (ε = 1e−8)
+    assert np.allclose(delta_cec(g, -0.5 * g), 1, atol=1e-7)       # antipodal
+    cos = (g * h).sum(1) / np.linalg.norm(g, axis=1) / np.linalg.norm(h, axis=1)
+    assert np.allclose(d, np.sin(np.arccos(np.clip(cos, -1, 1)) / 2), atol=1e-9)  # = sin(θ/2)
+
+
+def test_regimes_table_1():
+    same = np.array([True, True, False, False])
+    delta = np.array([0.1, 0.3, 0.1, 0.3])
+    assert regimes(same, delta, 0.25).tolist() == ["A", "B", "C", "D"]
+
+
+# ---- matching ---------------------------------------------------------------------------
+def brute_force_match(Z, group, stratum):
+    cp = np.full(len(Z), -1)
+    dist = np.full(len(Z), np.nan)
+    for i in np.flatnonzero(group >= 0):
+        pool = np.flatnonzero((group == 1 - group[i]) & (stratum == stratum[i]))
+        if len(pool):
+            d = np.sqrt(((Z[pool] - Z[i]) ** 2).sum(1))
+            j = np.lexsort((pool, d))[0]  # nearest, ties to the smaller position
+            cp[i], dist[i] = pool[j], d[j]
+    keep = group >= 0
+    return cp[keep], dist[keep]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_matching_equals_brute_force_with_ties(seed):
+    rng = np.random.default_rng(seed)
+    n = 700
+    Z = rng.integers(0, 4, size=(n, 3)).astype(float)  # a coarse grid: many exact ties
+    group = rng.choice([-1, 0, 1], size=n, p=[0.1, 0.5, 0.4]).astype(np.int8)
+    stratum = rng.integers(0, 2, n).astype(np.int8)
+    m = match(Z, group, stratum)
+    cp, dist = brute_force_match(Z, group, stratum)
+    assert np.array_equal(m.counterpart, cp)
+    assert np.allclose(m.distance, dist)
+    assert np.all(group[m.counterpart] == 1 - m.group) and np.all(stratum[m.counterpart] == m.stratum)
+
+
+def test_distance_threshold_rejects_far_matches():
+    Z = np.array([[0.0], [0.1], [5.0], [5.05]])
+    group = np.array([1, 0, 1, 0], np.int8)
+    m = match(Z, group, np.zeros(4, np.int8), max_distance=1.0)
+    assert m.matched.all()
+    m = match(np.array([[0.0], [3.0], [0.2]]), np.array([1, 0, 0], np.int8), np.zeros(3, np.int8), 1.0)
+    assert m.matched.tolist() == [True, False, True]  # 0→2 (0.2); 1→0 (3.0) too far; 2→0 (0.2)
+    assert m.counterpart.tolist() == [2, 0, 0]
+
+
+# ---- engine on small worlds ---------------------------------------------------------------
+def spec_for(model_features, financial=("x1", "x2"), engines=None, label=True, model=None):
+    raw = {
+        "name": "w", "source": {"kind": "csv", "path": "w.csv", "id_column": "id"},
+        "protected": [{"name": "a", "column": "a", "protected_values": [1], "reference_values": [0]}],
+        "model": model or {"kind": "linear", "features": list(model_features),
+                           "coefficients": {f: 1.0 for f in model_features}, "intercept": 0.0,
+                           "use_for_decisions": True},
+        "features": [{"name": f, "financial": f in financial} for f in ("x1", "x2", "p")],
+        "engines": engines or {"run": ["cec"]},
+    }
+    if label:
+        raw["label"] = {"column": "y", "positive": [1]}
+    return parse_spec(raw)
+
+
+def world(n=400, seed=0, twins=False, labels=None):
+    """x1, x2 financial; p a proxy shifted for the protected group. ``twins``: every protected
+    record has a reference twin with identical x1, x2 and p (the protected attribute differs)."""
+    rng = np.random.default_rng(seed)
+    if twins:
+        half = n // 2
+        x = rng.normal(size=(half, 2))
+        p = rng.normal(size=half)
+        x, p = np.vstack([x, x]), np.concatenate([p, p])
+        a = np.r_[np.ones(half), np.zeros(half)].astype(np.int8)
+    else:
+        a = (rng.random(n) < 0.45).astype(np.int8)
+        x = rng.normal(size=(n, 2))
+        p = rng.normal(size=n) + 0.8 * a
+    y = (x.sum(1) > 0).astype(np.int8) if labels is None else np.asarray(labels, np.int8)
+    return pa.table({"_id": [f"r{i:04d}" for i in range(len(a))], "_row": np.arange(len(a)),
+                     "_g_a": pa.array(a, pa.int8()), "_label": pa.array(y, pa.int8()),
+                     "x1": x[:, 0], "x2": x[:, 1], "p": p})
+
+
+def branch_model() -> TorchMLP:
+    """f = x1 for the reference group and f = x2 for the protected one (inputs x1, x2, p, a):
+    relu(±x1 − M·a) and relu(±x2 − M·(1 − a)) with M far beyond the data's range."""
+    M = 1000.0
+    model = TorchMLP(["x1", "x2", "p", "a"], [4], 1)
+    lin1, lin2 = model.net[0], model.net[2]
+    with torch.no_grad():
+        lin1.weight.copy_(torch.tensor([[1, 0, 0, -M], [-1, 0, 0, -M], [0, 1, 0, M], [0, -1, 0, M]],
+                                       dtype=torch.float64))
+        lin1.bias.copy_(torch.tensor([0, 0, -M, -M], dtype=torch.float64))
+        lin2.weight.copy_(torch.tensor([[1, -1, 1, -1]], dtype=torch.float64))
+        lin2.bias.zero_()
+    return model
+
+
+def cec(table, spec, model, **params):
+    out = run_serial(CECEngine(), AuditData(spec, table, {}, model), CECParams(**params))
+    return out, pl.from_arrow(out["cec_summary"]).filter(pl.col("group") == "all").row(0, named=True)
+
+
+def test_fair_model_on_exact_twins_scores_zero_and_a_group_branch_scores_high():
+    table = world(twins=True)
+    fair = LinearRule({"x1": 1.0, "x2": 0.5}, 0.0, ["x1", "x2", "p", "a"])   # ignores a and p
+    _, s = cec(table, spec_for(["x1", "x2", "p", "a"]), fair)
+    assert s["distance_max"] == 0 and s["coverage"] == 1
+    assert s["cec"] < 1e-9 and s["regime_a"] == 1
+    surrogate_spec = {"kind": "surrogate", "target": "label", "use_for_decisions": True,
+                      "features": ["x1", "x2"], "hidden": [16], "epochs": 100}
+    from engines.core.models import fit_surrogate
+    data = AuditData(spec_for(["x1", "x2"], model=surrogate_spec), table)
+    mlp = fit_surrogate(data.feature_values(["x1", "x2"]), data.label, ["x1", "x2"], [16], 100)
+    _, s = cec(table, spec_for(["x1", "x2"], model=surrogate_spec), mlp)
+    assert s["cec"] < 1e-9
+    out, s = cec(table, spec_for(["x1", "x2", "p", "a"]), branch_model())
+    assert s["cec"] > 0.4 and s["regime_b"] + s["regime_d"] > 0.8
+    feats = pl.from_arrow(out["cec_features"]).filter(pl.col("group") == "all")
+    top = set(feats.filter(pl.col("rank") <= 3)["feature"].to_list())
+    assert {"x1", "x2"} <= top
+    x2 = feats.filter(pl.col("feature") == "x2").row(0, named=True)
+    assert x2["direction"] == "protected higher"   # the protected branch reads x2
+
+
+def test_both_members_use_the_factuals_baseline():
+    """Principle 1: IG(x; b_{y,a}) and IG(x̃; b_{y,a}), b the factual's label-group mean."""
+    table = world(n=300, seed=3)
+    w = {"x1": 1.5, "x2": -0.7, "p": 0.9, "a": -1.2}
+    model = LinearRule(w, 0.3, ["x1", "x2", "p", "a"])
+    out, _ = cec(table, spec_for(list(w)), model)
+    pairs = pl.from_arrow(out["cec_pairs"])
+    df = pl.from_arrow(table).rename({"_id": "id", "_g_a": "a", "_label": "y"})
+    X = df.select(["x1", "x2", "p", "a"]).to_numpy().astype(float)
+    ids = df["id"].to_list()
+    pos = {r: i for i, r in enumerate(ids)}
+    base = {(y, a): X[(df["y"] == y).to_numpy() & (df["a"] == a).to_numpy()].mean(0)
+            for y in (0, 1) for a in (0, 1)}
+    wv = model.weights
+    for r in pairs.sample(40, seed=0).iter_rows(named=True):
+        b = base[(r["stratum"], r["group"])]
+        assert r["baseline_score"] == pytest.approx(b @ wv + 0.3, abs=1e-9)
+        g, gc = wv * (X[pos[r["record_id"]]] - b), wv * (X[pos[r["counterpart_id"]]] - b)
+        assert r["delta_cec"] == pytest.approx(delta_cec(g[None], gc[None])[0], abs=1e-9)
+        own = base[(r["stratum"], 1 - r["group"])]   # the counterpart's own baseline would differ
+        assert not np.isclose(delta_cec(g[None], (wv * (X[pos[r["counterpart_id"]]] - own))[None])[0],
+                              r["delta_cec"])
+
+
+def test_pieces_equal_one_piece_and_row_order_does_not_matter():
+    table = world(n=500, seed=4)
+    spec = spec_for(["x1", "x2", "p", "a"])
+    model = TorchMLP(["x1", "x2", "p", "a"], [8], 1)
+    one, _ = cec(table, spec, model)
+    chunked, _ = cec(table, spec, model, chunk_size=37, batch_pairs=16)
+    reversed_, _ = cec(table.take(np.arange(table.num_rows)[::-1]), spec, model)
+    for name in ("cec_pairs", "cec_summary", "cec_regimes"):
+        assert one[name].equals(chunked[name]), name
+        assert one[name].equals(reversed_[name]), name
+    assert one["cec_features"].equals(reversed_["cec_features"])
+    a, b = pl.from_arrow(one["cec_features"]), pl.from_arrow(chunked["cec_features"])
+    assert a.select(["group", "feature", "rank"]).equals(b.select(["group", "feature", "rank"]))
+    assert np.allclose(a["share_of_delta"].to_numpy(), b["share_of_delta"].to_numpy(), atol=1e-12)
+
+
+def test_intersections_and_no_label_partition_by_decision():
+    table = world(n=300, seed=5).drop_columns(["_label"])
+    rng = np.random.default_rng(5)
+    table = table.append_column("_g_b", pa.array(rng.integers(0, 2, table.num_rows), pa.int8()))
+    spec = parse_spec({
+        "name": "w", "source": {"kind": "csv", "path": "w.csv", "id_column": "id"},
+        "protected": [{"name": "a", "column": "a", "protected_values": [1], "reference_values": [0]},
+                      {"name": "b", "column": "b", "protected_values": [1], "reference_values": [0]}],
+        "model": {"kind": "linear", "features": ["x1", "x2", "a"], "intercept": 0.0,
+                  "coefficients": {"x1": 1.0, "x2": 1.0, "a": -0.5}, "use_for_decisions": True},
+        "features": [{"name": "x1", "financial": True}, {"name": "x2", "financial": True}, {"name": "p"}],
+        "engines": {"run": ["cec"], "cec": {"intersections": [["a", "b"]]}},
+    })
+    model = LinearRule({"x1": 1.0, "x2": 1.0, "a": -0.5}, 0.0, ["x1", "x2", "a"])
+    out = run_serial(CECEngine(), AuditData(spec, table, {}, model), spec.engines.cec)
+    s = pl.from_arrow(out["cec_summary"])
+    assert set(s["attribute"]) == {"a", "b", "a&b"}
+    assert set(s["partition_by"]) == {"decision"} and "no label" in s["note"][0]
+    inter = pl.from_arrow(out["cec_pairs"]).filter(pl.col("attribute") == "a&b")
+    g = pl.from_arrow(table).select(["_id", "_g_a", "_g_b"])
+    both = g.filter((pl.col("_g_a") == pl.col("_g_b")))["_id"].sort().to_list()
+    assert inter["record_id"].to_list() == both   # only protected-in-both and reference-in-both
+
+
+# ---- bad input ----------------------------------------------------------------------------
+def test_no_financial_features_is_a_spec_error_naming_the_field():
+    with pytest.raises(SpecError, match="financial"):
+        spec_for(["x1", "x2"], financial=())
+    with pytest.raises(SpecError, match=r"engines\.cec\.features"):
+        spec_for(["x1", "x2"], engines={"run": ["cec"], "cec": {"features": ["nope"]}})
+    with pytest.raises(SpecError, match=r"threshold"):
+        spec_for(["x1", "x2"], engines={"run": ["cec"], "cec": {"threshold": 1.5}})
+
+
+def test_empty_partition_gives_unmatched_rows_and_a_note():
+    table = world(n=200, seed=6)
+    a = table["_g_a"].to_numpy()
+    y = np.where(a == 1, 1, table["_label"].to_numpy())  # every protected record is labelled 1 ...
+    y = np.where((a == 0) & (y == 1), 0, y)              # ... and no reference record is
+    table = table.set_column(table.schema.get_field_index("_label"), "_label", pa.array(y, pa.int8()))
+    out, s = cec(table, spec_for(["x1", "x2"]), LinearRule({"x1": 1.0}, 0.0, ["x1", "x2"]))
+    assert s["matched"] == 0 and s["cec"] is None
+    assert "unmatched" in s["note"] and "label 1" in s["note"]
+    assert pl.from_arrow(out["cec_pairs"])["regime"].null_count() == table.num_rows
+
+
+def test_a_model_that_is_not_differentiable_is_refused():
+    class Lookup:
+        feature_names = ("x1", "x2")
+        threshold = 0.0
+
+        def score(self, X):
+            return np.round(X[:, 0])
+
+        def decide(self, X):
+            return (self.score(X) > 0).astype(np.int8)
+
+    with pytest.raises(ValueError, match="differentiable"):
+        cec(world(n=50), spec_for(["x1", "x2"]), Lookup())
+    with pytest.raises(ValueError, match="needs the spec's model"):
+        run_serial(CECEngine(), AuditData(spec_for(["x1", "x2"]), world(n=50), {}, None), CECParams())
+
+
+def test_standardise_uses_the_audited_records():
+    X = np.array([[1.0, 5.0], [3.0, 5.0]])
+    assert np.allclose(standardise(X), [[-1, 0], [1, 0]])
+
+
+# ---- HMDA: the surrogate of a generated LAR ------------------------------------------------
+def test_hmda_spec_runs_cec_on_its_surrogate(staged_data, tmp_path):
+    import yaml
+
+    from conftest import REPO
+
+    raw = yaml.safe_load((REPO / "data" / "specs" / "hmda.yaml").read_text())
+    raw["source"]["rows"] = 3000
+    raw["model"]["epochs"] = 30
+    path = tmp_path / "hmda_small.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    data = staged_data(path)
+    assert "cec" in data.spec.engines.run
+    out = run_serial(CECEngine(), data, data.spec.engines.cec)
+    s = pl.from_arrow(out["cec_summary"])
+    assert set(s["attribute"]) == {"race", "ethnicity", "sex", "race&sex"}
+    assert set(s["partition_by"]) == {"decision"} and all("no label" in n for n in s["note"])
+    alls = s.filter(pl.col("group") == "all")
+    assert (alls["coverage"] > 0.99).all() and (alls["cec"].is_between(0, 1)).all()
+    feats = pl.from_arrow(out["cec_features"]).filter((pl.col("attribute") == "race") & (pl.col("group") == "all"))
+    assert sorted(feats["feature"]) == sorted(data.spec.model.features)
+    assert feats["share_of_delta"].sum() == pytest.approx(1.0)
+
+
+def test_cec_tables_land_in_the_warehouse_and_the_trends_view(warehouse):
+    out, _ = cec(world(n=120, seed=7), spec_for(["x1", "x2", "p", "a"]),
+                 LinearRule({"x1": 1.0, "p": 0.5}, 0.0, ["x1", "x2", "p", "a"]))
+    warehouse.start_run("r1", "w", "h", "test", {})
+    counts = warehouse.write_results("r1", {n: (CECEngine.tables[n], t) for n, t in out.items()})
+    assert counts["cec_pairs"] == 120 and counts["cec_summary"] == 3
+    with warehouse.transaction():
+        warehouse.finish_run("r1", "succeeded")
+    assert "cec_trends" in warehouse.create_views()
+    trend = warehouse.con.sql("SELECT * FROM audit.cec_trends").to_arrow_table()
+    assert trend.num_rows == 3 and set(trend["group"].to_pylist()) == {"all", "protected", "reference"}
+
+
+def test_pieces_on_a_dask_cluster_equal_the_serial_run():
+    """The flow's fan-out: the state is shipped to workers (pickled) and pieces run there."""
+    import pickle
+
+    from distributed import Client
+
+    from engines.core.engine import conform, run_rounds
+
+    table = world(n=300, seed=8)
+    spec = spec_for(["x1", "x2", "p", "a"])
+    model = TorchMLP(["x1", "x2", "p", "a"], [8], 1)
+    data = AuditData(spec, table, {}, model)
+    serial = run_serial(CECEngine(), data, CECParams())
+    engine = CECEngine()
+    state = pickle.loads(pickle.dumps(engine.prepare(data, CECParams(chunk_size=64))))
+    with Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None) as client:
+        def run_pieces(st, pieces):
+            f = client.scatter(st, broadcast=True)
+            return client.gather([client.submit(engine.run_piece, f, p, pure=False) for p in pieces])
+
+        state, parts, n = run_rounds(engine, state, run_pieces)
+    assert n == 5
+    out = engine.combine(state, parts)
+    for name in ("cec_pairs", "cec_summary", "cec_regimes"):
+        assert conform(out[name], engine.tables[name], name).equals(serial[name]), name
