@@ -183,3 +183,35 @@ def test_pba_findings_and_section(tmp_path):
     text = write_report(path, "hmda-pba", tmp_path / "pba.html").read_text()
     assert sections(text) == ["audited", "summary", "engine-outcome", "engine-pba"]
     assert figures(text, "engine-pba") == 1 and external_references(text) == []
+
+
+def test_cec_findings_and_section(tmp_path):
+    """CEC: one findings row per attribute x group (the headline: the whole attribute), naming
+    the input whose attributions differ most; its report section with the regime plot, the
+    feature table and the regime-B pairs."""
+    from audit_tables import small_audit
+
+    def edit(raw):
+        raw["engines"]["cec"] = {"steps": 8}
+
+    path = small_audit(tmp_path, rows=600, engines=["outcome", "cec"], run_id="cec-small",
+                       spec_name="cec_synthetic.yaml", edit=edit)
+    with Warehouse(path, read_only=True) as wh:
+        from test_findings import CONTRACT, columns
+
+        assert [c for c, _ in columns(wh, "findings_cec")] == CONTRACT
+        assert columns(wh, "findings_cec") == columns(wh, "findings_outcome")
+        findings = wh.con.sql("SELECT * FROM audit.findings WHERE engine = 'cec'").to_arrow_table().to_pylist()
+        summary = wh.result("cec_summary", "cec-small").to_pylist()
+        top = wh.con.execute("SELECT feature FROM audit.cec_features WHERE run_id = 'cec-small' "
+                             "AND \"group\" = 'all' AND rank = 1").fetchall()
+    assert len(findings) == len(summary) and all(f["statement"] for f in findings)
+    (head,) = [f for f in findings if f["headline"]]
+    (s,) = [s for s in summary if s["group"] == "all"]
+    assert head["value"] == s["regime_b"] and head["individuals"] == round(s["regime_b"] * s["matched"])
+    assert head["flagged"] == (s["cec"] > s["threshold"])
+    assert f"differ most on {top[0][0]}" in head["statement"]
+    text = write_report(path, "cec-small", tmp_path / "cec.html").read_text()
+    assert sections(text) == ["audited", "summary", "engine-outcome", "engine-cec"]
+    assert figures(text, "engine-cec") == 1 and external_references(text) == []
+    assert "Regime B pairs with the largest explanation gap" in text
