@@ -28,9 +28,9 @@ import numpy as np
 import pyarrow as pa
 from scipy.stats import rankdata
 
-from engines.core.engine import Tables, concat_parts
-from engines.outcome_params import OutcomeParams
-from engines.outcome_stats import adjust_p_values, ratio_log_interval, wilson_interval
+from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.outcome_params import OutcomeParams
+from aequum.engines.outcome_stats import adjust_p_values, ratio_log_interval, wilson_interval
 
 TOO_SMALL = "too small to judge"
 

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from engines.core.engine import Engine
-from engines.core.spec import register_engine_params
+from aequum.engines.core.engine import Engine
+from aequum.engines.core.spec import register_engine_params
 
 ENGINES: dict[str, tuple[str, str]] = {
-    "outcome": ("engines.outcome:OutcomeEngine", "engines.outcome_params:OutcomeParams"),
-    "cst": ("engines.matching.engine:CSTEngine", "engines.matching.params:CSTParams"),
-    "raguel": ("engines.reranking.engine:RaguelEngine", "engines.reranking.params:RaguelParams"),
-    "fgce": ("engines.feasibility.engine:FGCEEngine", "engines.feasibility.params:FGCEParams"),
-    "pba": ("engines.verification.engine:PBAEngine", "engines.verification.params:PBAParams"),
-    "cec": ("engines.matching.cec_engine:CECEngine", "engines.matching.cec_params:CECParams"),
+    "outcome": ("aequum.engines.outcome:OutcomeEngine", "aequum.engines.outcome_params:OutcomeParams"),
+    "cst": ("aequum.engines.matching.engine:CSTEngine", "aequum.engines.matching.params:CSTParams"),
+    "raguel": ("aequum.engines.reranking.engine:RaguelEngine", "aequum.engines.reranking.params:RaguelParams"),
+    "fgce": ("aequum.engines.feasibility.engine:FGCEEngine", "aequum.engines.feasibility.params:FGCEParams"),
+    "pba": ("aequum.engines.verification.engine:PBAEngine", "aequum.engines.verification.params:PBAParams"),
+    "cec": ("aequum.engines.matching.cec_engine:CECEngine", "aequum.engines.matching.cec_params:CECParams"),
 }
 
 

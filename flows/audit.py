@@ -24,15 +24,15 @@ import pyarrow as pa
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from engines.core.data import DECISION, AuditData
-from engines.core.engine import conform, run_rounds
-from engines.core.model_quality import QUALITY, degenerate, model_quality
-from engines.core.models import ModelError
-from engines.core.spec import AuditSpec, SpecError, load_spec
-from engines.registry import ENGINES, engine_params, get_engine
-from flows.staging import DEFAULT_LAKE, DatasetRef, stage
-from flows.versioning import code_version
-from flows.warehouse import DEFAULT_WAREHOUSE, Warehouse, WarehouseError
+from aequum.engines.core.data import DECISION, AuditData
+from aequum.engines.core.engine import conform, run_rounds
+from aequum.engines.core.model_quality import QUALITY, degenerate, model_quality
+from aequum.engines.core.models import ModelError
+from aequum.engines.core.spec import AuditSpec, SpecError, load_spec
+from aequum.engines.registry import ENGINES, engine_params, get_engine
+from aequum.flows.staging import DEFAULT_LAKE, DatasetRef, stage
+from aequum.flows.versioning import code_version
+from aequum.flows.warehouse import DEFAULT_WAREHOUSE, Warehouse, WarehouseError
 
 
 @dataclass
@@ -60,7 +60,7 @@ def fit_model(spec: AuditSpec, spec_dir: Path, table: pa.Table, categories: dict
     """Build the spec's model (fitting a surrogate on the staged records when asked)."""
     if spec.model is None:
         return None
-    from engines.core.models import build_model
+    from aequum.engines.core.models import build_model
 
     if spec.model.kind != "surrogate":
         return build_model(spec.model, base_dir=spec_dir)
@@ -147,7 +147,7 @@ def new_run_id(spec_name: str) -> str:
 
 def load_counterfactuals(spec: AuditSpec, spec_dir: Path, data_table: pa.Table) -> dict[str, pa.Table] | None:
     """The user-supplied counterfactual tables, aligned row by row with the staged records."""
-    from flows.counterfactuals import load_counterfactuals as load
+    from aequum.flows.counterfactuals import load_counterfactuals as load
 
     return load(spec, spec_dir, data_table)
 
@@ -156,8 +156,8 @@ def preflight(spec_path: str | Path, engines: list[str] | None = None) -> AuditS
     """Everything about a run that can be checked before Prefect and Dask start: the spec
     (engine names and parameters included), that the source opens and has the spec's columns,
     and that the model file loads. Raises the user error naming the field, file or column."""
-    from engines.core.validation import check_columns
-    from flows.readers import open_source
+    from aequum.engines.core.validation import check_columns
+    from aequum.flows.readers import open_source
 
     spec_file = Path(spec_path).resolve()
     spec = load_spec(spec_file)
@@ -169,7 +169,7 @@ def preflight(spec_path: str | Path, engines: list[str] | None = None) -> AuditS
     with open_source(spec.source, spec_file.parent, batch_rows=1_000, columns=spec.columns()) as stream:
         check_columns(stream.columns, spec)
     if spec.model is not None and spec.model.kind != "surrogate":
-        from engines.core.models import build_model
+        from aequum.engines.core.models import build_model
 
         build_model(spec.model, base_dir=spec_file.parent)
     return spec
@@ -229,7 +229,7 @@ def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: D
     """All result tables, engine statuses and the run's closing record in one transaction that
     first removes every row an earlier attempt of the run left. If the write fails (a full
     disk), nothing of it stays, the run is recorded as failed and the error names the file."""
-    from engines.core.models import model_fingerprint
+    from aequum.engines.core.models import model_fingerprint
 
     failed = [o.engine for o in outcomes if o.status != "succeeded"]
     status = "succeeded" if not failed else ("failed" if len(failed) == len(outcomes) else "partial")

@@ -19,8 +19,8 @@ import torch
 
 
 def _matching(n: int, sample: int) -> dict:
-    from engines.generators.cec_synthetic import FINANCIAL, generate_cec
-    from engines.matching.cec_matching import match, standardise
+    from aequum.engines.generators.cec_synthetic import FINANCIAL, generate_cec
+    from aequum.engines.matching.cec_matching import match, standardise
 
     t = generate_cec(n, seed=0)
     Z = standardise(np.column_stack([t[c].to_numpy() for c in FINANCIAL]))
@@ -51,8 +51,8 @@ def _matching(n: int, sample: int) -> dict:
 
 
 def _ig_rate(pairs: int, steps: int = 32, d: int = 20) -> dict:
-    from engines.core.models import TorchMLP
-    from engines.matching.attributions import attribute_pairs
+    from aequum.engines.core.models import TorchMLP
+    from aequum.engines.matching.attributions import attribute_pairs
 
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
@@ -81,8 +81,8 @@ def _ig_rate(pairs: int, steps: int = 32, d: int = 20) -> dict:
 
 
 def _training_overhead(n: int, epochs: int) -> dict:
-    from engines.generators.cec_synthetic import FINANCIAL, NOISE, PROXY, generate_cec
-    from engines.matching.cec_training import TrainConfig, make_pairs, train
+    from aequum.engines.generators.cec_synthetic import FINANCIAL, NOISE, PROXY, generate_cec
+    from aequum.engines.matching.cec_training import TrainConfig, make_pairs, train
 
     t = generate_cec(n, seed=1)
     names = FINANCIAL + PROXY + NOISE

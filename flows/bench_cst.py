@@ -24,10 +24,10 @@ def _peak_mb() -> float:
 
 
 def _stage(spec, spec_dir: Path, tmp: Path):
-    from engines.core.data import AuditData
-    from flows.audit import fit_model
-    from flows.staging import stage
-    from flows.warehouse import Warehouse
+    from aequum.engines.core.data import AuditData
+    from aequum.flows.audit import fit_model
+    from aequum.flows.staging import stage
+    from aequum.flows.warehouse import Warehouse
 
     with Warehouse(tmp / "wh.duckdb") as wh:
         ref = stage(spec, spec_dir, wh, tmp / "lake")
@@ -37,7 +37,7 @@ def _stage(spec, spec_dir: Path, tmp: Path):
 
 def naive_table_1(data, params) -> dict[tuple[str, int], int]:
     """Per complainant, full scans of the protected and non-protected spaces (the reference's way)."""
-    from engines.matching.engine import CSTEngine
+    from aequum.engines.matching.engine import CSTEngine
 
     state = CSTEngine().prepare(data, params)
     test = state.tests[0]
@@ -66,9 +66,9 @@ def naive_table_1(data, params) -> dict[tuple[str, int], int]:
 def table_1() -> dict:
     import polars as pl
 
-    from engines.core.engine import run_serial
-    from engines.core.spec import load_spec
-    from engines.matching.engine import CSTEngine
+    from aequum.engines.core.engine import run_serial
+    from aequum.engines.core.spec import load_spec
+    from aequum.engines.matching.engine import CSTEngine
 
     if not SHARED.exists():
         print(f"skipping Table 1: {SHARED} is absent")
@@ -98,8 +98,8 @@ def table_1() -> dict:
 def generated_hmda(tmp: Path, rows: int) -> tuple[dict, float]:
     """Generate ``rows`` HMDA LAR records into ``tmp``; return the HMDA spec (as a dict, source
     pointed at the file) and the seconds it took."""
-    from engines.core.spec import load_spec
-    from flows.generate import generate_to_file
+    from aequum.engines.core.spec import load_spec
+    from aequum.flows.generate import generate_to_file
 
     t0 = time.perf_counter()
     path = generate_to_file("hmda", tmp / "hmda.parquet", rows=rows, seed=0)
@@ -113,9 +113,9 @@ def at_scale(rows: int) -> dict:
     import polars as pl
     import pyarrow.parquet as pq
 
-    from engines.core.engine import run_serial
-    from engines.core.spec import parse_spec
-    from engines.matching.engine import CSTEngine
+    from aequum.engines.core.engine import run_serial
+    from aequum.engines.core.spec import parse_spec
+    from aequum.engines.matching.engine import CSTEngine
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -54,7 +54,7 @@ REFERENCE_SECONDS = {"student": 7, "student_surrogate": 7, "german_credit": 18}
 
 def _run(engine, data, params, timings: dict | None = None):
     """Both rounds of the engine's pieces, serially (what ``run_serial`` does), timing each piece."""
-    from engines.core.engine import run_rounds
+    from aequum.engines.core.engine import run_rounds
 
     def timed(state, pieces):
         parts = []
@@ -71,7 +71,7 @@ def _run(engine, data, params, timings: dict | None = None):
 
 def graph_group(state, attribute: str, value: int) -> tuple[int, int]:
     """(edges, reachable pairs) of one group the engine's way (KD-tree blocks, condensation)."""
-    from engines.feasibility.graph import build_graphs, shortest_costs
+    from aequum.engines.feasibility.graph import build_graphs, shortest_costs
 
     g = build_graphs(state.space, state.groups[attribute], state.params.epsilon, groups=[value])[value]
     m = g.nodes
@@ -80,9 +80,9 @@ def graph_group(state, attribute: str, value: int) -> tuple[int, int]:
 
 
 def side_by_side(spec_path: Path) -> dict:
-    from engines.core.spec import load_spec
-    from engines.feasibility.engine import FGCEEngine
-    from flows.bench_cst import _stage
+    from aequum.engines.core.spec import load_spec
+    from aequum.engines.feasibility.engine import FGCEEngine
+    from aequum.flows.bench_cst import _stage
 
     spec = load_spec(spec_path)
     with tempfile.TemporaryDirectory() as tmp:
@@ -114,9 +114,9 @@ def side_by_side(spec_path: Path) -> dict:
 
 
 def adult() -> dict:
-    from engines.core.spec import load_spec
-    from engines.feasibility.engine import FGCEEngine
-    from flows.bench_cst import _stage
+    from aequum.engines.core.spec import load_spec
+    from aequum.engines.feasibility.engine import FGCEEngine
+    from aequum.flows.bench_cst import _stage
 
     spec_path = REPO / "data" / "specs" / "adult.yaml"
     spec = load_spec(spec_path)

@@ -37,7 +37,7 @@ def _measure_baseline(path: str, out: str) -> dict:
 
     import duckdb
 
-    from engines.core.spec import load_spec
+    from aequum.engines.core.spec import load_spec
 
     spec = load_spec(SPEC)
     cols = spec.columns()
@@ -54,15 +54,15 @@ def _measure_baseline(path: str, out: str) -> dict:
 
 
 def _measure_stage(path: str, workdir: str) -> dict:
-    from engines.core.spec import load_spec
-    from flows.staging import stage
-    from flows.warehouse import Warehouse
+    from aequum.engines.core.spec import load_spec
+    from aequum.flows.staging import stage
+    from aequum.flows.warehouse import Warehouse
 
     spec = load_spec(SPEC)
     raw = spec.model_dump(mode="json")
     raw["source"] = {"kind": "parquet" if path.endswith(".parquet") else "hmda_lar", "path": path,
                      "id_column": spec.source.id_column}
-    from engines.core.spec import parse_spec
+    from aequum.engines.core.spec import parse_spec
 
     spec = parse_spec(raw)
     t0 = time.perf_counter()
@@ -74,13 +74,13 @@ def _measure_stage(path: str, workdir: str) -> dict:
 
 
 def _in_subprocess(fn: str, *args: str) -> dict:
-    code = f"import json, flows.bench_ingest as b; print(json.dumps(b.{fn}(*{list(args)!r})))"
+    code = f"import json, aequum.flows.bench_ingest as b; print(json.dumps(b.{fn}(*{list(args)!r})))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def run(quick: bool = False) -> list[dict]:
-    from flows.generate import generate_to_file
+    from aequum.flows.generate import generate_to_file
 
     sizes = [200_000] if quick else [1_000_000, 10_000_000]
     rows_out: list[dict] = []

@@ -55,11 +55,11 @@ def _stage(rows_sample: int | None, hidden: tuple[int, int], deltas: list[float]
            tmp: Path, epochs: int = 200):
     import yaml
 
-    from engines.core.data import AuditData
-    from engines.core.spec import parse_spec
-    from flows.audit import fit_model
-    from flows.staging import stage
-    from flows.warehouse import Warehouse
+    from aequum.engines.core.data import AuditData
+    from aequum.engines.core.spec import parse_spec
+    from aequum.flows.audit import fit_model
+    from aequum.flows.staging import stage
+    from aequum.flows.warehouse import Warehouse
 
     raw = yaml.safe_load(SPEC.read_text())
     raw["model"].update(hidden=list(hidden), epochs=epochs)
@@ -75,7 +75,7 @@ def _stage(rows_sample: int | None, hidden: tuple[int, int], deltas: list[float]
 
 def _verify(data, workers: int = 2):
     """The engine's pieces over ``workers`` processes (as Dask spreads them); seconds, tables."""
-    from engines.verification.engine import PBAEngine
+    from aequum.engines.verification.engine import PBAEngine
 
     engine = PBAEngine()
     t0 = time.perf_counter()
@@ -97,8 +97,8 @@ def throughput(inputs: int, sizes=((100, 50), (200, 100), (500, 100))) -> list[d
             for k, delta in enumerate((1.0, 2.0, 3.0)):
                 raw = data.spec.model_dump(mode="json")
                 raw["engines"]["pba"]["deltas"] = [delta]
-                from engines.core.data import AuditData
-                from engines.core.spec import parse_spec
+                from aequum.engines.core.data import AuditData
+                from aequum.engines.core.spec import parse_spec
 
                 d = AuditData(parse_spec(raw), data.table, data.categories, data.model)
                 secs, out = _verify(d)

@@ -40,8 +40,8 @@ def repair_table(cost, group, X, model, block_size: int = 100, t: float = 1 / 3)
     """Algorithm 2 on one ranked list under each reading in REPAIR_READINGS."""
     import numpy as np
 
-    from engines.reranking.algorithms import rerank_blocks
-    from engines.reranking.fairness import ratio_of, shares
+    from aequum.engines.reranking.algorithms import rerank_blocks
+    from aequum.engines.reranking.fairness import ratio_of, shares
 
     rows = []
     for label, kw, two in REPAIR_READINGS:
@@ -69,9 +69,9 @@ def repair_table(cost, group, X, model, block_size: int = 100, t: float = 1 / 3)
 
 
 def paper_size(rows: int = 30_000) -> dict:
-    from engines.core.spec import load_spec, parse_spec
-    from engines.reranking.engine import RaguelEngine
-    from flows.bench_cst import _stage
+    from aequum.engines.core.spec import load_spec, parse_spec
+    from aequum.engines.reranking.engine import RaguelEngine
+    from aequum.flows.bench_cst import _stage
 
     raw = load_spec(REPO / "data" / "specs" / "loan.yaml").model_dump(mode="json")
     raw["source"]["rows"] = rows
@@ -117,12 +117,12 @@ def at_scale(rows: int) -> dict:
     import duckdb
     import pyarrow.parquet as pq
 
-    from engines.core.spec import parse_spec
-    from engines.reranking.engine import recourse_model
-    from flows.bench_cst import generated_hmda
-    from flows.raguel_stream import ranked_query, rerank_lake
-    from flows.staging import stage
-    from flows.warehouse import Warehouse
+    from aequum.engines.core.spec import parse_spec
+    from aequum.engines.reranking.engine import recourse_model
+    from aequum.flows.bench_cst import generated_hmda
+    from aequum.flows.raguel_stream import ranked_query, rerank_lake
+    from aequum.flows.staging import stage
+    from aequum.flows.warehouse import Warehouse
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -12,20 +12,20 @@ import tempfile
 from importlib import import_module
 from pathlib import Path
 
-from engines.core.models import ModelError
-from engines.core.spec import SpecError
-from engines.core.validation import SourceSchemaError
-from flows.readers import SourceError
-from flows.staging import DEFAULT_LAKE, IngestError
-from flows.warehouse import DEFAULT_WAREHOUSE, WarehouseError
+from aequum.engines.core.models import ModelError
+from aequum.engines.core.spec import SpecError
+from aequum.engines.core.validation import SourceSchemaError
+from aequum.flows.readers import SourceError
+from aequum.flows.staging import DEFAULT_LAKE, IngestError
+from aequum.flows.warehouse import DEFAULT_WAREHOUSE, WarehouseError
 
 BENCHMARKS = {
-    "ingest": "flows.bench_ingest",
-    "cst": "flows.bench_cst",
-    "raguel": "flows.bench_raguel",
-    "fgce": "flows.bench_fgce",
-    "pba": "flows.bench_pba",
-    "cec": "flows.bench_cec",
+    "ingest": "aequum.flows.bench_ingest",
+    "cst": "aequum.flows.bench_cst",
+    "raguel": "aequum.flows.bench_raguel",
+    "fgce": "aequum.flows.bench_fgce",
+    "pba": "aequum.flows.bench_pba",
+    "cec": "aequum.flows.bench_cec",
 }
 USER_ERRORS = (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError,
                FileNotFoundError)
@@ -47,13 +47,13 @@ def _say(message: str) -> None:
 
 
 def _print_table(table, max_rows: int = 50) -> None:
-    from flows.show import print_table
+    from aequum.flows.show import print_table
 
     print_table(table.slice(0, max_rows))
 
 
 def cmd_generate(args) -> int:
-    from flows.generate import generate_to_file
+    from aequum.flows.generate import generate_to_file
 
     out = generate_to_file(args.name, args.out, rows=args.rows, seed=args.seed, fmt=args.format,
                            progress=lambda m: print(m, file=sys.stderr))
@@ -62,9 +62,9 @@ def cmd_generate(args) -> int:
 
 
 def cmd_ingest(args) -> int:
-    from engines.core.spec import load_spec
-    from flows.staging import stage
-    from flows.warehouse import Warehouse
+    from aequum.engines.core.spec import load_spec
+    from aequum.flows.staging import stage
+    from aequum.flows.warehouse import Warehouse
 
     spec_file = Path(args.spec).resolve()
     spec = load_spec(spec_file)
@@ -78,8 +78,8 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_audit(args) -> int:
-    from flows.audit import preflight, run_audit
-    from flows.warehouse import Warehouse
+    from aequum.flows.audit import preflight, run_audit
+    from aequum.flows.warehouse import Warehouse
 
     engines = [e.strip() for e in args.engines.split(",")] if args.engines is not None else None
     preflight(args.spec, engines)  # a bad spec or source fails here, before Prefect and Dask start
@@ -96,14 +96,14 @@ def cmd_audit(args) -> int:
     print(f"results: DuckDB warehouse {Path(args.warehouse).resolve()} (schema audit, run_id = '{run_id}')")
     print(f"  e.g. aequum show outcome_gaps --run-id {run_id}")
     if args.report is not None:
-        from flows.report import write_report
+        from aequum.flows.report import write_report
 
         print(f"report: {write_report(args.warehouse, run_id, args.report or None, wait=args.wait, notify=_say).resolve()}")
     return 0 if run["status"] == "succeeded" else 1
 
 
 def cmd_runs(args) -> int:
-    from flows.warehouse import Warehouse
+    from aequum.flows.warehouse import Warehouse
 
     with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
         _print_table(wh.runs(args.spec, args.limit), args.limit)
@@ -111,13 +111,13 @@ def cmd_runs(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from flows.show import show
+    from aequum.flows.show import show
 
     return show(args, notify=_say)
 
 
 def cmd_report(args) -> int:
-    from flows.report import write_report
+    from aequum.flows.report import write_report
 
     print(write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say).resolve())
     return 0
@@ -130,8 +130,8 @@ def cmd_bench(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from engines.matching.cec_training import TrainConfig
-    from flows.train import run_train
+    from aequum.engines.matching.cec_training import TrainConfig
+    from aequum.flows.train import run_train
 
     config = TrainConfig(epochs=args.epochs, lambda_eo=args.lambda_eo, lambda_cec=args.lambda_cec,
                          steps=args.steps, seed=args.seed)

@@ -20,7 +20,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from engines.core.spec import AuditSpec, CounterfactualTable
+from aequum.engines.core.spec import AuditSpec, CounterfactualTable
 
 ROW_NAMES = "_row_name"
 
@@ -43,7 +43,7 @@ def load_counterfactuals(spec: AuditSpec, spec_dir: Path, data_table: pa.Table) 
 
 def read_table(src: CounterfactualTable, spec_dir: Path, where: str) -> pl.DataFrame:
     """The table as text columns; R's row-name column (if any) as ``_row_name``."""
-    from flows.readers import SourceError, open_source, resolve, sniff_delimiter
+    from aequum.flows.readers import SourceError, open_source, resolve, sniff_delimiter
 
     if src.kind == "csv" and src.header_names is None:
         path = resolve(src.path, spec_dir)

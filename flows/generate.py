@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from engines.generators import catalogue
+from aequum.engines.generators import catalogue
 
 GENERATED = Path("data/generated")
 

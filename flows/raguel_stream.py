@@ -13,11 +13,11 @@ import duckdb
 import numpy as np
 import pyarrow.parquet as pq
 
-from engines.core.data import group_column
-from engines.reranking.engine import recourse_model
-from engines.reranking.recourse import LinearRecourse
-from engines.reranking.stream import StreamSummary, rerank_stream
-from flows.warehouse import SQL_DIR, _memory, quote_ident
+from aequum.engines.core.data import group_column
+from aequum.engines.reranking.engine import recourse_model
+from aequum.engines.reranking.recourse import LinearRecourse
+from aequum.engines.reranking.stream import StreamSummary, rerank_stream
+from aequum.flows.warehouse import SQL_DIR, _memory, quote_ident
 
 
 def ranked_query(features: list[str], attribute: str, unfavourable_only: bool) -> str:

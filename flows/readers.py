@@ -14,8 +14,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from engines.core.spec import Source
-from flows.warehouse import quote_qualified
+from aequum.engines.core.spec import Source
+from aequum.flows.warehouse import quote_qualified
 
 DELIMITERS = [",", "|", "\t", ";"]
 
@@ -110,7 +110,7 @@ def source_stamp(source: Source, base_dir: Path) -> str | None:
         h.update(repr((source.delimiter, source.header_names)).encode())
         return h.hexdigest()
     if source.kind == "generated":
-        from engines.generators import catalogue
+        from aequum.engines.generators import catalogue
 
         h.update(repr((source.generator, source.rows, source.seed)).encode())
         h.update(Path(catalogue.module_file(source.generator)).read_bytes())
@@ -163,7 +163,7 @@ def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000,
         raw = rel.columns
         names = raw
         if kind == "hmda_lar":
-            from engines.generators.hmda import normalise_column_name
+            from aequum.engines.generators.hmda import normalise_column_name
             names = [normalise_column_name(c) for c in raw]
         rel, kept = _project(rel, raw, names, columns)
         batches = rel.to_arrow_reader(batch_rows)
@@ -234,7 +234,7 @@ def _rebatch(reader: pa.RecordBatchReader, batch_rows: int) -> Iterator[pa.Recor
 
 
 def _generated(source: Source, batch_rows: int) -> Stream:
-    from engines.generators import catalogue
+    from aequum.engines.generators import catalogue
 
     batches = catalogue.batches(source.generator, rows=source.rows, seed=source.seed,
                                 batch_rows=batch_rows)

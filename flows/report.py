@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from flows.reporting.html import Section, esc, flag, page, table
-from flows.reporting.run import Run
-from flows.reporting.sections import engine_sections
-from flows.warehouse import Warehouse
+from aequum.flows.reporting.html import Section, esc, flag, page, table
+from aequum.flows.reporting.run import Run
+from aequum.flows.reporting.sections import engine_sections
+from aequum.flows.warehouse import Warehouse
 
 
 def audited_section(run: Run) -> Section:

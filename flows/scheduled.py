@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.audit import run_audit
-from flows.staging import DEFAULT_LAKE
-from flows.warehouse import DEFAULT_WAREHOUSE
+from aequum.flows.audit import run_audit
+from aequum.flows.staging import DEFAULT_LAKE
+from aequum.flows.warehouse import DEFAULT_WAREHOUSE
 
 
 @flow(name="aequum-scheduled-audit")

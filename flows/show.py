@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from flows.warehouse import Warehouse, WarehouseError, check_table_name
+from aequum.flows.warehouse import Warehouse, WarehouseError, check_table_name
 
 MAX_CELL = 40  # characters of a text cell in the terminal
 

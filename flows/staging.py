@@ -24,11 +24,11 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engines.core.data import DECISION, LABEL, group_column
-from engines.core.spec import AuditSpec
-from engines.core.validation import QUARANTINE_SCHEMA, check_columns, validate_batch
-from flows.readers import open_source, source_stamp
-from flows.warehouse import Warehouse, load_sql, process_alive, staged_table, this_process
+from aequum.engines.core.data import DECISION, LABEL, group_column
+from aequum.engines.core.spec import AuditSpec
+from aequum.engines.core.validation import QUARANTINE_SCHEMA, check_columns, validate_batch
+from aequum.flows.readers import open_source, source_stamp
+from aequum.flows.warehouse import Warehouse, load_sql, process_alive, staged_table, this_process
 
 DEFAULT_LAKE = Path("data/lake")
 

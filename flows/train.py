@@ -14,15 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
-from engines.core.data import AuditData
-from engines.core.models import model_fingerprint
-from engines.core.spec import SpecError, load_spec
-from engines.matching.cec_training import (OBJECTIVES, TRAINING, TrainConfig, cross_validate,
+from aequum.engines.core.data import AuditData
+from aequum.engines.core.models import model_fingerprint
+from aequum.engines.core.spec import SpecError, load_spec
+from aequum.engines.matching.cec_training import (OBJECTIVES, TRAINING, TrainConfig, cross_validate,
                                            make_pairs, train, training_table)
-from flows.audit import new_run_id
-from flows.staging import DEFAULT_LAKE, stage
-from flows.versioning import code_version
-from flows.warehouse import DEFAULT_WAREHOUSE, Warehouse
+from aequum.flows.audit import new_run_id
+from aequum.flows.staging import DEFAULT_LAKE, stage
+from aequum.flows.versioning import code_version
+from aequum.flows.warehouse import DEFAULT_WAREHOUSE, Warehouse
 
 DEFAULT_MODELS = Path("data/models")
 

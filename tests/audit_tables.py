@@ -17,11 +17,11 @@ def small_audit(tmp: Path, rows: int = 400, engines: list[str] | None = None,
     """Write one run of ``data/specs/<spec_name>`` at ``rows`` rows to ``tmp/wh.duckdb``
     (``edit(raw)`` may change the raw spec first)."""
     from conftest import stage_spec
-    from engines.core.engine import run_serial
-    from engines.core.models import model_fingerprint
-    from engines.core.spec import parse_spec
-    from engines.registry import get_engine
-    from flows.warehouse import Warehouse
+    from aequum.engines.core.engine import run_serial
+    from aequum.engines.core.models import model_fingerprint
+    from aequum.engines.core.spec import parse_spec
+    from aequum.engines.registry import get_engine
+    from aequum.flows.warehouse import Warehouse
 
     raw = yaml.safe_load((REPO / "data" / "specs" / spec_name).read_text())
     raw["source"]["rows"] = rows

@@ -27,7 +27,7 @@ def shared_file(*parts: str) -> Path:
 
 @pytest.fixture
 def warehouse(tmp_path):
-    from flows.warehouse import Warehouse
+    from aequum.flows.warehouse import Warehouse
 
     wh = Warehouse(tmp_path / "wh.duckdb")
     yield wh
@@ -51,11 +51,11 @@ def staged_data(tmp_path):
 
 def stage_spec(spec, tmp: Path, spec_dir: Path | None = None):
     """Stage a spec (path or AuditSpec) into a throwaway warehouse under ``tmp``; its AuditData."""
-    from engines.core.data import AuditData
-    from engines.core.spec import AuditSpec, load_spec
-    from flows.audit import fit_model
-    from flows.staging import stage
-    from flows.warehouse import Warehouse
+    from aequum.engines.core.data import AuditData
+    from aequum.engines.core.spec import AuditSpec, load_spec
+    from aequum.flows.audit import fit_model
+    from aequum.flows.staging import stage
+    from aequum.flows.warehouse import Warehouse
 
     if not isinstance(spec, AuditSpec):
         spec_dir = Path(spec).resolve().parent

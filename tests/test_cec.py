@@ -7,15 +7,15 @@ import pyarrow as pa
 import pytest
 import torch
 
-from engines.core.data import AuditData
-from engines.core.engine import run_serial
-from engines.core.models import LinearRule, TorchMLP
-from engines.core.spec import SpecError, parse_spec
-from engines.matching.attributions import attribute_pairs, completeness_error
-from engines.matching.cec_engine import CECEngine
-from engines.matching.cec_matching import match, standardise
-from engines.matching.cec_params import CECParams
-from engines.matching.cec_scores import delta_cec, regimes
+from aequum.engines.core.data import AuditData
+from aequum.engines.core.engine import run_serial
+from aequum.engines.core.models import LinearRule, TorchMLP
+from aequum.engines.core.spec import SpecError, parse_spec
+from aequum.engines.matching.attributions import attribute_pairs, completeness_error
+from aequum.engines.matching.cec_engine import CECEngine
+from aequum.engines.matching.cec_matching import match, standardise
+from aequum.engines.matching.cec_params import CECParams
+from aequum.engines.matching.cec_scores import delta_cec, regimes
 
 
 # ---- integrated gradients ---------------------------------------------------------------
@@ -182,7 +182,7 @@ def test_fair_model_on_exact_twins_scores_zero_and_a_group_branch_scores_high():
     assert s["cec"] < 1e-9 and s["regime_a"] == 1
     surrogate_spec = {"kind": "surrogate", "target": "label", "use_for_decisions": True,
                       "features": ["x1", "x2"], "hidden": [16], "epochs": 100}
-    from engines.core.models import fit_surrogate
+    from aequum.engines.core.models import fit_surrogate
     data = AuditData(spec_for(["x1", "x2"], model=surrogate_spec), table)
     mlp = fit_surrogate(data.feature_values(["x1", "x2"]), data.label, ["x1", "x2"], [16], 100)
     _, s = cec(table, spec_for(["x1", "x2"], model=surrogate_spec), mlp)
@@ -347,7 +347,7 @@ def test_pieces_on_a_dask_cluster_equal_the_serial_run():
 
     from distributed import Client
 
-    from engines.core.engine import conform, run_rounds
+    from aequum.engines.core.engine import conform, run_rounds
 
     table = world(n=300, seed=8)
     spec = spec_for(["x1", "x2", "p", "a"])

@@ -8,11 +8,11 @@ import torch
 import yaml
 
 from conftest import REPO, shared_file
-from engines.core.models import TorchMLP, build_model
-from engines.core.spec import ModelSpec, SpecError
-from engines.matching.attributions import attribute_pairs
-from engines.matching.cec_scores import delta_cec
-from engines.matching.cec_training import (TrainConfig, cec_loss, cross_validate, eo_loss, folds,
+from aequum.engines.core.models import TorchMLP, build_model
+from aequum.engines.core.spec import ModelSpec, SpecError
+from aequum.engines.matching.attributions import attribute_pairs
+from aequum.engines.matching.cec_scores import delta_cec
+from aequum.engines.matching.cec_training import (TrainConfig, cec_loss, cross_validate, eo_loss, folds,
                                            make_pairs, train, training_table)
 
 
@@ -94,7 +94,7 @@ def test_cec_training_lowers_cec_on_a_tiny_world():
     pairs = make_pairs(X, merit, y, a)
     names = ["x0", "x1", "p", "a"]
     cfg = TrainConfig(hidden=(16, 8), epochs=8, steps=8, lambda_eo=0.0)
-    from engines.matching.cec_training import evaluate
+    from aequum.engines.matching.cec_training import evaluate
     plain = evaluate(train(X, y, a, pairs, names, cfg.for_objective("plain")), X, merit, y, a, 8)
     fair = evaluate(train(X, y, a, pairs, names, cfg.for_objective("cec")), X, merit, y, a, 8)
     assert fair["cec"] < plain["cec"]
@@ -119,8 +119,8 @@ def tiny_spec(tmp_path, rows=400):
 
 
 def test_train_flow_writes_the_table_the_run_and_the_models(tmp_path):
-    from flows.train import run_train
-    from flows.warehouse import Warehouse
+    from aequum.flows.train import run_train
+    from aequum.flows.warehouse import Warehouse
 
     lines = []
     run_id, table = run_train(str(tiny_spec(tmp_path)), ["plain", "cec"], folds=2,
@@ -137,7 +137,7 @@ def test_train_flow_writes_the_table_the_run_and_the_models(tmp_path):
 
 
 def test_train_needs_a_label(tmp_path):
-    from flows.train import run_train
+    from aequum.flows.train import run_train
 
     raw = yaml.safe_load(tiny_spec(tmp_path).read_text())
     del raw["label"]
@@ -157,7 +157,7 @@ def test_german_credit_cec_training_halves_cec_at_small_f1_cost(tmp_path):
     """The paper's direction (Tables 2 and 4): the plain MLP hides a large regime B share; the CEC
     objective at least halves CEC with an F1 loss under 0.03 (5 folds, the paper's defaults)."""
     shared_file("FGCE", "GermanCredit.data")
-    from flows.train import run_train
+    from aequum.flows.train import run_train
 
     _, table = run_train(str(REPO / "data" / "specs" / "german_credit_cec.yaml"), ["plain", "cec"],
                          warehouse=str(tmp_path / "wh.duckdb"), lake=str(tmp_path / "lake"),

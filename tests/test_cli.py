@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO
-from flows.cli import main
+from aequum.flows.cli import main
 
 
 def test_generate_ingest_runs_show(tmp_path, capsys):
@@ -35,7 +35,7 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path, capsys):
 
 
 def test_show_names_unknown_tables(tmp_path, capsys):
-    from flows.warehouse import Warehouse
+    from aequum.flows.warehouse import Warehouse
 
     Warehouse(tmp_path / "w.duckdb").close()
     assert main(["show", "nope", "--warehouse", str(tmp_path / "w.duckdb")]) == 2
@@ -59,9 +59,9 @@ def test_missing_model_file_is_a_user_error(tmp_path, capsys, monkeypatch):
     spec["model"] = {"kind": "mlp", "features": ["AnnualSalary", "AccountBalance"], "path": "none.pt",
                      "hidden": [4]}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
-    from flows.audit import fit_model
-    from engines.core.models import ModelError
-    from engines.core.spec import load_spec
+    from aequum.flows.audit import fit_model
+    from aequum.engines.core.models import ModelError
+    from aequum.engines.core.spec import load_spec
 
     with pytest.raises(ModelError, match="not found"):
         fit_model(load_spec(tmp_path / "s.yaml"), tmp_path, None, {})

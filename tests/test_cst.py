@@ -9,12 +9,12 @@ import pyarrow as pa
 import pytest
 
 from conftest import REPO, shared_file
-from engines.core.data import AuditData
-from engines.core.engine import run_serial
-from engines.core.models import LinearRule
-from engines.core.spec import parse_spec
-from engines.matching.engine import CSTEngine
-from engines.matching.scm import Equation, LinearSCM, SCMError
+from aequum.engines.core.data import AuditData
+from aequum.engines.core.engine import run_serial
+from aequum.engines.core.models import LinearRule
+from aequum.engines.core.spec import parse_spec
+from aequum.engines.matching.engine import CSTEngine
+from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
 
 LOAN = "counterfactual-situation-testing", "data", "LoanApplication_v2.csv"
 
@@ -22,10 +22,10 @@ LOAN = "counterfactual-situation-testing", "data", "LoanApplication_v2.csv"
 @pytest.fixture(scope="module")
 def loan_out(tmp_path_factory):
     shared_file(*LOAN)
-    from engines.core.spec import load_spec
-    from flows.audit import fit_model
-    from flows.staging import stage
-    from flows.warehouse import Warehouse
+    from aequum.engines.core.spec import load_spec
+    from aequum.flows.audit import fit_model
+    from aequum.flows.staging import stage
+    from aequum.flows.warehouse import Warehouse
 
     spec = load_spec(REPO / "data" / "specs" / "loan_reference.yaml")
     tmp = tmp_path_factory.mktemp("loan")
@@ -191,7 +191,7 @@ def test_missing_model_is_a_clear_error():
 
 
 def test_spec_level_scm_errors():
-    from engines.core.spec import SpecError
+    from aequum.engines.core.spec import SpecError
 
     raw = {"name": "w", "source": {"kind": "csv", "path": "w.csv", "id_column": "id"},
            "protected": [{"name": "a", "column": "a", "protected_values": [1], "reference_values": [0]}],
@@ -236,7 +236,7 @@ def test_supplied_counterfactual_table_equals_the_fitted_scm():
 
 
 def test_counterfactual_table_is_aligned_by_id(tmp_path):
-    from flows.audit import load_counterfactuals
+    from aequum.flows.audit import load_counterfactuals
 
     data = world("affected", n=50)
     ids = data.table["_id"].to_pylist()

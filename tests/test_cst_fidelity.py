@@ -12,12 +12,12 @@ import pyarrow as pa
 import pytest
 
 from conftest import REPO, shared_file, stage_spec
-from engines.core.data import AuditData
-from engines.core.engine import run_serial
-from engines.core.models import LinearRule
-from engines.core.spec import SpecError, parse_spec
-from engines.matching.engine import CSTEngine, record_order
-from engines.matching.scm import Equation, LinearSCM
+from aequum.engines.core.data import AuditData
+from aequum.engines.core.engine import run_serial
+from aequum.engines.core.models import LinearRule
+from aequum.engines.core.spec import SpecError, parse_spec
+from aequum.engines.matching.engine import CSTEngine, record_order
+from aequum.engines.matching.scm import Equation, LinearSCM
 
 CST_DATA = "counterfactual-situation-testing", "data"
 KEY = ["protected_attribute", "method", "k", "record_id"]
@@ -142,7 +142,7 @@ def _with_cf(spec, **table):
 
 @pytest.mark.parametrize("form", ["write.table", "write.csv"])
 def test_r_written_counterfactual_table_is_read_as_it_is(tmp_path, form):
-    from flows.audit import load_counterfactuals
+    from aequum.flows.audit import load_counterfactuals
 
     spec, table = _small_world()
     n = table.num_rows
@@ -158,7 +158,7 @@ def test_r_written_counterfactual_table_is_read_as_it_is(tmp_path, form):
 
 
 def test_counterfactual_table_without_ids_aligns_by_position(tmp_path):
-    from flows.audit import load_counterfactuals
+    from aequum.flows.audit import load_counterfactuals
 
     spec, table = _small_world()
     (tmp_path / "cf.csv").write_text("x1,x2\n" + "".join(f"{r},{-r}\n" for r in range(table.num_rows)))
@@ -174,7 +174,7 @@ def test_counterfactual_table_without_ids_aligns_by_position(tmp_path):
     ('"x1"|"x2"\n"1"|1|2\n', {}, r"scm.counterfactuals lacks 11 of the staged records"),
 ])
 def test_counterfactual_table_problems_are_one_line(tmp_path, text, table_args, message):
-    from flows.audit import load_counterfactuals
+    from aequum.flows.audit import load_counterfactuals
 
     spec, table = _small_world()
     (tmp_path / "cf.csv").write_text(text)
@@ -184,8 +184,8 @@ def test_counterfactual_table_problems_are_one_line(tmp_path, text, table_args, 
 
 
 def test_the_authors_law_school_table_is_read_by_row_name():
-    from engines.core.spec import load_spec
-    from flows.counterfactuals import align, read_table
+    from aequum.engines.core.spec import load_spec
+    from aequum.flows.counterfactuals import align, read_table
 
     path = shared_file(*CST_DATA, "counterfactuals", "cf_LawSchool_lev3_doWhite.csv")
     spec = load_spec(REPO / "data" / "specs" / "law_school_reference.yaml")
@@ -282,7 +282,7 @@ def test_evidence_rows_by_mode():
 
 
 def test_loan_default_audit_writes_evidence_only_for_discriminated_complainants(tmp_path):
-    from engines.core.spec import load_spec
+    from aequum.engines.core.spec import load_spec
 
     spec = load_spec(REPO / "data" / "specs" / "loan.yaml")
     assert spec.engines.cst.evidence == "discriminated"
@@ -342,8 +342,8 @@ def test_law_school_on_the_authors_tables_reproduces_table_4_and_cf(tmp_path):
     """Table 4 (race): CST w/o 256/309/337/400, CST 286/309/337/400, CF 231; Table 5 CF 56.
     ST (and gender's CST at k = 15..50) depend on how the 89% tied distances are broken, which
     the reference leaves to its sort; aequum breaks them by record id."""
-    from engines.core.spec import load_spec
-    from flows.audit import load_counterfactuals
+    from aequum.engines.core.spec import load_spec
+    from aequum.flows.audit import load_counterfactuals
 
     shared_file(*CST_DATA, "counterfactuals", "cf_LawSchool_lev3_doWhite.csv")
     path = REPO / "data" / "specs" / "law_school_reference.yaml"

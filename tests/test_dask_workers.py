@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from conftest import REPO
-from flows.warehouse import Warehouse
+from aequum.flows.warehouse import Warehouse
 from services import BIN, base_env, free_port, port_open, run, service
 
 pytestmark = pytest.mark.prefect
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.prefect
 DRIVER = """
 import json, sys, time
 from prefect import get_client
-from flows.audit import run_audit
+from aequum.flows.audit import run_audit
 
 spec, warehouse, lake, address = sys.argv[1:]
 run_id = run_audit(spec, warehouse=warehouse, lake=lake, engines=["outcome", "raguel"],

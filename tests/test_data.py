@@ -5,8 +5,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engines.core.data import AuditData
-from engines.core.spec import parse_spec
+from aequum.engines.core.data import AuditData
+from aequum.engines.core.spec import parse_spec
 
 SPEC = parse_spec({
     "name": "d",

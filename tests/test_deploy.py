@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import REPO
-from flows.warehouse import Warehouse
+from aequum.flows.warehouse import Warehouse
 from services import BIN, prefect_server, run
 
 pytestmark = pytest.mark.prefect

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engines.core.encoding import Encoder, encoder_for
+from aequum.engines.core.encoding import Encoder, encoder_for
 
 NAMES = ["income", "grade", "city"]
 KINDS = ["numeric", "ordinal", "categorical"]
@@ -49,7 +49,7 @@ def test_encoder_for_audit_data():
     import pyarrow as pa
     from test_data import SPEC, TABLE
 
-    from engines.core.data import AuditData
+    from aequum.engines.core.data import AuditData
 
     complete = TABLE.set_column(TABLE.column_names.index("income"), "income", pa.array([10.0, 20.0, 30.0]))
     data = AuditData(SPEC, complete, categories={"city": ["x", "y"]})

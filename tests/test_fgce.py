@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from conftest import REPO, shared_file, stage_spec
-from engines.core.engine import run_serial
-from engines.feasibility.engine import FGCEEngine, FGCEError
+from aequum.engines.core.engine import run_serial
+from aequum.engines.feasibility.engine import FGCEEngine, FGCEError
 
 STUDENT = REPO / "data/specs/student_surrogate.yaml"
 GERMAN = REPO / "data/specs/german_credit.yaml"
@@ -138,7 +138,7 @@ def test_components_are_a_second_round_of_pieces(staged_data):
     """German credit's groups split into many WCCs: the second round fans them out as pieces,
     and combining them gives the whole group's exact k0 and d0."""
     shared_file("FGCE/GermanCredit.data")
-    from engines.feasibility.selection import k0 as exact_k0, min_cost_bisect
+    from aequum.engines.feasibility.selection import k0 as exact_k0, min_cost_bisect
     data = staged_data(GERMAN)
     engine = FGCEEngine()
     state = engine.prepare(data, data.spec.engines.fgce)

@@ -7,12 +7,12 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from engines.core.radius import brute_force_pairs
-from engines.feasibility.graph import (FeasibilityGraph, build_graphs, eps_sweep,
+from aequum.engines.core.radius import brute_force_pairs
+from aequum.engines.feasibility.graph import (FeasibilityGraph, build_graphs, eps_sweep,
                                        nearest_feasible_distances, reachability, shortest_costs,
                                        smallest_eps_without_singletons)
-from engines.feasibility.kde import GaussianKDE, cv_bandwidth, edge_weights, scott_bandwidth
-from engines.feasibility.space import FeatureSpace, n_bins
+from aequum.engines.feasibility.kde import GaussianKDE, cv_bandwidth, edge_weights, scott_bandwidth
+from aequum.engines.feasibility.space import FeatureSpace, n_bins
 
 STUDENT = Path(__file__).resolve().parents[2] / "shared/data/FGCE/student.csv"
 

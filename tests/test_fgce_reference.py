@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from conftest import REPO, shared_file, stage_spec
-from engines.core.engine import run_serial
-from engines.core.spec import SpecError, parse_spec
-from engines.feasibility.classifier import fit_logistic, holdout
-from engines.feasibility.engine import FGCEEngine
+from aequum.engines.core.engine import run_serial
+from aequum.engines.core.spec import SpecError, parse_spec
+from aequum.engines.feasibility.classifier import fit_logistic, holdout
+from aequum.engines.feasibility.engine import FGCEEngine
 
 REFERENCE = REPO / "data/specs/student.yaml"
 
@@ -37,7 +37,7 @@ def test_factuals_are_false_negatives_of_the_test_part(reference):
 
 def test_split_follows_source_rows_not_table_order(reference):
     """Reversed staged rows: the same test part, the same model, the same factuals (by id)."""
-    from engines.core.data import AuditData
+    from aequum.engines.core.data import AuditData
     data, state, _ = reference
     flipped = AuditData(data.spec, data.table.take(np.arange(len(data))[::-1]), data.categories, data.model)
     other = FGCEEngine().prepare(flipped, data.spec.engines.fgce)

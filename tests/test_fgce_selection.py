@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from engines.feasibility.selection import (
+from aequum.engines.feasibility.selection import (
     Infeasible, Reach, allocate_k, cost_curve, coverage_curve, d0, d_min, greedy,
     greedy_by_component, k0, max_coverage_mip, min_cost_mip,
 )
@@ -417,7 +417,7 @@ def test_larger_instance_components_and_speed():
 @pytest.mark.parametrize("seed", range(40))
 def test_min_cost_bisection_equals_the_mip(seed):
     """Problem 2 by bisection over costs (the engine's solver) = the one-shot MIP (1)–(6)."""
-    from engines.feasibility.selection import min_cost_bisect
+    from aequum.engines.feasibility.selection import min_cost_bisect
     rng = np.random.default_rng(5000 + seed)
     n_f, n_c = int(rng.integers(3, 9)), int(rng.integers(2, 7))
     mask = rng.random((n_f, n_c)) < 0.4
@@ -464,7 +464,7 @@ def per_point_greedy(reach, k, d):
 def test_incremental_greedy_equals_the_per_point_greedy(seed):
     """The incremental greedy (gains updated from newly covered factuals, cost sums only on
     ties) picks exactly what the per-point greedy picks, at every budget, ties included."""
-    from engines.feasibility.selection import _greedy_core, greedy_coverage
+    from aequum.engines.feasibility.selection import _greedy_core, greedy_coverage
     rng = np.random.default_rng(seed)
     R, _, _, _ = random_instance(seed, n_f=int(rng.integers(5, 60)), n_c=int(rng.integers(3, 40)))
     if seed % 2:        # inexact costs from a small pool: float sums whose order matters
@@ -484,7 +484,7 @@ def test_incremental_greedy_equals_the_per_point_greedy(seed):
 def test_greedy_cost_curve_equals_per_point_bisection(seed):
     """cAUC's greedy cost curve (one greedy run per probed budget, shared by every k and every
     coverage level) equals a bisection that runs the per-point greedy at each probe."""
-    from engines.feasibility.engine import GreedyCosts
+    from aequum.engines.feasibility.engine import GreedyCosts
     rng = np.random.default_rng(1000 + seed)
     R, _, _, _ = random_instance(seed, n_f=int(rng.integers(10, 60)), n_c=int(rng.integers(5, 40)))
     values = np.unique(R.costs)

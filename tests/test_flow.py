@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from flows.audit import run_audit
-from flows.warehouse import Warehouse
+from aequum.flows.audit import run_audit
+from aequum.flows.warehouse import Warehouse
 
 pytestmark = pytest.mark.prefect
 
@@ -79,7 +79,7 @@ def test_failed_engine_is_recorded_and_others_land(prefect_server, tmp_path):
 
 
 def test_bad_spec_fails_before_any_write(prefect_server, tmp_path):
-    from engines.core.spec import SpecError
+    from aequum.engines.core.spec import SpecError
 
     spec = write_case(tmp_path)
     spec.write_text(spec.read_text().replace("favourable: [1]", "favourable: []"))
@@ -89,7 +89,7 @@ def test_bad_spec_fails_before_any_write(prefect_server, tmp_path):
 
 
 def test_ingest_flow_stages_once(prefect_server, tmp_path):
-    from flows.audit import ingest_flow
+    from aequum.flows.audit import ingest_flow
 
     spec = write_case(tmp_path, bad_rows=2)
     args = dict(spec_path=str(spec), warehouse=str(tmp_path / "wh.duckdb"), lake=str(tmp_path / "lake"))

@@ -8,9 +8,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import shared_file
-from engines.generators.hmda import (DTI_BINS, LAR_COLUMNS, MECHANISM, VALUE_SETS, data_browser_name,
+from aequum.engines.generators.hmda import (DTI_BINS, LAR_COLUMNS, MECHANISM, VALUE_SETS, data_browser_name,
                                      iter_hmda_batches, normalise_column_name)
-from engines.generators.loan import generate_loan, iter_loan_batches
+from aequum.engines.generators.loan import generate_loan, iter_loan_batches
 
 
 def hmda(n=60_000, seed=0, batch_rows=25_000, spelling="snapshot"):
@@ -84,9 +84,9 @@ def test_data_browser_spelling_round_trips():
 
 
 def test_hmda_lar_csv_is_read_and_normalised(tmp_path, warehouse):
-    from engines.core.spec import load_spec, parse_spec
-    from flows.generate import generate_to_file
-    from flows.staging import stage
+    from aequum.engines.core.spec import load_spec, parse_spec
+    from aequum.flows.generate import generate_to_file
+    from aequum.flows.staging import stage
     from conftest import REPO
 
     lar, _ = hmda(3_000, spelling="data_browser")
@@ -129,7 +129,7 @@ def test_loan_generator_is_deterministic_and_checks_input():
 
 
 def test_cec_synthetic_design():
-    from engines.generators.cec_synthetic import FINANCIAL, NOISE, PROXY, WEIGHTS, generate_cec
+    from aequum.engines.generators.cec_synthetic import FINANCIAL, NOISE, PROXY, WEIGHTS, generate_cec
 
     t = pl.from_arrow(generate_cec(20_000, seed=2))
     assert t.height == 20_000 and len(FINANCIAL + PROXY + NOISE) == 20

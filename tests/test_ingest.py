@@ -8,10 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engines.core.spec import parse_spec
-from engines.core.validation import SourceSchemaError
-from flows.readers import SourceError, sniff_delimiter
-from flows.staging import IngestError, stage
+from aequum.engines.core.spec import parse_spec
+from aequum.engines.core.validation import SourceSchemaError
+from aequum.flows.readers import SourceError, sniff_delimiter
+from aequum.flows.staging import IngestError, stage
 
 COLS = ["app id", 'sex"; DROP TABLE audit.runs; --', "income", "grade", "city", "y"]
 SEX = COLS[1]
@@ -194,7 +194,7 @@ def test_a_source_query_cannot_write_or_reach_other_files(tmp_path, query, messa
     """A DuckDB source query is exactly one SELECT (by the parser) run on a read-only, locked
     connection with no file access: the warehouse, the source and a second database stay
     byte-for-byte as they were."""
-    from flows.warehouse import Warehouse
+    from aequum.flows.warehouse import Warehouse
 
     src, other, wh_path = tmp_path / "src.duckdb", tmp_path / "other.duckdb", tmp_path / "wh.duckdb"
     with duckdb.connect(str(src)) as con:

@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from conftest import REPO
-from engines.core.spec import SpecError, parse_spec
-from flows.cli import main
-from flows.staging import stage
-from flows.warehouse import Warehouse, WarehouseError, this_process
+from aequum.engines.core.spec import SpecError, parse_spec
+from aequum.flows.cli import main
+from aequum.flows.staging import stage
+from aequum.flows.warehouse import Warehouse, WarehouseError, this_process
 
 LOAN = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
 
@@ -68,7 +68,7 @@ def run_rows(wh_path, run_id: str) -> dict[str, int]:
 def test_replacing_a_run_leaves_none_of_its_old_rows(prefect_server, tmp_path):
     """Re-using a run_id with fewer engines, with a failing engine, or with a staging failure:
     every table keeps only what the latest attempt wrote."""
-    from flows.audit import audit_flow
+    from aequum.flows.audit import audit_flow
 
     wh, lake = str(tmp_path / "wh.duckdb"), str(tmp_path / "lake")
     spec = loan_spec(tmp_path, ["outcome", "cst"])
@@ -107,7 +107,7 @@ def test_replacing_a_run_leaves_none_of_its_old_rows(prefect_server, tmp_path):
 def test_the_warehouse_is_free_while_engines_run(prefect_server, tmp_path, monkeypatch):
     """The audit holds no warehouse connection between staging and the result write: another
     connection (here a read-only one, as a BI tool or `aequum runs` opens) gets in."""
-    import flows.audit as audit
+    import aequum.flows.audit as audit
 
     wh = tmp_path / "wh.duckdb"
     seen = []
@@ -128,7 +128,7 @@ def test_the_warehouse_is_free_while_engines_run(prefect_server, tmp_path, monke
 def test_a_failed_result_write_leaves_nothing_and_says_why(prefect_server, tmp_path, monkeypatch):
     """Disk full at commit: one clear error naming the file, the run recorded as failed, and
     no result rows of it."""
-    from flows.audit import audit_flow
+    from aequum.flows.audit import audit_flow
 
     def full(*_args, **_kwargs):
         raise duckdb.IOException("IO Error: Could not write file: No space left on device")
@@ -250,7 +250,7 @@ def test_the_same_value_in_two_lists_is_an_overlap(section, lists):
 @pytest.fixture
 def no_prefect(monkeypatch):
     """Fail the test if the CLI gets as far as starting Prefect."""
-    import flows.cli as cli
+    import aequum.flows.cli as cli
 
     def refuse():
         raise AssertionError("Prefect was started before the user error was found")
@@ -358,7 +358,7 @@ def test_a_degenerate_surrogate_stops_the_model_engines_and_its_quality_is_store
     """Decisions that the features cannot explain: the surrogate's balanced accuracy is near
     0.5, CST (which re-decides counterfactuals with it) is skipped with the reason, outcome
     metrics still land, and the model's quality per group is in audit.model_quality."""
-    from flows.audit import audit_flow
+    from aequum.flows.audit import audit_flow
 
     raw = copy.deepcopy(LOAN)
     raw["source"]["rows"] = 600
@@ -392,7 +392,7 @@ def test_an_unchanged_source_is_reused_without_reading_it(tmp_path, warehouse, m
     """Issue 16: an audit of a dataset that is already staged does not re-read and re-validate
     the whole source to find that out: same files (path, size, modification time) under the
     same record contract are reused at once; a touched file is read and fingerprinted again."""
-    import flows.staging as staging
+    import aequum.flows.staging as staging
 
     spec = small_csv_spec(tmp_path)
     first = stage(spec, tmp_path, warehouse, tmp_path / "lake")

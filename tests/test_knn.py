@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.core.knn import Points, brute_force, decimal_lattice, knn
+from aequum.engines.core.knn import Points, brute_force, decimal_lattice, knn
 
 
 def random_points(rng, n, c, m, levels=3, grid=None):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from engines.core.models import LinearRule, ModelError, TorchMLP, fit_surrogate, model_fingerprint
+from aequum.engines.core.models import LinearRule, ModelError, TorchMLP, fit_surrogate, model_fingerprint
 
 
 def test_cst_loan_rule_exact():
@@ -116,7 +116,7 @@ def test_surrogate_keeps_a_rare_class_and_the_recorded_rate():
 
 
 def test_decision_quality_against_hand_counts():
-    from engines.core.models import decision_quality
+    from aequum.engines.core.models import decision_quality
 
     target = np.array([1, 1, 1, 0, 0])
     score = np.array([2.0, 0.5, -1.0, 0.7, -3.0])  # decisions 1, 1, 0, 1, 0
@@ -128,7 +128,7 @@ def test_decision_quality_against_hand_counts():
 
 
 def test_a_surrogate_of_noise_is_degenerate():
-    from engines.core.model_quality import degenerate
+    from aequum.engines.core.model_quality import degenerate
 
     rng = np.random.default_rng(2)
     X = rng.normal(size=(4_000, 2))

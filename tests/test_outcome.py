@@ -5,11 +5,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engines.core.data import AuditData
-from engines.core.engine import run_serial
-from engines.core.spec import parse_spec
-from engines.outcome import OutcomeEngine, auc, two_proportion_p
-from engines.outcome_params import OutcomeParams
+from aequum.engines.core.data import AuditData
+from aequum.engines.core.engine import run_serial
+from aequum.engines.core.spec import parse_spec
+from aequum.engines.outcome import OutcomeEngine, auc, two_proportion_p
+from aequum.engines.outcome_params import OutcomeParams
 
 SPEC = parse_spec({
     "name": "o",

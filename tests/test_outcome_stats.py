@@ -10,12 +10,12 @@ import pytest
 from scipy.stats import binomtest, false_discovery_control
 from scipy.stats.contingency import relative_risk
 
-from engines.core.data import AuditData
-from engines.core.engine import run_serial
-from engines.core.spec import SpecError, parse_spec
-from engines.outcome import OutcomeEngine
-from engines.outcome_params import OutcomeParams
-from engines.outcome_stats import adjust_p_values, ratio_log_interval, wilson_interval
+from aequum.engines.core.data import AuditData
+from aequum.engines.core.engine import run_serial
+from aequum.engines.core.spec import SpecError, parse_spec
+from aequum.engines.outcome import OutcomeEngine
+from aequum.engines.outcome_params import OutcomeParams
+from aequum.engines.outcome_stats import adjust_p_values, ratio_log_interval, wilson_interval
 
 
 @pytest.mark.parametrize("k,n", [(0, 5), (3, 10), (17, 40), (40, 40), (512, 1000), (1, 100000)])

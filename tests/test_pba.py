@@ -7,13 +7,13 @@ import pyarrow as pa
 import pytest
 import torch
 
-from engines.core.data import AuditData
-from engines.core.engine import run_serial
-from engines.core.models import LinearRule, TorchMLP
-from engines.core.spec import SpecError, parse_spec
-from engines.verification.engine import PBAEngine
-from engines.verification.network import NetworkError, import_network
-from engines.verification.params import PBAParams
+from aequum.engines.core.data import AuditData
+from aequum.engines.core.engine import run_serial
+from aequum.engines.core.models import LinearRule, TorchMLP
+from aequum.engines.core.spec import SpecError, parse_spec
+from aequum.engines.verification.engine import PBAEngine
+from aequum.engines.verification.network import NetworkError, import_network
+from aequum.engines.verification.params import PBAParams
 
 FEATURES = ["x1", "x2", "cat", "sex"]
 UNITS = {"x1": 0.1, "x2": 0.2}
@@ -251,7 +251,7 @@ def test_pieces_and_row_order_do_not_change_the_result():
 def test_pieces_run_in_parallel_as_in_series():
     from concurrent.futures import ProcessPoolExecutor
 
-    from engines.core.engine import conform
+    from aequum.engines.core.engine import conform
 
     data = audit_data(mlp(seed=1), batch_size=40)
     engine = PBAEngine()

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from engines.verification import bounds as bnd
-from engines.verification import lp
-from engines.verification.network import Network, shared_neurons
+from aequum.engines.verification import bounds as bnd
+from aequum.engines.verification import lp
+from aequum.engines.verification.network import Network, shared_neurons
 
 D = 4          # inputs: three numeric z and the sensitive s (last column)
 SENS = [3]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engines.core.spec import parse_spec
-from flows.readers import SourceError
-from flows.staging import stage
+from aequum.engines.core.spec import parse_spec
+from aequum.flows.readers import SourceError
+from aequum.flows.staging import stage
 
 pytestmark = pytest.mark.postgres
 

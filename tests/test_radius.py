@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engines.core.radius import brute_force_pairs, radius_pairs
+from aequum.engines.core.radius import brute_force_pairs, radius_pairs
 
 
 @pytest.mark.parametrize("method", ["kdtree", "dense"])

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from conftest import REPO, stage_spec
-from engines.core.engine import run_serial
-from engines.core.spec import parse_spec
-from engines.reranking.algorithms import eq3_holds, repair_block, rerank, rerank_blocks
-from engines.reranking.engine import RaguelEngine, RaguelError
-from engines.reranking.fairness import (cost_interval, count_bounds, eq3_bound, ranked_represented,
+from aequum.engines.core.engine import run_serial
+from aequum.engines.core.spec import parse_spec
+from aequum.engines.reranking.algorithms import eq3_holds, repair_block, rerank, rerank_blocks
+from aequum.engines.reranking.engine import RaguelEngine, RaguelError
+from aequum.engines.reranking.fairness import (cost_interval, count_bounds, eq3_bound, ranked_represented,
                                         ratio, ratio_of, represented, shares)
-from engines.reranking.recourse import Actionability, LinearRecourse, PointRecourse
+from aequum.engines.reranking.recourse import Actionability, LinearRecourse, PointRecourse
 
 EXAMPLE = REPO / "data/specs/raguel_example.yaml"
 
@@ -206,7 +206,7 @@ def test_eq3_on_every_swap_holds_for_every_move():
 
 def test_unfair_before_counts_the_input_blocks():
     """"Unfair blocks before" is a property of the input ranking, whatever the reading."""
-    from engines.reranking.fairness import count_bounds
+    from aequum.engines.reranking.fairness import count_bounds
     cost, g, X, model = dense_instance(2, 5000)
     p = shares(g, 2)
     lo, hi = count_bounds(50, p, 1 / 3)
@@ -304,7 +304,7 @@ def test_bad_input_errors(staged_data, tmp_path, edit, message):
 
 
 def test_linear_boundary_needs_coefficients():
-    from engines.core.spec import SpecError
+    from aequum.engines.core.spec import SpecError
     with pytest.raises(SpecError, match="coefficients"):
         parse_spec({**_spec(), "engines": {"raguel": {"boundary": "linear"}}})
 
@@ -313,7 +313,7 @@ def test_linear_boundary_needs_coefficients():
 def test_streaming_equals_in_memory(batch):
     """The sliding window gives the in-memory Algorithm 2's result for any input batch size."""
     import pyarrow as pa
-    from engines.reranking.stream import StreamSummary, rerank_stream
+    from aequum.engines.reranking.stream import StreamSummary, rerank_stream
     rng = np.random.default_rng(7)
     cost, g, X, model, act = random_instance(rng, n=230)
     p = shares(g, 2)
@@ -339,12 +339,12 @@ def test_out_of_core_lake_rerank(tmp_path):
     in-memory Algorithm 2 result for the same records."""
     import pyarrow.parquet as pq
     import yaml
-    from engines.core.data import AuditData
-    from engines.core.spec import parse_spec
-    from flows.audit import load_lake
-    from flows.raguel_stream import rerank_lake
-    from flows.staging import stage
-    from flows.warehouse import Warehouse
+    from aequum.engines.core.data import AuditData
+    from aequum.engines.core.spec import parse_spec
+    from aequum.flows.audit import load_lake
+    from aequum.flows.raguel_stream import rerank_lake
+    from aequum.flows.staging import stage
+    from aequum.flows.warehouse import Warehouse
     doc = yaml.safe_load((REPO / "data/specs/loan.yaml").read_text())
     doc["source"]["rows"] = 1200
     doc["engines"] = {"run": ["raguel"], "raguel": {"block_size": 10, "algorithms": ["block"],
@@ -355,7 +355,7 @@ def test_out_of_core_lake_rerank(tmp_path):
     summary = rerank_lake(ref.lake_path, spec, spec.engines.raguel, "gender", tmp_path / "out.parquet",
                           batch_rows=97)
     streamed = pq.read_table(tmp_path / "out.parquet")
-    from flows.audit import fit_model
+    from aequum.flows.audit import fit_model
     table = load_lake(ref.lake_path)
     data = AuditData(spec, table, ref.categories, fit_model(spec, REPO / "data/specs", table, ref.categories))
     mem = run_serial(RaguelEngine(), data, spec.engines.raguel)

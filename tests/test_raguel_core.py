@@ -7,8 +7,8 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from engines.reranking.metrics import MEASURES, normaliser, ranked_fairness, raw_score
-from engines.reranking.recourse import (Actionability, LinearRecourse, NotRepairable, counterfactual_points,
+from aequum.engines.reranking.metrics import MEASURES, normaliser, ranked_fairness, raw_score
+from aequum.engines.reranking.recourse import (Actionability, LinearRecourse, NotRepairable, counterfactual_points,
                                         recourse_cost)
 
 # Example 1 (Table 2): LA = loan amount ($'000), LD = loan duration (years); boundary LD = 2·LA,

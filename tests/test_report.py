@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main
-from flows.report import write_report
-from flows.reporting.run import CASES
-from flows.reporting.sections import SECTIONS
-from flows.warehouse import Warehouse
+from aequum.flows.cli import main
+from aequum.flows.report import write_report
+from aequum.flows.reporting.run import CASES
+from aequum.flows.reporting.sections import SECTIONS
+from aequum.flows.warehouse import Warehouse
 
 SECTION_IDS = ["audited", "summary", "engine-outcome", "engine-cst", "engine-raguel", "engine-fgce"]
 
@@ -139,13 +139,13 @@ def test_report_of_a_ten_million_row_run(small_audit_warehouse, tmp_path):
 def test_audit_report_flag_writes_the_report_after_the_run(small_audit_warehouse, tmp_path, monkeypatch, capsys):
     """``aequum audit --report FILE``: after the run, the run's report (the run itself is stood in
     for by the small audit, so no Prefect server starts here; tests/test_flow.py runs real flows)."""
-    import flows.audit
-    import flows.cli
+    import aequum.flows.audit
+    import aequum.flows.cli
 
     wh = tmp_path / "wh.duckdb"
     shutil.copy(small_audit_warehouse, wh)
-    monkeypatch.setattr(flows.cli, "_prefect_env", lambda: None)
-    monkeypatch.setattr(flows.audit, "run_audit", lambda *a, **k: "loan-small")
+    monkeypatch.setattr(aequum.flows.cli, "_prefect_env", lambda: None)
+    monkeypatch.setattr(aequum.flows.audit, "run_audit", lambda *a, **k: "loan-small")
     out = tmp_path / "after.html"
     spec = str(Path(__file__).resolve().parents[1] / "data" / "specs" / "loan.yaml")
     assert main(["audit", "--spec", spec, "--warehouse", str(wh), "--report", str(out)]) == 0

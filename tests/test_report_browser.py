@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.report import write_report
+from aequum.flows.report import write_report
 
 
 def chromium() -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engines.core.spec import SpecError, load_spec, parse_spec
+from aequum.engines.core.spec import SpecError, load_spec, parse_spec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -127,7 +127,7 @@ def test_hostile_identifiers_are_plain_strings():
 
 def test_query_must_be_one_select_by_the_parser():
     """The spec keeps the query as text; the reader's parser check decides (flows.readers)."""
-    from flows.readers import SourceError, checked_query
+    from aequum.flows.readers import SourceError, checked_query
 
     assert checked_query("SELECT * FROM t;") == "SELECT * FROM t"
     assert checked_query("FROM t WHERE a > 1") == "FROM t WHERE a > 1"
@@ -146,7 +146,7 @@ def test_shipped_specs_are_valid(path):
 
 def test_engine_sections_come_from_the_registry():
     """Every registered engine has a section with its defaults; the core imports no engine."""
-    from engines.registry import ENGINES
+    from aequum.engines.registry import ENGINES
 
     spec = parse_spec(GOOD)
     for name in ENGINES:
@@ -154,4 +154,4 @@ def test_engine_sections_come_from_the_registry():
     with pytest.raises(KeyError, match="no engine named 'ghost'"):
         spec.engines.params("ghost")
     core_spec = (REPO / "engines" / "core" / "spec.py").read_text()
-    assert "from engines." not in core_spec and "import engines" not in core_spec
+    assert "aequum.engines." not in core_spec and "import engines" not in core_spec

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engines.core.spec import AuditSpec
+from aequum.engines.core.spec import AuditSpec
 
 ID, ROW, DECISION, LABEL = "_id", "_row", "_decision", "_label"
 

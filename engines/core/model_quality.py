@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pyarrow as pa
 
-from engines.core.models import decision_quality
+from aequum.engines.core.models import decision_quality
 
 QUALITY = pa.schema([
     ("attribute", pa.string()), ("group_name", pa.string()), ("split", pa.string()),

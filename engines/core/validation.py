@@ -13,8 +13,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from engines.core.data import DECISION, ID, LABEL, ROW, group_column
-from engines.core.spec import AuditSpec, Feature
+from aequum.engines.core.data import DECISION, ID, LABEL, ROW, group_column
+from aequum.engines.core.spec import AuditSpec, Feature
 
 QUARANTINE_SCHEMA = pa.schema([
     ("source_row", pa.int64()), ("record_id", pa.string()), ("field", pa.string()),

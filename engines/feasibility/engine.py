@@ -24,16 +24,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from engines.core.data import ROW
-from engines.core.engine import Tables, concat_parts
-from engines.feasibility.classifier import fit_logistic, holdout
-from engines.feasibility.graph import (STAT_KEYS, build_graphs, eps_sweep, shortest_costs,
+from aequum.engines.core.data import ROW
+from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.feasibility.classifier import fit_logistic, holdout
+from aequum.engines.feasibility.graph import (STAT_KEYS, build_graphs, eps_sweep, shortest_costs,
                                       smallest_eps_without_singletons)
-from engines.feasibility.measures import acf, auc_rows, cauc_rows, rules
-from engines.feasibility.params import FGCEParams
-from engines.feasibility.selection import (Infeasible, Reach, allocate_k, d_min, greedy,
+from aequum.engines.feasibility.measures import acf, auc_rows, cauc_rows, rules
+from aequum.engines.feasibility.params import FGCEParams
+from aequum.engines.feasibility.selection import (Infeasible, Reach, allocate_k, d_min, greedy,
                                            greedy_coverage, k0, min_cost_bisect)
-from engines.feasibility.space import FeatureSpace
+from aequum.engines.feasibility.space import FeatureSpace
 
 GRAPH = pa.schema([
     ("attribute", pa.string()), ("group_name", pa.string()), ("epsilon", pa.float64()),

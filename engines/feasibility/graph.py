@@ -30,9 +30,9 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, dijkstra, shortest_path
 from scipy.spatial import cKDTree
 
-from engines.core.radius import radius_pairs
-from engines.feasibility.kde import GaussianKDE, edge_weights
-from engines.feasibility.space import FeatureSpace
+from aequum.engines.core.radius import radius_pairs
+from aequum.engines.feasibility.kde import GaussianKDE, edge_weights
+from aequum.engines.feasibility.space import FeatureSpace
 
 _BLOCK_FLOATS = 1 << 22
 

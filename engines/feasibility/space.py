@@ -27,7 +27,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from engines.core.encoding import Encoder
+from aequum.engines.core.encoding import Encoder
 
 KINDS = ("numeric", "ordinal", "categorical")
 MUTABILITY = {"free": 0, "increase": 1, "decrease": -1, "immutable": 0}

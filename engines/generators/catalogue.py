@@ -14,17 +14,17 @@ NAMES = ("loan", "cec_synthetic", "hmda")
 def stream(name: str, rows: int | None = None, seed: int = 0,
            batch_rows: int = 250_000) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch | None]]:
     if name == "loan":
-        from engines.generators.loan import DEFAULT_ROWS, iter_loan_batches
+        from aequum.engines.generators.loan import DEFAULT_ROWS, iter_loan_batches
 
         for b in iter_loan_batches(rows or DEFAULT_ROWS, seed, batch_rows):
             yield b, None
     elif name == "cec_synthetic":
-        from engines.generators.cec_synthetic import DEFAULT_ROWS, iter_cec_batches
+        from aequum.engines.generators.cec_synthetic import DEFAULT_ROWS, iter_cec_batches
 
         for b in iter_cec_batches(rows or DEFAULT_ROWS, seed, batch_rows):
             yield b, None
     elif name == "hmda":
-        from engines.generators.hmda import DEFAULT_ROWS, iter_hmda_batches
+        from aequum.engines.generators.hmda import DEFAULT_ROWS, iter_hmda_batches
 
         yield from iter_hmda_batches(rows or DEFAULT_ROWS, seed, batch_rows)
     else:
@@ -43,13 +43,13 @@ def module_file(name: str) -> str:
         raise ValueError(f"unknown generator {name!r}; known: {list(NAMES)}")
     from importlib import import_module
 
-    return import_module(f"engines.generators.{name}").__file__
+    return import_module(f"aequum.engines.generators.{name}").__file__
 
 
 def mechanism(name: str) -> dict | None:
     """The planted discrimination mechanism of a generator, where it has one."""
     if name == "hmda":
-        from engines.generators.hmda import MECHANISM
+        from aequum.engines.generators.hmda import MECHANISM
 
         return MECHANISM
     return None

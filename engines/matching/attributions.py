@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from engines.core.models import LinearRule, TorchMLP
+from aequum.engines.core.models import LinearRule, TorchMLP
 
 ScoreFn = Callable[[torch.Tensor], torch.Tensor]
 COMPLETENESS_FLOOR = 1e-3  # |f(x) − f(b)| below this: the completeness error is absolute

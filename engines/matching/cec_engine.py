@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from engines.core.engine import Tables, concat_parts
-from engines.matching.attributions import attribute_pairs, normalise, score_function
-from engines.matching.cec_matching import Matches, baselines, match, standardise
-from engines.matching.cec_params import CECParams
-from engines.matching.cec_scores import (FEATURES, PAIRS, REGIME_SHARES, SUMMARY, delta_cec,
+from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.matching.attributions import attribute_pairs, normalise, score_function
+from aequum.engines.matching.cec_matching import Matches, baselines, match, standardise
+from aequum.engines.matching.cec_params import CECParams
+from aequum.engines.matching.cec_scores import (FEATURES, PAIRS, REGIME_SHARES, SUMMARY, delta_cec,
                                          feature_sums, features_table, regimes, summaries)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engines.core.knn import euclidean_knn
+from aequum.engines.core.knn import euclidean_knn
 
 
 @dataclass

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from engines.matching.attributions import normalise
+from aequum.engines.matching.attributions import normalise
 
 GROUPS = ("all", "protected", "reference")
 REGIMES = np.array(["A", "B", "C", "D"])

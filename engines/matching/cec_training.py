@@ -23,11 +23,11 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from engines.core.models import TorchMLP
-from engines.matching.attributions import attribute_pairs, integrated_gradients, normalise
-from engines.matching.cec_matching import baselines, match, standardise
-from engines.matching.cec_scores import delta_cec, regime_shares
-from engines.outcome import auc
+from aequum.engines.core.models import TorchMLP
+from aequum.engines.matching.attributions import attribute_pairs, integrated_gradients, normalise
+from aequum.engines.matching.cec_matching import baselines, match, standardise
+from aequum.engines.matching.cec_scores import delta_cec, regime_shares
+from aequum.engines.outcome import auc
 
 OBJECTIVES = {"plain": (0.0, 0.0), "eo": (1.0, 0.0), "cec": (1.0, 1.0)}
 

@@ -15,11 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engines.core.data import AuditData
-from engines.core.engine import Tables, concat_parts
-from engines.matching.params import CSTParams
-from engines.matching.scm import Equation, LinearSCM, SCMError
-from engines.matching.situation_testing import (CLAIMS, EVIDENCE, SUMMARY, claims, evidence,
+from aequum.engines.core.data import AuditData
+from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.matching.params import CSTParams
+from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
+from aequum.engines.matching.situation_testing import (CLAIMS, EVIDENCE, SUMMARY, claims, evidence,
                                                 evidence_depth, normalise, search, summary)
 
 

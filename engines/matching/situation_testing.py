@@ -22,7 +22,7 @@ from statistics import NormalDist
 import numpy as np
 import pyarrow as pa
 
-from engines.core.knn import Points, decimal_lattice, knn
+from aequum.engines.core.knn import Points, decimal_lattice, knn
 
 METHODS = ("ST", "CST_wo_centres", "CST", "CF")
 

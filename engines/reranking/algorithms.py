@@ -33,7 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from engines.reranking.fairness import cost_interval, count_bounds, eq3_bound, ratio
+from aequum.engines.reranking.fairness import cost_interval, count_bounds, eq3_bound, ratio
 
 
 @dataclass

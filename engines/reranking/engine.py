@@ -14,12 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from engines.core.engine import Tables, concat_parts
-from engines.reranking.algorithms import rerank, rerank_blocks
-from engines.reranking.fairness import ranked_ratio, ratio_of, shares
-from engines.reranking.metrics import STEP, cutoff_step, ranked_fairness
-from engines.reranking.params import RaguelParams
-from engines.reranking.recourse import Actionability, LinearRecourse, NotRepairable, PointRecourse
+from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.reranking.algorithms import rerank, rerank_blocks
+from aequum.engines.reranking.fairness import ranked_ratio, ratio_of, shares
+from aequum.engines.reranking.metrics import STEP, cutoff_step, ranked_fairness
+from aequum.engines.reranking.params import RaguelParams
+from aequum.engines.reranking.recourse import Actionability, LinearRecourse, NotRepairable, PointRecourse
 
 METRICS_MAX_ROWS = 50_000     # exact rKL/rND/rRD normalisers are computed for the top of the list
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from engines.reranking.algorithms import block_step, describe_block
-from engines.reranking.fairness import ratio
-from engines.reranking.metrics import ranked_fairness
+from aequum.engines.reranking.algorithms import block_step, describe_block
+from aequum.engines.reranking.fairness import ratio
+from aequum.engines.reranking.metrics import ranked_fairness
 
 HEAD_ROWS = 50_000
 

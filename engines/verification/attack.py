@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engines.verification.bounds import Layers
+from aequum.engines.verification.bounds import Layers
 
 
 def relative_starts(restarts: int, width: int, seed: int = 0) -> np.ndarray:

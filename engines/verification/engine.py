@@ -20,14 +20,14 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from engines.core.engine import Tables, concat_parts
-from engines.verification import bounds as bnd
-from engines.verification.box import BoxSpec
-from engines.verification.lp import new_highs
-from engines.verification.network import Network, import_network, shared_neurons
-from engines.verification.params import PBAParams
-from engines.verification.scores import SUMMARY, summary
-from engines.verification.verify import Outcome, as_tensor, decide, to_numpy_bounds
+from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.verification import bounds as bnd
+from aequum.engines.verification.box import BoxSpec
+from aequum.engines.verification.lp import new_highs
+from aequum.engines.verification.network import Network, import_network, shared_neurons
+from aequum.engines.verification.params import PBAParams
+from aequum.engines.verification.scores import SUMMARY, summary
+from aequum.engines.verification.verify import Outcome, as_tensor, decide, to_numpy_bounds
 
 INPUTS = pa.schema([
     ("attribute", pa.string()), ("record_id", pa.string()), ("group_name", pa.string()),

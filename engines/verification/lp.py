@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from engines.verification.network import Network
+from aequum.engines.verification.network import Network
 
 # HiGHS solves to feasibility/optimality tolerances of 1e-7; a bound is reported this much
 # lower than the solver's optimum so that "bound > 0" stays a proof.

@@ -88,7 +88,7 @@ def import_network(model) -> Network:
     ``TorchMLP``: its layers are checked one by one, the standardisation x ↦ (x − μ)/σ folded
     into the first layer (W_0/σ, b_0 − W_0 μ/σ) and two logits reduced to l₁ − l₀.
     """
-    from engines.core.models import LinearRule, TorchMLP
+    from aequum.engines.core.models import LinearRule, TorchMLP
 
     names = tuple(getattr(model, "feature_names", ()))
     if isinstance(model, LinearRule):

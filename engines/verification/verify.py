@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engines.verification import attack, lp
-from engines.verification.network import Network
+from aequum.engines.verification import attack, lp
+from aequum.engines.verification.network import Network
 
 @dataclass
 class Outcome:

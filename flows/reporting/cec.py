@@ -3,10 +3,10 @@ per group, the regime-B share over the reasoning threshold, the inputs whose att
 differ most between the groups, and the regime-B pairs with the largest explanation gap."""
 from __future__ import annotations
 
-from flows.reporting import plots
-from flows.reporting.html import Section, plot, table
-from flows.reporting.run import CASES, Run
-from flows.reporting.sections import section
+from aequum.flows.reporting import plots
+from aequum.flows.reporting.html import Section, plot, table
+from aequum.flows.reporting.run import CASES, Run
+from aequum.flows.reporting.sections import section
 
 REGIMES = (("regime_a", "A: same decision, same reasoning"), ("regime_b", "B: same decision, different reasoning"),
            ("regime_c", "C: different decision, same reasoning"), ("regime_d", "D: both differ"))

@@ -3,10 +3,10 @@ k and method, Δp with its interval per complainant (significant ones marked), t
 distribution, and the top cases with who they were compared with (cst_evidence)."""
 from __future__ import annotations
 
-from flows.reporting import plots
-from flows.reporting.html import Section, flag, plot, table
-from flows.reporting.run import CASES, EVIDENCE_CASES, Run
-from flows.reporting.sections import section
+from aequum.flows.reporting import plots
+from aequum.flows.reporting.html import Section, flag, plot, table
+from aequum.flows.reporting.run import CASES, EVIDENCE_CASES, Run
+from aequum.flows.reporting.sections import section
 
 PLOTTED = 80  # complainants in the Δp interval plot
 

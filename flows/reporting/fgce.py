@@ -3,10 +3,10 @@ group (over k counterfactuals and over the distance budget d), the cost of cover
 k0 / d0 per group and the chosen counterfactuals with their rules."""
 from __future__ import annotations
 
-from flows.reporting import plots
-from flows.reporting.html import Section, plot, table
-from flows.reporting.run import CASES, Run
-from flows.reporting.sections import section
+from aequum.flows.reporting import plots
+from aequum.flows.reporting.html import Section, plot, table
+from aequum.flows.reporting.run import CASES, Run
+from aequum.flows.reporting.sections import section
 
 
 def coverage_plot(curves: list[dict], k: int) -> str:

@@ -3,10 +3,10 @@ group and intersection, DI ratios with their log-method intervals against the fo
 and the table of gaps with raw and adjusted p-values and verdicts."""
 from __future__ import annotations
 
-from flows.reporting import plots
-from flows.reporting.html import Section, flag, plot, table
-from flows.reporting.run import Run
-from flows.reporting.sections import section
+from aequum.flows.reporting import plots
+from aequum.flows.reporting.html import Section, flag, plot, table
+from aequum.flows.reporting.run import Run
+from aequum.flows.reporting.sections import section
 
 
 def _label(row: dict) -> str:

@@ -2,10 +2,10 @@
 setting over δ, robustness bias, and the verified inputs with the largest proven margin."""
 from __future__ import annotations
 
-from flows.reporting import plots
-from flows.reporting.html import Section, plot, table
-from flows.reporting.run import CASES, Run
-from flows.reporting.sections import section
+from aequum.flows.reporting import plots
+from aequum.flows.reporting.html import Section, plot, table
+from aequum.flows.reporting.run import CASES, Run
+from aequum.flows.reporting.sections import section
 
 
 def pba_plot(rows: list[dict], attribute: str) -> str:

@@ -3,10 +3,10 @@ group's share per block before and after re-ranking, the summary per algorithm a
 suggested actions (who should change what, and whom they overtake)."""
 from __future__ import annotations
 
-from flows.reporting import plots
-from flows.reporting.html import Section, flag, plot, table
-from flows.reporting.run import CASES, Run
-from flows.reporting.sections import section
+from aequum.flows.reporting import plots
+from aequum.flows.reporting.html import Section, flag, plot, table
+from aequum.flows.reporting.run import CASES, Run
+from aequum.flows.reporting.sections import section
 
 BLOCKS = 50  # blocks drawn; the rest of the ranking stays in audit.raguel_ranking
 

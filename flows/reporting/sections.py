@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from flows.reporting.html import Section
-from flows.reporting.run import Run
+from aequum.flows.reporting.html import Section
+from aequum.flows.reporting.run import Run
 
 
 @dataclass(frozen=True)
@@ -45,4 +45,4 @@ def engine_sections(run: Run) -> list[Section]:
 
 
 # The engines' sections register themselves on import.
-from flows.reporting import cec, cst, fgce, outcome, pba, raguel  # noqa: E402,F401
+from aequum.flows.reporting import cec, cst, fgce, outcome, pba, raguel  # noqa: E402,F401

@@ -1,0 +1,15 @@
+"""aequum: batch audits of automated decisions for the discrimination that outcome metrics miss.
+
+The installed package is this repository's root: ``aequum.engines`` (pure computation),
+``aequum.flows`` (orchestration, the CLI) and the SQL files. From a notebook::
+
+    import aequum
+    tables = aequum.audit(frame, "data/specs/loan.yaml")   # or a spec mapping
+    tables["cst_summary"]
+
+runs the same staging, model and engines as ``aequum audit``, in-process (no Prefect server,
+no Dask cluster), and returns every result table as a polars DataFrame.
+"""
+from aequum.flows.notebook import audit
+
+__all__ = ["audit"]

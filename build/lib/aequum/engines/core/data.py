@@ -1,0 +1,153 @@
+"""AuditData: the one view of a staged dataset version that every engine receives.
+
+Staged records (written by the ingest flow) hold the spec's columns, already validated, plus
+derived columns with fixed names (``STAGED_COLUMNS``):
+
+``_id``        record id as text (unique)
+``_row``       the record's row number in the source (0-based), for tracing back
+``_g_<attr>``  int8 per protected attribute: 1 protected group, 0 reference group, null neither
+``_decision``  int8, 1 = favourable (null when the spec has no decision column)
+``_label``     int8, 1 = positive (null when the spec has no label)
+
+Numeric features are DOUBLE in raw units; ordinal and categorical features are text in raw
+values. ``feature_values`` turns them into the numeric matrix the engines work on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from aequum.engines.core.spec import AuditSpec
+
+ID, ROW, DECISION, LABEL = "_id", "_row", "_decision", "_label"
+
+
+def group_column(attribute: str) -> str:
+    """The staged column holding the 0/1 group of a protected attribute."""
+    return f"_g_{attribute}"
+
+
+@dataclass
+class AuditData:
+    """One dataset version, validated against its spec.
+
+    Attributes
+    ----------
+    spec : the audit spec.
+    table : the staged Arrow table (see module docstring for its columns).
+    categories : per categorical feature, its categories in code order (spec's, or inferred at
+        ingest and recorded with the dataset version).
+    model : the audited model adapter (``engines.core.models.Model``) or None.
+    counterfactuals : user-supplied counterfactual tables aligned to ``table`` row by row
+        (same ``_id`` order, the spec's feature columns): one table, or a mapping from protected
+        attribute (or ``a&b`` intersection) name to its table; or None.
+    """
+
+    spec: AuditSpec
+    table: pa.Table
+    categories: dict[str, list[str]] = field(default_factory=dict)
+    model: Any = None
+    counterfactuals: pa.Table | dict[str, pa.Table] | None = None
+
+    def __post_init__(self) -> None:
+        missing = [c for c in [ID, *(group_column(p.name) for p in self.spec.protected),
+                               *self.spec.feature_names] if c not in self.table.column_names]
+        if missing:
+            raise ValueError(f"staged table lacks column(s) {missing}")
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    @cached_property
+    def ids(self) -> np.ndarray:
+        """Record ids as a numpy array of str (object dtype)."""
+        return self.table[ID].to_numpy(zero_copy_only=False)
+
+    @cached_property
+    def groups(self) -> dict[str, np.ndarray]:
+        """Per protected attribute: int8 array, 1 protected, 0 reference, -1 neither."""
+        return {p.name: self.table[group_column(p.name)].fill_null(-1).to_numpy().astype(np.int8)
+                for p in self.spec.protected}
+
+    @cached_property
+    def protected(self) -> dict[str, np.ndarray]:
+        """Per protected attribute: bool mask, True = member of the protected group."""
+        return {name: g == 1 for name, g in self.groups.items()}
+
+    @cached_property
+    def reference(self) -> dict[str, np.ndarray]:
+        """Per protected attribute: bool mask, True = member of the reference group."""
+        return {name: g == 0 for name, g in self.groups.items()}
+
+    @cached_property
+    def decision(self) -> np.ndarray | None:
+        """ŷ as int8 (1 = favourable): the model's if ``model.use_for_decisions``, else recorded."""
+        m = self.spec.model
+        if m is not None and m.use_for_decisions:
+            if self.model is None:
+                raise ValueError("spec says model.use_for_decisions but no model was built")
+            return self.model.decide(self.feature_values(m.features)).astype(np.int8)
+        if DECISION not in self.table.column_names or self.spec.decision is None:
+            return None
+        return self.table[DECISION].to_numpy().astype(np.int8)
+
+    @cached_property
+    def label(self) -> np.ndarray | None:
+        """Ground truth as int8 (1 = positive) or None."""
+        if LABEL not in self.table.column_names or self.spec.label is None:
+            return None
+        return self.table[LABEL].to_numpy().astype(np.int8)
+
+    def scores(self) -> np.ndarray | None:
+        """The model's score (margin / logit) per record, or None without a model."""
+        if self.model is None:
+            return None
+        return self.model.score(self.feature_values(list(self.model.feature_names)))
+
+    def feature_values(self, names: list[str] | None = None, table: pa.Table | None = None) -> np.ndarray:
+        """Numeric matrix (rows x features, float64) of raw values.
+
+        numeric -> the value; ordinal -> rank 0..n-1 in the spec's ``order``; categorical ->
+        integer code in ``categories`` order. ``table`` defaults to the staged table (pass the
+        counterfactual table to encode it the same way). Nulls (nullable features) become NaN.
+        """
+        table = self.table if table is None else table
+        names = self.spec.feature_names if names is None else list(names)
+        out = np.empty((table.num_rows, len(names)), dtype=np.float64)
+        for j, name in enumerate(names):
+            out[:, j] = self.column_values(name, table)
+        return out
+
+    def column_values(self, name: str, table: pa.Table | None = None) -> np.ndarray:
+        """One feature as float64 (see ``feature_values``). A protected attribute's name gives
+        its group indicator as a model input: 1 protected, 0 reference or neither."""
+        table = self.table if table is None else table
+        if name in self.groups and name not in self.spec.feature_names:
+            column = table[group_column(name)] if group_column(name) in table.column_names else None
+            if column is None:  # e.g. a counterfactual table: the factual records' groups
+                return np.maximum(self.groups[name], 0).astype(np.float64)
+            return np.maximum(column.fill_null(-1).to_numpy().astype(np.int8), 0).astype(np.float64)
+        feat = self.spec.feature(name)
+        col = table[name]
+        if feat.type == "numeric":
+            return col.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
+        values = feat.order if feat.type == "ordinal" else self.categories.get(name, feat.categories)
+        if values is None:
+            raise ValueError(f"categorical feature {name!r} has no categories recorded")
+        codes = pc.index_in(col.cast(pa.string()), value_set=pa.array([str(v) for v in values]))
+        arr = codes.to_numpy(zero_copy_only=False)
+        return np.where(pc.is_null(codes).to_numpy(zero_copy_only=False), np.nan, arr).astype(np.float64)
+
+    def levels(self, name: str) -> list[str] | None:
+        """The ordered raw values of an ordinal/categorical feature (None for numeric)."""
+        feat = self.spec.feature(name)
+        if feat.type == "ordinal":
+            return [str(v) for v in feat.order]
+        if feat.type == "categorical":
+            return [str(v) for v in self.categories.get(name, feat.categories or [])]
+        return None

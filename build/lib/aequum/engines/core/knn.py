@@ -1,0 +1,391 @@
+"""Exact k nearest neighbours under the Thanh et al. (2011) mixed distance.
+
+CST (Alvarez & Ruggieri 2023, Eq. 6) compares records with
+
+    d(x, x') = (Σ_continuous |x_i − x'_i| + Σ_ordinal |x_i − x'_i| + Σ_nominal [x_i ≠ x'_i]) / m
+
+where continuous values are already normalised (z-score or range) and ordinal values are
+normalised ranks r/(n−1), m being the number of attributes. The continuous and ordinal part is
+an L1 distance, so a KD-tree with p = 1 answers it exactly; the nominal part is constant within
+a group of points sharing the same nominal values, so the search runs per such group and the
+candidates are merged. When more than ``max_partitions`` nominal groups exist, blocked brute
+force (numpy, bounded memory) is used instead.
+
+Ties. Neighbours are ranked by (distance, point index): among points at the same distance the
+one earlier in ``points`` comes first, so callers put their points in record order (the CST
+engine sorts records by id). For this rule to mean anything, mathematically equal distances
+must compare equal, which floating point does not give by itself: on coarse data (integer
+LSAT, one-decimal UGPA) |3.3 − 3.2| and |3.1 − 3.0| differ in the last bits, and so do
+normalised values (v − c)/s. Points may therefore carry a *lattice*: for metric column j,
+integer ``codes[:, j]`` and a normalised ``steps[j]`` with value ≈ offset_j + codes·steps[j]
+(see :func:`decimal_lattice`: data recorded to d decimals lie on the grid 10^−d). Where points
+and queries share a column's lattice (same step), the per-attribute difference is the exact
+integer |Δcode|, and columns with equal steps are summed as integers before one multiplication
+by the step; the remaining terms (columns without a shared lattice, e.g. a continuous
+counterfactual centre) are added in a fixed column order. The distance is thus a fixed
+function of the per-attribute differences: equal differences give bit-identical distances
+whatever the records' positions, signs or order. (Two *different* difference vectors whose
+weighted sums coincide, possible only when two columns' steps are in rational ratio other than
+1, still compare by their rounded values.) Exact ties make every point at the k-th distance a
+candidate; on coarse data, where most points repeat another exactly, the search therefore runs
+over the distinct points and fills the k places with their members in index order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+_EXTRA = 8  # candidates beyond k fetched to settle ties at the k-th distance
+_MAX_DECIMALS = 9
+_RTOL = 1e-9  # tree distances vs exact distances: a margin far above rounding, far below any step
+
+
+def decimal_lattice(values: np.ndarray, max_decimals: int = _MAX_DECIMALS) -> tuple[np.ndarray, float] | None:
+    """(codes, step) with values = codes · step, step = 10^−d for the smallest d ≤ ``max_decimals``
+    that fits every value (data recorded to d decimals), or None (continuous values).
+
+    d = 0 needs exact integers (below 2^53); d ≥ 1 allows the rounding of the decimal-to-binary
+    conversion (a few ulps) and needs |values| · 10^d ≤ 2^40, where a value off the grid misses
+    by far more than that tolerance.
+    """
+    v = np.asarray(values, np.float64).ravel()
+    if len(v) == 0 or not np.all(np.isfinite(v)):
+        return None
+    r = np.rint(v)
+    if np.abs(v).max() < 2.0 ** 53 and np.array_equal(v, r):
+        return r.astype(np.int64), 1.0
+    for d in range(1, max_decimals + 1):
+        x = v * 10.0 ** d
+        if np.abs(x).max() > 2.0 ** 40:
+            return None
+        r = np.rint(x)
+        if np.all(np.abs(x - r) <= 4 * np.spacing(np.abs(x))):
+            return r.astype(np.int64), 10.0 ** -d
+    return None
+
+
+@dataclass
+class Points:
+    """Points in the mixed space: ``metric`` (n, c) L1 part, ``nominal`` (n, m) integer codes.
+
+    Optional lattice of the metric columns: ``codes`` (n, c) int64 and ``steps`` (c,) with
+    metric[:, j] = offset_j + codes[:, j] · steps[j] up to rounding; steps[j] = NaN marks a
+    column off the lattice. Distances use the exact integer differences where points and
+    queries share a column's step (module docstring, "Ties").
+    """
+
+    metric: np.ndarray
+    nominal: np.ndarray
+    codes: np.ndarray | None = None
+    steps: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.metric = np.ascontiguousarray(self.metric, dtype=np.float64).reshape(len(self.metric), -1)
+        self.nominal = np.ascontiguousarray(self.nominal, dtype=np.int64).reshape(len(self.metric), -1)
+        if np.isnan(self.metric).any():
+            raise ValueError("neighbour search: missing (NaN) values among the distance attributes")
+        if (self.codes is None) != (self.steps is None):
+            raise ValueError("neighbour search: a lattice needs both codes and steps")
+        if self.codes is not None:
+            self.codes = np.ascontiguousarray(self.codes, dtype=np.int64).reshape(self.metric.shape)
+            self.steps = np.asarray(self.steps, np.float64).reshape(self.metric.shape[1])
+
+    def __len__(self) -> int:
+        return len(self.metric)
+
+    @property
+    def n_attributes(self) -> int:
+        return self.metric.shape[1] + self.nominal.shape[1]
+
+    def take(self, idx: np.ndarray) -> "Points":
+        codes = None if self.codes is None else self.codes[idx]
+        return Points(self.metric[idx], self.nominal[idx], codes, self.steps)
+
+    def with_nominal(self, extra: np.ndarray) -> "Points":
+        """The same points with more nominal attributes (columns of ``extra``) appended."""
+        extra = np.asarray(extra, np.int64).reshape(len(self), -1)
+        return Points(self.metric, np.hstack([self.nominal, extra]), self.codes, self.steps)
+
+
+@dataclass
+class _Plan:
+    """How distances between two point sets are summed (module docstring, "Ties")."""
+
+    groups: list[tuple[np.ndarray, float]]  # lattice columns sharing one step
+    free: np.ndarray                         # metric columns compared as floats
+
+
+def _plan(points: Points, queries: Points) -> _Plan:
+    c = points.metric.shape[1]
+    by_step: dict[float, list[int]] = {}
+    if points.steps is not None and queries.steps is not None:
+        for j in range(c):
+            s = points.steps[j]
+            if np.isfinite(s) and s > 0 and s == queries.steps[j]:
+                by_step.setdefault(float(s), []).append(j)
+    shared = {j for cols in by_step.values() for j in cols}
+    return _Plan([(np.array(cols), s) for s, cols in sorted(by_step.items())],
+                 np.array([j for j in range(c) if j not in shared], dtype=np.int64))
+
+
+def _distances(points: Points, queries: Points, plan: _Plan, idx: np.ndarray | None = None) -> np.ndarray:
+    """Unaveraged distances (sum over attributes) of queries to points: to all points (q, n),
+    or to the candidates ``idx`` (q, kc) of each query."""
+    def gathered(a: np.ndarray) -> np.ndarray:  # the points' rows: (q, kc, ·) or (1, n, ·)
+        return a[idx] if idx is not None else a[None, :, :]
+
+    def gap(a: np.ndarray, b: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        if len(cols) < a.shape[-1]:
+            a, b = a[..., cols], b[:, cols]
+        return np.abs(a - b[:, None, :]).sum(-1)
+
+    d = np.zeros((len(queries), len(points) if idx is None else idx.shape[1]))
+    if points.nominal.shape[1]:
+        d += (gathered(points.nominal) != queries.nominal[:, None, :]).sum(-1)
+    if plan.groups:
+        codes = gathered(points.codes)
+        for cols, step in plan.groups:  # exact integer differences, one multiplication per step
+            d += gap(codes, queries.codes, cols) * step
+    if len(plan.free):
+        d += gap(gathered(points.metric), queries.metric, plan.free)
+    return d
+
+
+def brute_force(points: Points, queries: Points, k: int, exclude: np.ndarray | None = None,
+                block: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """All-pairs reference: (indices, distances) of the k nearest points to each query.
+
+    ``exclude[q]`` (optional) is a point index that query q must not return (itself).
+    """
+    m = max(points.n_attributes, 1)
+    n, nq = len(points), len(queries)
+    kk = min(k, n - (0 if exclude is None else 1))
+    idx = np.empty((nq, max(kk, 0)), dtype=np.int64)
+    dist = np.empty((nq, max(kk, 0)), dtype=np.float64)
+    plan = _plan(points, queries)
+    order_tiebreak = np.arange(n)
+    for s in range(0, nq, block):
+        e = min(s + block, nq)
+        d = _distances(points, queries.take(np.arange(s, e)), plan)
+        if exclude is not None:
+            d[np.arange(e - s), exclude[s:e]] = np.inf
+        o = np.lexsort((np.broadcast_to(order_tiebreak, d.shape), d), axis=1)[:, :kk]
+        idx[s:e], dist[s:e] = o, np.take_along_axis(d, o, 1) / m
+    return idx, dist
+
+
+def _tree_knn(tree: cKDTree, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    if k == 0:
+        return np.empty((len(queries), 0), np.int64), np.empty((len(queries), 0))
+    d, i = tree.query(queries, k=k, p=1)
+    return np.asarray(i, np.int64).reshape(len(queries), k), np.asarray(d, np.float64).reshape(len(queries), k)
+
+
+def knn(points: Points, queries: Points, k: int, exclude: np.ndarray | None = None,
+        max_partitions: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """Exact k nearest points (indices into ``points``, distances) for every query.
+
+    Results are sorted by (distance, index). ``exclude[q]`` removes one point per query (the
+    query itself when searching its own group). Fewer than k points available: fewer columns.
+    Coarse data (at least half of the points repeat another point exactly) are searched over
+    the distinct points, whose members then fill the k places in index order.
+    """
+    if k < 0:
+        raise ValueError(f"k must be non-negative, got {k}")
+    if points.metric.shape[1] != queries.metric.shape[1] or points.nominal.shape[1] != queries.nominal.shape[1]:
+        raise ValueError("neighbour search: points and queries have different attributes")
+    n = len(points)
+    kk = min(k, n - (0 if exclude is None else 1))
+    if kk <= 0 or len(queries) == 0:
+        return np.empty((len(queries), max(kk, 0)), np.int64), np.empty((len(queries), max(kk, 0)))
+    if points.metric.shape[1] == 0:  # nominal attributes only: overlap counts, no tree needed
+        return brute_force(points, queries, kk, exclude)
+    distinct = _distinct(points)
+    if distinct is None:
+        return _search(points, queries, kk, exclude, max_partitions)
+    return _via_distinct(points, queries, kk, exclude, max_partitions, *distinct)
+
+
+def _distinct(points: Points) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(first member, inverse, counts) of the distinct points, when at most half are distinct."""
+    parts = [points.metric, points.nominal.astype(np.float64)]
+    if points.codes is not None:
+        parts.append(points.codes.astype(np.float64))
+    key = np.hstack(parts)
+    if len(key) > 8192:  # skip the full sort when evenly spaced rows are nearly all distinct
+        probe = key[np.linspace(0, len(key) - 1, 2048).astype(np.int64)]
+        if len(np.unique(probe, axis=0)) > 0.9 * len(probe):
+            return None
+    _, first, inverse, counts = np.unique(key, axis=0, return_index=True, return_inverse=True,
+                                          return_counts=True)
+    if 2 * len(first) > len(points):
+        return None
+    return first, inverse.ravel(), counts
+
+
+def _via_distinct(points: Points, queries: Points, kk: int, exclude: np.ndarray | None,
+                  max_partitions: int, first: np.ndarray, inverse: np.ndarray,
+                  counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """kNN over the distinct points, expanded to their members (ties: by member index)."""
+    n, n_distinct = len(points), len(first)
+    extra = 0 if exclude is None else 1
+    width = int(min(kk + extra, counts.max()))  # later members of a point can never be chosen
+    order = np.lexsort((np.arange(n), inverse))  # by distinct point, then index
+    owner = inverse[order]
+    rank = np.arange(n) - np.searchsorted(owner, np.arange(n_distinct))[owner]
+    keep = rank < width
+    members = np.full((n_distinct, width), -1, np.int64)
+    members[owner[keep], rank[keep]] = order[keep]
+    usable = np.minimum(counts, width)
+    reps = points.take(first)
+    idx = np.empty((len(queries), kk), np.int64)
+    dist = np.empty((len(queries), kk), np.float64)
+    todo, kd = np.arange(len(queries)), min(kk + extra, n_distinct)
+    while len(todo):
+        di, dd = _search(reps, queries.take(todo), kd, None, max_partitions)
+        own = None if exclude is None else inverse[exclude[todo]]
+        i_s, d_s = _expand(members, usable, di, dd, kk, None if exclude is None else exclude[todo], own)
+        # settled when the farthest distinct point fetched lies beyond the k-th member's
+        # distance: any point not fetched is farther still
+        sure = (dd[:, -1] > d_s[:, -1]) | (kd >= n_distinct)
+        idx[todo[sure]], dist[todo[sure]] = i_s[sure], d_s[sure]
+        todo, kd = todo[~sure], min(4 * kd, n_distinct)
+    return idx, dist
+
+
+def _expand(members: np.ndarray, usable: np.ndarray, di: np.ndarray, dd: np.ndarray, kk: int,
+            exclude: np.ndarray | None, own: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The kk best members of each query's distinct candidates ``di`` (sorted by distance
+    ``dd``), by (distance, index). Only candidates up to the distance at which kk members are
+    reached take part; missing places (too few members) get index −1 and distance inf."""
+    nq = len(di)
+    cum = np.cumsum(usable[di], axis=1)
+    if own is not None:  # the excluded point is one member fewer of its own distinct point
+        cum -= np.cumsum(di == own[:, None], axis=1)
+    enough = cum >= kk
+    reach = np.where(enough.any(1), dd[np.arange(nq), enough.argmax(1)], np.inf)
+    q, j = np.nonzero(dd <= reach[:, None])               # (query, candidate) pairs that count
+    point, d = di[q, j], dd[q, j]
+    count = usable[point]
+    pair = np.repeat(np.arange(len(q)), count)             # one row per member of each pair
+    member = members[point[pair], np.arange(len(pair)) - np.repeat(np.cumsum(count) - count, count)]
+    q, d = q[pair], d[pair]
+    if exclude is not None:
+        keep = member != exclude[q]
+        q, d, member = q[keep], d[keep], member[keep]
+    o = np.lexsort((member, d, q))
+    q, d, member = q[o], d[o], member[o]
+    rank = np.arange(len(q)) - np.searchsorted(q, np.arange(nq))[q]
+    first = rank < kk
+    out_i = np.full((nq, kk), -1, np.int64)
+    out_d = np.full((nq, kk), np.inf)
+    out_i[q[first], rank[first]] = member[first]
+    out_d[q[first], rank[first]] = d[first]
+    return out_i, out_d
+
+
+def _search(points: Points, queries: Points, kk: int, exclude: np.ndarray | None,
+            max_partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    """The kk nearest points (1 ≤ kk ≤ available) by KD-trees per nominal group."""
+    n = len(points)
+    m = max(points.n_attributes, 1)
+    if points.nominal.shape[1]:
+        keys, inverse = np.unique(points.nominal, axis=0, return_inverse=True)
+        if len(keys) > max_partitions:
+            return brute_force(points, queries, kk, exclude)
+        groups = [np.flatnonzero(inverse.ravel() == g) for g in range(len(keys))]
+    else:
+        keys, groups = np.empty((1, 0), np.int64), [np.arange(n)]
+
+    plan = _plan(points, queries)
+    # the tree's own float distances may differ from the exact ones by rounding: a candidate
+    # list is settled only when its farthest member is beyond the k-th distance by this margin
+    slack = 64 * np.finfo(np.float64).eps * points.metric.shape[1] * max(
+        float(np.abs(points.metric).max(initial=0.0)), float(np.abs(queries.metric).max(initial=0.0)), 1.0)
+    trees = [cKDTree(points.metric[members]) for members in groups]
+    want = kk + (0 if exclude is None else 1) + _EXTRA
+    idx = np.empty((len(queries), kk), np.int64)
+    dist = np.empty((len(queries), kk), np.float64)
+    todo = np.arange(len(queries))
+    while len(todo):
+        # Fetch `want` candidates per nominal group. If a group's farthest fetched candidate is
+        # not beyond the k-th distance, it may hold more points at exactly that distance (with
+        # smaller indices): fetch again with more candidates until every query is settled.
+        sub = queries.take(todo)
+        ex = None if exclude is None else exclude[todo]
+        i_s, d_s, unsure = _fetch(points, sub, keys, groups, trees, want, kk, ex, plan, slack)
+        done = ~unsure
+        idx[todo[done]], dist[todo[done]] = i_s[done], d_s[done]
+        if want >= n:
+            idx[todo[unsure]], dist[todo[unsure]] = i_s[unsure], d_s[unsure]
+            break
+        todo, want = todo[unsure], min(4 * want, n)
+    return idx, dist / m
+
+
+def _fetch(points: Points, queries: Points, keys, groups, trees, want: int, kk: int,
+           exclude: np.ndarray | None, plan: _Plan, slack: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    cand_i, cand_d, short = [], [], []
+    for key, members, tree in zip(keys, groups, trees):
+        kg = min(want, len(members))
+        i, _ = _tree_knn(tree, queries.metric, kg)
+        i = members[i]
+        cand_i.append(i)
+        cand_d.append(_distances(points, queries, plan, i))  # exact: ties compare equal
+        short.append(kg < len(members))
+    idx, dist = _select(np.concatenate(cand_i, axis=1), np.concatenate(cand_d, axis=1), kk, exclude)
+    unsure = np.zeros(len(queries), bool)
+    for d_g, cut in zip(cand_d, short):
+        if cut:
+            unsure |= d_g[:, -1] <= dist[:, -1] * (1 + _RTOL) + slack
+    return idx, dist, unsure
+
+
+def _select(ci: np.ndarray, cd: np.ndarray, kk: int, exclude: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The kk best candidates per row by (distance, index), dropping the excluded point."""
+    cd = cd.copy()
+    if exclude is not None:
+        cd[ci == exclude[:, None]] = np.inf
+    order = np.lexsort((ci, cd), axis=1)[:, :kk]
+    return np.take_along_axis(ci, order, 1), np.take_along_axis(cd, order, 1)
+
+
+def euclidean_knn(points: np.ndarray, queries: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Exact k nearest ``points`` (rows) to every query under the Euclidean distance.
+
+    CEC's Algorithm 1 (Popoola & Sheppard, Definition 2) matches on the L2 distance between
+    standardised financial features. Backed by a KD-tree (p = 2); distances are recomputed
+    with one numpy formula so equal distances compare equal, and ties are broken by (distance,
+    point index), refetching more candidates while a tie at the k-th distance may hide a point
+    with a smaller index. Fewer than k points: fewer columns. Returns (indices, distances).
+    """
+    points = np.ascontiguousarray(points, dtype=np.float64).reshape(len(points), -1)
+    queries = np.ascontiguousarray(queries, dtype=np.float64).reshape(len(queries), -1)
+    if k < 0:
+        raise ValueError(f"k must be non-negative, got {k}")
+    if points.shape[1] != queries.shape[1]:
+        raise ValueError(f"neighbour search: points have {points.shape[1]} attributes, queries {queries.shape[1]}")
+    if np.isnan(points).any() or np.isnan(queries).any():
+        raise ValueError("neighbour search: missing (NaN) values among the distance attributes")
+    n, kk = len(points), min(k, len(points))
+    if kk == 0 or len(queries) == 0:
+        return np.empty((len(queries), kk), np.int64), np.empty((len(queries), kk))
+    tree = cKDTree(points)
+    idx = np.empty((len(queries), kk), np.int64)
+    dist = np.empty((len(queries), kk), np.float64)
+    # one candidate beyond k settles a query unless it ties the k-th (then fetch 4x more)
+    todo, want = np.arange(len(queries)), min(kk + 1, n)
+    while len(todo):
+        _, ci = tree.query(queries[todo], k=want, p=2)
+        ci = np.asarray(ci, np.int64).reshape(len(todo), want)
+        cd = np.sqrt(((points[ci] - queries[todo][:, None, :]) ** 2).sum(-1))
+        order = np.lexsort((ci, cd), axis=1)[:, :kk]
+        i_s, d_s = np.take_along_axis(ci, order, 1), np.take_along_axis(cd, order, 1)
+        # the farthest fetched candidate not beyond the k-th distance: more may tie there
+        unsure = (want < n) & (cd.max(axis=1) <= d_s[:, -1])
+        done = ~unsure
+        idx[todo[done]], dist[todo[done]] = i_s[done], d_s[done]
+        todo, want = todo[unsure], min(4 * want, n)
+    return idx, dist

@@ -1,0 +1,63 @@
+"""How well the audited model reproduces the recorded decisions, overall and per group.
+
+An audit whose counterfactual engines re-decide records with a model is only as good as that
+model. The measures (``engines.core.models.decision_quality``: accuracy, balanced accuracy, AUC,
+TPR/FPR, positive rates) are stored with every run (``audit.model_quality``), and a surrogate
+that cannot stand in for the lender's model (a single predicted class, or balanced accuracy on
+held-out rows below ``model.min_balanced_accuracy``) stops the engines that need a model.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+
+from aequum.engines.core.models import decision_quality
+
+QUALITY = pa.schema([
+    ("attribute", pa.string()), ("group_name", pa.string()), ("split", pa.string()),
+    ("n", pa.int64()), ("accuracy", pa.float64()), ("balanced_accuracy", pa.float64()),
+    ("auc", pa.float64()), ("tpr", pa.float64()), ("fpr", pa.float64()),
+    ("positive_rate", pa.float64()), ("target_positive_rate", pa.float64()),
+])
+_MEASURES = ["accuracy", "balanced_accuracy", "auc", "tpr", "fpr", "positive_rate", "target_positive_rate"]
+
+
+def _row(attribute: str, group: str, split: str, q: dict) -> dict:
+    return {"attribute": attribute, "group_name": group, "split": split, "n": int(q["n"]),
+            **{k: (None if q.get(k) is None or math.isnan(q[k]) else q[k]) for k in _MEASURES}}
+
+
+def model_quality(data, target: np.ndarray) -> pa.Table:
+    """One row for the surrogate's held-out rows (when it has them), one for all records, and
+    one per protected attribute × group (all records): the model's decisions ``score > 0``
+    against ``target`` (the recorded decisions, or the label it was fitted to)."""
+    model = data.model
+    score = data.scores()
+    rows = []
+    fid = getattr(model, "fidelity", {}) or {}
+    if "holdout_accuracy" in fid:
+        rows.append(_row("all", "all", "holdout", {k: fid.get(f"holdout_{k}") for k in ["n", *_MEASURES]}))
+    rows.append(_row("all", "all", "all", decision_quality(target, score)))
+    for attr, groups in data.groups.items():
+        for g, name in ((1, "protected"), (0, "reference")):
+            mask = groups == g
+            rows.append(_row(attr, name, "all", decision_quality(target[mask], score[mask])))
+    return pa.Table.from_pylist(rows, schema=QUALITY)
+
+
+def degenerate(model, min_balanced_accuracy: float) -> str | None:
+    """Why a fitted surrogate cannot stand in for the lender's model, or None."""
+    fid = getattr(model, "fidelity", {}) or {}
+    split = "holdout" if "holdout_balanced_accuracy" in fid else "train"
+    rate = fid.get(f"{split}_positive_rate")
+    balanced = fid.get(f"{split}_balanced_accuracy")
+    if rate is not None and rate in (0.0, 1.0):
+        return (f"the surrogate model decides every {split} record the same way "
+                f"({'favourable' if rate == 1.0 else 'unfavourable'})")
+    if balanced is not None and not math.isnan(balanced) and balanced < min_balanced_accuracy:
+        return (f"the surrogate model's balanced accuracy on {split} rows is {balanced:.3f}, below "
+                f"model.min_balanced_accuracy = {min_balanced_accuracy:g}: it cannot stand in for "
+                "the model that made the decisions")
+    return None

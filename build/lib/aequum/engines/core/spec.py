@@ -1,0 +1,555 @@
+"""The audit spec: one YAML file per audited decision system (DESIGN.md, "The audit spec").
+
+Validated with pydantic before any work starts. Every error names the field path and the
+offending value (:class:`SpecError`). The spec says where the records come from, which
+attributes are protected and how they map to protected / reference groups, the decision and
+model, the label, the features (type, order, range, financial flag, mutability, recourse
+weight, actionable step, perturbation unit), the SCM, and per-engine parameters.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from collections.abc import Callable
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ValidationError as CoreValidationError
+
+Scalar = str | int | float | bool
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_\- .]*$")
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used; the message names the field and the offending value."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(_Model):
+    """Where the decision records come from."""
+
+    kind: Literal["csv", "parquet", "duckdb", "postgres", "hmda_lar", "generated"] = Field(
+        description="csv (any delimiter), parquet (file or glob), duckdb (table or query in a "
+        "DuckDB file), postgres (table or query, read with ADBC), hmda_lar (the public HMDA LAR "
+        "file, comma or pipe delimited), generated (a built-in generator, see `generator`)."
+    )
+    path: str | None = Field(None, description="File path or glob (csv, parquet, duckdb, hmda_lar); "
+                             "relative paths are resolved against the spec file's directory.")
+    uri: str | None = Field(None, description="Postgres connection URI (postgres).")
+    table: str | None = Field(None, description="Table name (duckdb, postgres); quoted as an identifier.")
+    query: str | None = Field(None, description="Exactly one SELECT statement (duckdb, postgres), instead of "
+                              "`table`; checked by the SQL parser and run on a read-only connection.")
+    delimiter: str | None = Field(None, description="CSV delimiter; detected from the header when omitted.")
+    header_names: list[str] | None = Field(
+        None, description="CSV without a header row: the column names, in file order.")
+    generator: Literal["loan", "cec_synthetic", "hmda"] | None = Field(
+        None, description="Built-in generator (generated).")
+    rows: int | None = Field(None, gt=0, description="Rows to generate (generated).")
+    seed: int = Field(0, description="Generator seed (generated).")
+    id_column: str | None = Field(
+        description="Column holding a unique record id; null: the 0-based source row number is "
+        "the id (for files without one, such as the papers' reference data).")
+
+    @model_validator(mode="after")
+    def _complete(self) -> "Source":
+        need = {"csv": "path", "parquet": "path", "hmda_lar": "path", "duckdb": "path",
+                "generated": "generator"}
+        if self.kind in need and getattr(self, need[self.kind]) is None:
+            raise ValueError(f"source.kind={self.kind!r} needs source.{need[self.kind]}")
+        if self.kind == "postgres" and self.uri is None:
+            raise ValueError("source.kind='postgres' needs source.uri")
+        if self.kind in ("duckdb", "postgres") and (self.table is None) == (self.query is None):
+            raise ValueError(f"source.kind={self.kind!r} needs exactly one of source.table, source.query")
+        if self.delimiter is not None and len(self.delimiter) != 1:
+            raise ValueError(f"source.delimiter must be one character, got {self.delimiter!r}")
+        return self
+
+
+def value_key(v: Scalar) -> str | float:
+    """The value a spec entry stands for when records are matched against it: numbers (and text
+    that reads as one, as a CSV cell does) compare as numbers, so 1, 1.0 and "1" are one value."""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(v.strip())
+    except ValueError:
+        return v.strip()
+
+
+def _check_disjoint(where: str, **lists: list[Scalar] | None) -> None:
+    """Fail when a value (by :func:`value_key`) is in more than one of the named lists."""
+    seen: dict[str | float, str] = {}
+    for what, values in lists.items():
+        for v in values or []:
+            key = value_key(v)
+            if key in seen and seen[key] != what:
+                raise ValueError(f"{where}: value {v!r} is both {seen[key]} and {what}")
+            seen[key] = what
+
+
+class ProtectedAttribute(_Model):
+    """A protected attribute mapped to a binary protected / reference grouping.
+
+    Records whose value is in neither list (e.g. HMDA "Race Not Available", "Joint") belong to
+    neither group: they stay in the data but are excluded from that attribute's comparisons.
+    """
+
+    name: str = Field(description="Short name used in audit tables (e.g. race, sex).")
+    column: str = Field(description="Source column.")
+    protected_values: list[Scalar] = Field(min_length=1, description="Values of the protected group.")
+    reference_values: list[Scalar] = Field(min_length=1, description="Values of the reference group.")
+    unmapped: Literal["reject", "exclude"] = Field(
+        "reject", description="A value in neither list: reject the row (quarantine) or keep it "
+        "outside both groups (e.g. HMDA 'Race Not Available', 'Joint').")
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "ProtectedAttribute":
+        _check_disjoint(f"protected attribute {self.name!r}", protected=self.protected_values,
+                        reference=self.reference_values)
+        return self
+
+
+class Decision(_Model):
+    """The production decision column (ŷ). Values in `favourable` map to 1, others to 0."""
+
+    column: str
+    favourable: list[Scalar] = Field(min_length=1, description="Values meaning a favourable decision.")
+    unfavourable: list[Scalar] | None = Field(
+        None, description="If given, only these values count as unfavourable; any other value is "
+        "a bad row (quarantined). If omitted, every non-favourable value is unfavourable.")
+    out_of_scope: list[Scalar] | None = Field(
+        None, description="Rows with these values are not decisions to audit (e.g. HMDA "
+        "action_taken 4 withdrawn, 5 incomplete, 6 purchased): skipped and counted, not quarantined.")
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "Decision":
+        _check_disjoint("decision", favourable=self.favourable, unfavourable=self.unfavourable,
+                        out_of_scope=self.out_of_scope)
+        return self
+
+
+class Label(_Model):
+    """Ground truth (e.g. repaid), needed by CEC, equalized odds and FGCE false negatives."""
+
+    column: str
+    positive: list[Scalar] = Field(min_length=1)
+    negative: list[Scalar] | None = Field(
+        None, description="If given, only these values count as negative; any other is a bad row.")
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "Label":
+        _check_disjoint("label", positive=self.positive, negative=self.negative)
+        return self
+
+
+class Feature(_Model):
+    """One decision-relevant feature."""
+
+    name: str
+    type: Literal["numeric", "ordinal", "categorical"] = "numeric"
+    order: list[Scalar] | None = Field(None, description="Ordinal: the values from lowest to highest.")
+    categories: list[Scalar] | None = Field(
+        None, description="Categorical: the allowed values (their order fixes the integer codes). "
+        "Values outside it are bad rows. Inferred from the data when omitted.")
+    range: tuple[float, float] | None = Field(
+        None, description="Numeric: [low, high] domain in raw units; values outside are bad rows.")
+    units: str | None = Field(None, description="Raw units, for reports (e.g. USD, thousands USD).")
+    nullable: bool = Field(False, description="Allow nulls (otherwise a null is a bad row).")
+    financial: bool = Field(False, description="In CEC's merit set F (legitimate credit factors).")
+    mutability: Literal["free", "increase", "decrease", "immutable"] = "free"
+    transitions: dict[str, list[str]] | None = Field(
+        None, description="Categorical: allowed transitions from -> [to, ...] (FGCE, RAGUEL).")
+    recourse_weight: float | None = Field(None, ge=0, description="Cost per unit change (RAGUEL).")
+    step: float | None = Field(None, gt=0, description="Actionable step in raw units (RAGUEL).")
+    perturbation: float | None = Field(None, ge=0, description="PBA δ unit in raw units.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Feature":
+        if self.type == "ordinal" and not self.order:
+            raise ValueError(f"feature {self.name!r} is ordinal but has no `order`")
+        if self.type != "ordinal" and self.order:
+            raise ValueError(f"feature {self.name!r}: `order` is only for ordinal features")
+        if self.type != "categorical" and self.categories:
+            raise ValueError(f"feature {self.name!r}: `categories` is only for categorical features")
+        if self.transitions is not None and self.type == "numeric":
+            raise ValueError(f"feature {self.name!r}: `transitions` needs a categorical or ordinal feature")
+        if self.range is not None and not self.range[0] < self.range[1]:
+            raise ValueError(f"feature {self.name!r}: range {list(self.range)} must be [low, high] with low < high")
+        for values, what in ((self.order, "order"), (self.categories, "categories")):
+            if values and len({str(v) for v in values}) != len(values):
+                raise ValueError(f"feature {self.name!r}: duplicate values in `{what}`")
+        return self
+
+
+class StructuralEquation(_Model):
+    """An additive-noise structural equation target = f(parents) + U (CST, seed 003 §3)."""
+
+    target: str
+    parents: list[str] = Field(default_factory=list)
+    fit: Literal["ols", "explicit"] = Field("ols", description="ols: fitted with intercept on the data.")
+    link: Literal["identity", "log"] = Field("identity", description="log: the equation models log(target).")
+    intercept: float | None = None
+    coefficients: dict[str, float] | None = None
+
+    @model_validator(mode="after")
+    def _explicit(self) -> "StructuralEquation":
+        if self.fit == "explicit":
+            if self.coefficients is None or self.intercept is None:
+                raise ValueError(f"scm equation for {self.target!r}: fit 'explicit' needs "
+                                 "`intercept` and `coefficients`")
+            extra = set(self.coefficients) - set(self.parents)
+            if extra:
+                raise ValueError(f"scm equation for {self.target!r}: coefficients {sorted(extra)} "
+                                 "are not parents")
+        if self.target in self.parents:
+            raise ValueError(f"scm equation for {self.target!r} lists itself as a parent")
+        return self
+
+
+class CounterfactualTable(Source):
+    """A user-supplied counterfactual table: every record's features under do(A := reference)
+    for one protected attribute or intersection (read by ``flows/counterfactuals.py``)."""
+
+    id_column: str | None = Field(
+        None, description="Column holding the records' ids; null: rows align with the source by "
+        "position (R row names, when present, are the 1-based source rows).")
+    columns: dict[str, str] | None = Field(
+        None, description="Feature name -> the column holding its counterfactual value (e.g. "
+        "{LSAT: scf_LSAT}); unmapped features are read under their own names.")
+
+
+class SCM(_Model):
+    """The causal graph over protected attributes (by their `name`) and features."""
+
+    equations: list[StructuralEquation] = Field(default_factory=list)
+    counterfactuals: Annotated[
+        Annotated[CounterfactualTable, Tag("table")] | Annotated[dict[str, CounterfactualTable], Tag("by_attribute")],
+        Discriminator(lambda v: "table" if isinstance(v, CounterfactualTable) or (
+            isinstance(v, dict) and "kind" in v and not isinstance(v["kind"], (dict, CounterfactualTable)))
+            else "by_attribute"),
+    ] | None = Field(
+        None, description="User-supplied counterfactual tables instead of fitted equations: one "
+        "table when a single attribute is protected, else a mapping from attribute name (or "
+        "intersection 'a&b') to its table, since do(A := a') differs per A. Attributes without a "
+        "table use the equations.")
+
+
+class ModelSpec(_Model):
+    """The audited model, when decisions must be (re)computed (engines.core.models)."""
+
+    kind: Literal["linear", "mlp", "surrogate"]
+    features: list[str] = Field(min_length=1, description="Input features, in order: declared "
+                                "`features`, and protected attribute names (by `name`) when the model "
+                                "takes the attribute as an input (the model sees 1 for the protected "
+                                "group and 0 otherwise; counterfactual engines set it under do(A := a')).")
+    coefficients: dict[str, float] | None = None
+    intercept: float | None = None
+    path: str | None = Field(None, description="mlp: state-dict file, relative to the spec's directory.")
+    hidden: list[int] = Field(default_factory=lambda: [64, 32])
+    outputs: Literal[1, 2] = 1
+    input_mean: list[float] | None = None
+    input_scale: list[float] | None = None
+    target: Literal["decision", "label"] = Field("decision", description="surrogate: what to fit.")
+    epochs: int = Field(200, gt=0, description="surrogate: passes over the training rows (capped by max_steps).")
+    batch_size: int = Field(4096, gt=0, description="surrogate: rows per minibatch.")
+    max_steps: int = Field(3000, gt=0, description="surrogate: at most this many optimiser steps "
+                           "(keeps a million-row fit to seconds).")
+    min_balanced_accuracy: float = Field(
+        0.6, ge=0, le=1, description="surrogate: below this balanced accuracy on held-out rows the "
+        "model cannot stand in for the lender's; the engines that need a model stop with a message.")
+    seed: int = 0
+    use_for_decisions: bool = Field(
+        False, description="Take ŷ from the model rather than the decision column.")
+
+    @model_validator(mode="after")
+    def _kind(self) -> "ModelSpec":
+        if self.kind == "linear":
+            if self.coefficients is None or self.intercept is None:
+                raise ValueError("model.kind 'linear' needs `coefficients` and `intercept`")
+            unknown = set(self.coefficients) - set(self.features)
+            if unknown:
+                raise ValueError(f"model.coefficients name(s) {sorted(unknown)} not in model.features")
+        if self.kind == "mlp" and self.path is None:
+            raise ValueError("model.kind 'mlp' needs `path`")
+        for name in ("input_mean", "input_scale"):
+            v = getattr(self, name)
+            if v is not None and len(v) != len(self.features):
+                raise ValueError(f"model.{name} has {len(v)} values for {len(self.features)} features")
+        return self
+
+
+# Engines own their parameters: each registers its params model here (``engines/registry.py``
+# does it for every engine when the ``engines`` package is imported), so the core never
+# imports an engine and a new engine never edits the core.
+_ENGINE_PARAMS: dict[str, Callable[[], type[BaseModel]]] = {}
+
+
+def register_engine_params(name: str, params_model: Callable[[], type[BaseModel]]) -> None:
+    """Make ``engines.<name>`` a spec section validated by ``params_model()`` (loaded lazily).
+
+    A params model may define ``check_spec(self, spec, running)``, raising ``ValueError`` when
+    the parameters do not fit the rest of the spec (unknown features, a missing section ...);
+    ``running`` says whether ``engines.run`` names the engine."""
+    _ENGINE_PARAMS[name] = params_model
+
+
+def engine_names() -> list[str]:
+    return sorted(_ENGINE_PARAMS)
+
+
+class EnginesSpec(BaseModel):
+    """Which engines run (``run``) and one section of parameters per engine (``engines.<name>``),
+    each validated by the params model its engine registered, with documented defaults."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    run: list[str] = Field(default_factory=lambda: ["outcome"], min_length=1,
+                           description="Engines to run, in any order (at least one).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            return raw
+        out = dict(raw)
+        run = out.get("run", ["outcome"])
+        if isinstance(run, list):
+            unknown = [n for n in run if n not in _ENGINE_PARAMS]
+            if unknown:
+                raise ValueError(f"engines.run: unknown engine(s) {unknown}; known: {engine_names()}")
+            dup = sorted({str(n) for n in run if run.count(n) > 1})
+            if dup:
+                raise ValueError(f"engines.run: engine(s) {dup} listed more than once")
+        unknown = [k for k in out if k != "run" and k not in _ENGINE_PARAMS]
+        if unknown:
+            raise ValueError(f"engines: unknown section(s) {unknown}; known: {engine_names()}")
+        for name, load in _ENGINE_PARAMS.items():
+            model = load()
+            section = out.get(name)
+            if isinstance(section, model):
+                continue
+            try:
+                out[name] = model.model_validate({} if section is None else section)
+            except ValidationError as exc:
+                raise CoreValidationError.from_exception_data(exc.title, [
+                    {"type": e["type"], "loc": (name, *e["loc"]), "input": e["input"],
+                     **({"ctx": e["ctx"]} if "ctx" in e else {})} for e in exc.errors()]) from None
+        return out
+
+    def params(self, name: str) -> BaseModel:
+        """The parameters of engine ``name`` (its defaults when the spec has no section)."""
+        try:
+            return getattr(self, name)
+        except AttributeError:
+            raise KeyError(f"no engine named {name!r}; known: {engine_names()}") from None
+
+
+class Ingest(_Model):
+    """Validation policy at ingest."""
+
+    max_bad_fraction: float = Field(
+        0.05, ge=0, le=1, description="Fail the ingest if more than this share of rows is quarantined.")
+    reuse_unchanged_files: bool = Field(
+        True, description="Reuse a staged dataset version without reading the source again when "
+        "its files have the same paths, sizes and modification times (or a generator the same "
+        "name, rows, seed and code) as when it was staged; false: read and fingerprint every time.")
+
+
+class AuditSpec(_Model):
+    """One audited decision system."""
+
+    name: str = Field(description="Spec name (letters, digits, _ and -).")
+    description: str = ""
+    source: Source
+    protected: list[ProtectedAttribute] = Field(min_length=1)
+    decision: Decision | None = None
+    model: ModelSpec | None = None
+    label: Label | None = None
+    features: list[Feature] = Field(min_length=1)
+    scm: SCM | None = None
+    ingest: Ingest = Field(default_factory=Ingest)
+    engines: EnginesSpec = Field(default_factory=EnginesSpec)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_\-]{1,64}", v):
+            raise ValueError(f"name {v!r} must be 1-64 letters, digits, '_' or '-'")
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self) -> "AuditSpec":
+        if self.decision is None and self.model is None:
+            raise ValueError("the spec needs a `decision` column, a `model`, or both")
+        feats = [f.name for f in self.features]
+        dup = sorted({n for n in feats if feats.count(n) > 1})
+        if dup:
+            raise ValueError(f"features: duplicate feature name(s) {dup}")
+        pnames = [p.name for p in self.protected]
+        if len(set(pnames)) != len(pnames):
+            raise ValueError(f"protected: duplicate attribute name(s) in {pnames}")
+        reserved = [c for c in self.columns() if c.startswith("_")]
+        if reserved:
+            raise ValueError(f"column name(s) {reserved} start with '_', which aequum reserves")
+        pcols = {p.column for p in self.protected}
+        clash = pcols & set(feats)
+        if clash:
+            raise ValueError(f"features: protected column(s) {sorted(clash)} cannot also be features")
+        if self.model is not None:
+            unknown = [f for f in self.model.features if f not in feats and f not in pnames]
+            if unknown:
+                raise ValueError(f"model.features: {unknown} are neither declared `features` nor "
+                                 f"protected attribute names {pnames}")
+            dup = sorted({f for f in self.model.features if self.model.features.count(f) > 1})
+            if dup:
+                raise ValueError(f"model.features: {dup} listed more than once")
+            if self.model.kind == "surrogate":
+                if self.model.target == "label" and self.label is None:
+                    raise ValueError("model.target 'label' needs a `label` section")
+                if self.model.target == "decision" and self.decision is None:
+                    raise ValueError("model.target 'decision' needs a `decision` section")
+            if self.decision is None and not self.model.use_for_decisions:
+                raise ValueError("no `decision` column: set model.use_for_decisions: true")
+        if self.scm is not None:
+            known = set(feats) | set(pnames)
+            targets = [eq.target for eq in self.scm.equations]
+            for eq in self.scm.equations:
+                if eq.target not in feats:
+                    raise ValueError(f"scm: equation target {eq.target!r} is not a declared feature")
+                missing = [p for p in eq.parents if p not in known]
+                if missing:
+                    raise ValueError(f"scm: equation for {eq.target!r} names unknown parent(s) {missing}")
+            if len(set(targets)) != len(targets):
+                raise ValueError(f"scm: more than one equation for the same target in {targets}")
+            cycle = _find_cycle({eq.target: eq.parents for eq in self.scm.equations})
+            if cycle:
+                raise ValueError(f"scm: the causal graph has a cycle {' -> '.join(cycle)}")
+            tables = self.scm.counterfactuals
+            if isinstance(tables, CounterfactualTable) and len(pnames) > 1:
+                raise ValueError(f"scm.counterfactuals: one table is do(A := a') for one attribute, but "
+                                 f"{pnames} are protected: give a mapping attribute (or 'a&b') -> table")
+            for key, table in (tables.items() if isinstance(tables, dict) else [("", tables)] if tables else []):
+                unknown = [a for a in key.split("&") if a not in pnames] if key else []
+                if unknown or (key and len(set(key.split("&"))) != len(key.split("&"))):
+                    raise ValueError(f"scm.counterfactuals: key {key!r} must name protected attribute(s) "
+                                     f"{pnames}, joined by '&' for an intersection")
+                stray = sorted(set(table.columns or {}) - set(feats))
+                if stray:
+                    raise ValueError(f"scm.counterfactuals{f'[{key}]' if key else ''}.columns: {stray} are "
+                                     "not declared features")
+        for name in engine_names():
+            check = getattr(self.engines.params(name), "check_spec", None)
+            if check is not None:
+                check(self, running=name in self.engines.run)
+        return self
+
+    # -- conveniences -------------------------------------------------------------------
+    @property
+    def feature_names(self) -> list[str]:
+        return [f.name for f in self.features]
+
+    def feature(self, name: str) -> Feature:
+        for f in self.features:
+            if f.name == name:
+                return f
+        raise KeyError(f"no feature named {name!r}")
+
+    def columns(self) -> list[str]:
+        """Every source column the audit reads, id first, without duplicates."""
+        cols = [self.source.id_column] if self.source.id_column else []
+        cols += [p.column for p in self.protected]
+        if self.decision:
+            cols.append(self.decision.column)
+        if self.label:
+            cols.append(self.label.column)
+        cols += self.feature_names
+        return list(dict.fromkeys(cols))
+
+    def digest(self) -> str:
+        """A stable content hash of the validated spec (the run record's spec hash)."""
+        payload = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _find_cycle(parents: dict[str, list[str]]) -> list[str] | None:
+    """Return one cycle of the graph child -> parents as a path, or None (DFS colouring)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for p in parents.get(node, []):
+            if state.get(p) == 1:
+                return stack[stack.index(p):] + [p]
+            if state.get(p) is None:
+                found = visit(p)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in parents:
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found[::-1]
+    return None
+
+
+def _format_errors(err: ValidationError, where: str) -> str:
+    lines = []
+    for e in err.errors():
+        path = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        value = e.get("input")
+        shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
+        lines.append(f"  {path}: {msg}{shown}")
+    return f"invalid audit spec{' ' + where if where else ''}:\n" + "\n".join(lines)
+
+
+def parse_spec(raw: Any, where: str = "") -> AuditSpec:
+    """Validate a mapping (parsed YAML) into an :class:`AuditSpec` or raise :class:`SpecError`."""
+    if not isinstance(raw, dict):
+        raise SpecError(f"invalid audit spec{' ' + where if where else ''}: the top level must be a mapping, "
+                        f"got {type(raw).__name__}")
+    try:
+        return AuditSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(_format_errors(exc, where)) from None
+
+
+def load_spec(path: str | Path) -> AuditSpec:
+    """Read and validate a YAML spec file. Relative source paths stay relative to its directory."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"spec file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read spec file {path}: {exc}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"spec file {path} is not valid YAML: {exc}") from None
+    return parse_spec(raw, where=str(path))

@@ -1,0 +1,193 @@
+"""Row validation of decision records against an audit spec (pure; polars expressions).
+
+Each batch of source rows becomes (a) the staged rows with the derived columns that
+``engines.core.data`` documents and (b) the bad rows, one per row, naming the first failing
+field, its value and the reason. Column names from the spec are only ever used through
+``pl.col`` (never in SQL text).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from aequum.engines.core.data import DECISION, ID, LABEL, ROW, group_column
+from aequum.engines.core.spec import AuditSpec, Feature
+
+QUARANTINE_SCHEMA = pa.schema([
+    ("source_row", pa.int64()), ("record_id", pa.string()), ("field", pa.string()),
+    ("value", pa.string()), ("reason", pa.string()),
+])
+
+
+class SourceSchemaError(ValueError):
+    """The source lacks columns the spec needs (names them) or has unusable types."""
+
+
+def check_columns(columns: list[str], spec: AuditSpec) -> None:
+    """Fail fast, naming every spec column the source does not have."""
+    have = set(columns)
+    missing = [c for c in spec.columns() if c not in have]
+    if missing:
+        shown = ", ".join(repr(c) for c in missing)
+        if len(missing) == len(set(spec.columns())):
+            # nothing matches: most likely not the file meant, or a wrong delimiter; its "header"
+            # may be any content, so it is not echoed
+            raise SourceSchemaError(f"source has none of the spec's columns ({shown}); it reads as "
+                                    f"{len(columns)} column(s): check source.path and source.delimiter")
+        raise SourceSchemaError(f"source lacks column(s) named in the spec: {shown}; "
+                                f"it has {len(columns)} columns: {columns[:12]}"
+                                f"{' ...' if len(columns) > 12 else ''}")
+
+
+def _text(name: str) -> pl.Expr:
+    return pl.col(name).cast(pl.Utf8).str.strip_chars()
+
+
+def _membership(name: str, dtype: pl.DataType, values: list) -> pl.Expr:
+    """``col in values``, numerically when the column is numeric and the values are numbers.
+
+    Never null: a value of another type (the text ``female`` or ``NA`` where the spec lists
+    numbers) is simply not a member, so it falls to the spec's rule for values outside the
+    declared sets instead of slipping through as a null."""
+    numeric_values = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    if numeric_values:  # "1.0" in a CSV and 1 in the spec are the same value
+        col = _text(name) if dtype == pl.Utf8 else pl.col(name)
+        member = col.cast(pl.Float64, strict=False).is_in([float(v) for v in values])
+    else:
+        member = _text(name).is_in([str(v) for v in values])
+    return member.fill_null(False)
+
+
+@dataclass
+class Check:
+    field: str
+    bad: pl.Expr
+    reason: str
+
+
+@dataclass
+class BatchResult:
+    good: pa.Table
+    bad: pa.Table
+    rows: int
+    out_of_scope: int
+    content_hash: int
+    categories: dict[str, set[str]] = field(default_factory=dict)
+
+
+def _feature_checks(f: Feature, dtype: pl.DataType) -> tuple[pl.Expr, list[Check]]:
+    col = pl.col(f.name)
+    missing = col.is_null() | (_text(f.name) == "") if dtype == pl.Utf8 else col.is_null()
+    checks = [] if f.nullable else [Check(f.name, missing, "missing value")]
+    if f.type == "numeric":
+        value = (_text(f.name).cast(pl.Float64, strict=False) if dtype == pl.Utf8
+                 else col.cast(pl.Float64, strict=False))
+        checks.append(Check(f.name, ~missing & value.is_null(), "not a number"))
+        checks.append(Check(f.name, value.is_nan() | value.is_infinite(), "not a finite number"))
+        if f.range is not None:
+            lo, hi = f.range
+            checks.append(Check(f.name, (value < lo) | (value > hi), f"outside range [{lo:g}, {hi:g}]"))
+        return value.alias(f.name), checks
+    text = _text(f.name)
+    if dtype.is_float():
+        # 1.0 read from Parquet stands for the category "1" in the spec.
+        text = pl.when(col == col.round(0)).then(col.cast(pl.Int64).cast(pl.Utf8)).otherwise(text)
+    allowed = f.order if f.type == "ordinal" else f.categories
+    if allowed:
+        values = [str(v) for v in allowed]
+        what = "ordinal order" if f.type == "ordinal" else "categories"
+        checks.append(Check(f.name, ~missing & ~text.is_in(values),
+                            f"not in the spec's {what} {values[:8]}{' ...' if len(values) > 8 else ''}"))
+    return pl.when(missing).then(None).otherwise(text).alias(f.name), checks
+
+
+def _content_hash(df: pl.DataFrame, positional_ids: bool, row_offset: int) -> int:
+    """Sum of row hashes (mod 2^64): independent of row order when records carry their own id,
+    but with row numbers as ids (``id_column: null``) each row's position is hashed with it,
+    so a reordered file is a different dataset (record "0" must stay row 0)."""
+    if not df.height:
+        return 0
+    if positional_ids:
+        df = df.with_row_index("_aequum_row", offset=row_offset)
+    return int(np.sum(df.hash_rows(seed=0).to_numpy(), dtype=np.uint64))
+
+
+def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset: int) -> BatchResult:
+    """Validate one batch of source rows (Definition of a well-formed record: the spec).
+
+    ``row_offset`` is the 0-based source row number of the batch's first row.
+    """
+    df = pl.from_arrow(batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))
+    n = df.height
+    content_hash = _content_hash(df.select(spec.columns()), spec.source.id_column is None, row_offset)
+    schema = df.schema
+    idc = spec.source.id_column
+    if idc is None:
+        id_text = pl.col("_src_row").cast(pl.Utf8)
+        checks = []
+    else:
+        id_text = _text(idc)
+        checks = [Check(idc, pl.col(idc).is_null() | (id_text == ""), "missing record id")]
+    derived: list[pl.Expr] = [id_text.alias(ID), pl.col("_src_row").alias(ROW)]
+
+    for p in spec.protected:
+        in_p = _membership(p.column, schema[p.column], p.protected_values)
+        in_r = _membership(p.column, schema[p.column], p.reference_values)
+        derived.append(pl.when(in_p).then(pl.lit(1, pl.Int8)).when(in_r).then(pl.lit(0, pl.Int8))
+                       .otherwise(pl.lit(None, pl.Int8)).alias(group_column(p.name)))
+        checks.append(Check(p.column, pl.col(p.column).is_null(), "missing protected attribute"))
+        if p.unmapped == "reject":
+            checks.append(Check(p.column, ~in_p & ~in_r,
+                                f"value maps to neither the protected nor the reference group of {p.name!r}"))
+        derived.append(_text(p.column).alias(p.column))
+
+    for part, out in ((spec.decision, DECISION), (spec.label, LABEL)):
+        if part is None:
+            continue
+        good_values = part.favourable if out == DECISION else part.positive
+        fav = _membership(part.column, schema[part.column], good_values)
+        checks.append(Check(part.column, pl.col(part.column).is_null(), "missing value"))
+        unfav_values = getattr(part, "unfavourable", None) if out == DECISION else getattr(part, "negative", None)
+        if unfav_values:
+            unfav = _membership(part.column, schema[part.column], unfav_values)
+            checks.append(Check(part.column, ~fav & ~unfav, "neither a favourable nor an unfavourable value"
+                                if out == DECISION else "neither a positive nor a negative value"))
+        derived.append(fav.cast(pl.Int8).alias(out))
+
+    categories: dict[str, set[str]] = {}
+    for f in spec.features:
+        expr, fchecks = _feature_checks(f, schema[f.name])
+        derived.append(expr)
+        checks.extend(fchecks)
+
+    if spec.decision is not None and spec.decision.out_of_scope:
+        in_scope = ~_membership(spec.decision.column, schema[spec.decision.column],
+                                spec.decision.out_of_scope).fill_null(False)
+    else:
+        in_scope = pl.lit(True)
+
+    # First failing check per row (its index), computed in one lazy pass shared by both outputs.
+    first = pl.min_horizontal([pl.when(c.bad.fill_null(False)).then(pl.lit(i, pl.Int32))
+                               for i, c in enumerate(checks)])
+    marked = df.lazy().with_columns(
+        pl.int_range(row_offset, row_offset + n, dtype=pl.Int64).alias("_src_row"),
+    ).with_columns(first.alias("_first"), in_scope.alias("_in_scope"))
+    good_lf = marked.filter(pl.col("_first").is_null() & pl.col("_in_scope")).select(derived)
+    bad_lf = marked.filter(pl.col("_first").is_not_null() & pl.col("_in_scope")).select(
+        pl.col("_src_row").alias("source_row"), id_text.alias("record_id"),
+        pl.col("_first").replace_strict(list(range(len(checks))), [c.field for c in checks],
+                                        return_dtype=pl.Utf8).alias("field"),
+        pl.coalesce([pl.when(pl.col("_first") == i).then(pl.col(c.field).cast(pl.Utf8))
+                     for i, c in enumerate(checks)]).alias("value"),
+        pl.col("_first").replace_strict(list(range(len(checks))), [c.reason for c in checks],
+                                        return_dtype=pl.Utf8).alias("reason"))
+    good, bad = pl.collect_all([good_lf, bad_lf])
+    for f in spec.features:
+        if f.type == "categorical" and not f.categories:
+            categories[f.name] = set(good[f.name].drop_nulls().unique().to_list())
+    return BatchResult(good=good.to_arrow(), bad=bad.to_arrow().cast(QUARANTINE_SCHEMA), rows=n,
+                       out_of_scope=n - good.height - bad.height, content_hash=content_hash,
+                       categories=categories)

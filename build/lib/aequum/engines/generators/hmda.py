@@ -1,0 +1,308 @@
+"""A generator of HMDA Loan Application Register rows with a planted, known discrimination.
+
+The output has the public LAR's 99 columns in order (snapshot spelling: underscores), all as
+text exactly as published, with the LAR's quirks: "NA" and "Exempt" in numeric fields, 1111
+for exempt codes, binned debt-to-income ratios and ages, loan amounts and property values at
+the midpoints of $10,000 bins, income in thousands, census tracts with leading zeros
+(``../shared/data/HMDA_LAR.md``). Marginals follow the FFIEC's published denial-rate gaps.
+
+Decision process (one row = one application):
+
+    credit  ~ N(0, 1) latent credit quality, lower on average for groups with less wealth
+    DTI, LTV, income from group-dependent distributions
+    risk    = 0.09·(DTI − 36) + 0.05·(LTV − 80) − 0.45·log(income/80) − 1.2·credit
+    denied  iff risk + ε > c,  ε ~ N(0, 0.5)
+
+**Planted mechanism** (:data:`MECHANISM`): for Black or African American and for Hispanic or
+Latino applicants the underwriter adds 8 points to the debt-to-income ratio it evaluates
+(disparate treatment via a race-dependent penalty on one underwriting variable). The ground
+truth table gives, per record, the decision without the penalty and whether the penalty
+changed it (``harmed``: denied, but approved without the penalty).
+
+Rows are generated in fixed blocks of :data:`BLOCK` with one random stream per block, so the
+output is identical for any ``batch_rows`` and memory stays flat in ``n``.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+DEFAULT_ROWS = 100_000
+BLOCK = 50_000
+CUTOFF = 2.6  # risk above which an application is denied
+
+LAR_COLUMNS = [
+    "activity_year", "lei", "derived_msa_md", "state_code", "county_code", "census_tract",
+    "conforming_loan_limit", "derived_loan_product_type", "derived_dwelling_category", "derived_ethnicity",
+    "derived_race", "derived_sex", "action_taken", "purchaser_type", "preapproval", "loan_type",
+    "loan_purpose", "lien_status", "reverse_mortgage", "open_end_line_of_credit",
+    "business_or_commercial_purpose", "loan_amount", "combined_loan_to_value_ratio", "interest_rate",
+    "rate_spread", "hoepa_status", "total_loan_costs", "total_points_and_fees", "origination_charges",
+    "discount_points", "lender_credits", "loan_term", "prepayment_penalty_term", "intro_rate_period",
+    "negative_amortization", "interest_only_payment", "balloon_payment", "other_nonamortizing_features",
+    "property_value", "construction_method", "occupancy_type", "manufactured_home_secured_property_type",
+    "manufactured_home_land_property_interest", "total_units", "multifamily_affordable_units", "income",
+    "debt_to_income_ratio", "applicant_credit_score_type", "co_applicant_credit_score_type",
+    *[f"applicant_ethnicity_{i}" for i in range(1, 6)], *[f"co_applicant_ethnicity_{i}" for i in range(1, 6)],
+    "applicant_ethnicity_observed", "co_applicant_ethnicity_observed",
+    *[f"applicant_race_{i}" for i in range(1, 6)], *[f"co_applicant_race_{i}" for i in range(1, 6)],
+    "applicant_race_observed", "co_applicant_race_observed", "applicant_sex", "co_applicant_sex",
+    "applicant_sex_observed", "co_applicant_sex_observed", "applicant_age", "co_applicant_age",
+    "applicant_age_above_62", "co_applicant_age_above_62", "submission_of_application",
+    "initially_payable_to_institution", *[f"aus_{i}" for i in range(1, 6)],
+    *[f"denial_reason_{i}" for i in range(1, 5)], "tract_population", "tract_minority_population_percent",
+    "ffiec_msa_md_median_family_income", "tract_to_msa_income_percentage", "tract_owner_occupied_units",
+    "tract_one_to_four_family_homes", "tract_median_age_of_housing_units",
+]
+assert len(LAR_COLUMNS) == 99
+
+DTI_BINS = ["<20%", "20%-<30%", "30%-<36%", *[str(v) for v in range(36, 50)], "50%-60%", ">60%"]
+AGE_BINS = ["<25", "25-34", "35-44", "45-54", "55-64", "65-74", ">74"]
+VALUE_SETS = {
+    "derived_race": ["American Indian or Alaska Native", "Asian", "Black or African American",
+                     "Native Hawaiian or Other Pacific Islander", "White", "2 or more minority races", "Joint",
+                     "Free Form Text Only", "Race Not Available"],
+    "derived_ethnicity": ["Hispanic or Latino", "Not Hispanic or Latino", "Joint", "Ethnicity Not Available",
+                          "Free Form Text Only"],
+    "derived_sex": ["Male", "Female", "Joint", "Sex Not Available"],
+    "action_taken": [str(v) for v in range(1, 9)],
+    "debt_to_income_ratio": DTI_BINS + ["NA", "Exempt"],
+    "applicant_age": AGE_BINS + ["8888"],
+    "loan_type": ["1", "2", "3", "4"],
+    "loan_purpose": ["1", "2", "31", "32", "4", "5"],
+}
+NUMERIC_SENTINELS = {
+    "income": ["NA", ""], "property_value": ["NA", "Exempt", ""], "combined_loan_to_value_ratio": ["NA", "Exempt", ""],
+    "interest_rate": ["NA", "Exempt", ""], "rate_spread": ["NA", "Exempt", ""], "loan_term": ["NA", "Exempt", ""],
+}
+_HYPHENATED = {"derived_msa_md": "derived_msa-md", "open_end_line_of_credit": "open-end_line_of_credit"}
+MECHANISM = {
+    "kind": "disparate treatment: race/ethnicity-dependent penalty on one underwriting variable",
+    "variable": "debt_to_income_ratio",
+    "penalty_points": 5.0,
+    "penalised": {"derived_race": ["Black or African American"], "derived_ethnicity": ["Hispanic or Latino"]},
+    "decision": "denied iff 0.09(DTI+penalty-36) + 0.05(LTV-80) - 0.45 log(income/80) - 1.2 credit + e > c",
+    "ground_truth_columns": {"id": "0-based row number (the LAR has no record id)",
+                             "decision_without_mechanism": "1 approved, 0 denied, null out of scope",
+                             "harmed": "denied with the penalty, approved without it"},
+}
+TRUTH = pa.schema([("id", pa.string()), ("penalised", pa.bool_()), ("decision", pa.int8()),
+                   ("decision_without_mechanism", pa.int8()), ("harmed", pa.bool_())])
+
+
+def normalise_column_name(name: str) -> str:
+    """LAR column names to one spelling: lower case, '-' -> '_', the LTV names as one."""
+    n = name.strip().lower().replace("-", "_")
+    return "combined_loan_to_value_ratio" if n == "loan_to_value_ratio" else n
+
+
+def data_browser_name(name: str) -> str:
+    """The Data Browser CSV's spelling of a column (hyphens, ``loan_to_value_ratio``)."""
+    if name == "combined_loan_to_value_ratio":
+        return "loan_to_value_ratio"
+    if name in _HYPHENATED:
+        return _HYPHENATED[name]
+    for prefix in ("co_applicant_",):
+        if name.startswith(prefix):
+            name = "co-applicant_" + name[len(prefix):]
+    for stem in ("applicant_race_", "applicant_ethnicity_", "aus_", "denial_reason_"):
+        if name.endswith(tuple(f"{stem}{i}" for i in range(1, 6))):
+            return name[:-2] + "-" + name[-1]
+    return name
+
+
+def _pick(rng, values, p, n) -> tuple[np.ndarray, pa.Array]:
+    """Draw indices with probabilities ``p``; return them and the values as an Arrow string array."""
+    p = np.asarray(p, float)
+    idx = rng.choice(len(values), size=n, p=p / p.sum())
+    return idx, pc.take(pa.array([str(v) for v in values]), pa.array(idx))
+
+
+def _text(x: np.ndarray, decimals: int | None = None) -> pa.Array:
+    """Numbers as the LAR prints them (integers, or rounded decimals)."""
+    if decimals is None:
+        return pa.array(x.astype(np.int64)).cast(pa.string())
+    return pc.round(pa.array(x, pa.float64()), decimals).cast(pa.string())
+
+
+def _where(mask: np.ndarray, a, b) -> pa.Array:
+    return pc.if_else(pa.array(mask), a, b)
+
+
+def _zfill(x: np.ndarray, width: int) -> pa.Array:
+    return pc.utf8_lpad(pa.array(x.astype(np.int64)).cast(pa.string()), width, "0")
+
+
+def _block(n: int, seed: int, block: int, first_row: int) -> tuple[dict[str, pa.Array], dict[str, np.ndarray]]:
+    rng = np.random.default_rng([seed, block])
+    races = VALUE_SETS["derived_race"]
+    race_i, race = _pick(rng, races, [0.6, 5.5, 8.0, 0.2, 61.0, 0.4, 4.0, 0.3, 20.0], n)
+    eth_i = np.where(rng.random(n) < 0.13, 0, 1)
+    eth_i[rng.random(n) < 0.12] = 3
+    eth_i[race_i == races.index("Joint")] = 2
+    eth = pc.take(pa.array(VALUE_SETS["derived_ethnicity"]), pa.array(eth_i))
+    sex_i, sex = _pick(rng, VALUE_SETS["derived_sex"], [42, 26, 24, 8], n)
+    black, hisp = race_i == races.index("Black or African American"), eth_i == 0
+    asian = race_i == races.index("Asian")
+    penalised = black | hisp
+    # underwriting variables, with the wealth gaps that drive the published denial-rate gaps
+    credit = rng.standard_normal(n) - 0.25 * black - 0.1 * hisp - 0.1 * asian
+    income = np.exp(rng.normal(np.log(95) - 0.25 * black - 0.2 * hisp + 0.15 * asian - 0.1 * (sex_i == 1), 0.55))
+    dti = np.clip(rng.normal(35 + 2.0 * black + 1.5 * hisp, 9.0), 5, 75)
+    ltv = np.clip(rng.normal(80 + 3 * black + 2 * hisp, 12), 10, 115)
+    prop = np.clip(income * 1000 * rng.lognormal(np.log(3.8), 0.35), 40_000, 5_000_000)
+    loan = np.clip(prop * ltv / 100, 10_000, None)
+    base = 0.05 * (ltv - 80) - 0.45 * np.log(income / 80) - 1.2 * credit + rng.normal(0, 0.5, n)
+    risk_fair = base + 0.09 * (dti - 36)
+    risk = risk_fair + 0.09 * MECHANISM["penalty_points"] * penalised
+    approved, approved_fair = risk <= CUTOFF, risk_fair <= CUTOFF
+    # action taken: out-of-scope outcomes (withdrawn, incomplete, purchased) independent of merit
+    action_i = np.where(approved, np.where(rng.random(n) < 0.93, 0, 1), 2)
+    out_of_scope = rng.random(n) < 0.14
+    action_i[out_of_scope] = rng.choice([3, 4, 5], size=int(out_of_scope.sum()), p=[5 / 14, 3 / 14, 6 / 14])
+    in_scope = ~out_of_scope
+    action = pc.take(pa.array(["1", "2", "3", "4", "5", "6"]), pa.array(action_i))
+
+    # binned / formatted fields with the LAR's quirks
+    dti_i = np.select([dti < 20, dti < 30, dti < 36, dti < 50, dti <= 60],
+                      [0, 1, 2, np.floor(dti).astype(int) - 33, 17], 18)
+    dti_i[rng.random(n) < 0.006] = 19   # "NA"
+    dti_i[rng.random(n) < 0.003] = 20   # "Exempt"
+    dti_bin = pc.take(pa.array(VALUE_SETS["debt_to_income_ratio"]), pa.array(dti_i))
+    income_s = _where(rng.random(n) < 0.01, pa.scalar("NA"), _text(np.round(income)))
+    exempt_prop = rng.random(n) < 0.004
+    prop_s = _where(exempt_prop, pa.scalar("Exempt"), _text(10_000 * np.floor(prop / 10_000) + 5_000))
+    loan_s = _text(10_000 * np.floor(loan / 10_000) + 5_000)
+    ltv_s = _where(exempt_prop, pa.scalar("Exempt"), _text(ltv, 3))
+    age_i, age = _pick(rng, AGE_BINS, [5, 24, 24, 19, 15, 10, 3], n)
+    age_above = _where(age_i >= 5, pa.scalar("Yes"), pa.scalar("No"))
+    lt_i, loan_type = _pick(rng, ["1", "2", "3", "4"], [72, 17, 9, 2], n)
+    _, purpose = _pick(rng, ["1", "2", "31", "32", "4"], [50, 5, 20, 18, 7], n)
+    states = np.array([6, 48, 12, 36, 17, 13, 39, 37, 26, 42])
+    state_n = states[rng.choice(len(states), n, p=np.array([12, 9, 7, 6, 4, 4, 4, 4, 3, 4]) / 57)]
+    county_n = state_n * 1000 + rng.integers(1, 200, n)
+    state, county = _zfill(state_n, 2), _zfill(county_n, 5)
+    tract = pc.binary_join_element_wise(county, _zfill(rng.integers(100, 990_000, n), 6), "")
+    priced = approved & in_scope
+    rate = _where(priced, _text(rng.normal(6.7, 0.6, n), 3), pa.scalar("NA"))
+    denial1 = _where(action_i == 2, _where(dti + MECHANISM["penalty_points"] * penalised > 43, pa.scalar("1"), pa.scalar("3")), pa.scalar("10"))
+    lei_pool = pa.array([f"{i:04d}00{(i * 7919) % 10**12:012d}XX" for i in range(500)])
+    has_co = (sex_i == 2) | (rng.random(n) < 0.35)
+    originated = action_i == 0
+
+    zeros = pa.array(np.zeros(n, np.int32))
+
+    def const(v):
+        return pc.take(pa.array([v], pa.string()), zeros)
+
+    def co(a, alone):
+        return _where(has_co, a, pa.scalar(alone))
+
+    def codes(index, mapping):
+        return pc.take(pa.array(mapping), pa.array(index))
+
+    race_code = codes(race_i, ["1", "2", "3", "4", "5", "3", "5", "", "6"])
+    eth_code = codes(eth_i, ["1", "2", "1", "3", ""])
+    sex_code = codes(sex_i, ["1", "2", "1", "3"])
+    empty = const("")
+    cols = {
+        "activity_year": const("2023"), "lei": pc.take(lei_pool, pa.array(rng.integers(0, 500, n))),
+        "derived_msa_md": _pick(rng, ["31084", "35614", "16984", "19124", "99999"], [5, 6, 4, 4, 3], n)[1],
+        "state_code": state, "county_code": county, "census_tract": tract,
+        "conforming_loan_limit": _where(loan > 726_200, pa.scalar("NC"), pa.scalar("C")),
+        "derived_loan_product_type": codes(lt_i, ["Conventional:First Lien", "FHA:First Lien",
+                                                   "VA:First Lien", "FSA/RHS:First Lien"]),
+        "derived_dwelling_category": const("Single Family (1-4 Units):Site-Built"),
+        "derived_ethnicity": eth, "derived_race": race, "derived_sex": sex, "action_taken": action,
+        "purchaser_type": _where(originated, _pick(rng, ["0", "1", "3", "71"], [40, 30, 20, 10], n)[1], pa.scalar("0")),
+        "preapproval": const("2"), "loan_type": loan_type, "loan_purpose": purpose, "lien_status": const("1"),
+        "reverse_mortgage": const("2"), "open_end_line_of_credit": const("2"),
+        "business_or_commercial_purpose": const("2"), "loan_amount": loan_s,
+        "combined_loan_to_value_ratio": ltv_s, "interest_rate": rate,
+        "rate_spread": _where(priced, _text(rng.normal(0.3, 0.4, n), 3), pa.scalar("NA")),
+        "hoepa_status": _where(originated, pa.scalar("2"), pa.scalar("3")),
+        "total_loan_costs": _where(originated, _text(loan * 0.015, 2), pa.scalar("NA")),
+        "total_points_and_fees": const("NA"),
+        "origination_charges": _where(originated, _text(loan * 0.006, 2), pa.scalar("NA")),
+        "discount_points": empty, "lender_credits": empty, "loan_term": const("360"),
+        "prepayment_penalty_term": const("NA"), "intro_rate_period": const("NA"),
+        "negative_amortization": const("2"), "interest_only_payment": const("2"), "balloon_payment": const("2"),
+        "other_nonamortizing_features": const("2"), "property_value": prop_s, "construction_method": const("1"),
+        "occupancy_type": _pick(rng, ["1", "2", "3"], [90, 3, 7], n)[1],
+        "manufactured_home_secured_property_type": const("3"),
+        "manufactured_home_land_property_interest": const("5"), "total_units": const("1"),
+        "multifamily_affordable_units": const("NA"), "income": income_s, "debt_to_income_ratio": dti_bin,
+        "applicant_credit_score_type": _pick(rng, ["1", "2", "3", "9"], [40, 20, 30, 10], n)[1],
+        "co_applicant_credit_score_type": co(const("1"), "10"),
+        "applicant_ethnicity_1": eth_code, "co_applicant_ethnicity_1": co(eth_code, "5"),
+        "applicant_ethnicity_observed": const("2"), "co_applicant_ethnicity_observed": co(const("2"), "4"),
+        "applicant_race_1": race_code, "co_applicant_race_1": co(race_code, "8"),
+        "applicant_race_observed": const("2"), "co_applicant_race_observed": co(const("2"), "4"),
+        "applicant_sex": sex_code, "co_applicant_sex": co(_where(sex_i == 2, pa.scalar("2"), pa.scalar("1")), "5"),
+        "applicant_sex_observed": const("2"), "co_applicant_sex_observed": co(const("2"), "4"),
+        "applicant_age": age, "co_applicant_age": co(age, "9999"),
+        "applicant_age_above_62": age_above, "co_applicant_age_above_62": co(age_above, "NA"),
+        "submission_of_application": const("1"), "initially_payable_to_institution": const("1"),
+        "aus_1": _pick(rng, ["1", "2", "6"], [60, 30, 10], n)[1], "denial_reason_1": denial1,
+        "tract_population": _text(rng.integers(1500, 9000, n)),
+        "tract_minority_population_percent": _text(np.clip(rng.normal(35 + 30 * penalised, 20, n), 0, 100), 2),
+        "ffiec_msa_md_median_family_income": _pick(rng, ["97300", "110600", "89100", "102400"], [1, 1, 1, 1], n)[1],
+        "tract_to_msa_income_percentage": _text(np.clip(rng.normal(105 - 20 * penalised, 25, n), 20, 300), 2),
+        "tract_owner_occupied_units": _text(rng.integers(300, 2500, n)),
+        "tract_one_to_four_family_homes": _text(rng.integers(400, 3000, n)),
+        "tract_median_age_of_housing_units": _text(rng.integers(5, 80, n)),
+    }
+    for c in LAR_COLUMNS:
+        cols.setdefault(c, empty)  # unused race/ethnicity slots 2-5, aus-2..5, denial_reason-2..4
+    truth = {"id": pa.array(np.arange(first_row, first_row + n)).cast(pa.string()), "penalised": penalised,
+             "decision": np.where(in_scope, approved.astype(np.int8), -1),
+             "decision_without_mechanism": np.where(in_scope, approved_fair.astype(np.int8), -1),
+             "harmed": in_scope & ~approved & approved_fair}
+    return cols, truth
+
+
+def _to_batches(cols: dict, truth: dict, spelling: str) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+    names = LAR_COLUMNS if spelling == "snapshot" else [data_browser_name(c) for c in LAR_COLUMNS]
+    lar = pa.RecordBatch.from_arrays([cols[c] for c in LAR_COLUMNS], names=names)
+
+    def int8(v):
+        return pa.array(np.where(v < 0, 0, v).astype(np.int8), pa.int8(), mask=v < 0)
+
+    t = pa.RecordBatch.from_arrays([truth["id"], pa.array(truth["penalised"]), int8(truth["decision"]),
+                                    int8(truth["decision_without_mechanism"]), pa.array(truth["harmed"])],
+                                   schema=TRUTH)
+    return lar, t
+
+
+def iter_hmda_batches(n: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int = 250_000,
+                      spelling: str = "snapshot") -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch]]:
+    """(LAR batch, ground-truth batch) pairs covering ``n`` rows; identical for any batch_rows.
+
+    ``spelling``: "snapshot" (underscores) or "data_browser" (hyphens, loan_to_value_ratio).
+    """
+    if n <= 0:
+        raise ValueError(f"hmda generator: rows must be positive, got {n}")
+    if spelling not in ("snapshot", "data_browser"):
+        raise ValueError(f"hmda generator: spelling must be 'snapshot' or 'data_browser', got {spelling!r}")
+    pending_lar: list[pa.RecordBatch] = []
+    pending_truth: list[pa.RecordBatch] = []
+    pending = 0
+    for b, start in enumerate(range(0, n, BLOCK)):
+        size = min(BLOCK, n - start)
+        lar, truth = _to_batches(*_block(size, seed, b, start), spelling)
+        pending_lar.append(lar)
+        pending_truth.append(truth)
+        pending += size
+        while pending >= batch_rows or (start + size == n and pending):
+            lt = pa.Table.from_batches(pending_lar)
+            tt = pa.Table.from_batches(pending_truth)
+            take = min(batch_rows, pending)
+            yield (lt.slice(0, take).combine_chunks().to_batches()[0],
+                   tt.slice(0, take).combine_chunks().to_batches()[0])
+            rest_l, rest_t = lt.slice(take), tt.slice(take)
+            pending_lar = rest_l.to_batches() if rest_l.num_rows else []
+            pending_truth = rest_t.to_batches() if rest_t.num_rows else []
+            pending -= take

@@ -1,0 +1,186 @@
+"""The CEC engine: does the model reason alike for matched people of the two groups?
+
+``prepare`` puts the records in a canonical order (by id, so results do not depend on row
+order), standardises the merit features F on the audited records, matches every record to its
+nearest other-group record of the same stratum (Algorithm 1) per protected attribute and
+intersection, and computes the label-group baselines b_{y,a}. ``pieces`` are chunks of
+factuals; ``run_piece`` integrates gradients for both members of each matched pair against the
+factual's baseline (Principle 1) and scores them; ``combine`` adds the summaries, the threshold
+sweep and the feature decomposition.
+
+The model's inputs are ``model.feature_names`` and may include protected attribute names (the
+group indicator). The counterpart x̃ is a real record of the other group, so its input row is
+its own: its own group indicator, its own proxies. Its baseline is still the factual's b_{y,a},
+whose indicator coordinate is the factual's group (a mean over records of group a).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.matching.attributions import attribute_pairs, normalise, score_function
+from aequum.engines.matching.cec_matching import Matches, baselines, match, standardise
+from aequum.engines.matching.cec_params import CECParams
+from aequum.engines.matching.cec_scores import (FEATURES, PAIRS, REGIME_SHARES, SUMMARY, delta_cec,
+                                         feature_sums, features_table, regimes, summaries)
+
+
+@dataclass
+class Unit:
+    """One protected attribute (or intersection) with its matched pairs and baselines."""
+
+    attribute: str
+    matches: Matches
+    baseline: np.ndarray    # per factual: b_{y,a} of its stratum and group (model inputs)
+
+
+@dataclass
+class State:
+    ids: np.ndarray          # canonical order (sorted ids)
+    inputs: np.ndarray       # model inputs, canonical order
+    decision: np.ndarray     # the model's ŷ per record
+    units: list[Unit]
+    names: list[str]         # model input names
+    partition_by: str
+    notes: dict[str, str]
+    params: CECParams
+    model: object
+
+
+def _stratum(data, params: CECParams) -> tuple[np.ndarray, str]:
+    use_label = params.partition == "label" or (params.partition == "auto" and data.label is not None)
+    if use_label:
+        if data.label is None:
+            raise ValueError("engines.cec.partition 'label' needs a `label` section")
+        return data.label, "label"
+    if data.decision is None:
+        raise ValueError("CEC stratifies on the label or the decision; the spec has neither")
+    return data.decision, "decision"
+
+
+class CECEngine:
+    """Counterfactual explanation consistency (seed 000): matching, IG, Δ_CEC, regimes."""
+
+    name = "cec"
+    tables = {"cec_pairs": PAIRS, "cec_regimes": REGIME_SHARES, "cec_features": FEATURES,
+              "cec_summary": SUMMARY}
+    uses_model = True  # explains the audited model: not run on a degenerate surrogate
+
+    def prepare(self, data, params: CECParams) -> State:
+        spec = data.spec
+        if data.model is None:
+            raise ValueError("CEC needs the spec's model: it explains the model's reasoning")
+        score_function(data.model)  # a clear error now for a model that is not differentiable
+        merit = params.merit_features(spec)
+        if not merit:
+            raise ValueError("engines.cec.features: no feature is marked `financial: true`; CEC "
+                             "matches on the financial features (mark them or list them here)")
+        unknown = [f for f in merit if f not in spec.feature_names]
+        if unknown:
+            raise ValueError(f"engines.cec.features: {unknown} are not declared features")
+        nominal = [f for f in merit if spec.feature(f).type == "categorical"]
+        if nominal:
+            raise ValueError(f"engines.cec.features: {nominal} are categorical; matching standardises "
+                             "the merit features, so they must be numeric or ordinal")
+        stratum, partition_by = _stratum(data, params)
+        order = np.argsort(np.asarray(data.ids).astype(str), kind="stable")
+        names = list(data.model.feature_names)
+        inputs = data.feature_values(names)[order]
+        merit_values = data.feature_values(merit)[order]
+        missing = np.isnan(merit_values).any(axis=1)
+        if missing.any():
+            raise ValueError(f"engines.cec.features: {int(missing.sum())} record(s) have missing merit "
+                             f"values (e.g. record {np.asarray(data.ids)[order][missing][0]!r})")
+        Z = standardise(merit_values)
+        stratum = np.asarray(stratum)[order].astype(np.int8)
+        decision = np.asarray(data.model.decide(inputs)).astype(np.int8)
+
+        units, notes = [], {}
+        groups = [[p.name] for p in spec.protected] + [list(g) for g in params.intersections]
+        for attrs in groups:
+            label = "&".join(attrs)
+            prot = np.logical_and.reduce([data.groups[a][order] == 1 for a in attrs])
+            ref = np.logical_and.reduce([data.groups[a][order] == 0 for a in attrs])
+            group = np.where(prot, 1, np.where(ref, 0, -1)).astype(np.int8)
+            m = match(Z, group, stratum, params.max_distance)
+            b = baselines(inputs, group, stratum)
+            base = np.stack([b[(int(s), int(a))] for s, a in zip(m.stratum, m.group)]) \
+                if len(m) else np.empty((0, len(names)))
+            note = []
+            if partition_by == "decision":
+                note.append("no label: matched within the model's decision instead of the label")
+            for s, a, n in m.empty:
+                note.append(f"{n} {'protected' if a else 'reference'} record(s) with {partition_by} {s} "
+                            f"unmatched: no {'reference' if a else 'protected'} record has that {partition_by}")
+            if not len(m):
+                note.append("no records in either group")
+            notes[label] = "; ".join(note)
+            units.append(Unit(label, m, base))
+        return State(np.asarray(data.ids)[order].astype(str), inputs, decision, units, names,
+                     partition_by, notes, params, data.model)
+
+    def pieces(self, state: State) -> list[tuple[int, int, int]]:
+        size = state.params.chunk_size
+        return [(u, s, min(s + size, len(unit.matches)))
+                for u, unit in enumerate(state.units) for s in range(0, len(unit.matches), size)]
+
+    def run_piece(self, state: State, piece: tuple[int, int, int]) -> Tables:
+        u, s, e = piece
+        unit, p = state.units[u], state.params
+        m = unit.matches
+        fac, cp, ok = m.factual[s:e], m.counterpart[s:e], m.matched[s:e]
+        n = e - s
+        delta = np.full(n, np.nan)
+        comp = np.full(n, np.nan)
+        score = np.full(n, np.nan)
+        score_c = np.full(n, np.nan)
+        score_b = np.full(n, np.nan)
+        regime = np.full(n, None, dtype=object)
+        sums = np.zeros((2, 6, len(state.names)))
+        rows = np.flatnonzero(ok)
+        if len(rows):
+            att = attribute_pairs(state.model, state.inputs[fac[rows]], state.inputs[cp[rows]],
+                                  unit.baseline[s:e][rows], p.steps, p.batch_pairs)
+            delta[rows] = delta_cec(att["ig"], att["ig_counterpart"])
+            comp[rows] = att["completeness"]
+            score[rows], score_c[rows], score_b[rows] = att["score"], att["score_counterpart"], att["score_baseline"]
+            same = state.decision[fac[rows]] == state.decision[cp[rows]]
+            regime[rows] = regimes(same, delta[rows], p.threshold)
+            sums = feature_sums(normalise(att["ig"]), normalise(att["ig_counterpart"]), m.group[s:e][rows])
+        has_cp = cp >= 0
+        table = pa.table({
+            "attribute": pa.array([unit.attribute] * n, pa.string()),
+            "record_id": pa.array(state.ids[fac], pa.string()),
+            "group": pa.array(m.group[s:e], pa.int8()),
+            "stratum": pa.array(m.stratum[s:e], pa.int8()),
+            "counterpart_id": pa.array(np.where(has_cp, state.ids[np.maximum(cp, 0)], None), pa.string()),
+            "distance": pa.array(m.distance[s:e], pa.float64(), from_pandas=True),
+            "matched": pa.array(ok, pa.bool_()),
+            "decision": pa.array(state.decision[fac], pa.int8()),
+            "counterpart_decision": pa.array(np.where(has_cp, state.decision[np.maximum(cp, 0)], 0),
+                                             pa.int8(), mask=~has_cp),
+            "score": pa.array(score, pa.float64(), from_pandas=True),
+            "counterpart_score": pa.array(score_c, pa.float64(), from_pandas=True),
+            "baseline_score": pa.array(score_b, pa.float64(), from_pandas=True),
+            "delta_cec": pa.array(delta, pa.float64(), from_pandas=True),
+            "regime": pa.array(regime, pa.string()),
+            "completeness_error": pa.array(comp, pa.float64(), from_pandas=True),
+        })
+        return {"cec_pairs": table, "_feature_sums": {unit.attribute: sums}}
+
+    def combine(self, state: State, parts) -> Tables:
+        out = concat_parts(parts, {"cec_pairs": PAIRS})
+        attributes = [u.attribute for u in state.units]
+        p = state.params
+        out["cec_summary"], out["cec_regimes"] = summaries(
+            out["cec_pairs"], attributes, p.thresholds(), p.threshold, state.partition_by, p.steps, state.notes)
+        feats = []
+        for a in attributes:
+            sums = sum((part["_feature_sums"][a] for part in parts if a in part.get("_feature_sums", {})),
+                       np.zeros((2, 6, len(state.names))))
+            feats.append(features_table(a, state.names, sums, p.features_top))
+        out["cec_features"] = pa.concat_tables(feats) if feats else FEATURES.empty_table()
+        return out

@@ -1,0 +1,76 @@
+"""Parameters of the CEC engine (counterfactual explanation consistency, seed 000), with defaults."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEFAULT_SWEEP = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75]
+
+
+class CECParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    features: list[str] | None = Field(
+        None, description="The merit set F matched on (Algorithm 1); default: every feature the "
+        "spec marks `financial: true`.")
+    partition: Literal["auto", "label", "decision"] = Field(
+        "auto", description="Stratify the matching on the label (the paper) or on the decision; "
+        "auto: the label when the spec has one, else the decision (said in cec_summary).")
+    max_distance: float = Field(
+        0.0, ge=0, description="Algorithm 1's τ: reject matches farther than this (in standardised "
+        "units of F); 0 keeps every nearest neighbour.")
+    steps: int = Field(32, ge=2, le=1024, description="Integrated-gradient steps T (the paper: 32).")
+    threshold: float = Field(
+        0.25, gt=0, lt=1, description="Same reasoning iff Δ_CEC ≤ threshold (regimes A–D). The paper "
+        "leaves it unstated; 0.25 is an angle of about 29° between the attributions.")
+    sweep: list[float] = Field(
+        default_factory=lambda: list(DEFAULT_SWEEP),
+        description="Reasoning thresholds at which cec_regimes also reports the regime shares.")
+    intersections: list[list[str]] = Field(
+        default_factory=list, description="Groups of protected attributes audited jointly (protected "
+        "in all vs reference in all; others are not matched).")
+    features_top: int = Field(0, ge=0, description="Keep only the top features per group in "
+                              "cec_features (0: all model inputs).")
+    chunk_size: int = Field(50_000, gt=0, description="Factual records per parallel piece.")
+    batch_pairs: int = Field(512, gt=0, description="Pairs per torch batch inside a piece "
+                             "(memory: 2 x steps x batch_pairs path points).")
+
+    @field_validator("sweep")
+    @classmethod
+    def _sweep(cls, v: list[float]) -> list[float]:
+        if not v or any(not 0 < t < 1 for t in v):
+            raise ValueError(f"sweep must be a non-empty list of thresholds in (0, 1), got {v}")
+        return sorted(set(v))
+
+    def thresholds(self) -> list[float]:
+        """The sweep with the reasoning threshold itself included."""
+        return sorted(set(self.sweep) | {self.threshold})
+
+    def merit_features(self, spec) -> list[str]:
+        """F: the configured features, else the spec's financial ones."""
+        return list(self.features) if self.features is not None else [
+            f.name for f in spec.features if f.financial]
+
+    def check_spec(self, spec, running: bool) -> None:
+        """Cross-checks against the rest of the spec (called by the spec's validation)."""
+        names = [p.name for p in spec.protected]
+        for group in self.intersections:
+            unknown = [a for a in group if a not in names]
+            if unknown:
+                raise ValueError(f"engines.cec.intersections: {unknown} are not protected attribute names {names}")
+        if self.features is not None:
+            unknown = [f for f in self.features if f not in spec.feature_names]
+            if unknown:
+                raise ValueError(f"engines.cec.features: {unknown} are not declared features")
+            if not self.features:
+                raise ValueError("engines.cec.features: empty; CEC matches on at least one feature")
+        if not running:
+            return
+        if not self.merit_features(spec):
+            raise ValueError("engines.run includes 'cec', which matches on financial features: mark "
+                             "some `features` with `financial: true` or set engines.cec.features")
+        if spec.model is None:
+            raise ValueError("engines.run includes 'cec', which explains a model: the spec needs a `model`")
+        if self.partition == "label" and spec.label is None:
+            raise ValueError("engines.cec.partition 'label' needs a `label` section")

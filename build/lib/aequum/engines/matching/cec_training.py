@@ -1,0 +1,286 @@
+"""Fair training with the CEC loss (Popoola & Sheppard, Algorithm 2), k-fold evaluated.
+
+L = L_pred + λ_EO·L_EO + λ_CEC·L_CEC with L_pred the BCE on the logit, L_EO = (TPR̂₀ − TPR̂₁)² +
+(FPR̂₀ − FPR̂₁)² from sigmoid soft rates per group, and L_CEC = mean Δ_CEC² over the batch's
+matched pairs, differentiable through the integrated gradients (T steps, the factual's label-
+group baseline for both members). Phase 1 (baselines b_{y,a} and Algorithm 1 counterparts)
+runs once on the training records. The paper's defaults: MLP [128, 64], ReLU, dropout 0.2,
+Adam 3e−4, batch 64, 30 epochs, λ_EO = λ_CEC = 1, T = 32.
+
+Objectives: ``plain`` (λ_EO = λ_CEC = 0, the paper's Unconstrained / "Pred only"), ``eo``
+(λ_CEC = 0, "Pred + EO"), ``cec`` (both, the paper's CEC model "Pred + EO + CEC").
+
+Integrated gradients inside the loss are taken with dropout off (the explanation of the model
+being trained, not of a random sub-network); the prediction and EO terms use dropout.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from aequum.engines.core.models import TorchMLP
+from aequum.engines.matching.attributions import attribute_pairs, integrated_gradients, normalise
+from aequum.engines.matching.cec_matching import baselines, match, standardise
+from aequum.engines.matching.cec_scores import delta_cec, regime_shares
+from aequum.engines.outcome import auc
+
+OBJECTIVES = {"plain": (0.0, 0.0), "eo": (1.0, 0.0), "cec": (1.0, 1.0)}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    hidden: tuple[int, ...] = (128, 64)
+    dropout: float = 0.2
+    lr: float = 3e-4
+    batch: int = 64
+    epochs: int = 30
+    lambda_eo: float = 1.0
+    lambda_cec: float = 1.0
+    steps: int = 32
+    threshold: float = 0.25
+    seed: int = 0
+
+    def for_objective(self, objective: str) -> "TrainConfig":
+        """λ's of an objective: plain has neither, eo only λ_EO, cec both (the configured values)."""
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
+        use_eo, use_cec = OBJECTIVES[objective]
+        return replace(self, lambda_eo=self.lambda_eo * use_eo, lambda_cec=self.lambda_cec * use_cec)
+
+
+@dataclass
+class Pairs:
+    """Algorithm 1 on a set of records: counterpart index (−1 none) and the factual's baseline."""
+
+    counterpart: np.ndarray
+    baseline: np.ndarray
+
+
+def make_pairs(inputs: np.ndarray, merit: np.ndarray, label: np.ndarray, group: np.ndarray,
+               max_distance: float = 0.0) -> Pairs:
+    """Counterparts by label-stratified matching on standardised merit features, and b_{y,a}."""
+    group = np.asarray(group, np.int8)
+    m = match(standardise(merit), group, np.asarray(label, np.int8), max_distance)
+    cp = np.full(len(inputs), -1, np.int64)
+    cp[m.factual[m.matched]] = m.counterpart[m.matched]
+    b = baselines(inputs, group, np.asarray(label, np.int8))
+    base = np.zeros_like(inputs, dtype=np.float64)
+    for (y, a), v in b.items():
+        base[(label == y) & (group == a)] = v
+    return Pairs(cp, base)
+
+
+def _net(d: int, hidden, dropout: float) -> torch.nn.Sequential:
+    layers: list[torch.nn.Module] = []
+    prev = d
+    for h in hidden:
+        layers += [torch.nn.Linear(prev, h), torch.nn.ReLU(), torch.nn.Dropout(dropout)]
+        prev = h
+    layers.append(torch.nn.Linear(prev, 1))
+    return torch.nn.Sequential(*layers)
+
+
+def eo_loss(logit: torch.Tensor, y: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """(TPR̂₀ − TPR̂₁)² + (FPR̂₀ − FPR̂₁)² with sigmoid soft rates; a rate whose cell is empty in
+    the batch contributes nothing."""
+    p = torch.sigmoid(logit)
+    total = logit.new_zeros(())
+    for cls in (1, 0):
+        rates = []
+        for g in (0, 1):
+            cell = (y == cls) & (a == g)
+            if not bool(cell.any()):
+                break
+            rates.append(p[cell].mean())
+        if len(rates) == 2:
+            total = total + (rates[0] - rates[1]) ** 2
+    return total
+
+
+def cec_loss(f, X: torch.Tensor, Xc: torch.Tensor, B: torch.Tensor, steps: int) -> torch.Tensor:
+    """mean Δ_CEC² over the pairs, differentiable in the parameters through IG (create_graph)."""
+    ig = integrated_gradients(f, torch.cat([X, Xc]), torch.cat([B, B]), steps, create_graph=True)
+    g = normalise(ig)
+    n = len(X)
+    delta = torch.linalg.vector_norm(g[:n] - g[n:], dim=1) / 2
+    return (delta ** 2).mean()
+
+
+def train(inputs: np.ndarray, label: np.ndarray, group: np.ndarray, pairs: Pairs, names,
+          config: TrainConfig, progress: Callable[[dict], None] | None = None) -> TorchMLP:
+    """Train the MLP of Algorithm 2 on these records; returns it as a :class:`TorchMLP` (float64,
+    dropout dropped: identity at inference), so ``TorchMLP.save`` writes a loadable file."""
+    X = np.asarray(inputs, np.float64)
+    mean, scale = X.mean(axis=0), X.std(axis=0)
+    scale[scale == 0] = 1.0
+    Z = torch.from_numpy(((X - mean) / scale).astype(np.float32))
+    Zb = torch.from_numpy(((pairs.baseline - mean) / scale).astype(np.float32))
+    y = torch.from_numpy(np.asarray(label, np.float32))
+    a = torch.from_numpy(np.asarray(group, np.int64))
+    cp = torch.from_numpy(pairs.counterpart)
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    net = _net(X.shape[1], config.hidden, config.dropout)
+    opt = torch.optim.Adam(net.parameters(), lr=config.lr)
+
+    def f_eval(P: torch.Tensor) -> torch.Tensor:
+        net.eval()
+        try:
+            return net(P)[:, 0]
+        finally:
+            net.train()
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for epoch in range(1, config.epochs + 1):
+            t0 = time.perf_counter()
+            net.train()
+            sums = np.zeros(4)
+            order = torch.from_numpy(rng.permutation(len(X)))
+            batches = 0
+            for s in range(0, len(X), config.batch):
+                idx = order[s:s + config.batch]
+                logit = net(Z[idx])[:, 0]
+                l_pred = torch.nn.functional.binary_cross_entropy_with_logits(logit, y[idx])
+                loss = l_pred
+                l_eo = l_cec = torch.zeros(())
+                if config.lambda_eo > 0:
+                    l_eo = eo_loss(logit, y[idx], a[idx])
+                    loss = loss + config.lambda_eo * l_eo
+                if config.lambda_cec > 0:
+                    fac = idx[cp[idx] >= 0]
+                    if len(fac):
+                        l_cec = cec_loss(f_eval, Z[fac], Z[cp[fac]], Zb[fac], config.steps)
+                        loss = loss + config.lambda_cec * l_cec
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                sums += [loss.item(), l_pred.item(), l_eo.item(), l_cec.item()]
+                batches += 1
+            if progress is not None:
+                loss, bce, eo, cec = sums / max(batches, 1)
+                progress({"epoch": epoch, "epochs": config.epochs, "loss": loss, "bce": bce, "eo": eo,
+                          "cec": cec, "seconds": time.perf_counter() - t0})
+    finally:
+        torch.set_num_threads(threads)
+    return to_torch_mlp(net, names, config.hidden, mean, scale)
+
+
+def to_torch_mlp(net: torch.nn.Sequential, names, hidden, mean, scale) -> TorchMLP:
+    """The trained network as the audit's TorchMLP (same Linear layers, dropout removed)."""
+    model = TorchMLP(names, list(hidden), 1, mean, scale)
+    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+    targets = [m for m in model.net if isinstance(m, torch.nn.Linear)]
+    with torch.no_grad():
+        for src, dst in zip(linears, targets):
+            dst.weight.copy_(src.weight.to(torch.float64))
+            dst.bias.copy_(src.bias.to(torch.float64))
+    model.net.eval()
+    return model
+
+
+def f1_score(pred: np.ndarray, label: np.ndarray) -> float:
+    tp = float(((pred == 1) & (label == 1)).sum())
+    fp = float(((pred == 1) & (label == 0)).sum())
+    fn = float(((pred == 0) & (label == 1)).sum())
+    return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
+
+
+def _rate(pred, rows):
+    return float(pred[rows].mean()) if rows.any() else float("nan")
+
+
+def evaluate(model: TorchMLP, inputs: np.ndarray, merit: np.ndarray, label: np.ndarray,
+             group: np.ndarray, steps: int = 32, threshold: float = 0.25) -> dict[str, float]:
+    """The paper's metrics on held-out records: F1, AUC, EO gap = max(|ΔTPR|, |ΔFPR|), SP gap,
+    and CEC, PFR and the regime B share over Algorithm 1 pairs matched among these records."""
+    score = model.score(inputs)
+    pred = (score > model.threshold).astype(np.int8)
+    g = np.asarray(group)
+    gaps = []
+    for cls in (1, 0):
+        gaps.append(abs(_rate(pred, (label == cls) & (g == 0)) - _rate(pred, (label == cls) & (g == 1))))
+    pairs = make_pairs(inputs, merit, label, g)
+    ok = np.flatnonzero(pairs.counterpart >= 0)
+    att = attribute_pairs(model, inputs[ok], inputs[pairs.counterpart[ok]], pairs.baseline[ok], steps)
+    delta = delta_cec(att["ig"], att["ig_counterpart"])
+    same = pred[ok] == pred[pairs.counterpart[ok]]
+    return {"f1": f1_score(pred, label), "auc": auc(score, label), "eo_gap": float(np.nanmax(gaps)),
+            "sp_gap": abs(_rate(pred, g == 0) - _rate(pred, g == 1)),
+            "cec": float(delta.mean()) if len(ok) else float("nan"),
+            "pfr": float((~same).mean()) if len(ok) else float("nan"),
+            "regime_b": regime_shares(same, delta, threshold)["regime_b"],
+            "pairs": len(ok)}
+
+
+def folds(label: np.ndarray, group: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """Fold number per record, stratified by (label, group) so every fold holds every partition."""
+    if k < 2:
+        raise ValueError(f"folds must be at least 2, got {k}")
+    rng = np.random.default_rng(seed)
+    out = np.empty(len(label), np.int64)
+    for y in np.unique(label):
+        for a in np.unique(group):
+            rows = np.flatnonzero((label == y) & (group == a))
+            out[rows[rng.permutation(len(rows))]] = np.arange(len(rows)) % k
+    return out
+
+
+def cross_validate(inputs: np.ndarray, merit: np.ndarray, label: np.ndarray, group: np.ndarray,
+                   names, objectives: list[str], k: int, config: TrainConfig,
+                   progress: Callable[[dict], None] | None = None) -> list[dict]:
+    """Per objective and fold: train on k − 1 folds (Phase 1 on them), evaluate on the held-out
+    fold. The same folds and seed for every objective."""
+    fold = folds(label, group, k, config.seed)
+    rows = []
+    for objective in objectives:
+        cfg = config.for_objective(objective)
+        for i in range(k):
+            tr, te = fold != i, fold == i
+            pairs = make_pairs(inputs[tr], merit[tr], label[tr], group[tr])
+            t0 = time.perf_counter()
+            report = None if progress is None else (
+                lambda e, o=objective, i=i: progress({"objective": o, "fold": i + 1, "folds": k, **e}))
+            model = train(inputs[tr], label[tr], group[tr], pairs, names, cfg, report)
+            seconds = time.perf_counter() - t0
+            metrics = evaluate(model, inputs[te], merit[te], label[te], group[te], cfg.steps, cfg.threshold)
+            rows.append({"objective": objective, "fold": i + 1, "seconds": seconds,
+                         "lambda_eo": cfg.lambda_eo, "lambda_cec": cfg.lambda_cec, **metrics})
+    return rows
+
+
+TRAINING = pa.schema([
+    ("attribute", pa.string()), ("objective", pa.string()), ("statistic", pa.string()),
+    ("fold", pa.int32()), ("f1", pa.float64()), ("auc", pa.float64()), ("eo_gap", pa.float64()),
+    ("sp_gap", pa.float64()), ("cec", pa.float64()), ("pfr", pa.float64()), ("regime_b", pa.float64()),
+    ("pairs", pa.int64()), ("seconds", pa.float64()), ("epochs", pa.int32()),
+    ("lambda_eo", pa.float64()), ("lambda_cec", pa.float64()), ("model_path", pa.string()),
+])
+METRICS = ["f1", "auc", "eo_gap", "sp_gap", "cec", "pfr", "regime_b", "pairs", "seconds"]
+
+
+def training_table(rows: list[dict], attribute: str, epochs: int,
+                   model_paths: dict[str, str] | None = None) -> pa.Table:
+    """cec_training: one row per objective and fold, then the mean and the standard deviation
+    (sample, ddof = 1) over the folds per objective (the paper's Table 2 "mean ± std")."""
+    out = []
+    for r in rows:
+        out.append({"attribute": attribute, "statistic": "fold", "epochs": epochs, "model_path": None,
+                    **{k: r[k] for k in ["objective", "fold", "lambda_eo", "lambda_cec", *METRICS]}})
+    for objective in dict.fromkeys(r["objective"] for r in rows):
+        mine = [r for r in rows if r["objective"] == objective]
+        for stat, fn in (("mean", np.mean), ("sd", lambda v: np.std(v, ddof=1) if len(v) > 1 else np.nan)):
+            row = {"attribute": attribute, "objective": objective, "statistic": stat, "fold": None,
+                   "epochs": epochs, "lambda_eo": mine[0]["lambda_eo"], "lambda_cec": mine[0]["lambda_cec"],
+                   "model_path": (model_paths or {}).get(objective) if stat == "mean" else None}
+            for k in METRICS:
+                v = fn(np.array([np.nan if m[k] is None else m[k] for m in mine], dtype=np.float64))
+                row[k] = None if not np.isfinite(v) else (int(round(v)) if k == "pairs" else float(v))
+            out.append(row)
+    return pa.Table.from_pylist(out, schema=TRAINING)

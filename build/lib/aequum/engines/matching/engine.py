@@ -1,0 +1,251 @@
+"""The CST engine: counterfactuals from the spec's SCM, then situation testing per complainant.
+
+``prepare`` puts the records in record order (by id, see :func:`record_order`), builds, per
+protected attribute (and per intersection), the counterfactual world do(A := reference) by
+abduction–action–prediction on the fitted SCM (or takes the user's table for that attribute),
+re-decides it with the spec's model, and normalises both worlds for the distance. ``pieces``
+are chunks of complainants; ``run_piece`` searches their control and test groups and writes
+their claims and evidence; ``combine`` adds the Table 1 style summary.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from aequum.engines.core.data import AuditData
+from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.matching.params import CSTParams
+from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
+from aequum.engines.matching.situation_testing import (CLAIMS, EVIDENCE, SUMMARY, claims, evidence,
+                                                evidence_depth, normalise, search, summary)
+
+
+@dataclass
+class Test:
+    """One protected attribute (or intersection) ready for situation testing."""
+
+    attribute: str
+    factual: object          # Points
+    counterfactual: object   # Points
+    protected: np.ndarray
+    reference: np.ndarray
+    decision_cf: np.ndarray
+    complainants: np.ndarray
+
+
+@dataclass
+class State:
+    ids: np.ndarray
+    decision: np.ndarray
+    tests: list[Test]
+    params: CSTParams
+
+
+def record_order(ids: np.ndarray) -> np.ndarray:
+    """The permutation putting records in record order: by id, as integers when every id is one
+    (e.g. source row numbers) and as text otherwise. Ids travel with their records, so the
+    order, and with it every tie between equally distant neighbours (:mod:`engines.core.knn`),
+    does not depend on the order of the rows. (Without an id column the id is the source row
+    number: a file written in another order then holds other records' ids.)"""
+    text = pa.array(np.asarray(ids, dtype=object), pa.string())
+    try:
+        numbers = pc.cast(text, pa.int64()).to_numpy(zero_copy_only=False)
+        if len(np.unique(numbers)) == len(numbers):
+            return np.argsort(numbers, kind="stable")
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    return pc.sort_indices(text).to_numpy()
+
+
+def _in_record_order(data: AuditData) -> AuditData:
+    order = record_order(data.ids)
+    if np.array_equal(order, np.arange(len(order))):
+        return data
+    cf = data.counterfactuals
+    if isinstance(cf, dict):
+        cf = {key: table.take(order) for key, table in cf.items()}
+    elif cf is not None:
+        cf = cf.take(order)
+    return AuditData(data.spec, data.table.take(order), data.categories, data.model, cf)
+
+
+def _supplied_tables(data: AuditData, units: list[list[str]]) -> dict[str, pa.Table]:
+    """The user's counterfactual tables by tested unit label ('a' or 'a&b')."""
+    cf = data.counterfactuals
+    if cf is None:
+        return {}
+    names = [p.name for p in data.spec.protected]
+    if not isinstance(cf, dict):
+        if len(names) != 1:
+            raise ValueError(f"one counterfactual table is do(A := a') for one attribute, but {names} are "
+                             "protected: supply one table per attribute")
+        cf = {names[0]: cf}
+    labels = {frozenset(u): "&".join(u) for u in units}
+    # a table for an intersection this run does not test is not used
+    return {labels[frozenset(key.split("&"))]: table for key, table in cf.items()
+            if frozenset(key.split("&")) in labels}
+
+
+def _scm_values(data, names: list[str]) -> dict[str, np.ndarray]:
+    values: dict[str, np.ndarray] = {}
+    for p in data.spec.protected:
+        # records in neither group enter abduction and prediction as 0: in an additive model
+        # the value cancels between the two steps, so only the intervened attribute moves them
+        values[p.name] = np.maximum(data.groups[p.name], 0).astype(np.float64)
+    for name in names:
+        if data.spec.feature(name).type == "categorical":
+            raise SCMError(f"SCM variable {name!r} is categorical: additive-noise equations need numeric "
+                           "or ordinal variables (declare it ordinal, or supply scm.counterfactuals)")
+        values[name] = data.column_values(name)
+    return values
+
+
+def _fit_scm(data) -> tuple[LinearSCM, dict[str, np.ndarray]]:
+    spec = data.spec
+    names = sorted({v for eq in spec.scm.equations for v in [eq.target, *eq.parents]}
+                   - {p.name for p in spec.protected})
+    values = _scm_values(data, names)
+    parents = {v for eq in spec.scm.equations for v in eq.parents}
+    # fit on the records whose protected parents are all known (in one of the groups)
+    known = np.logical_and.reduce([data.groups[p.name] >= 0 for p in spec.protected
+                                   if p.name in parents] or [np.ones(len(data), bool)])
+    scm = LinearSCM.fit([Equation(e.target, list(e.parents), e.link,
+                                  e.intercept if e.fit == "explicit" else None,
+                                  dict(e.coefficients or {}))
+                         for e in spec.scm.equations], values, rows=known)
+    return scm, values
+
+
+def _counterfactual_values(data, label: str, attributes: list[str], names: list[str],
+                           scm: LinearSCM | None, values: dict[str, np.ndarray],
+                           table: pa.Table | None) -> np.ndarray:
+    """Raw feature matrix (columns ``names``) of the world do(attributes := reference)."""
+    if table is not None:
+        missing = [f for f in names if f not in table.column_names]
+        if missing:
+            raise ValueError(f"the counterfactual table for {label!r} lacks feature column(s) {missing} "
+                             "(map them with scm.counterfactuals.columns)")
+        return data.feature_values(names, table=table)
+    out = scm.counterfactual(values, {a: 0.0 for a in attributes})
+    return np.column_stack([out[f] if f in out else data.column_values(f) for f in names])
+
+
+def _model_inputs(data, names: list[str], M: np.ndarray, intervened: list[str]) -> np.ndarray:
+    """The model's input matrix: declared features from ``M`` (columns ``names``), protected
+    attributes as group indicators, set to the reference value 0 for ``intervened`` ones."""
+    return np.column_stack([M[:, names.index(f)] if f in names
+                            else np.zeros(len(M)) if f in intervened else data.column_values(f)
+                            for f in data.model.feature_names])
+
+
+def _counterfactual_decision(data, names: list[str], X: np.ndarray, Xcf: np.ndarray,
+                             attributes: list[str], prot: np.ndarray) -> np.ndarray:
+    """ŷ^CF: the recorded decision, changed only where the model's decision changes between
+    the factual and the counterfactual record — do(A := reference) moves the features the SCM
+    says A causes and, when the model reads A itself, A's input. With the production model
+    (which made the recorded decisions) this is simply b(x^CF); with a surrogate of imperfect
+    fidelity it keeps the surrogate's own disagreements with the recorded decisions from posing
+    as effects of A."""
+    factual = data.model.decide(_model_inputs(data, names, X, [])).astype(np.int8)
+    counterfactual = data.model.decide(_model_inputs(data, names, Xcf, attributes)).astype(np.int8)
+    moved = prot & (factual != counterfactual)
+    return np.where(moved, counterfactual, data.decision).astype(np.int8)
+
+
+class CSTEngine:
+    """Counterfactual situation testing with ST and CF baselines (seed 003)."""
+
+    uses_model = True  # re-decides counterfactuals: not run when the surrogate is degenerate
+
+    name = "cst"
+    tables = {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE, "cst_summary": SUMMARY}
+
+    def prepare(self, data, params: CSTParams) -> State:
+        spec = data.spec
+        if data.model is None:
+            raise ValueError("CST needs the spec's model to re-decide the counterfactuals")
+        if data.decision is None:
+            raise ValueError("CST needs decisions: a decision column or model.use_for_decisions")
+        features = list(params.features or spec.feature_names)
+        unknown = [f for f in features if f not in spec.feature_names]
+        if unknown:
+            raise ValueError(f"engines.cst.features: {unknown} are not declared features")
+        data = _in_record_order(data)
+        kinds = [spec.feature(f).type for f in features]
+        levels = [len(data.levels(f)) if spec.feature(f).type != "numeric" else None for f in features]
+        # the distance's features, then the declared features only the model reads: those move
+        # in the counterfactual world too
+        names = features + [f for f in data.model.feature_names
+                            if f in spec.feature_names and f not in features]
+        X = data.feature_values(names)
+        nf = len(features)
+        factual = normalise(X[:, :nf], kinds, levels, params.normalization)
+
+        units = [[p.name] for p in spec.protected] + [list(g) for g in params.intersections]
+        supplied = _supplied_tables(data, units)
+        scm, values = None, {}
+        if any("&".join(u) not in supplied for u in units):
+            if spec.scm is None or not spec.scm.equations:
+                lacking = ["&".join(u) for u in units if "&".join(u) not in supplied]
+                raise ValueError(f"CST tests {lacking}: they need scm.equations or a counterfactual table")
+            scm, values = _fit_scm(data)
+
+        tests = []
+        kmax = max(params.k)
+        for attrs in units:
+            prot = np.logical_and.reduce([data.groups[a] == 1 for a in attrs])
+            ref = np.logical_and.reduce([data.groups[a] == 0 for a in attrs])
+            label = "&".join(attrs)
+            if prot.sum() < kmax + 1:
+                raise ValueError(f"protected group of {label!r} has {int(prot.sum())} members; CST with "
+                                 f"k={kmax} needs at least {kmax + 1}")
+            if ref.sum() < kmax:
+                raise ValueError(f"reference group of {label!r} has {int(ref.sum())} members; CST with "
+                                 f"k={kmax} needs at least {kmax}")
+            Xcf = _counterfactual_values(data, label, attrs, names, scm, values, supplied.get(label))
+            Xcf = np.where(prot[:, None], Xcf, X)  # only complainants move; others are as observed
+            stats = Xcf if params.counterfactual_normalization == "own" else X
+            cf_points = normalise(Xcf[:, :nf], kinds, levels, params.normalization, stats=stats[:, :nf])
+            fact_points = factual
+            others = [data.groups[a] for a in params.protected_in_distance if a not in attrs]
+            if others:  # other protected attributes as nominal attributes (their group, as observed)
+                fact_points = factual.with_nominal(np.column_stack(others))
+                cf_points = cf_points.with_nominal(np.column_stack(others))
+            decision_cf = _counterfactual_decision(data, names, X, Xcf, attrs, prot)
+            comp = np.flatnonzero(prot & ((data.decision == 0) if params.complainants == "negative" else True))
+            tests.append(Test(label, fact_points, cf_points, prot, ref, decision_cf, comp))
+        return State(np.asarray(data.ids), data.decision, tests, params)
+
+    def pieces(self, state: State) -> list[tuple[int, int, int]]:
+        size = state.params.chunk_size
+        return [(t, s, min(s + size, len(test.complainants)))
+                for t, test in enumerate(state.tests) for s in range(0, len(test.complainants), size)]
+
+    def run_piece(self, state: State, piece: tuple[int, int, int]) -> Tables:
+        t, s, e = piece
+        test = state.tests[t]
+        p = state.params
+        comp = test.complainants[s:e]
+        hood = search(test.factual, test.counterfactual, test.protected, test.reference, comp, max(p.k))
+        table = claims(state.ids, test.attribute, comp, hood, state.decision, test.decision_cf,
+                       p.k, p.alpha, p.tau, p.max_distance)
+        depth = evidence_depth(table, len(comp), max(p.k), p.evidence)
+        return {"cst_claims": table,
+                "cst_evidence": evidence(state.ids, test.attribute, comp, hood, depth, p.max_distance)}
+
+    def combine(self, state: State, parts) -> Tables:
+        out = concat_parts(parts, {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE})
+        # group rows by their keys, complainants in record order: independent of the chunking
+        out["cst_claims"] = _stable_sort(out["cst_claims"], ["protected_attribute", "method", "k"])
+        out["cst_evidence"] = _stable_sort(out["cst_evidence"], ["protected_attribute", "centre", "search_group"])
+        out["cst_summary"] = summary(out["cst_claims"])
+        return out
+
+
+def _stable_sort(table: pa.Table, keys: list[str]) -> pa.Table:
+    import polars as pl
+
+    return pl.from_arrow(table).sort(keys, maintain_order=True).to_arrow().cast(table.schema)

@@ -1,0 +1,73 @@
+"""Parameters of the CST engine (counterfactual situation testing, seed 003), with defaults."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class CSTParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    k: list[int] = Field(default_factory=lambda: [15, 30, 50, 100],
+                         description="Neighbourhood sizes k (the paper's Table 1 uses 15, 30, 50, 100).")
+    alpha: float = Field(0.05, gt=0, lt=0.5, description="Significance level α: significant iff "
+                         "Δp − z_{1−α}·SE > τ (one-sided, as the paper's Tables 2–3); the two-sided "
+                         "(1−α) Wald interval is reported too.")
+    tau: float = Field(0.0, ge=0, lt=1, description="Minimum deviation τ: discriminated iff Δp > τ (Def. 3.4).")
+    normalization: Literal["zscore", "range"] = Field(
+        "zscore", description="Continuous attributes: z-score (the reference) or range (max − min, "
+        "the paper's 'normalized Manhattan').")
+    counterfactual_normalization: Literal["own", "factual"] = Field(
+        "own", description="own: counterfactual centres are normalised with the counterfactual "
+        "table's own statistics, as the reference implementation does (reproduces Table 1); "
+        "factual: with the factual data's statistics.")
+    complainants: Literal["all", "negative"] = Field(
+        "all", description="all protected records (the paper), or only those with a negative decision.")
+    features: list[str] | None = Field(
+        None, description="Attributes of the distance; default: every feature of the spec.")
+    max_distance: float | None = Field(
+        None, gt=0, description="Drop neighbours farther than this (groups may then be smaller than k).")
+    intersections: list[list[str]] = Field(
+        default_factory=list, description="Groups of protected attributes tested jointly "
+        "(intersectional discrimination: complainants protected in all, do(all := reference)).")
+    protected_in_distance: list[str] = Field(
+        default_factory=list, description="Protected attributes that enter the distance as nominal "
+        "attributes (their group) when another attribute is tested — the CST paper's law-school "
+        "setup puts sex into the race distance. Never part of their own test's distance.")
+    evidence: Literal["all", "discriminated", "none"] = Field(
+        "discriminated", description="What cst_evidence records: discriminated — for each "
+        "complainant found discriminated by ST or CST, the groups those methods compared, up to "
+        "the largest k at which they found it; all — every complainant's control and both test "
+        "groups up to the largest k; none.")
+    chunk_size: int = Field(20_000, gt=0, description="Complainants per parallel piece.")
+
+    @field_validator("k")
+    @classmethod
+    def _k(cls, v: list[int]) -> list[int]:
+        if not v or any(k < 1 for k in v):
+            raise ValueError(f"k must be a non-empty list of positive sizes, got {v}")
+        return sorted(set(v))
+
+    def check_spec(self, spec, running: bool) -> None:
+        """Cross-checks against the rest of the spec (called by the spec's validation)."""
+        names = [p.name for p in spec.protected]
+        for group in self.intersections:
+            unknown = [a for a in group if a not in names]
+            if unknown:
+                raise ValueError(f"engines.cst.intersections: {unknown} are not protected attribute names {names}")
+        unknown = [a for a in self.protected_in_distance if a not in names]
+        if unknown:
+            raise ValueError(f"engines.cst.protected_in_distance: {unknown} are not protected attribute names {names}")
+        if self.features is not None:
+            unknown = [f for f in self.features if f not in spec.feature_names]
+            if unknown:
+                raise ValueError(f"engines.cst.features: {unknown} are not declared features")
+        if running and spec.scm is None:
+            raise ValueError("engines.run includes 'cst', which needs an `scm` section")
+        if running and isinstance(spec.scm.counterfactuals, dict) and not spec.scm.equations:
+            given = {frozenset(key.split("&")) for key in spec.scm.counterfactuals}
+            lacking = ["&".join(u) for u in [[a] for a in names] + self.intersections if frozenset(u) not in given]
+            if lacking:
+                raise ValueError(f"engines.cst tests {lacking}, which have no table in scm.counterfactuals "
+                                 "and no scm.equations to compute one")

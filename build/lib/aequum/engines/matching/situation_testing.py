@@ -1,0 +1,267 @@
+"""Counterfactual situation testing (CST) with the ST and CF baselines, over arrays.
+
+Alvarez & Ruggieri (2023), §3: for each complainant c (a protected record),
+
+* control group (Def. 3.3): the k records of the protected search space nearest to the factual
+  x_c (without c itself); with search centres, c's own decision is counted too (k + 1);
+* test group: the k records of the non-protected search space nearest to the counterfactual
+  x_c^CF (CST) or to x_c itself (ST, ceteris paribus); with centres, ŷ_c^CF counts too;
+* p_c, p_t: shares of negative decisions (Eq. 4); Δp = p_c − p_t; discriminated iff Δp > τ
+  (Def. 3.4); SE = sqrt(p_c(1−p_c)/n_c + p_t(1−p_t)/n_t) (Wald; Eq. 5 with its sign slip
+  corrected); significant iff Δp − z_{1−α}·SE > τ (Def. 3.5, one-sided as Tables 2–3);
+* CF (Kusner et al. 2017): ŷ_c negative and ŷ_c^CF positive (Δp = 1; −1 the reverse); one
+  decision against one, no sample: ``significant`` is null.
+
+Distances: the Thanh et al. mixed distance (Eq. 6) in :mod:`engines.core.knn`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+import pyarrow as pa
+
+from aequum.engines.core.knn import Points, decimal_lattice, knn
+
+METHODS = ("ST", "CST_wo_centres", "CST", "CF")
+
+CLAIMS = pa.schema([
+    ("record_id", pa.string()), ("protected_attribute", pa.string()), ("method", pa.string()),
+    ("k", pa.int32()), ("n_control", pa.int32()), ("n_test", pa.int32()),
+    ("p_c", pa.float64()), ("p_t", pa.float64()), ("delta_p", pa.float64()), ("se", pa.float64()),
+    ("ci_low", pa.float64()), ("ci_high", pa.float64()), ("one_sided_low", pa.float64()),
+    ("discriminated", pa.bool_()), ("significant", pa.bool_()),
+    ("decision", pa.int8()), ("decision_counterfactual", pa.int8()),
+])
+EVIDENCE = pa.schema([
+    ("record_id", pa.string()), ("protected_attribute", pa.string()), ("centre", pa.string()),
+    ("search_group", pa.string()), ("rank", pa.int32()), ("neighbour_id", pa.string()),
+    ("distance", pa.float64()),
+])
+SUMMARY = pa.schema([
+    ("protected_attribute", pa.string()), ("method", pa.string()), ("k", pa.int32()),
+    ("complainants", pa.int64()), ("discriminated", pa.int64()), ("discriminated_share", pa.float64()),
+    ("significant", pa.int64()), ("significant_share", pa.float64()),
+    ("reverse", pa.int64()), ("note", pa.string()),
+])
+CF_NOTE = ("CF compares each complainant with its own counterfactual, one decision each: there is "
+           "no sample, so no significance test (significant is null)")
+
+
+def normalise(values: np.ndarray, kinds: list[str], levels: list[int | None], method: str,
+              stats: np.ndarray | None = None) -> Points:
+    """Map raw attribute values to the mixed space of the Thanh et al. distance (Eq. 6).
+
+    numeric: z-score or range scaling with the statistics of ``stats`` (default ``values``);
+    ordinal: rank / (levels − 1); categorical: kept as nominal codes. Columns whose raw values
+    lie on a decimal grid (integers, one-decimal grades, ranks) also get their lattice (integer
+    codes and the normalised step), so that equal differences give equal distances
+    (:mod:`engines.core.knn`, "Ties").
+    """
+    stats = values if stats is None else stats
+    metric_cols, nominal_cols, code_cols, steps = [], [], [], []
+    for j, kind in enumerate(kinds):
+        v = values[:, j]
+        if kind == "categorical":
+            nominal_cols.append(v)
+            continue
+        if kind == "ordinal":
+            scale, centre = float(max(levels[j] - 1, 1)), 0.0
+        else:
+            s = stats[:, j]
+            s = s[np.isfinite(s)]
+            if method == "zscore":
+                scale = s.std(ddof=1) if len(s) > 1 else 0.0
+                centre = s.mean() if len(s) else 0.0
+            else:
+                scale = s.max() - s.min() if len(s) else 0.0
+                centre = s.min() if len(s) else 0.0
+            scale = scale if scale > 0 else 1.0
+        metric_cols.append((v - centre) / scale)
+        lattice = decimal_lattice(v)
+        code_cols.append(lattice[0] if lattice else np.zeros(len(v), np.int64))
+        steps.append(lattice[1] / scale if lattice else np.nan)
+    n = len(values)
+    metric = np.column_stack(metric_cols) if metric_cols else np.empty((n, 0))
+    nominal = np.column_stack(nominal_cols).astype(np.int64) if nominal_cols else np.empty((n, 0), np.int64)
+    codes = np.column_stack(code_cols) if code_cols else np.empty((n, 0), np.int64)
+    return Points(metric, nominal, codes, np.array(steps, np.float64))
+
+
+@dataclass
+class Neighbourhoods:
+    """Per complainant (rows): neighbour indices (into the full records) and distances."""
+
+    control: np.ndarray
+    control_dist: np.ndarray
+    test_factual: np.ndarray
+    test_factual_dist: np.ndarray
+    test_counterfactual: np.ndarray
+    test_counterfactual_dist: np.ndarray
+
+
+def search(factual: Points, counterfactual: Points, protected: np.ndarray, reference: np.ndarray,
+           complainants: np.ndarray, k: int) -> Neighbourhoods:
+    """The k nearest control members (protected, excluding c) and test members (reference)
+    around the factual and the counterfactual centres of each complainant."""
+    prot = np.flatnonzero(protected)
+    ref = np.flatnonzero(reference)
+    pos = np.full(len(protected), -1, np.int64)
+    pos[prot] = np.arange(len(prot))
+    if np.any(pos[complainants] < 0):
+        raise ValueError("every complainant must belong to the protected group")
+    ci, cd = knn(factual.take(prot), factual.take(complainants), k, exclude=pos[complainants])
+    fi, fd = knn(factual.take(ref), factual.take(complainants), k)
+    ti, td = knn(factual.take(ref), counterfactual.take(complainants), k)
+    return Neighbourhoods(prot[ci], cd, ref[fi], fd, ref[ti], td)
+
+
+def _proportions(neg: np.ndarray, idx: np.ndarray, dist: np.ndarray, k: int, max_distance: float | None,
+                 centre_neg: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(p, n): share of negative decisions among the first k neighbours (and the centre)."""
+    cols = idx[:, :k]
+    ok = np.ones(cols.shape, bool) if max_distance is None else dist[:, :k] <= max_distance
+    negs = (neg[cols] * ok).sum(1).astype(np.float64)
+    n = ok.sum(1).astype(np.float64)
+    if centre_neg is not None:
+        negs += centre_neg
+        n += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, negs / np.maximum(n, 1), np.nan), n
+
+
+def claims(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neighbourhoods,
+           decision: np.ndarray, decision_cf: np.ndarray, ks: list[int], alpha: float, tau: float,
+           max_distance: float | None) -> pa.Table:
+    """One row per complainant × method × k (and one CF row, k = 0), in blocks of one row per
+    complainant in the order of ``complainants``."""
+    neg = (decision == 0).astype(np.float64)
+    neg_cf = (decision_cf == 0).astype(np.float64)
+    z_one, z_two = NormalDist().inv_cdf(1 - alpha), NormalDist().inv_cdf(1 - alpha / 2)
+    c_neg, c_neg_cf = neg[complainants], neg_cf[complainants]
+    cols: dict[str, list] = {f.name: [] for f in CLAIMS}
+    m = len(complainants)
+    rid = ids[complainants].astype(str)
+    for k in ks:
+        p_ctrl, n_ctrl = _proportions(neg, hood.control, hood.control_dist, k, max_distance, None)
+        p_ctrl_c, n_ctrl_c = _proportions(neg, hood.control, hood.control_dist, k, max_distance, c_neg)
+        p_st, n_st = _proportions(neg, hood.test_factual, hood.test_factual_dist, k, max_distance, None)
+        p_cf, n_cf = _proportions(neg, hood.test_counterfactual, hood.test_counterfactual_dist, k,
+                                  max_distance, None)
+        p_cf_c, n_cf_c = _proportions(neg, hood.test_counterfactual, hood.test_counterfactual_dist, k,
+                                      max_distance, c_neg_cf)
+        for method, (pc, nc, pt, nt) in {
+            "ST": (p_ctrl, n_ctrl, p_st, n_st),
+            "CST_wo_centres": (p_ctrl, n_ctrl, p_cf, n_cf),
+            "CST": (p_ctrl_c, n_ctrl_c, p_cf_c, n_cf_c),
+        }.items():
+            dp = pc - pt
+            with np.errstate(invalid="ignore", divide="ignore"):
+                se = np.sqrt(pc * (1 - pc) / nc + pt * (1 - pt) / nt)
+            cols["record_id"].append(rid)
+            cols["method"].append(np.full(m, method))
+            cols["k"].append(np.full(m, k, np.int32))
+            cols["n_control"].append(nc.astype(np.int32))
+            cols["n_test"].append(nt.astype(np.int32))
+            cols["p_c"].append(pc)
+            cols["p_t"].append(pt)
+            cols["delta_p"].append(dp)
+            cols["se"].append(se)
+            cols["ci_low"].append(dp - z_two * se)
+            cols["ci_high"].append(dp + z_two * se)
+            cols["one_sided_low"].append(dp - z_one * se)
+            cols["discriminated"].append(dp > tau)
+            cols["significant"].append((dp - z_one * se > tau).astype(np.float64))
+    dp = c_neg - c_neg_cf
+    nan = np.full(m, np.nan)
+    for name, v in {"record_id": rid, "method": np.full(m, "CF"), "k": np.zeros(m, np.int32),
+                    "n_control": np.ones(m, np.int32), "n_test": np.ones(m, np.int32),
+                    "p_c": c_neg, "p_t": c_neg_cf, "delta_p": dp, "se": nan, "ci_low": nan,
+                    "ci_high": nan, "one_sided_low": nan, "discriminated": dp > tau,
+                    "significant": nan}.items():  # no sample around one counterfactual: no test
+        cols[name].append(v)
+    reps = len(ks) * 3 + 1
+    cols["protected_attribute"] = [np.full(m * reps, attribute)]
+    cols["decision"] = [np.tile(decision[complainants].astype(np.int8), reps)]
+    cols["decision_counterfactual"] = [np.tile(decision_cf[complainants].astype(np.int8), reps)]
+    arrays = {}
+    for f in CLAIMS:
+        v = np.concatenate(cols[f.name])
+        if pa.types.is_floating(f.type) or f.name == "significant":
+            arrays[f.name] = pa.array(v, pa.float64(), from_pandas=True).cast(f.type)  # NaN -> null
+        else:
+            arrays[f.name] = pa.array(v, f.type)
+    return pa.table(arrays, schema=CLAIMS)
+
+
+def evidence_depth(claims_table: pa.Table, n: int, kmax: int, mode: str) -> dict[tuple[str, str], np.ndarray]:
+    """Per (centre, search group), how many ranks of each of the ``n`` complainants' neighbours
+    to record (``claims_table``: their claims as :func:`claims` writes them).
+
+    ``all``: every group up to the largest k. ``discriminated``: the groups of the methods that
+    found the complainant discriminated, up to the largest k at which they did — the control
+    group for any, the factual test group for ST, the counterfactual test group for CST (with
+    or without centres). ``none``: nothing.
+    """
+    if mode != "discriminated":
+        full = np.full(n, kmax if mode == "all" else 0, np.int64)
+        return {("factual", "control"): full, ("factual", "test"): full, ("counterfactual", "test"): full}
+    method = claims_table["method"].to_numpy(zero_copy_only=False)
+    hit = claims_table["discriminated"].fill_null(False).to_numpy(zero_copy_only=False) & (method != "CF")
+    # claims() writes blocks of n rows, one row per complainant in the given order
+    row = (np.arange(claims_table.num_rows) % n)[hit]
+    k = claims_table["k"].to_numpy()[hit].astype(np.int64)
+    st = np.zeros(n, np.int64)
+    cst = np.zeros(n, np.int64)
+    is_st = method[hit] == "ST"
+    np.maximum.at(st, row[is_st], k[is_st])
+    np.maximum.at(cst, row[~is_st], k[~is_st])
+    return {("factual", "control"): np.maximum(st, cst), ("factual", "test"): st,
+            ("counterfactual", "test"): cst}
+
+
+def evidence(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neighbourhoods,
+             depth: dict[tuple[str, str], np.ndarray], max_distance: float | None = None) -> pa.Table:
+    """Who each complainant was compared with: rank, neighbour id and distance, for the first
+    ``depth[(centre, group)]`` ranks (neighbours beyond ``max_distance`` did not count: left out)."""
+    parts = []
+    for centre, group, idx, dist in (("factual", "control", hood.control, hood.control_dist),
+                                     ("factual", "test", hood.test_factual, hood.test_factual_dist),
+                                     ("counterfactual", "test", hood.test_counterfactual,
+                                      hood.test_counterfactual_dist)):
+        n, k = idx.shape
+        ranks = np.arange(1, k + 1, dtype=np.int32)
+        keep = ranks[None, :] <= depth[(centre, group)][:, None]
+        if max_distance is not None:
+            keep &= dist <= max_distance
+        rows, cols = np.nonzero(keep)
+        m = len(rows)
+        parts.append(pa.table({
+            "record_id": pa.array(ids[complainants[rows]].astype(str)),
+            "protected_attribute": pa.array(np.full(m, attribute)),
+            "centre": pa.array(np.full(m, centre)), "search_group": pa.array(np.full(m, group)),
+            "rank": pa.array(ranks[cols]),
+            "neighbour_id": pa.array(ids[idx[rows, cols]].astype(str)),
+            "distance": pa.array(dist[rows, cols]),
+        }, schema=EVIDENCE))
+    return pa.concat_tables(parts) if parts else EVIDENCE.empty_table()
+
+
+def summary(claims_table: pa.Table) -> pa.Table:
+    """Counts and shares of discriminated / significant complainants by attribute × method × k.
+    Significance is null where no claim has a test (CF), with a ``note`` saying why."""
+    import polars as pl
+
+    df = pl.from_arrow(claims_table)
+    tested = pl.col("significant").count() > 0
+    out = (df.group_by(["protected_attribute", "method", "k"], maintain_order=True)
+           .agg(pl.len().alias("complainants"),
+                pl.col("discriminated").fill_null(False).sum().alias("discriminated"),
+                pl.when(tested).then(pl.col("significant").sum()).otherwise(None).alias("significant"),
+                (pl.col("delta_p") < 0).fill_null(False).sum().alias("reverse"),
+                pl.when(tested).then(None).otherwise(pl.lit(CF_NOTE)).alias("note"))
+           .with_columns((pl.col("discriminated") / pl.col("complainants")).alias("discriminated_share"),
+                         (pl.col("significant") / pl.col("complainants")).alias("significant_share"))
+           .sort(["protected_attribute", "method", "k"]))
+    return out.select([f.name for f in SUMMARY]).to_arrow().cast(SUMMARY)

@@ -1,0 +1,67 @@
+"""Parameters of the outcome metrics. Owned by the outcome metrics' author."""
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class OutcomeParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    intersections: bool | Literal["all_pairs", "all"] | list[list[str]] = Field(
+        True, description="Intersections of protected attributes to report besides each attribute: "
+        "true = the intersection of all of them, false = none, 'all_pairs' = every pair, 'all' = "
+        "every combination of two or more, or a list of attribute lists such as "
+        "[[race, sex], [race, ethnicity, sex]]. A subgroup of an intersection needs only its own "
+        "attributes mapped, so a record with an unmapped third attribute still counts in race × sex.")
+    confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence level of the intervals "
+                              "(Wilson for rates, log method for DI ratios); 1 − confidence is the "
+                              "significance level of the (adjusted) two-proportion tests.")
+    min_group_size: int = Field(30, ge=1, description="A group (or its reference) with fewer members "
+                                "is flagged 'too small to judge': reported, but given no verdict and "
+                                "left out of the multiple-testing family.")
+    correction: Literal["holm", "bh", "none"] = Field(
+        "holm", description="Multiple-testing correction of the two-proportion p-values across all "
+        "groups of a run: holm (Holm 1979, controls the family-wise error rate), bh "
+        "(Benjamini–Hochberg 1995, controls the false discovery rate) or none.")
+    four_fifths: float = Field(0.8, gt=0, lt=1, description="The four-fifths threshold (EEOC Uniform "
+                               "Guidelines §1607.4D): adverse impact when a group's favourable rate "
+                               "is under this fraction of the reference's or of the highest rate.")
+
+    @field_validator("intersections")
+    @classmethod
+    def _lists(cls, v):
+        if isinstance(v, list):
+            for group in v:
+                if len(group) < 2 or len(set(group)) != len(group):
+                    raise ValueError(f"each intersection needs two or more distinct attributes, got {group}")
+        return v
+
+    def combinations(self, names: list[str]) -> list[tuple[str, ...]]:
+        """The intersections to report, as tuples of attribute names in the spec's order."""
+        if self.intersections is False or len(names) < 2:
+            return []
+        if self.intersections is True:
+            return [tuple(names)]
+        if self.intersections == "all_pairs":
+            return list(combinations(names, 2))
+        if self.intersections == "all":
+            return [c for r in range(2, len(names) + 1) for c in combinations(names, r)]
+        out: list[tuple[str, ...]] = []
+        for group in self.intersections:
+            combo = tuple(n for n in names if n in group)
+            if combo not in out:
+                out.append(combo)
+        return out
+
+    def check_spec(self, spec, running: bool) -> None:
+        """Cross-checks against the rest of the spec (called by the spec's validation)."""
+        if isinstance(self.intersections, list):
+            names = [p.name for p in spec.protected]
+            for group in self.intersections:
+                unknown = [a for a in group if a not in names]
+                if unknown:
+                    raise ValueError(f"engines.outcome.intersections: {unknown} are not protected "
+                                     f"attribute names {names}")

@@ -1,0 +1,67 @@
+"""Interval estimates and multiple-testing corrections of the outcome metrics.
+
+- Wilson score interval of a proportion (Wilson 1927; Agresti & Coull 1998, eq. 2):
+  (p̂ + z²/2n ± z·sqrt(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n), z = Φ⁻¹(1 − (1−c)/2).
+- Log-method interval of a ratio of two proportions (Katz et al. 1978): the disparate impact
+  ratio DI = (k₁/n₁)/(k₀/n₀) has ln DI ± z·sqrt(1/k₁ − 1/n₁ + 1/k₀ − 1/n₀), undefined when
+  either group has no favourable decision.
+- Holm's step-down adjustment (Holm 1979): sorted p₍ᵢ₎ ↦ max_{j≤i} min(1, (m−j+1)·p₍ⱼ₎).
+- Benjamini–Hochberg step-up adjustment (1995): sorted p₍ᵢ₎ ↦ min_{j≥i} min(1, m·p₍ⱼ₎/j).
+
+Both adjustments are those of ``statsmodels.stats.multitest.multipletests`` ('holm', 'fdr_bh').
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import norm
+
+
+def z_value(confidence: float) -> float:
+    """The two-sided standard-normal quantile of a confidence level (1.95996… at 0.95)."""
+    return float(norm.ppf(1 - (1 - confidence) / 2))
+
+
+def wilson_interval(k: int, n: int, confidence: float) -> tuple[float | None, float | None]:
+    """Wilson score interval of the proportion k/n (None, None when n = 0)."""
+    if n <= 0:
+        return None, None
+    z = z_value(confidence)
+    p = k / n
+    centre = p + z * z / (2 * n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    denom = 1 + z * z / n
+    return max(0.0, (centre - half) / denom), min(1.0, (centre + half) / denom)
+
+
+def ratio_log_interval(k1: int, n1: int, k0: int, n0: int,
+                       confidence: float) -> tuple[float | None, float | None]:
+    """Log-method interval of (k1/n1)/(k0/n0) (None, None when k1, k0, n1 or n0 is 0)."""
+    if not (k1 and n1 and k0 and n0):
+        return None, None
+    z = z_value(confidence)
+    ratio = (k1 / n1) / (k0 / n0)
+    se = math.sqrt(1 / k1 - 1 / n1 + 1 / k0 - 1 / n0)
+    return ratio * math.exp(-z * se), ratio * math.exp(z * se)
+
+
+def adjust_p_values(p: np.ndarray, method: str) -> np.ndarray:
+    """Adjusted p-values of one family (NaN entries are not in the family and stay NaN)."""
+    p = np.asarray(p, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    present = np.flatnonzero(~np.isnan(p))
+    m = len(present)
+    if m == 0 or method == "none":
+        out[present] = p[present]
+        return out
+    order = present[np.argsort(p[present], kind="stable")]
+    sorted_p = p[order]
+    if method == "holm":
+        adjusted = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * sorted_p))
+    elif method == "bh":
+        adjusted = np.minimum.accumulate(np.minimum(1.0, m * sorted_p / np.arange(1, m + 1))[::-1])[::-1]
+    else:
+        raise ValueError(f"unknown multiple-testing correction {method!r} (holm, bh, none)")
+    out[order] = adjusted
+    return out

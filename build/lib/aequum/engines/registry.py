@@ -1,0 +1,44 @@
+"""The engines aequum can run, by the name used in ``spec.engines.run`` and in the CLI.
+
+Each entry names the engine class and its parameters model (``module:Class``), imported only
+when used. Registering an engine here is all a new engine needs: its params model validates
+the spec's ``engines.<name>`` section through :func:`engines.core.spec.register_engine_params`.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+
+from aequum.engines.core.engine import Engine
+from aequum.engines.core.spec import register_engine_params
+
+ENGINES: dict[str, tuple[str, str]] = {
+    "outcome": ("aequum.engines.outcome:OutcomeEngine", "aequum.engines.outcome_params:OutcomeParams"),
+    "cst": ("aequum.engines.matching.engine:CSTEngine", "aequum.engines.matching.params:CSTParams"),
+    "raguel": ("aequum.engines.reranking.engine:RaguelEngine", "aequum.engines.reranking.params:RaguelParams"),
+    "fgce": ("aequum.engines.feasibility.engine:FGCEEngine", "aequum.engines.feasibility.params:FGCEParams"),
+    "pba": ("aequum.engines.verification.engine:PBAEngine", "aequum.engines.verification.params:PBAParams"),
+    "cec": ("aequum.engines.matching.cec_engine:CECEngine", "aequum.engines.matching.cec_params:CECParams"),
+}
+
+
+def _load(target: str):
+    module, name = target.split(":")
+    return getattr(import_module(module), name)
+
+
+def get_engine(name: str) -> Engine:
+    """Instantiate the engine registered under ``name``."""
+    try:
+        target = ENGINES[name][0]
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r}; known: {sorted(ENGINES)}") from None
+    return _load(target)()
+
+
+def engine_params(spec, name: str):
+    """The engine's parameters from the spec (its defaults when the spec has no section)."""
+    return spec.engines.params(name)
+
+
+for _name, (_, _params) in ENGINES.items():
+    register_engine_params(_name, lambda target=_params: _load(target))

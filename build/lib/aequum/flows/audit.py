@@ -1,0 +1,321 @@
+"""The audit flow: stage the records, build the model, fan the engines out on Dask, write results.
+
+Orchestration only. Staging and all warehouse writes happen in the flow's process (DuckDB has
+one writer); engines run as Prefect tasks on a Dask cluster (a LocalCluster by default, or any
+scheduler address), and each engine's pieces fan out again on the same cluster. Engine tasks
+read the dataset version from the Parquet lake, never from the warehouse file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from aequum.engines.core.data import DECISION, AuditData
+from aequum.engines.core.engine import conform, run_rounds
+from aequum.engines.core.model_quality import QUALITY, degenerate, model_quality
+from aequum.engines.core.models import ModelError
+from aequum.engines.core.spec import AuditSpec, SpecError, load_spec
+from aequum.engines.registry import ENGINES, engine_params, get_engine
+from aequum.flows.staging import DEFAULT_LAKE, DatasetRef, stage
+from aequum.flows.versioning import code_version
+from aequum.flows.warehouse import DEFAULT_WAREHOUSE, Warehouse, WarehouseError
+
+
+@dataclass
+class EngineOutcome:
+    engine: str
+    status: str
+    seconds: float
+    pieces: int
+    tables: dict[str, pa.Table]
+    schemas: dict[str, pa.Schema]
+    error: str | None = None
+
+
+def load_lake(lake_path: str) -> pa.Table:
+    """A dataset version's staged records from the lake, in source row order."""
+    con = duckdb.connect()
+    try:
+        rel = con.read_parquet(str(Path(lake_path) / "**" / "*.parquet"), hive_partitioning=False)
+        return rel.order("_row").to_arrow_table()
+    finally:
+        con.close()
+
+
+def fit_model(spec: AuditSpec, spec_dir: Path, table: pa.Table, categories: dict):
+    """Build the spec's model (fitting a surrogate on the staged records when asked)."""
+    if spec.model is None:
+        return None
+    from aequum.engines.core.models import build_model
+
+    if spec.model.kind != "surrogate":
+        return build_model(spec.model, base_dir=spec_dir)
+    data = AuditData(spec, table, categories)
+    # fitted to the recorded decisions (never to its own), or to the label
+    y = data.label if spec.model.target == "label" else table["_decision"].to_numpy()
+    return build_model(spec.model, X_train=data.feature_values(spec.model.features), y_train=y,
+                       base_dir=spec_dir)
+
+
+def assess_model(spec: AuditSpec, table: pa.Table, categories: dict, model, say) -> tuple[pa.Table | None, str | None]:
+    """The model's agreement with what it stands for (``audit.model_quality``) and, for a
+    surrogate that cannot stand in for the lender's model, why (the engines that need a model
+    are then not run). A degenerate model that makes the decisions fails the run."""
+    if model is None:
+        return None, None
+    data = AuditData(spec, table, categories, model)
+    fitted_to_label = spec.model.kind == "surrogate" and spec.model.target == "label"
+    target = data.label if fitted_to_label or spec.decision is None else table[DECISION].to_numpy()
+    if target is None:
+        return None, None
+    quality = model_quality(data, np.asarray(target))
+    overall = {r["split"]: r for r in quality.to_pylist() if r["attribute"] == "all"}
+    for split, r in overall.items():
+        say(f"model vs {'label' if fitted_to_label else 'recorded decisions'} ({split}, {r['n']:,} rows): "
+            f"accuracy {r['accuracy']:.3f}, balanced accuracy {r['balanced_accuracy']:.3f}, "
+            f"AUC {r['auc'] if r['auc'] is not None else float('nan'):.3f}, "
+            f"positive rate {r['positive_rate']:.3f} (target {r['target_positive_rate']:.3f})")
+    problem = degenerate(model, spec.model.min_balanced_accuracy) if spec.model.kind == "surrogate" else None
+    if problem:
+        if spec.model.use_for_decisions:
+            raise ModelError(f"{problem}; it makes this audit's decisions (model.use_for_decisions)")
+        say(f"WARNING: {problem}; the engines that need a model are not run")
+    return quality, problem
+
+
+def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
+                      counterfactuals: pa.Table | None, client=None) -> EngineOutcome:
+    """Run one engine over a staged dataset version; pieces fan out on ``client`` if given."""
+    engine = get_engine(name)
+    t0 = time.perf_counter()
+    data = AuditData(spec, load_lake(lake_path), categories, model, counterfactuals)
+    state = engine.prepare(data, engine_params(spec, name))
+
+    def run_pieces(st, pieces):
+        if client is None or len(pieces) < 2:
+            return [engine.run_piece(st, p) for p in pieces]
+        state_f = client.scatter(st, broadcast=True)
+        return client.gather([client.submit(engine.run_piece, state_f, p, pure=False) for p in pieces])
+
+    state, parts, n_pieces = run_rounds(engine, state, run_pieces)
+    out = engine.combine(state, parts)
+    tables = {t: conform(out[t], schema, t) for t, schema in engine.tables.items()}
+    return EngineOutcome(name, "succeeded", time.perf_counter() - t0, n_pieces, tables,
+                         dict(engine.tables))
+
+
+@task(name="engine", cache_policy=NO_CACHE, retries=0)
+def engine_task(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
+                counterfactuals: pa.Table | None) -> EngineOutcome:
+    """One engine as a Prefect task; failures come back as a failed outcome, not an exception."""
+    from distributed import get_worker, worker_client
+
+    t0 = time.perf_counter()
+    try:
+        try:
+            get_worker()
+        except ValueError:  # not on a Dask worker (another task runner): run the pieces here
+            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals)
+        # worker_client secedes this task's thread while it waits for its pieces, so the
+        # pieces can run on the same workers (no deadlock when every thread holds an engine)
+        with worker_client() as client:
+            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, client)
+    except Exception as exc:  # an engine failure is recorded, the other engines still land
+        detail = f"{type(exc).__name__}: {exc}"
+        get_run_logger().error("engine %s failed: %s\n%s", name, detail, traceback.format_exc())
+        return EngineOutcome(name, "failed", time.perf_counter() - t0, 0, {}, {}, detail)
+
+
+def new_run_id(spec_name: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{spec_name}-{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+def load_counterfactuals(spec: AuditSpec, spec_dir: Path, data_table: pa.Table) -> dict[str, pa.Table] | None:
+    """The user-supplied counterfactual tables, aligned row by row with the staged records."""
+    from aequum.flows.counterfactuals import load_counterfactuals as load
+
+    return load(spec, spec_dir, data_table)
+
+
+def preflight(spec_path: str | Path, engines: list[str] | None = None) -> AuditSpec:
+    """Everything about a run that can be checked before Prefect and Dask start: the spec
+    (engine names and parameters included), that the source opens and has the spec's columns,
+    and that the model file loads. Raises the user error naming the field, file or column."""
+    from aequum.engines.core.validation import check_columns
+    from aequum.flows.readers import open_source
+
+    spec_file = Path(spec_path).resolve()
+    spec = load_spec(spec_file)
+    unknown = [n for n in engines or [] if n not in ENGINES]
+    if unknown:
+        raise SpecError(f"--engines: unknown engine(s) {unknown}; known: {sorted(ENGINES)}")
+    if engines == []:
+        raise SpecError("--engines: name at least one engine")
+    with open_source(spec.source, spec_file.parent, batch_rows=1_000, columns=spec.columns()) as stream:
+        check_columns(stream.columns, spec)
+    if spec.model is not None and spec.model.kind != "surrogate":
+        from aequum.engines.core.models import build_model
+
+        build_model(spec.model, base_dir=spec_file.parent)
+    return spec
+
+
+@flow(name="aequum-audit", log_prints=True)
+def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
+               run_id: str | None = None, engines: list[str] | None = None) -> str:
+    """Run a full audit of one spec and return its run_id (written to ``audit.runs``).
+
+    The warehouse is opened for writing only for three short steps (record the run, stage the
+    dataset, write the results in one transaction), so readers and BI tools are locked out for
+    seconds, not for the whole run."""
+    spec_file = Path(spec_path).resolve()
+    spec = load_spec(spec_file)
+    run_id = run_id or new_run_id(spec.name)
+    names = list(engines or spec.engines.run)
+    logger = get_run_logger()
+    with Warehouse(warehouse) as wh:
+        wh.start_run(run_id, spec.name, spec.digest(), code_version(),
+                     spec.engines.model_dump(mode="json"))
+    ref: DatasetRef | None = None
+    try:
+        with Warehouse(warehouse) as wh:
+            ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info)
+            staged = wh.staged(ref.version)
+        model = fit_model(spec, spec_file.parent, staged, ref.categories)
+        quality, problem = assess_model(spec, staged, ref.categories, model, logger.info)
+        cfs = load_counterfactuals(spec, spec_file.parent, staged)
+        del staged
+        skipped = [n for n in names if problem and getattr(get_engine(n), "uses_model", False)]
+        futures = [engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs)
+                   for n in names if n not in skipped]
+        outcomes: list[EngineOutcome] = [f.result() for f in futures] + [
+            EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
+    except BaseException as exc:
+        close_failed_run(warehouse, run_id, ref, f"{type(exc).__name__}: {exc}")
+        raise
+    extra = {"model_quality": (QUALITY, quality)} if quality is not None else {}
+    write_run(warehouse, run_id, outcomes, ref, model, extra)
+    for o in outcomes:
+        logger.info("engine %s: %s in %.2f s (%d pieces) %s", o.engine, o.status, o.seconds,
+                    o.pieces, o.error or {t: v.num_rows for t, v in o.tables.items()})
+    return run_id
+
+
+def close_failed_run(warehouse: str, run_id: str, ref: DatasetRef | None, error: str) -> None:
+    """Record a run as failed, with none of its rows left from an earlier attempt."""
+    with Warehouse(warehouse) as wh, wh.transaction():
+        wh.purge_run(run_id)
+        wh.finish_run(run_id, "failed", ref.version if ref else None,
+                      ref.fingerprint if ref else None, None, error)
+
+
+def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: DatasetRef, model,
+              extra: dict[str, tuple[pa.Schema, pa.Table]] | None = None) -> None:
+    """All result tables, engine statuses and the run's closing record in one transaction that
+    first removes every row an earlier attempt of the run left. If the write fails (a full
+    disk), nothing of it stays, the run is recorded as failed and the error names the file."""
+    from aequum.engines.core.models import model_fingerprint
+
+    failed = [o.engine for o in outcomes if o.status != "succeeded"]
+    status = "succeeded" if not failed else ("failed" if len(failed) == len(outcomes) else "partial")
+    try:
+        with Warehouse(warehouse) as wh:
+            extra = extra or {}
+            for t, (schema, _) in extra.items():
+                wh.ensure_result_table(t, schema)
+            for o in outcomes:
+                for t, schema in o.schemas.items():
+                    wh.ensure_result_table(t, schema)
+            with wh.transaction():
+                wh.purge_run(run_id)
+                for t, (_, tbl) in extra.items():
+                    wh.insert_run_rows(t, run_id, tbl)
+                for o in outcomes:
+                    counts = {t: wh.insert_run_rows(t, run_id, tbl) for t, tbl in o.tables.items()}
+                    wh.record_engine(run_id, o.engine, o.status, round(o.seconds, 3), o.pieces, counts, o.error)
+                wh.finish_run(run_id, status, ref.version, ref.fingerprint,
+                              model_fingerprint(model) if model is not None else None,
+                              None if not failed else f"engine(s) failed: {', '.join(failed)}")
+            wh.create_views()
+    except (duckdb.Error, OSError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        try:
+            close_failed_run(warehouse, run_id, ref, f"writing the results failed: {reason}")
+        except (duckdb.Error, OSError, WarehouseError):
+            pass  # the file cannot take even the run record; the error below says so
+        raise WarehouseError(f"could not write the results of run {run_id} to {warehouse}: {reason}; "
+                             "nothing of the run was written and it is recorded as failed (if the "
+                             "file could take that)") from None
+
+
+def dask_runner(address: str | None = None, workers: int | None = None):
+    """The Dask task runner: a scheduler address, or a LocalCluster of ``workers`` processes."""
+    from prefect_dask import DaskTaskRunner
+
+    if address:
+        return DaskTaskRunner(address=address)
+    n = workers or max(1, min(2, os.cpu_count() or 1))
+    return DaskTaskRunner(cluster_class="distributed.LocalCluster",
+                          cluster_kwargs={"n_workers": n, "threads_per_worker": 1,
+                                          "processes": True, "dashboard_address": None})
+
+
+def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
+              run_id: str | None = None, engines: list[str] | None = None,
+              dask_address: str | None = None, workers: int | None = None) -> str:
+    """Run ``audit_flow`` on a Dask cluster (the CLI's and the deployment's entry point)."""
+    runner = dask_runner(dask_address, workers)
+    with flow_api():
+        return audit_flow.with_options(task_runner=runner)(
+            spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines)
+
+
+@contextmanager
+def flow_api():
+    """A Prefect API URL in the flow's settings, which Dask workers inherit with each task.
+
+    prefect-dask ships the flow's settings with every task run. With no ``PREFECT_API_URL``
+    configured, Prefect starts a temporary server in the flow's process but keeps its URL out of
+    the settings, so a Dask worker that does not find the URL in its own environment (any worker
+    of an external cluster) started, and left running, a temporary server of its own, and its
+    task runs never reached the flow's. Here the temporary server (Prefect's own instance) is
+    started up front and its URL set for the flow: the workers report to it. A configured URL is
+    used as it is, and with ephemeral mode off Prefect's own error stands.
+    """
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED, temporary_settings
+
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()  # the one Prefect's clients in this process use
+    server.start()
+    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        yield
+
+
+@flow(name="aequum-ingest", log_prints=True)
+def ingest_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE),
+                lake: str = str(DEFAULT_LAKE)) -> dict:
+    """Stage a spec's source (validate, quarantine, version) without running engines."""
+    spec_file = Path(spec_path).resolve()
+    spec = load_spec(spec_file)
+    with Warehouse(warehouse) as wh:
+        ref = stage(spec, spec_file.parent, wh, Path(lake), progress=get_run_logger().info)
+    return json.loads(json.dumps(ref.__dict__))

@@ -1,0 +1,152 @@
+"""``aequum bench pba``: PBA verification speed and the paper's Table 3 on German credit.
+
+1. Throughput: inputs verified per second for (100, 50), (200, 100) and (500, 100) ReLU
+   networks trained on German credit (the ``german_credit_pba`` spec: age group as the
+   sensitive input), at δ = 1, 2, 3 separately, PBA only (robustness off), with the pieces
+   spread over 2 worker processes as the audit flow spreads them over Dask workers; and the
+   share of considered inputs decided without an LP. The paper reports 0.24 / 0.90 / 2.15 s
+   per input at δ = 1 (0.30 / 1.30 / 3.04 at δ = 2, 0.36 / 1.66 / 3.82 at δ = 3) with Gurobi
+   on 8 cores.
+2. The paper's Table 3 form (SP, TPR, CFA, RB and PBA observed / flipped per δ, Junior vs
+   Senior) for the (100, 50) network on all 1,000 applicants.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SPEC = REPO / "data" / "specs" / "german_credit_pba.yaml"
+PAPER_SECONDS = {(100, 50): (0.24, 0.30, 0.36), (200, 100): (0.90, 1.30, 1.66), (500, 100): (2.15, 3.04, 3.82)}
+
+
+def paper_table(summary, names: dict[str, str]) -> str:
+    """The paper's Table 1/3 layout as Markdown: one column per group (flipped rows under the
+    group the model is shown, as the paper prints them), one row per metric and δ."""
+    import polars as pl
+
+    s = summary
+    groups = list(names)
+    head = "| metric | setting | δ | " + " | ".join(names[g] for g in groups) + " |"
+    lines = [head, "|" + " --- |" * (3 + len(groups))]
+
+    def pct(v):
+        return "–" if v is None else f"{100 * v:.1f}%"
+
+    obs = s.filter(pl.col("setting") == "observed")
+    first = obs.filter(pl.col("delta") == obs["delta"].min())
+    for metric, col in (("SP", "favourable_rate"), ("EO (TPR)", "tpr"), ("CFA", "cfa")):
+        vals = [first.filter(pl.col("group_name") == g)[col].to_list() for g in groups]
+        lines.append(f"| {metric} | – | – | " + " | ".join(pct(v[0] if v else None) for v in vals) + " |")
+    for metric, col in (("RB", "robustness"), ("PBA", "pba")):
+        for setting in ("observed", "flipped"):
+            part = s.filter(pl.col("setting") == setting)
+            for delta in sorted(set(part["delta"])):
+                row = part.filter(pl.col("delta") == delta)
+                vals = [row.filter(pl.col("presented_group") == g)[col].to_list() for g in groups]
+                lines.append(f"| {metric} | {setting} | {delta:g} | "
+                             + " | ".join(pct(v[0] if v else None) for v in vals) + " |")
+    return "\n".join(lines)
+
+
+def _stage(rows_sample: int | None, hidden: tuple[int, int], deltas: list[float], robustness: bool,
+           tmp: Path, epochs: int = 200):
+    import yaml
+
+    from aequum.engines.core.data import AuditData
+    from aequum.engines.core.spec import parse_spec
+    from aequum.flows.audit import fit_model
+    from aequum.flows.staging import stage
+    from aequum.flows.warehouse import Warehouse
+
+    raw = yaml.safe_load(SPEC.read_text())
+    raw["model"].update(hidden=list(hidden), epochs=epochs)
+    raw["engines"]["pba"] = {"deltas": deltas, "robustness": robustness, "batch_size": 32,
+                             **({"sample": rows_sample} if rows_sample else {})}
+    spec = parse_spec(raw)
+    with Warehouse(tmp / f"w{hidden[0]}.duckdb") as wh:
+        ref = stage(spec, SPEC.parent, wh, tmp / f"lake{hidden[0]}")
+        table = wh.staged(ref.version)
+    model = fit_model(spec, SPEC.parent, table, ref.categories)
+    return AuditData(spec, table, ref.categories, model)
+
+
+def _verify(data, workers: int = 2):
+    """The engine's pieces over ``workers`` processes (as Dask spreads them); seconds, tables."""
+    from aequum.engines.verification.engine import PBAEngine
+
+    engine = PBAEngine()
+    t0 = time.perf_counter()
+    state = engine.prepare(data, data.spec.engines.pba)
+    pieces = engine.pieces(state)
+    with ProcessPoolExecutor(workers) as pool:
+        parts = list(pool.map(engine.run_piece, [state] * len(pieces), pieces))
+    out = engine.combine(state, parts)
+    return time.perf_counter() - t0, out
+
+
+def throughput(inputs: int, sizes=((100, 50), (200, 100), (500, 100))) -> list[dict]:
+    import polars as pl
+
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for hidden in sizes:
+            data = _stage(inputs, hidden, [1.0], False, Path(tmp))
+            for k, delta in enumerate((1.0, 2.0, 3.0)):
+                raw = data.spec.model_dump(mode="json")
+                raw["engines"]["pba"]["deltas"] = [delta]
+                from aequum.engines.core.data import AuditData
+                from aequum.engines.core.spec import parse_spec
+
+                d = AuditData(parse_spec(raw), data.table, data.categories, data.model)
+                secs, out = _verify(d)
+                rows = pl.from_arrow(out["pba_inputs"]).filter(pl.col("setting") == "observed")
+                n = rows.height
+                con = pl.from_arrow(out["pba_inputs"]).filter(pl.col("considered"))
+                work = con.filter(~((pl.col("method") == "centre")))
+                res = {"hidden": hidden, "delta": delta, "inputs": n, "seconds": secs,
+                       "inputs_per_second": n / secs, "seconds_per_input": secs / n,
+                       "paper_seconds_per_input": PAPER_SECONDS[hidden][k],
+                       "speedup": PAPER_SECONDS[hidden][k] / (secs / n),
+                       "considered_share": rows["considered"].mean(),
+                       "decided_without_lp": float(work["method"].is_in(["symbolic", "search"]).mean())
+                       if work.height else 1.0,
+                       "lp_solved": int(work["method"].is_in(["lp", "open"]).sum()),
+                       "inconclusive": int((con["verdict"] == "inconclusive").sum()),
+                       "fidelity": data.model.fidelity}
+                results.append(res)
+                print(f"({hidden[0]}, {hidden[1]}) δ={delta:g}: {n} inputs in {secs:.2f} s = "
+                      f"{res['inputs_per_second']:.1f} inputs/s ({1000 * res['seconds_per_input']:.1f} ms/input; "
+                      f"paper {PAPER_SECONDS[hidden][k]} s -> {res['speedup']:.0f}x); "
+                      f"considered {100 * res['considered_share']:.0f}%; "
+                      f"bound queries decided without an LP {100 * res['decided_without_lp']:.1f}% "
+                      f"({res['lp_solved']} LPs), inconclusive {res['inconclusive']}")
+    return results
+
+
+def table3() -> str:
+    import polars as pl
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = _stage(None, (100, 50), [1.0, 2.0, 3.0], True, Path(tmp))
+        secs, out = _verify(data)
+    s = pl.from_arrow(out["pba_summary"])
+    text = paper_table(s, {"protected": "Junior", "reference": "Senior"})
+    print(f"German credit, (100, 50) network (holdout fidelity {data.model.fidelity.get('holdout', 0):.3f}), "
+          f"1,000 applicants x δ = 1, 2, 3 with robustness bias, {secs:.1f} s on 2 processes")
+    print(text)
+    counts = s.select("group_name", "setting", "delta", "considered", "verified", "falsified", "inconclusive")
+    with pl.Config(tbl_rows=20):
+        print(counts)
+    return text
+
+
+def run(quick: bool = False) -> dict:
+    if not SPEC.exists() or not (REPO.parent / "shared" / "data" / "FGCE" / "GermanCredit.data").exists():
+        raise FileNotFoundError("bench pba reads ../shared/data/FGCE/GermanCredit.data")
+    res = {"throughput": throughput(60 if quick else 300)}
+    if not quick:
+        res["table3"] = table3()
+    return res

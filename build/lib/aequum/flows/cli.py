@@ -1,0 +1,248 @@
+"""The ``aequum`` command line: generate, ingest, audit, runs, show, bench.
+
+User errors (a bad spec, an unreadable source, a failed validation policy) print one clear
+line and exit 2; only bugs print tracebacks.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from importlib import import_module
+from pathlib import Path
+
+from aequum.engines.core.models import ModelError
+from aequum.engines.core.spec import SpecError
+from aequum.engines.core.validation import SourceSchemaError
+from aequum.flows.readers import SourceError
+from aequum.flows.staging import DEFAULT_LAKE, IngestError
+from aequum.flows.warehouse import DEFAULT_WAREHOUSE, WarehouseError
+
+BENCHMARKS = {
+    "ingest": "aequum.flows.bench_ingest",
+    "cst": "aequum.flows.bench_cst",
+    "raguel": "aequum.flows.bench_raguel",
+    "fgce": "aequum.flows.bench_fgce",
+    "pba": "aequum.flows.bench_pba",
+    "cec": "aequum.flows.bench_cec",
+}
+USER_ERRORS = (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError,
+               FileNotFoundError)
+
+
+def _prefect_env() -> None:
+    """Local Prefect defaults for a command-line run (the environment may override them). The
+    flow's Prefect API (a configured server, or a temporary one that the Dask workers report
+    to) is set up by ``flows.audit.flow_api``."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_HOME", str(Path(tempfile.gettempdir()) / f"aequum-prefect-{os.getuid()}"))
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+
+
+def _say(message: str) -> None:
+    print(f"aequum: {message}", file=sys.stderr)
+
+
+def _print_table(table, max_rows: int = 50) -> None:
+    from aequum.flows.show import print_table
+
+    print_table(table.slice(0, max_rows))
+
+
+def cmd_generate(args) -> int:
+    from aequum.flows.generate import generate_to_file
+
+    out = generate_to_file(args.name, args.out, rows=args.rows, seed=args.seed, fmt=args.format,
+                           progress=lambda m: print(m, file=sys.stderr))
+    print(out)
+    return 0
+
+
+def cmd_ingest(args) -> int:
+    from aequum.engines.core.spec import load_spec
+    from aequum.flows.staging import stage
+    from aequum.flows.warehouse import Warehouse
+
+    spec_file = Path(args.spec).resolve()
+    spec = load_spec(spec_file)
+    with Warehouse(args.warehouse) as wh:
+        ref = stage(spec, spec_file.parent, wh, Path(args.lake),
+                    progress=lambda m: print(m, file=sys.stderr))
+    print(f"dataset version {ref.version}: {ref.rows_staged:,} rows staged, "
+          f"{ref.rows_quarantined:,} quarantined{' (reused)' if ref.reused else ''}")
+    print(f"warehouse: {args.warehouse} table {ref.staged_table}; lake: {ref.lake_path}")
+    return 0
+
+
+def cmd_audit(args) -> int:
+    from aequum.flows.audit import preflight, run_audit
+    from aequum.flows.warehouse import Warehouse
+
+    engines = [e.strip() for e in args.engines.split(",")] if args.engines is not None else None
+    preflight(args.spec, engines)  # a bad spec or source fails here, before Prefect and Dask start
+    _prefect_env()
+    run_id = run_audit(args.spec, warehouse=args.warehouse, lake=args.lake, run_id=args.run_id,
+                       engines=engines, dask_address=args.dask_address, workers=args.workers)
+    with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
+        run = wh.run(run_id)
+        engines_status = wh.engine_status(run_id)
+    print(f"\nrun {run_id}: {run['status']}")
+    for name, e in sorted(engines_status.items()):
+        print(f"  {name:8s} {e['status']:9s} {e['seconds'] or 0:7.2f} s  {e['tables']}"
+              + (f"  {e['error']}" if e["error"] else ""))
+    print(f"results: DuckDB warehouse {Path(args.warehouse).resolve()} (schema audit, run_id = '{run_id}')")
+    print(f"  e.g. aequum show outcome_gaps --run-id {run_id}")
+    if args.report is not None:
+        from aequum.flows.report import write_report
+
+        print(f"report: {write_report(args.warehouse, run_id, args.report or None, wait=args.wait, notify=_say).resolve()}")
+    return 0 if run["status"] == "succeeded" else 1
+
+
+def cmd_runs(args) -> int:
+    from aequum.flows.warehouse import Warehouse
+
+    with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
+        _print_table(wh.runs(args.spec, args.limit), args.limit)
+    return 0
+
+
+def cmd_show(args) -> int:
+    from aequum.flows.show import show
+
+    return show(args, notify=_say)
+
+
+def cmd_report(args) -> int:
+    from aequum.flows.report import write_report
+
+    print(write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say).resolve())
+    return 0
+
+
+def cmd_bench(args) -> int:
+    module = import_module(BENCHMARKS[args.name])
+    module.run(quick=args.quick)
+    return 0
+
+
+def cmd_train(args) -> int:
+    from aequum.engines.matching.cec_training import TrainConfig
+    from aequum.flows.train import run_train
+
+    config = TrainConfig(epochs=args.epochs, lambda_eo=args.lambda_eo, lambda_cec=args.lambda_cec,
+                         steps=args.steps, seed=args.seed)
+    run_id, table = run_train(args.spec, args.objective, folds=args.folds, config=config,
+                              attribute=args.attribute, warehouse=args.warehouse, lake=args.lake,
+                              out_dir=args.out_dir, run_id=args.run_id,
+                              progress=lambda m: print(m, file=sys.stderr))
+    import polars as pl
+
+    summary = pl.from_arrow(table).filter(pl.col("statistic") != "fold")
+    _print_table(summary.drop(["attribute", "fold", "epochs", "model_path"]).to_arrow())
+    print(f"run {run_id}: table audit.cec_training in {Path(args.warehouse).resolve()}")
+    for path in summary["model_path"].drop_nulls():
+        print(f"  model: {path}  (spec: model: {{kind: mlp, path: ..., hidden: [128, 64], features: same}})")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="aequum", description="Audit automated decisions for discrimination.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def wh_args(sp):
+        sp.add_argument("--warehouse", default=os.environ.get("AEQUUM_WAREHOUSE", str(DEFAULT_WAREHOUSE)),
+                        help="DuckDB warehouse file (default %(default)s)")
+        sp.add_argument("--wait", type=float, default=30.0,
+                        help="seconds to wait for a warehouse another process is writing (default %(default)s)")
+
+    g = sub.add_parser("generate", help="write a built-in dataset (loan, cec_synthetic, hmda)")
+    g.add_argument("name", choices=["loan", "cec_synthetic", "hmda"])
+    g.add_argument("--rows", type=int, default=None, help="rows (default: the generator's)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    g.add_argument("--out", default=None, help="output file (default data/generated/NAME.FORMAT)")
+    g.set_defaults(func=cmd_generate)
+
+    i = sub.add_parser("ingest", help="validate and stage a spec's source into the warehouse and lake")
+    i.add_argument("--spec", required=True)
+    wh_args(i)
+    i.add_argument("--lake", default=str(DEFAULT_LAKE))
+    i.set_defaults(func=cmd_ingest)
+
+    a = sub.add_parser("audit", help="run a full audit of a spec (ingest + engines + run record)")
+    a.add_argument("--spec", default="data/specs/loan.yaml", help="audit spec (default %(default)s)")
+    wh_args(a)
+    a.add_argument("--lake", default=str(DEFAULT_LAKE))
+    a.add_argument("--run-id", default=None, help="re-use a run id (its old rows are replaced)")
+    a.add_argument("--engines", default=None, help="comma-separated engines (default: the spec's)")
+    a.add_argument("--dask-address", default=os.environ.get("AEQUUM_DASK_ADDRESS"),
+                   help="an existing Dask scheduler (default: a LocalCluster)")
+    a.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes")
+    a.add_argument("--report", nargs="?", const="", default=None, metavar="FILE",
+                   help="write the run's HTML report at the end (default file report-RUN_ID.html)")
+    a.set_defaults(func=cmd_audit)
+
+    r = sub.add_parser("runs", help="list runs and their status")
+    wh_args(r)
+    r.add_argument("--spec", default=None)
+    r.add_argument("--limit", type=int, default=20)
+    r.set_defaults(func=cmd_runs)
+
+    s = sub.add_parser("show", help="print an audit table for a run (default: the latest), or "
+                       "write it as CSV / Parquet; without TABLE, list the run's tables")
+    s.add_argument("table", nargs="?", default=None)
+    wh_args(s)
+    s.add_argument("--run-id", default=None)
+    s.add_argument("--limit", type=int, default=50, help="rows printed (files get every row)")
+    s.add_argument("--format", choices=["table", "csv", "parquet"], default="table")
+    s.add_argument("--out", default=None, help="output file for csv / parquet (csv: default stdout)")
+    s.set_defaults(func=cmd_show)
+
+    rp = sub.add_parser("report", help="write a run's self-contained HTML report (default: the latest run)")
+    rp.add_argument("run_id", nargs="?", default=None)
+    wh_args(rp)
+    rp.add_argument("--out", default=None, help="HTML file (default report-RUN_ID.html)")
+    rp.set_defaults(func=cmd_report)
+
+    t = sub.add_parser("train", help="train the CEC paper's MLP with a fair objective (k-fold compared)")
+    t.add_argument("--spec", required=True, help="audit spec (label, model.features, financial features)")
+    t.add_argument("--objective", nargs="+", choices=["plain", "eo", "cec"], default=["cec"],
+                   help="plain: BCE; eo: + λ_EO·L_EO; cec: + λ_EO·L_EO + λ_CEC·L_CEC (several: compared)")
+    t.add_argument("--folds", type=int, default=5)
+    t.add_argument("--epochs", type=int, default=30)
+    t.add_argument("--lambda-eo", type=float, default=1.0)
+    t.add_argument("--lambda-cec", type=float, default=1.0)
+    t.add_argument("--steps", type=int, default=32, help="integrated-gradient steps T")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--attribute", default=None, help="protected attribute (default: the spec's first)")
+    t.add_argument("--out-dir", default="data/models", help="model files (default %(default)s)")
+    t.add_argument("--run-id", default=None)
+    wh_args(t)
+    t.add_argument("--lake", default=str(DEFAULT_LAKE))
+    t.set_defaults(func=cmd_train)
+
+    b = sub.add_parser("bench", help="run a benchmark")
+    b.add_argument("name", choices=sorted(BENCHMARKS))
+    b.add_argument("--quick", action="store_true", help="smaller sizes")
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except USER_ERRORS as exc:
+        print(f"aequum: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("aequum: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

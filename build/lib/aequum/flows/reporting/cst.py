@@ -1,0 +1,108 @@
+"""Report section of counterfactual situation testing (Alvarez & Ruggieri 2023): detections per
+k and method, Δp with its interval per complainant (significant ones marked), the Δp
+distribution, and the top cases with who they were compared with (cst_evidence)."""
+from __future__ import annotations
+
+from aequum.flows.reporting import plots
+from aequum.flows.reporting.html import Section, flag, plot, table
+from aequum.flows.reporting.run import CASES, EVIDENCE_CASES, Run
+from aequum.flows.reporting.sections import section
+
+PLOTTED = 80  # complainants in the Δp interval plot
+
+
+def detections_plot(summary: list[dict], attribute: str) -> str:
+    fig = plots.figure(7.5, 2.8)
+    ax = fig.subplots()
+    for method, colour in (("CST", plots.PROTECTED), ("CST_wo_centres", plots.NEUTRAL), ("ST", plots.REFERENCE)):
+        rows = sorted((s for s in summary if s["method"] == method), key=lambda s: s["k"])
+        if rows:
+            ax.plot([s["k"] for s in rows], [s["significant_share"] for s in rows], "o-", color=colour, label=method)
+    cf = [s for s in summary if s["method"] == "CF"]
+    if cf:  # one decision against one: no test, the share of decisions that flip
+        ax.axhline(cf[0]["discriminated_share"], color=plots.SIGNIFICANT, linestyle=":", label="CF (flips)")
+    ax.set_xlabel("k (neighbours per comparison group)")
+    ax.set_ylabel("share of complainants\nsignificantly discriminated")
+    ax.legend(frameon=False, fontsize=8)
+    ax.grid(alpha=0.3)
+    return plots.to_svg(fig, f"CST detections by k for {attribute}")
+
+
+def delta_plot(claims: list[dict], k: int) -> str:
+    fig = plots.figure(7.5, 3.0)
+    ax = fig.subplots()
+    total = claims[0]["total"] if claims else 0
+    sampled = claims[0]["sampled"] if claims else 0
+    for c in claims:
+        x = 100 * c["position"] / max(sampled - 1, 1)
+        low = c["ci_low"] if c["ci_low"] is not None else c["delta_p"]
+        high = c["ci_high"] if c["ci_high"] is not None else c["delta_p"]
+        colour = plots.SIGNIFICANT if c["significant"] else plots.NEUTRAL
+        ax.errorbar(x, c["delta_p"], yerr=[[c["delta_p"] - low], [high - c["delta_p"]]], fmt="o",
+                    markersize=3, color=colour, ecolor=colour, capsize=1.5)
+    ax.axhline(0, color=plots.NEUTRAL, linewidth=0.8)
+    ax.set_xlabel(f"complainants ranked by Δp, percent (a fixed sample of {sampled:,} of {total:,}; "
+                  f"red: significant), k = {k}")
+    ax.set_ylabel("Δp = p_control − p_test")
+    ax.set_xlim(-2, 102)
+    return plots.to_svg(fig, "Delta p per complainant with confidence intervals")
+
+
+def histogram_plot(bins: list[dict]) -> str:
+    fig = plots.figure(7.5, 2.4)
+    ax = fig.subplots()
+    centres = sorted({b["bin"] for b in bins})
+    plain = [sum(b["claims"] for b in bins if b["bin"] == c and not b["significant"]) for c in centres]
+    marked = [sum(b["claims"] for b in bins if b["bin"] == c and b["significant"]) for c in centres]
+    x = [c + 0.05 for c in centres]
+    ax.bar(x, plain, width=0.09, color=plots.NEUTRAL, label="not significant")
+    ax.bar(x, marked, width=0.09, bottom=plain, color=plots.SIGNIFICANT, label="significant")
+    ax.set_xlabel("Δp (all complainants)")
+    ax.set_ylabel("complainants")
+    ax.legend(frameon=False, fontsize=8)
+    return plots.to_svg(fig, "Distribution of delta p")
+
+
+@section("cst", "Counterfactual situation testing (CST)", ("cst_claims", "cst_summary"))
+def cst_section(run: Run, sec: Section) -> None:
+    params = run.parameters.get("cst", {})
+    summary = run.result("cst_summary")
+    sec.add(f"<p>Each complainant (a member of the protected group) is compared with its k nearest "
+            f"neighbours in the protected group (control) and with the k nearest reference-group "
+            f"neighbours of its counterfactual, the same person had they belonged to the reference "
+            f"group (test). Δp is the difference of the groups' negative-decision rates; a complainant "
+            f"is significantly discriminated when the one-sided {100 * (1 - params.get('alpha', 0.05)):g}% "
+            f"lower bound of Δp exceeds τ = {params.get('tau', 0.0):g}.</p>")
+    for attribute in sorted({s["protected_attribute"] for s in summary}):
+        rows = [s for s in summary if s["protected_attribute"] == attribute]
+        ks = [s["k"] for s in rows if s["method"] == "CST"]
+        if not ks:
+            continue
+        k = max(ks)
+        sec.add(f"<h3>{attribute}</h3>")
+        sec.add(plot(detections_plot(rows, attribute), "Share of complainants significantly discriminated, "
+                     "by k: CST, CST without search centres, ST (situation testing) and CF."))
+        claims = run.query("cst_top_claims", attribute=attribute, method="CST", k=k, limit=CASES)
+        spread = run.query("cst_claims_spread", attribute=attribute, method="CST", k=k, points=PLOTTED)
+        if spread:
+            sec.add(plot(delta_plot(spread, k), f"Δp with its two-sided interval for a fixed sample of "
+                         f"complainants (by a hash of their id), ranked by Δp, at k = {k}; all of them "
+                         f"are in audit.cst_claims."))
+        bins = run.query("cst_delta_histogram", attribute=attribute, method="CST", k=k)
+        if bins:
+            sec.add(plot(histogram_plot(bins), f"Δp of every complainant at k = {k}."))
+        sec.add(f"<h4>Top {min(CASES, len(claims))} cases at k = {k}</h4>", table([
+            {"record": c["record_id"], "decision": c["decision"], "counterfactual decision": c["decision_counterfactual"],
+             "control": c["n_control"], "test": c["n_test"], "p control": c["p_c"], "p test": c["p_t"],
+             "Δp": c["delta_p"], "interval": "n/a" if c["ci_low"] is None else f"{c['ci_low']:.2f} to {c['ci_high']:.2f}",
+             "significant": flag(c["significant"], "significant", "no")} for c in claims[:CASES]]))
+        ids = [c["record_id"] for c in claims[:EVIDENCE_CASES]]
+        evidence = run.query("cst_evidence", attribute=attribute, ids=ids) if ids and "cst_evidence" in run.tables else []
+        if evidence:
+            sec.add(f"<h4>Who the top {len(ids)} complainants were compared with</h4>", table(
+                [{"record": e["record_id"], "centre": e["centre"], "group": e["search_group"],
+                  "members": e["members"], "nearest (distance)": e["nearest"], "farthest": e["farthest"]}
+                 for e in evidence]))
+        elif ids:
+            sec.add('<p class="note">No comparison groups were written for these complainants '
+                    '(engines.cst.evidence).</p>')

@@ -1,0 +1,111 @@
+"""The page: escaping, tables, figures, sections and one inline stylesheet (no external
+resource of any kind, so the file opens offline and makes no request)."""
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#111827;margin:0;background:#f9fafb}
+main{max-width:1100px;margin:0 auto;padding:24px 28px 60px;background:#fff}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;border-bottom:2px solid #e5e7eb;padding-bottom:4px;margin-top:36px}
+h3{font-size:15px;margin:22px 0 6px}p.lead{color:#4b5563;margin-top:0}
+table{border-collapse:collapse;width:100%;margin:8px 0 14px;font-size:12.5px}
+th,td{border-bottom:1px solid #e5e7eb;padding:4px 6px;text-align:left;vertical-align:top}
+th{background:#f3f4f6;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;font-size:13px}
+dl.meta dt{color:#6b7280}dl.meta dd{margin:0;font-family:ui-monospace,Menlo,monospace;word-break:break-all}
+.flag{display:inline-block;padding:0 6px;border-radius:9px;font-size:11px;font-weight:600;white-space:nowrap}
+.flag.yes{background:#fee2e2;color:#991b1b}.flag.no{background:#e5e7eb;color:#374151}
+figure.plot{margin:10px 0 18px}figure.plot svg{max-width:100%;height:auto}
+figcaption{font-size:12px;color:#4b5563}.note{font-size:12px;color:#6b7280}
+details summary{cursor:pointer;color:#1d4ed8}nav a{margin-right:12px}
+"""
+
+
+def esc(value) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def fmt(value, digits: int = 3) -> str:
+    """A cell value for people: thousands separators, a few significant decimals, n/a."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value != value:
+            return "n/a"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.{digits}g}" if abs(value) < 1e-3 and value else f"{value:.{digits}f}"
+    return str(value)
+
+
+def table(rows: Sequence[dict], columns: Sequence[str] | None = None,
+          headers: dict[str, str] | None = None, cls: str = "") -> str:
+    """An HTML table of row dicts (numbers right-aligned); empty rows give a short note."""
+    if not rows:
+        return '<p class="note">No rows.</p>'
+    columns = list(columns or rows[0].keys())
+    headers = headers or {}
+    head = "".join(f"<th>{esc(headers.get(c, c))}</th>" for c in columns)
+    body = []
+    for r in rows:
+        cells = []
+        for c in columns:
+            v = r.get(c)
+            if isinstance(v, Raw):
+                cells.append(f"<td>{v.html}</td>")
+            else:
+                num = isinstance(v, (int, float)) and not isinstance(v, bool)
+                cells.append(f'<td class="num">{esc(fmt(v))}</td>' if num else f"<td>{esc(fmt(v))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Already-escaped HTML for a table cell."""
+
+    html: str
+
+
+def flag(on: bool | None, yes: str = "flagged", no: str = "not flagged") -> Raw:
+    return Raw(f'<span class="flag {"yes" if on else "no"}">{esc(yes if on else no)}</span>')
+
+
+def plot(svg: str, caption: str) -> str:
+    return f'<figure class="plot">{svg}<figcaption>{esc(caption)}</figcaption></figure>'
+
+
+@dataclass
+class Section:
+    """One part of the report: an anchor id, a heading and its HTML body."""
+
+    id: str
+    title: str
+    body: list[str] = field(default_factory=list)
+
+    def add(self, *parts: str) -> "Section":
+        self.body.extend(parts)
+        return self
+
+    def render(self) -> str:
+        return (f'<section id="{esc(self.id)}" data-section="{esc(self.id)}">'
+                f"<h2>{esc(self.title)}</h2>{''.join(self.body)}</section>")
+
+
+def page(title: str, subtitle: str, sections: Iterable[Section]) -> str:
+    sections = list(sections)
+    nav = "".join(f'<a href="#{esc(s.id)}">{esc(s.title)}</a>' for s in sections)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+            "style-src 'unsafe-inline'; img-src data:\">"
+            f"<title>{esc(title)}</title><style>{STYLE}</style></head><body><main>"
+            f"<h1>{esc(title)}</h1><p class=\"lead\">{esc(subtitle)}</p><nav>{nav}</nav>"
+            + "".join(s.render() for s in sections) + "</main></body></html>\n")

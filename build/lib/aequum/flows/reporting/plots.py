@@ -1,0 +1,48 @@
+"""Matplotlib figures rendered to inline SVG (no pyplot state, no files, no JavaScript).
+
+Text stays text (``svg.fonttype = none``) so plots are small and selectable; ids are salted with
+a fixed string and the date left out, so the same run gives the same bytes."""
+from __future__ import annotations
+
+import io
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib import rcParams  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "aequum", "font.size": 9,
+                 "axes.spines.top": False, "axes.spines.right": False,
+                 "font.family": ["DejaVu Sans", "sans-serif"]})
+
+PROTECTED, REFERENCE, SIGNIFICANT, NEUTRAL = "#c2410c", "#1d4ed8", "#b91c1c", "#6b7280"
+
+
+def figure(width: float = 7.5, height: float = 3.2) -> Figure:
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def to_svg(fig: Figure, title: str) -> str:
+    """The figure as an ``<svg>`` element with an accessible title (no XML prolog)."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"<svg ", f'<svg role="img" aria-label="{_attr(title)}" ', svg, count=1)
+    return svg
+
+
+def _attr(text: str) -> str:
+    return (text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;"))
+
+
+def group_colour(name: str) -> str:
+    """Protected groups orange, reference groups blue, mixed intersections grey."""
+    parts = [p.split("=")[-1] for p in name.split(",")]
+    if all(p == "reference" for p in parts):
+        return REFERENCE
+    if all(p == "protected" for p in parts):
+        return PROTECTED
+    return NEUTRAL

@@ -1,0 +1,264 @@
+"""Stage a source under a spec: validate, quarantine, version, write warehouse + lake.
+
+A dataset version is the hash of the spec's record contract and the source fingerprint (row
+count + order-independent content hash), so re-ingesting the same data under the same spec
+reuses the staged copy, and a run can always name exactly the records it audited.
+
+Atomicity: rows stream into a private ``staging.incoming_<uuid>`` table; only when every check
+has passed are the table renamed, the quarantine written and the version registered, in one
+transaction. The lake copy is written to a temporary folder and renamed into place. A failure
+at any point leaves the warehouse and lake as they were (the incoming table is dropped).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from aequum.engines.core.data import DECISION, LABEL, group_column
+from aequum.engines.core.spec import AuditSpec
+from aequum.engines.core.validation import QUARANTINE_SCHEMA, check_columns, validate_batch
+from aequum.flows.readers import open_source, source_stamp
+from aequum.flows.warehouse import Warehouse, load_sql, process_alive, staged_table, this_process
+
+DEFAULT_LAKE = Path("data/lake")
+
+
+class IngestError(ValueError):
+    """The ingest failed its validation policy; the message says how and where."""
+
+
+@dataclass
+class DatasetRef:
+    """A staged dataset version: where its records are and what they are."""
+
+    version: str
+    spec_name: str
+    staged_table: str
+    lake_path: str
+    categories: dict[str, list[str]]
+    fingerprint: str
+    rows_read: int
+    rows_staged: int
+    rows_quarantined: int
+    rows_out_of_scope: int
+    reused: bool = False
+
+
+def record_contract(spec: AuditSpec) -> str:
+    """The part of the spec that decides what is staged (not engine parameters)."""
+    part = spec.model_dump(mode="json", include={"protected", "decision", "label", "features"})
+    part["id_column"] = spec.source.id_column
+    return json.dumps(part, sort_keys=True, separators=(",", ":"))
+
+
+def lake_partitions(spec: AuditSpec) -> list[str]:
+    """Hive partition columns: the first protected attribute's group and the label (or ŷ)."""
+    cols = [group_column(spec.protected[0].name)]
+    if spec.label is not None:
+        cols.append(LABEL)
+    elif spec.decision is not None:
+        cols.append(DECISION)
+    return cols
+
+
+def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFAULT_LAKE,
+          batch_rows: int = 1_000_000, progress: Callable[[str], None] | None = None) -> DatasetRef:
+    """Ingest ``spec.source`` into the warehouse and lake; return the dataset version."""
+    say = progress or (lambda _msg: None)
+    con = wh.con
+    lake_root = Path(lake_root).resolve()  # workers elsewhere read the lake by this path
+    owner = this_process()
+    # named after its process, so that a later writer can tell an orphan from a live ingest
+    incoming = (f"staging.incoming_{owner['pid']}_{int((owner['pid_started'] or 0) * 1000)}_"
+                f"{uuid.uuid4().hex[:12]}")
+    tmp: Path | None = None
+    created = False
+    bad_parts: list[pa.Table] = []
+    categories: dict[str, set[str]] = {}
+    rows = 0
+    skipped = 0
+    digest = 0
+    t0 = time.perf_counter()
+    contract = hashlib.sha256(record_contract(spec).encode()).hexdigest()[:16]
+    stamp = source_stamp(spec.source, spec_dir) if spec.ingest.reuse_unchanged_files else None
+    if stamp is not None:
+        found = wh.query("dataset_by_stamp", {"source_stamp": stamp, "contract_hash": contract}).to_pylist()
+        if found and _intact(wh, found[0]):
+            known = found[0]
+            say(f"source unchanged since it was staged as dataset version {known['dataset_version']} "
+                "(same files, sizes and modification times): reusing it without reading")
+            return DatasetRef(known["dataset_version"], spec.name, known["staged_table"], known["lake_path"],
+                              json.loads(known["categories"] or "{}"), known["source_fingerprint"],
+                              known["rows_read"], known["rows_staged"], known["rows_quarantined"],
+                              known["rows_out_of_scope"], reused=True)
+    try:
+        with open_source(spec.source, spec_dir, batch_rows, columns=spec.columns()) as stream:
+            check_columns(stream.columns, spec)
+            for batch in stream.batches:
+                res = validate_batch(batch, spec, rows)
+                rows += res.rows
+                skipped += res.out_of_scope
+                digest = (digest + res.content_hash) % (1 << 64)
+                if res.bad.num_rows:
+                    bad_parts.append(res.bad)
+                for name, vals in res.categories.items():
+                    categories.setdefault(name, set()).update(vals)
+                con.register("_aequum_batch", res.good)
+                try:
+                    if not created:
+                        con.execute(f"CREATE TABLE {incoming} AS SELECT * FROM _aequum_batch")
+                        created = True
+                    else:
+                        con.execute(f"INSERT INTO {incoming} SELECT * FROM _aequum_batch")
+                finally:
+                    con.unregister("_aequum_batch")
+                say(f"read {rows:,} rows ({rows / max(time.perf_counter() - t0, 1e-9):,.0f} rows/s)")
+        if rows == 0:
+            raise IngestError(f"source {spec.source.path or spec.source.table or spec.source.kind} has no rows")
+
+        fingerprint = f"{rows}:{digest:016x}"
+        version = hashlib.sha256((record_contract(spec) + fingerprint).encode()).hexdigest()[:16]
+        known = wh.dataset(version)
+        if known is not None and not _intact(wh, known):
+            say(f"dataset version {version} is registered but its staged table or lake copy is "
+                "missing or incomplete: staging it again")
+            _forget(wh, known)
+            known = None
+        if known is not None:
+            say(f"dataset version {version} already staged: reusing it")
+            return DatasetRef(version, spec.name, known["staged_table"], known["lake_path"],
+                              json.loads(known["categories"] or "{}"), fingerprint, rows,
+                              known["rows_staged"], known["rows_quarantined"], known["rows_out_of_scope"],
+                              reused=True)
+
+        con.execute(f"CREATE OR REPLACE TEMP VIEW staged_batch AS SELECT * FROM {incoming}")
+        (dup_sql,) = load_sql("duplicate_ids")
+        dups = con.sql(dup_sql).to_arrow_table()
+        if dups.num_rows:
+            con.register("_aequum_dups", dups)
+            try:
+                con.execute(f"DELETE FROM {incoming} WHERE _row IN (SELECT source_row FROM _aequum_dups)")
+            finally:
+                con.unregister("_aequum_dups")
+            bad_parts.append(pa.table({
+                "source_row": dups["source_row"], "record_id": dups["record_id"],
+                "field": pa.array([spec.source.id_column or "_row"] * dups.num_rows, pa.string()),
+                "value": dups["record_id"], "reason": dups["reason"]}).cast(QUARANTINE_SCHEMA))
+        bad = pa.concat_tables(bad_parts) if bad_parts else QUARANTINE_SCHEMA.empty_table()
+        staged_rows = rows - skipped - bad.num_rows
+        share = bad.num_rows / max(rows - skipped, 1)
+        if share > spec.ingest.max_bad_fraction or staged_rows == 0:
+            _record_quarantine(wh, version, bad)
+            first = bad.slice(0, 3).to_pylist()
+            shown = "; ".join(f"row {r['source_row']} field {r['field']!r} value {r['value']!r}: {r['reason']}"
+                              for r in first)
+            raise IngestError(
+                f"{bad.num_rows:,} of {rows - skipped:,} in-scope rows ({share:.1%}) failed validation, above "
+                f"ingest.max_bad_fraction={spec.ingest.max_bad_fraction:g}; nothing was staged. "
+                f"First: {shown}. All bad rows: audit.quarantine where dataset_version = '{version}'")
+
+        lake_path = lake_root / spec.name / version
+        tmp = lake_root / spec.name / f".{version}.{owner['pid']}.{uuid.uuid4().hex[:8]}.tmp"
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        say(f"writing lake partitions to {lake_path}")
+        con.table(incoming).to_parquet(str(tmp), partition_by=lake_partitions(spec),
+                                       write_partition_columns=True)
+        cats = {k: sorted(v) for k, v in categories.items()}
+        target = staged_table(version)
+        with wh.transaction():
+            con.execute(f"ALTER TABLE {incoming} RENAME TO {target.split('.')[1]}")
+            _insert_quarantine(wh, version, bad)
+            wh.run_sql("dataset_register", {
+                "dataset_version": version, "spec_name": spec.name, "source_kind": spec.source.kind,
+                "source_fingerprint": fingerprint, "rows_read": rows, "rows_staged": staged_rows,
+                "rows_quarantined": bad.num_rows, "rows_out_of_scope": skipped, "staged_table": target,
+                "lake_path": str(lake_path), "categories": json.dumps(cats),
+                "source_stamp": stamp, "contract_hash": contract})
+            created = False
+            if lake_path.exists():
+                shutil.rmtree(lake_path)
+            tmp.rename(lake_path)
+        say(f"staged {staged_rows:,} rows as dataset version {version} "
+            f"({bad.num_rows:,} quarantined, {skipped:,} out of scope) in {time.perf_counter() - t0:.1f} s")
+        return DatasetRef(version, spec.name, target, str(lake_path), cats, fingerprint, rows,
+                          staged_rows, bad.num_rows, skipped)
+    finally:
+        if created:
+            try:
+                con.execute(f"DROP TABLE IF EXISTS {incoming}")
+            except duckdb.Error:
+                pass
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        _remove_orphan_tmp(lake_root / spec.name)
+
+
+def _intact(wh: Warehouse, known: dict) -> bool:
+    """Is a registered dataset version verifiably there: its staged table and its lake copy
+    (an absolute path) both holding ``rows_staged`` rows? (Parquet row counts come from the
+    files' footers: no data is read.)"""
+    lake = Path(known["lake_path"] or "")
+    if not lake.is_absolute() or not lake.is_dir():
+        return False
+    exists = wh.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = "
+                            "'staging' AND table_name = $t",
+                            {"t": known["staged_table"].split(".", 1)[1]}).fetchall()[0][0]
+    if not exists:
+        return False
+    staged = wh.con.execute(f"SELECT count(*) FROM {staged_table(known['dataset_version'])}").fetchall()[0][0]
+    files = sorted(str(f) for f in lake.rglob("*.parquet"))
+    if staged != known["rows_staged"] or not files:
+        return False
+    try:
+        in_lake = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    except (OSError, pa.ArrowException):
+        return False
+    return in_lake == known["rows_staged"]
+
+
+def _forget(wh: Warehouse, known: dict) -> None:
+    """Unregister a dataset version whose copies are incomplete (it is staged again)."""
+    version = known["dataset_version"]
+    with wh.transaction():
+        wh.con.execute(f"DROP TABLE IF EXISTS {staged_table(version)}")
+        wh.run_sql("dataset_forget", {"dataset_version": version})
+    lake = Path(known["lake_path"] or "")
+    if lake.is_absolute() and lake.is_dir():
+        shutil.rmtree(lake, ignore_errors=True)
+
+
+def _remove_orphan_tmp(spec_lake: Path) -> None:
+    """Remove temporary lake folders (``.<version>.<pid>.<id>.tmp``) whose process is gone."""
+    if not spec_lake.is_dir():
+        return
+    for leftover in spec_lake.glob(".*.tmp"):
+        parts = leftover.name.split(".")
+        pid = int(parts[2]) if len(parts) == 5 and parts[2].isdigit() else None
+        if pid is None or not process_alive(pid, None):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _insert_quarantine(wh: Warehouse, version: str, bad: pa.Table) -> None:
+    wh.con.execute("DELETE FROM audit.quarantine WHERE dataset_version = $v", {"v": version})
+    if bad.num_rows:
+        wh.con.register("_aequum_bad", bad)
+        try:
+            wh.con.execute("INSERT INTO audit.quarantine SELECT $v, source_row, record_id, field, value, "
+                           "reason FROM _aequum_bad", {"v": version})
+        finally:
+            wh.con.unregister("_aequum_bad")
+
+
+def _record_quarantine(wh: Warehouse, version: str, bad: pa.Table) -> None:
+    with wh.transaction():
+        _insert_quarantine(wh, version, bad)

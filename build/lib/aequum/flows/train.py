@@ -1,0 +1,108 @@
+"""``aequum train``: fair training with the CEC loss (Algorithm 2), k-fold compared, models saved.
+
+Orchestration only: stage the spec's records, hand the model inputs, merit features, labels
+and groups to ``engines.matching.cec_training``, write the comparison table ``cec_training``
+under a run record in the warehouse, and save one model file per objective (trained on every
+record) in ``TorchMLP.save`` format, so that a spec's ``model: {kind: mlp, path: ...,
+hidden: [128, 64]}`` with the same ``features`` loads it (``weights_only=True``).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from aequum.engines.core.data import AuditData
+from aequum.engines.core.models import model_fingerprint
+from aequum.engines.core.spec import SpecError, load_spec
+from aequum.engines.matching.cec_training import (OBJECTIVES, TRAINING, TrainConfig, cross_validate,
+                                           make_pairs, train, training_table)
+from aequum.flows.audit import new_run_id
+from aequum.flows.staging import DEFAULT_LAKE, stage
+from aequum.flows.versioning import code_version
+from aequum.flows.warehouse import DEFAULT_WAREHOUSE, Warehouse
+
+DEFAULT_MODELS = Path("data/models")
+
+
+def _inputs(spec, data: AuditData, attribute: str | None):
+    """Model inputs, merit features, labels and groups of the records in either group."""
+    if spec.label is None:
+        raise SpecError("aequum train fits to the label: the spec needs a `label` section")
+    if spec.model is None:
+        raise SpecError("aequum train takes the model's inputs from `model.features`: the spec needs a `model`")
+    names = [p.name for p in spec.protected]
+    attribute = attribute or names[0]
+    if attribute not in names:
+        raise SpecError(f"--attribute {attribute!r} is not a protected attribute ({names})")
+    merit_names = spec.engines.cec.merit_features(spec)
+    if not merit_names:
+        raise SpecError("engines.cec.features: no feature is marked `financial: true`; CEC training "
+                        "matches on the financial features")
+    keep = data.groups[attribute] >= 0
+    X = data.feature_values(list(spec.model.features))[keep]
+    merit = data.feature_values(merit_names)[keep]
+    bad = np.isnan(X).any(axis=1) | np.isnan(merit).any(axis=1)
+    if bad.any():
+        raise SpecError(f"{int(bad.sum())} record(s) have missing model inputs or merit features "
+                        f"(e.g. record {np.asarray(data.ids)[keep][bad][0]!r})")
+    return attribute, X, merit, data.label[keep], data.groups[attribute][keep].astype(np.int8)
+
+
+def run_train(spec_path: str, objectives: list[str], folds: int = 5, config: TrainConfig = TrainConfig(),
+              attribute: str | None = None, warehouse: str = str(DEFAULT_WAREHOUSE),
+              lake: str = str(DEFAULT_LAKE), out_dir: str | Path = DEFAULT_MODELS,
+              run_id: str | None = None, progress: Callable[[str], None] = print) -> tuple[str, object]:
+    """Cross-validate each objective, train its final model on every record, write the table.
+
+    Returns the run id and the ``cec_training`` table.
+    """
+    unknown = [o for o in objectives if o not in OBJECTIVES]
+    if unknown or not objectives:
+        raise SpecError(f"--objective must name some of {sorted(OBJECTIVES)}, got {objectives}")
+    spec_file = Path(spec_path).resolve()
+    spec = load_spec(spec_file)
+    run_id = run_id or new_run_id(f"{spec.name}-train")
+    params = {"objectives": objectives, "folds": folds, "attribute": attribute,
+              **{k: (list(v) if isinstance(v, tuple) else v) for k, v in config.__dict__.items()}}
+    with Warehouse(warehouse) as wh:
+        wh.start_run(run_id, spec.name, spec.digest(), code_version(), {"train": params})
+        try:
+            ref = stage(spec, spec_file.parent, wh, Path(lake), progress=progress)
+            data = AuditData(spec, wh.staged(ref.version), ref.categories)
+            attribute, X, merit, y, a = _inputs(spec, data, attribute)
+            progress(f"training on {len(y):,} records ({attribute}: {int(a.sum()):,} protected), "
+                     f"{len(spec.model.features)} inputs, F = {spec.engines.cec.merit_features(spec)}")
+            t0 = time.perf_counter()
+            rows = cross_validate(X, merit, y, a, list(spec.model.features), objectives, folds, config,
+                                  progress=lambda e: progress(_epoch_line(e)))
+            paths, model = {}, None
+            out = Path(out_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            for objective in objectives:
+                cfg = config.for_objective(objective)
+                model = train(X, y, a, make_pairs(X, merit, y, a), list(spec.model.features), cfg,
+                              lambda e, o=objective: progress(_epoch_line({"objective": o, "fold": "all", **e})))
+                path = out / f"{spec.name}_{objective}.pt"
+                model.save(path)
+                paths[objective] = str(path)
+            table = training_table(rows, attribute, config.epochs, paths)
+            counts = wh.write_results(run_id, {"cec_training": (TRAINING, table)})
+            with wh.transaction():
+                wh.record_engine(run_id, "train", "succeeded", round(time.perf_counter() - t0, 3),
+                                 len(rows), counts, None)
+                wh.finish_run(run_id, "succeeded", ref.version, ref.fingerprint, model_fingerprint(model))
+        except BaseException as exc:
+            with wh.transaction():
+                wh.finish_run(run_id, "failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        wh.create_views()
+    return run_id, table
+
+
+def _epoch_line(e: dict) -> str:
+    fold = e["fold"] if e["fold"] == "all" else f"{e['fold']}/{e['folds']}"
+    return (f"[{e['objective']} fold {fold}] epoch {e['epoch']:>3}/{e['epochs']}: loss {e['loss']:.4f} "
+            f"(bce {e['bce']:.4f}, eo {e['eo']:.4f}, cec {e['cec']:.4f}) {e['seconds']:.2f} s")

@@ -1,0 +1,66 @@
+-- The warehouse's fixed tables (DESIGN.md, "Warehouse contract"). Idempotent.
+CREATE SCHEMA IF NOT EXISTS audit;
+CREATE SCHEMA IF NOT EXISTS staging;
+
+-- One row per staged dataset version: a validated, immutable copy of a source under a spec.
+CREATE TABLE IF NOT EXISTS audit.datasets (
+    dataset_version    VARCHAR PRIMARY KEY,  -- sha256(spec columns + source fingerprint), 16 hex
+    spec_name          VARCHAR NOT NULL,
+    source_kind        VARCHAR NOT NULL,
+    source_fingerprint VARCHAR NOT NULL,     -- "<rows>:<order-independent content hash>"
+    rows_read          BIGINT  NOT NULL,
+    rows_staged        BIGINT  NOT NULL,
+    rows_quarantined   BIGINT  NOT NULL,
+    rows_out_of_scope  BIGINT  NOT NULL,     -- e.g. withdrawn applications (decision.out_of_scope)
+    staged_table       VARCHAR NOT NULL,     -- staging.d_<dataset_version>
+    lake_path          VARCHAR,              -- hive-partitioned Parquet copy
+    categories         JSON,                 -- inferred category lists per categorical feature
+    created_at         TIMESTAMP NOT NULL
+);
+
+-- What identifies a source without reading it (files: path, size, modification time; built-in
+-- generators: name, rows, seed, code), and the hash of the record contract it was staged under.
+ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS source_stamp VARCHAR;
+ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS contract_hash VARCHAR;
+
+-- Rows that failed validation, one per bad row, with the first failing field and why.
+CREATE TABLE IF NOT EXISTS audit.quarantine (
+    dataset_version VARCHAR NOT NULL,
+    source_row      BIGINT,                  -- 0-based row number in the source
+    record_id       VARCHAR,
+    field           VARCHAR NOT NULL,
+    value           VARCHAR,
+    reason          VARCHAR NOT NULL
+);
+
+-- One row per audit run.
+CREATE TABLE IF NOT EXISTS audit.runs (
+    run_id             VARCHAR PRIMARY KEY,
+    spec_name          VARCHAR NOT NULL,
+    spec_hash          VARCHAR NOT NULL,
+    dataset_version    VARCHAR,
+    source_fingerprint VARCHAR,
+    code_version       VARCHAR NOT NULL,
+    model_fingerprint  VARCHAR,
+    parameters         JSON NOT NULL,        -- the validated spec's engines section
+    started_at         TIMESTAMP NOT NULL,
+    finished_at        TIMESTAMP,
+    status             VARCHAR NOT NULL,     -- running | succeeded | partial | failed | abandoned
+    error              VARCHAR
+);
+-- The process running a run (a run whose process is gone is marked abandoned by the next writer).
+ALTER TABLE audit.runs ADD COLUMN IF NOT EXISTS host VARCHAR;
+ALTER TABLE audit.runs ADD COLUMN IF NOT EXISTS pid INTEGER;
+ALTER TABLE audit.runs ADD COLUMN IF NOT EXISTS pid_started DOUBLE;
+
+-- Status per engine per run.
+CREATE TABLE IF NOT EXISTS audit.run_engines (
+    run_id      VARCHAR NOT NULL,
+    engine      VARCHAR NOT NULL,
+    status      VARCHAR NOT NULL,            -- succeeded | failed
+    seconds     DOUBLE,
+    pieces      INTEGER,
+    tables      JSON,                        -- {table name: rows written}
+    error       VARCHAR,
+    PRIMARY KEY (run_id, engine)
+);

@@ -1,0 +1,59 @@
+-- Outcome findings: each group against its reference (DI with its log-method interval, the
+-- adjusted two-proportion test, the four-fifths rule both ways, or "too small to judge"), and
+-- a reference group under four fifths of the highest-rate group (the EEOC reading).
+CREATE OR REPLACE VIEW audit.findings_outcome AS
+SELECT g.run_id, 'outcome' AS engine, g.attribute, g.group_name,
+       CASE WHEN g.verdict = 'too small to judge' THEN 'too small to judge'
+            ELSE 'disparate impact' END AS finding,
+       true AS headline,
+       coalesce(g.verdict IN ('adverse impact', 'significant difference'), false) AS flagged,
+       'di_ratio' AS measure, g.di_ratio AS value, g.di_ci_low AS ci_low, g.di_ci_high AS ci_high,
+       g.confidence, g.spd_p_adjusted AS p_value, g.significant,
+       CASE WHEN g.spd < 0 THEN g.shortfall ELSE 0 END AS individuals,
+       'outcome_gaps' AS cases_table,
+       coalesce(CASE
+         WHEN g.verdict = 'too small to judge' THEN printf(
+           '%s has %s members against %s in %s: too small to judge (favourable rate %s, DI %s).',
+           audit.group_label(g.attribute, g.group_name), audit.num(g.n_group), audit.num(g.n_reference),
+           audit.group_label(g.attribute, g.reference_group), audit.pct(g.favourable_rate),
+           coalesce(printf('%.2f', g.di_ratio), 'n/a'))
+         WHEN g.di_ratio IS NULL THEN printf('%s: the disparate impact ratio is undefined (%s).',
+           audit.group_label(g.attribute, g.group_name), coalesce(g.note, 'no favourable reference decisions'))
+         ELSE printf(
+           '%s received favourable decisions at %s against %s for %s: disparate impact ratio %.2f '
+           '(%.0f%% CI %s to %s)%s; the difference is %s (%s, %s-adjusted)%s.',
+           audit.group_label(g.attribute, g.group_name), audit.pct(g.favourable_rate),
+           audit.pct(g.reference_rate), audit.group_label(g.attribute, g.reference_group), g.di_ratio,
+           100 * g.confidence, coalesce(printf('%.2f', g.di_ci_low), 'n/a'),
+           coalesce(printf('%.2f', g.di_ci_high), 'n/a'),
+           CASE WHEN g.four_fifths_violation AND g.four_fifths_vs_highest
+                  THEN ', under four fifths of the reference''s rate and of the highest group''s'
+                WHEN g.four_fifths_violation THEN ', under four fifths of the reference''s rate'
+                WHEN g.four_fifths_vs_highest THEN printf(', under four fifths of the highest rate (%s)',
+                  audit.group_label(g.attribute, g.highest_group))
+                ELSE '' END,
+           CASE WHEN g.significant THEN 'significant' ELSE 'not significant' END,
+           audit.pval(g.spd_p_adjusted), g.correction,
+           CASE WHEN g.spd < 0 AND g.shortfall > 0 THEN printf(
+                  '; about %s of its %s members would have had a favourable decision at the reference''s rate',
+                  audit.num(g.shortfall), audit.num(g.n_group)) ELSE '' END)
+       END, printf('%s: disparate impact ratio %s against %s (written before intervals and '
+                   'corrections were recorded).', audit.group_label(g.attribute, g.group_name),
+                   coalesce(printf('%.2f', g.di_ratio), 'n/a'), audit.group_label(g.attribute, g.reference_group))
+       ) AS statement
+FROM audit.outcome_gaps g
+UNION ALL
+SELECT m.run_id, 'outcome', m.attribute, m.group_name, 'four-fifths of the highest rate', true, true,
+       'ratio_to_highest', m.ratio_to_highest, NULL, NULL, NULL, NULL, NULL,
+       CAST(greatest(0, round(m.n * h.favourable_rate) - m.n_favourable) AS BIGINT), 'outcome_metrics',
+       printf('%s (the reference) received favourable decisions at %s, under four fifths of the '
+              'highest rate, %s for %s (ratio %.2f); about %s of its %s members would have had a '
+              'favourable decision at that rate.',
+              audit.group_label(m.attribute, m.group_name), audit.pct(m.favourable_rate),
+              audit.pct(h.favourable_rate), audit.group_label(m.attribute, m.highest_group),
+              m.ratio_to_highest, audit.num(greatest(0, round(m.n * h.favourable_rate) - m.n_favourable)),
+              audit.num(m.n))
+FROM audit.outcome_metrics m
+JOIN audit.outcome_metrics h
+  ON h.run_id = m.run_id AND h.attribute = m.attribute AND h.group_name = m.highest_group
+WHERE m.is_reference AND m.four_fifths_vs_highest;

@@ -1,0 +1,87 @@
+"""aequum.audit(frame, spec): the CLI's audit of an in-memory frame, in-process (issue 17)."""
+from __future__ import annotations
+
+import copy
+
+import polars as pl
+import pyarrow as pa
+import pytest
+import yaml
+
+import aequum
+from aequum.engines.core.spec import SpecError
+from aequum.engines.core.validation import SourceSchemaError
+from aequum.engines.generators.loan import iter_loan_batches
+from conftest import REPO
+
+LOAN = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
+
+
+def loan_frame(rows: int = 300) -> pa.Table:
+    return pa.Table.from_batches(list(iter_loan_batches(rows, 0, rows)))
+
+
+def notebook_spec(engines: list[str]) -> dict:
+    raw = copy.deepcopy(LOAN)
+    del raw["source"]
+    raw["source"] = {"id_column": "id"}
+    raw["engines"] = {"run": engines, "cst": {"k": [5, 10]}, "fgce": {"epsilon": 0.2},
+                      "raguel": {"sweep_tolerances": [0.5]}}
+    return raw
+
+
+@pytest.mark.prefect
+def test_notebook_tables_equal_the_cli_audit(prefect_server, tmp_path):
+    """The same engines and the same tables as `aequum audit` (the flow), row for row."""
+    from aequum.flows.audit import audit_flow
+    from aequum.flows.warehouse import Warehouse
+
+    engines = ["outcome", "cst", "raguel", "fgce"]
+    frame = loan_frame()
+    tables = aequum.audit(pl.from_arrow(frame), notebook_spec(engines), say=None)
+    raw = notebook_spec(engines)
+    pq_path = tmp_path / "loan.parquet"
+    import pyarrow.parquet as pq
+
+    pq.write_table(frame, pq_path)
+    raw["source"] = {"kind": "parquet", "path": str(pq_path), "id_column": "id"}
+    raw["name"] = "loan"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    audit_flow(str(tmp_path / "s.yaml"), warehouse=str(tmp_path / "wh.duckdb"), lake=str(tmp_path / "lake"),
+               run_id="r")
+    with Warehouse(tmp_path / "wh.duckdb", read_only=True) as wh:
+        written = set(wh.query("run_tables")["table_name"].to_pylist()) - {"run_engines"}
+        assert set(tables) - {"quarantine"} == written
+        for name in written:
+            cli = pl.from_arrow(wh.result(name, "r")).drop("run_id")
+            timed = [c for c in ("seconds",) if c in cli.columns]  # wall time of the step itself
+            assert cli.drop(timed).equals(tables[name].drop(timed)), name
+    assert tables["cst_summary"].height > 0 and tables["quarantine"].height == 0
+
+
+def test_frames_of_every_kind_and_a_spec_file(tmp_path):
+    frame = loan_frame(200)
+    by_arrow = aequum.audit(frame, notebook_spec(["outcome"]), say=None)
+    by_polars = aequum.audit(pl.from_arrow(frame), notebook_spec(["outcome"]), say=None)
+    assert by_arrow["outcome_gaps"].equals(by_polars["outcome_gaps"])
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump(notebook_spec(["outcome"])))
+    by_file = aequum.audit(frame.to_batches()[0], spec, say=None)
+    assert by_file["outcome_gaps"].equals(by_arrow["outcome_gaps"])
+    messages = []
+    aequum.audit(frame, notebook_spec(["outcome"]), say=messages.append)
+    assert any("staged 200 rows" in m for m in messages)
+
+
+def test_bad_input_is_named():
+    frame = loan_frame(50)
+    with pytest.raises(TypeError, match="pandas or polars DataFrame or an Arrow table"):
+        aequum.audit([[1, 2]], notebook_spec(["outcome"]))
+    with pytest.raises(SourceSchemaError, match="'AccountBalance'"):
+        aequum.audit(frame.drop(["AccountBalance"]), notebook_spec(["outcome"]), say=None)
+    with pytest.raises(SpecError, match="engines.run"):
+        aequum.audit(frame, notebook_spec(["nosuch"]), say=None)
+    bad = frame.set_column(frame.schema.get_field_index("Gender"), "Gender",
+                           pa.array(["x"] * 50))
+    with pytest.raises(Exception, match="failed validation"):
+        aequum.audit(bad, notebook_spec(["outcome"]), say=None)

@@ -1,0 +1,50 @@
+"""Installing aequum adds one top-level package, `aequum`, never `engines` or `flows`
+(issue 17), and the notebook API `aequum.audit` is the CLI's audit in-process."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+import zipfile
+
+from conftest import REPO
+
+IMPORT_TOP_LEVEL = re.compile(r"^\s*(from|import)\s+(engines|flows)\b", re.M)
+
+
+def test_the_package_list_covers_every_folder_of_code():
+    conf = tomllib.loads((REPO / "pyproject.toml").read_text())
+    listed = set(conf["tool"]["setuptools"]["packages"])
+    found = {"aequum"} | {"aequum." + ".".join(p.parent.relative_to(REPO).parts)
+                          for top in ("engines", "flows") for p in (REPO / top).rglob("__init__.py")}
+    assert listed == found
+    assert conf["tool"]["setuptools"]["package-dir"] == {"aequum": "."}
+    assert conf["project"]["scripts"]["aequum"] == "aequum.flows.cli:main"
+
+
+def test_no_code_imports_a_top_level_engines_or_flows():
+    offenders = [str(p.relative_to(REPO)) for top in ("engines", "flows", "tests")
+                 for p in (REPO / top).rglob("*.py") if IMPORT_TOP_LEVEL.search(p.read_text())]
+    assert offenders == []
+
+
+def test_an_installed_aequum_claims_no_other_top_level_name(tmp_path):
+    """From a folder outside the checkout: `aequum` imports (with `aequum.audit`), while
+    `engines` and `flows` are not importable at all."""
+    code = ("import importlib.util, aequum; assert callable(aequum.audit); "
+            "print(importlib.util.find_spec('engines'), importlib.util.find_spec('flows'))")
+    out = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "None None"
+
+
+def test_the_wheel_holds_only_aequum_with_its_sql(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path), str(REPO)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("aequum-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.startswith("aequum-")}
+    assert tops == {"aequum"}
+    assert "aequum/sql/schema.sql" in names and "aequum/sql/views/findings.sql" in names
+    assert "aequum/engines/core/spec.py" in names and "aequum/flows/cli.py" in names
