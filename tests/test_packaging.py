@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -40,8 +41,14 @@ def test_an_installed_aequum_claims_no_other_top_level_name(tmp_path):
 
 
 def test_the_wheel_holds_only_aequum_with_its_sql(tmp_path):
+    """Built from a copy of the package's files (a build in place would leave build/ behind)."""
+    src = tmp_path / "src"
+    for name in ("engines", "flows", "sql"):
+        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("__init__.py", "pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path), str(REPO)], check=True, capture_output=True)
+                    "-w", str(tmp_path), str(src)], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("aequum-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.startswith("aequum-")}
