@@ -50,6 +50,12 @@ class Engine(Protocol):
     def combine(self, state: Any, parts: Sequence[Tables]) -> Tables: ...
 
 
+def chunks(lengths: Sequence[int], size: int) -> list[tuple[int, int, int]]:
+    """Pieces ``(unit, start, stop)`` that cut each unit of work (a test, a partition, a batch of
+    inputs) of the given length into consecutive chunks of at most ``size`` items."""
+    return [(u, s, min(s + size, n)) for u, n in enumerate(lengths) for s in range(0, n, size)]
+
+
 def concat_parts(parts: Sequence[Tables], schemas: Mapping[str, pa.Schema]) -> Tables:
     """Concatenate the same-named tables of every piece (the common ``combine``)."""
     out: Tables = {}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.matching.attributions import attribute_pairs, normalise, score_function
 from aequum.engines.matching.cec_matching import Matches, baselines, match, standardise
 from aequum.engines.matching.cec_params import CECParams
@@ -123,9 +123,7 @@ class CECEngine:
                      partition_by, notes, params, data.model)
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
-        size = state.params.chunk_size
-        return [(u, s, min(s + size, len(unit.matches)))
-                for u, unit in enumerate(state.units) for s in range(0, len(unit.matches), size)]
+        return chunks([len(unit.matches) for unit in state.units], state.params.chunk_size)
 
     def run_piece(self, state: State, piece: tuple[int, int, int]) -> Tables:
         u, s, e = piece

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aequum.engines.core.data import AuditData
-from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.matching.params import CSTParams
 from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
 from aequum.engines.matching.situation_testing import (CLAIMS, EVIDENCE, SUMMARY, claims, evidence,
@@ -220,9 +220,7 @@ class CSTEngine:
         return State(np.asarray(data.ids), data.decision, tests, params)
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
-        size = state.params.chunk_size
-        return [(t, s, min(s + size, len(test.complainants)))
-                for t, test in enumerate(state.tests) for s in range(0, len(test.complainants), size)]
+        return chunks([len(test.complainants) for test in state.tests], state.params.chunk_size)
 
     def run_piece(self, state: State, piece: tuple[int, int, int]) -> Tables:
         t, s, e = piece

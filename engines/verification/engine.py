@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.verification import bounds as bnd
 from aequum.engines.verification.box import BoxSpec
 from aequum.engines.verification.lp import new_highs
@@ -141,9 +141,7 @@ class PBAEngine:
         return State(net, X, ids, truth.astype(np.int8), units, params)
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
-        size = state.params.batch_size
-        return [(u, s, min(s + size, len(unit.rows)))
-                for u, unit in enumerate(state.units) for s in range(0, len(unit.rows), size)]
+        return chunks([len(unit.rows) for unit in state.units], state.params.batch_size)
 
     def run_piece(self, state: State, piece: tuple[int, int, int]) -> Tables:
         u, s, e = piece
