@@ -30,6 +30,7 @@ from aequum.engines.core.model_quality import QUALITY, degenerate, model_quality
 from aequum.engines.core.models import ModelError
 from aequum.engines.core.spec import AuditSpec, SpecError, load_spec
 from aequum.engines.registry import ENGINES, engine_params, get_engine
+from aequum.flows.counterfactuals import load_counterfactuals
 from aequum.flows.staging import DEFAULT_LAKE, DatasetRef, stage
 from aequum.flows.versioning import code_version
 from aequum.flows.warehouse import DEFAULT_WAREHOUSE, Warehouse, WarehouseError
@@ -98,7 +99,7 @@ def assess_model(spec: AuditSpec, table: pa.Table, categories: dict, model, say)
 
 
 def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
-                      counterfactuals: pa.Table | None, client=None) -> EngineOutcome:
+                      counterfactuals: dict[str, pa.Table] | None, client=None) -> EngineOutcome:
     """Run one engine over a staged dataset version; pieces fan out on ``client`` if given."""
     engine = get_engine(name)
     t0 = time.perf_counter()
@@ -120,7 +121,7 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
 
 @task(name="engine", cache_policy=NO_CACHE, retries=0)
 def engine_task(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
-                counterfactuals: pa.Table | None) -> EngineOutcome:
+                counterfactuals: dict[str, pa.Table] | None) -> EngineOutcome:
     """One engine as a Prefect task; failures come back as a failed outcome, not an exception."""
     from distributed import get_worker, worker_client
 
@@ -143,13 +144,6 @@ def engine_task(name: str, spec: AuditSpec, lake_path: str, categories: dict, mo
 def new_run_id(spec_name: str) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return f"{spec_name}-{stamp}-{uuid.uuid4().hex[:6]}"
-
-
-def load_counterfactuals(spec: AuditSpec, spec_dir: Path, data_table: pa.Table) -> dict[str, pa.Table] | None:
-    """The user-supplied counterfactual tables, aligned row by row with the staged records."""
-    from aequum.flows.counterfactuals import load_counterfactuals as load
-
-    return load(spec, spec_dir, data_table)
 
 
 def preflight(spec_path: str | Path, engines: list[str] | None = None) -> AuditSpec:

@@ -236,7 +236,7 @@ def test_supplied_counterfactual_table_equals_the_fitted_scm():
 
 
 def test_counterfactual_table_is_aligned_by_id(tmp_path):
-    from aequum.flows.audit import load_counterfactuals
+    from aequum.flows.counterfactuals import load_counterfactuals
 
     data = world("affected", n=50)
     ids = data.table["_id"].to_pylist()

@@ -142,7 +142,7 @@ def _with_cf(spec, **table):
 
 @pytest.mark.parametrize("form", ["write.table", "write.csv"])
 def test_r_written_counterfactual_table_is_read_as_it_is(tmp_path, form):
-    from aequum.flows.audit import load_counterfactuals
+    from aequum.flows.counterfactuals import load_counterfactuals
 
     spec, table = _small_world()
     n = table.num_rows
@@ -158,7 +158,7 @@ def test_r_written_counterfactual_table_is_read_as_it_is(tmp_path, form):
 
 
 def test_counterfactual_table_without_ids_aligns_by_position(tmp_path):
-    from aequum.flows.audit import load_counterfactuals
+    from aequum.flows.counterfactuals import load_counterfactuals
 
     spec, table = _small_world()
     (tmp_path / "cf.csv").write_text("x1,x2\n" + "".join(f"{r},{-r}\n" for r in range(table.num_rows)))
@@ -174,7 +174,7 @@ def test_counterfactual_table_without_ids_aligns_by_position(tmp_path):
     ('"x1"|"x2"\n"1"|1|2\n', {}, r"scm.counterfactuals lacks 11 of the staged records"),
 ])
 def test_counterfactual_table_problems_are_one_line(tmp_path, text, table_args, message):
-    from aequum.flows.audit import load_counterfactuals
+    from aequum.flows.counterfactuals import load_counterfactuals
 
     spec, table = _small_world()
     (tmp_path / "cf.csv").write_text(text)
@@ -343,7 +343,7 @@ def test_law_school_on_the_authors_tables_reproduces_table_4_and_cf(tmp_path):
     ST (and gender's CST at k = 15..50) depend on how the 89% tied distances are broken, which
     the reference leaves to its sort; aequum breaks them by record id."""
     from aequum.engines.core.spec import load_spec
-    from aequum.flows.audit import load_counterfactuals
+    from aequum.flows.counterfactuals import load_counterfactuals
 
     shared_file(*CST_DATA, "counterfactuals", "cf_LawSchool_lev3_doWhite.csv")
     path = REPO / "data" / "specs" / "law_school_reference.yaml"
