@@ -53,7 +53,8 @@ def cec_section(run: Run, sec: Section) -> None:
         sec.add(table([{"group": r["group"], "records": r["records"], "matched": r["matched"],
                         "coverage": r["coverage"], "median match distance": r["distance_median"],
                         "CEC": r["cec"], "PFR": r["pfr"], "regime B": r["regime_b"],
-                        "IG completeness (max error)": r["completeness_max_error"], "note": r["note"]}
+                        "IG completeness error, mean": r["completeness_mean_error"],
+                        "worst": r["completeness_max_error"], "note": r["note"]}
                        for r in rows]))
         top = sorted((f for f in features if f["attribute"] == attribute and f["group"] == "all"),
                      key=lambda f: f["rank"])[:10]
