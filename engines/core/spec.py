@@ -467,6 +467,15 @@ class AuditSpec(_Model):
     def feature_names(self) -> list[str]:
         return [f.name for f in self.features]
 
+    def check_attribute_names(self, field: str, *groups) -> None:
+        """For params models' ``check_spec``: fail naming ``field`` when one of ``groups`` (lists
+        of attribute names, e.g. intersections) names an attribute that is not protected."""
+        names = [p.name for p in self.protected]
+        for group in groups:
+            unknown = [a for a in group if a not in names]
+            if unknown:
+                raise ValueError(f"{field}: {unknown} are not protected attribute names {names}")
+
     def feature(self, name: str) -> Feature:
         for f in self.features:
             if f.name == name:

@@ -54,11 +54,7 @@ class CECParams(BaseModel):
 
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
-        names = [p.name for p in spec.protected]
-        for group in self.intersections:
-            unknown = [a for a in group if a not in names]
-            if unknown:
-                raise ValueError(f"engines.cec.intersections: {unknown} are not protected attribute names {names}")
+        spec.check_attribute_names("engines.cec.intersections", *self.intersections)
         if self.features is not None:
             unknown = [f for f in self.features if f not in spec.feature_names]
             if unknown:

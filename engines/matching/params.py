@@ -51,14 +51,8 @@ class CSTParams(BaseModel):
 
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
-        names = [p.name for p in spec.protected]
-        for group in self.intersections:
-            unknown = [a for a in group if a not in names]
-            if unknown:
-                raise ValueError(f"engines.cst.intersections: {unknown} are not protected attribute names {names}")
-        unknown = [a for a in self.protected_in_distance if a not in names]
-        if unknown:
-            raise ValueError(f"engines.cst.protected_in_distance: {unknown} are not protected attribute names {names}")
+        spec.check_attribute_names("engines.cst.intersections", *self.intersections)
+        spec.check_attribute_names("engines.cst.protected_in_distance", self.protected_in_distance)
         if self.features is not None:
             unknown = [f for f in self.features if f not in spec.feature_names]
             if unknown:
@@ -67,7 +61,8 @@ class CSTParams(BaseModel):
             raise ValueError("engines.run includes 'cst', which needs an `scm` section")
         if running and isinstance(spec.scm.counterfactuals, dict) and not spec.scm.equations:
             given = {frozenset(key.split("&")) for key in spec.scm.counterfactuals}
-            lacking = ["&".join(u) for u in [[a] for a in names] + self.intersections if frozenset(u) not in given]
+            units = [[p.name] for p in spec.protected] + self.intersections
+            lacking = ["&".join(u) for u in units if frozenset(u) not in given]
             if lacking:
                 raise ValueError(f"engines.cst tests {lacking}, which have no table in scm.counterfactuals "
                                  "and no scm.equations to compute one")

@@ -57,12 +57,8 @@ class PBAParams(BaseModel):
 
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
-        names = [p.name for p in spec.protected]
-        for where, group in [("attributes", self.attributes or [])] + [
-                ("intersections", g) for g in self.intersections]:
-            unknown = [a for a in group if a not in names]
-            if unknown:
-                raise ValueError(f"engines.pba.{where}: {unknown} are not protected attribute names {names}")
+        spec.check_attribute_names("engines.pba.attributes", self.attributes or [])
+        spec.check_attribute_names("engines.pba.intersections", *self.intersections)
         for f in spec.features:
             if f.perturbation is not None and f.type != "numeric":
                 raise ValueError(f"features: {f.name!r} is {f.type}; a `perturbation` unit applies to "
@@ -78,7 +74,7 @@ class PBAParams(BaseModel):
                 raise ValueError(f"engines.pba: protected attribute(s) {missing} are not model inputs; "
                                  "PBA flips the attribute the model sees (add it to model.features)")
         if not self.flipped_units(spec):
-            raise ValueError(f"engines.pba: no protected attribute {names} is a model input; "
+            raise ValueError(f"engines.pba: no protected attribute {[p.name for p in spec.protected]} is a model input; "
                              "PBA flips the attribute the model sees (add it to model.features)")
         moving = [f for f in spec.model.features if f in spec.feature_names
                   and spec.feature(f).perturbation]
