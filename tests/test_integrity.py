@@ -413,3 +413,41 @@ def test_an_unchanged_source_is_reused_without_reading_it(tmp_path, warehouse, m
     raw["features"][0]["range"] = [0, 10_000]  # another record contract: staged anew
     other = stage(parse_spec(raw), tmp_path, warehouse, tmp_path / "lake")
     assert reads == [1, 1, 1] and other.version != first.version
+
+
+def test_k_larger_than_a_group_is_found_before_prefect(tmp_path, capsys, no_prefect):
+    """Issue 13: engine parameters that need groups of some size (CST's k) are checked against
+    the source's groups before Prefect starts, naming the parameter, group and sizes."""
+    csv = tmp_path / "loan.csv"
+    assert main(["generate", "loan", "--rows", "300", "--format", "csv", "--out", str(csv)]) == 0
+    raw = copy.deepcopy(LOAN)
+    raw["source"] = {"kind": "csv", "path": str(csv), "id_column": "id"}
+    raw["engines"] = {"run": ["outcome", "cst"], "cst": {"k": [15, 500]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    capsys.readouterr()
+    code = main(["audit", "--spec", str(tmp_path / "s.yaml"), "--warehouse", str(tmp_path / "wh.duckdb")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "engines.cst.k needs at least 501 members in the protected group of 'gender'; the source has" in err
+    assert not (tmp_path / "wh.duckdb").exists()
+    # --engines without cst: nothing to check
+    raw["engines"]["run"] = ["outcome"]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    from aequum.flows.audit import preflight
+
+    assert preflight(tmp_path / "s.yaml").name == "loan"
+
+
+def test_group_sizes_stop_reading_once_every_group_is_large_enough():
+    """A large source costs one batch: counting stops when every unit has what it needs."""
+    from aequum.engines.core.validation import group_sizes
+
+    spec = parse_spec({**copy.deepcopy(LOAN), "engines": {"run": ["outcome"]}})
+    batch = pa.table({"Gender": pa.array([1, 0, 0, 1, 0] * 20)})
+
+    def stream():
+        yield batch
+        raise AssertionError("read past the first batch")
+
+    assert group_sizes(stream(), spec, [["gender"]], {"gender": (30, 50)}) == {"gender": (40, 60)}
+    assert group_sizes(iter([batch, batch]), spec, [["gender"]], {"gender": (50, 50)}) == {"gender": (80, 120)}

@@ -104,6 +104,35 @@ def _feature_checks(f: Feature, dtype: pl.DataType) -> tuple[pl.Expr, list[Check
     return pl.when(missing).then(None).otherwise(text).alias(f.name), checks
 
 
+def _group(p, schema) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """Membership of a protected attribute's protected and reference values, and the group
+    column they give (1 protected, 0 reference, null neither)."""
+    in_p = _membership(p.column, schema[p.column], p.protected_values)
+    in_r = _membership(p.column, schema[p.column], p.reference_values)
+    group = (pl.when(in_p).then(pl.lit(1, pl.Int8)).when(in_r).then(pl.lit(0, pl.Int8))
+             .otherwise(pl.lit(None, pl.Int8)).alias(group_column(p.name)))
+    return in_p, in_r, group
+
+
+def group_sizes(batches, spec: AuditSpec, units: list[list[str]], wanted: dict[str, tuple[int, int]]
+                ) -> dict[str, tuple[int, int]]:
+    """Protected and reference members of each unit (an attribute or an intersection, named
+    ``a&b``) in a stream of source batches, read only until every unit has the sizes ``wanted``
+    (so a large source costs one batch). Counted before validation: rows that staging will
+    quarantine are included."""
+    counts = {"&".join(u): [0, 0] for u in units}
+    for batch in batches:
+        df = pl.from_arrow(batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))
+        g = df.select([_group(p, df.schema)[2] for p in spec.protected])
+        for u in units:
+            cols = [g[group_column(a)] for a in u]
+            counts["&".join(u)][0] += int(np.logical_and.reduce([(c == 1).fill_null(False).to_numpy() for c in cols]).sum())
+            counts["&".join(u)][1] += int(np.logical_and.reduce([(c == 0).fill_null(False).to_numpy() for c in cols]).sum())
+        if all(counts[k][0] >= need[0] and counts[k][1] >= need[1] for k, need in wanted.items()):
+            break
+    return {k: (v[0], v[1]) for k, v in counts.items()}
+
+
 def _content_hash(df: pl.DataFrame, positional_ids: bool, row_offset: int) -> int:
     """Sum of row hashes (mod 2^64): independent of row order when records carry their own id,
     but with row numbers as ids (``id_column: null``) each row's position is hashed with it,
@@ -134,10 +163,8 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
     derived: list[pl.Expr] = [id_text.alias(ID), pl.col("_src_row").alias(ROW)]
 
     for p in spec.protected:
-        in_p = _membership(p.column, schema[p.column], p.protected_values)
-        in_r = _membership(p.column, schema[p.column], p.reference_values)
-        derived.append(pl.when(in_p).then(pl.lit(1, pl.Int8)).when(in_r).then(pl.lit(0, pl.Int8))
-                       .otherwise(pl.lit(None, pl.Int8)).alias(group_column(p.name)))
+        in_p, in_r, group = _group(p, schema)
+        derived.append(group)
         checks.append(Check(p.column, pl.col(p.column).is_null(), "missing protected attribute"))
         if p.unmapped == "reject":
             checks.append(Check(p.column, ~in_p & ~in_r,

@@ -1,7 +1,7 @@
 """Parameters of the CST engine (counterfactual situation testing, seed 003), with defaults."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -48,6 +48,15 @@ class CSTParams(BaseModel):
         if not v or any(k < 1 for k in v):
             raise ValueError(f"k must be a non-empty list of positive sizes, got {v}")
         return sorted(set(v))
+
+    group_size_field: ClassVar[str] = "k"  # the parameter min_group_sizes follows from
+
+    def min_group_sizes(self, spec) -> dict[str, tuple[int, int]]:
+        """Members each tested unit needs (protected, reference): the complainant and its k
+        nearest others in the protected group, k in the reference group (the largest k)."""
+        kmax = max(self.k)
+        units = [[p.name] for p in spec.protected] + [list(g) for g in self.intersections]
+        return {"&".join(u): (kmax + 1, kmax) for u in units}
 
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
