@@ -98,19 +98,44 @@ def assess_model(spec: AuditSpec, table: pa.Table, categories: dict, model, say)
     return quality, problem
 
 
+class Progress:
+    """``engine NAME: i/n pieces`` lines, at most every ``every`` seconds and at the end."""
+
+    def __init__(self, name: str, say, every: float = 10.0):
+        self.name, self.say, self.every = name, say, every
+        self.last = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if done == total or now - self.last >= self.every:
+            self.say(f"engine {self.name}: {done}/{total} pieces done")
+            self.last = now
+
+
 def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
-                      counterfactuals: dict[str, pa.Table] | None, client=None) -> EngineOutcome:
-    """Run one engine over a staged dataset version; pieces fan out on ``client`` if given."""
+                      counterfactuals: dict[str, pa.Table] | None, client=None, say=None) -> EngineOutcome:
+    """Run one engine over a staged dataset version; pieces fan out on ``client`` if given.
+    ``say`` receives the pieces' progress."""
     engine = get_engine(name)
     t0 = time.perf_counter()
     data = AuditData(spec, load_lake(lake_path), categories, model, counterfactuals)
     state = engine.prepare(data, engine_params(spec, name))
+    progress = Progress(name, say or (lambda _message: None))
 
     def run_pieces(st, pieces):
         if client is None or len(pieces) < 2:
-            return [engine.run_piece(st, p) for p in pieces]
+            parts = []
+            for p in pieces:
+                parts.append(engine.run_piece(st, p))
+                progress(len(parts), len(pieces))
+            return parts
+        from distributed import as_completed
+
         state_f = client.scatter(st, broadcast=True)
-        return client.gather([client.submit(engine.run_piece, state_f, p, pure=False) for p in pieces])
+        futures = [client.submit(engine.run_piece, state_f, p, pure=False) for p in pieces]
+        for done, _ in enumerate(as_completed(futures), start=1):
+            progress(done, len(futures))
+        return client.gather(futures)  # in piece order, whatever order they finished in
 
     state, parts, n_pieces = run_rounds(engine, state, run_pieces)
     out = engine.combine(state, parts)
@@ -127,14 +152,15 @@ def engine_task(name: str, spec: AuditSpec, lake_path: str, categories: dict, mo
 
     t0 = time.perf_counter()
     try:
+        say = get_run_logger().info
         try:
             get_worker()
         except ValueError:  # not on a Dask worker (another task runner): run the pieces here
-            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals)
+            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, say=say)
         # worker_client secedes this task's thread while it waits for its pieces, so the
         # pieces can run on the same workers (no deadlock when every thread holds an engine)
         with worker_client() as client:
-            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, client)
+            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, client, say)
     except Exception as exc:  # an engine failure is recorded, the other engines still land
         detail = f"{type(exc).__name__}: {exc}"
         get_run_logger().error("engine %s failed: %s\n%s", name, detail, traceback.format_exc())
@@ -220,7 +246,12 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
         with Warehouse(warehouse) as wh:
             ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info)
             staged = wh.staged(ref.version)
+        if spec.model is not None and spec.model.kind == "surrogate":
+            logger.info(f"fitting the surrogate model on {staged.num_rows:,} rows")
+        t_fit = time.perf_counter()
         model = fit_model(spec, spec_file.parent, staged, ref.categories)
+        if model is not None:
+            logger.info(f"model ready in {time.perf_counter() - t_fit:.1f} s")
         quality, problem = assess_model(spec, staged, ref.categories, model, logger.info)
         cfs = load_counterfactuals(spec, spec_file.parent, staged)
         del staged
@@ -233,6 +264,8 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
         close_failed_run(warehouse, run_id, ref, f"{type(exc).__name__}: {exc}")
         raise
     extra = {"model_quality": (QUALITY, quality)} if quality is not None else {}
+    rows = sum(t.num_rows for o in outcomes for t in o.tables.values())
+    logger.info(f"writing {rows:,} result rows of {len(outcomes)} engine(s) to {warehouse}")
     write_run(warehouse, run_id, outcomes, ref, model, extra)
     for o in outcomes:
         logger.info("engine %s: %s in %.2f s (%d pieces) %s", o.engine, o.status, o.seconds,

@@ -451,3 +451,18 @@ def test_group_sizes_stop_reading_once_every_group_is_large_enough():
 
     assert group_sizes(stream(), spec, [["gender"]], {"gender": (30, 50)}) == {"gender": (40, 60)}
     assert group_sizes(iter([batch, batch]), spec, [["gender"]], {"gender": (50, 50)}) == {"gender": (80, 120)}
+
+
+def test_engine_pieces_report_their_progress(tmp_path):
+    """Issue 16: a long engine says how many of its pieces are done (here every piece, with a
+    zero interval), serially as on a cluster."""
+    from aequum.flows.audit import Progress
+
+    said = []
+    progress = Progress("cst", said.append, every=3600)
+    for done in range(1, 5):
+        progress(done, 4)
+    assert said == ["engine cst: 4/4 pieces done"]  # nothing between, the end always
+    progress = Progress("cst", said.append, every=0)
+    progress(1, 4)
+    assert said[-1] == "engine cst: 1/4 pieces done"
