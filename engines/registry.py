@@ -18,6 +18,7 @@ ENGINES: dict[str, tuple[str, str]] = {
     "fgce": ("aequum.engines.feasibility.engine:FGCEEngine", "aequum.engines.feasibility.params:FGCEParams"),
     "pba": ("aequum.engines.verification.engine:PBAEngine", "aequum.engines.verification.params:PBAParams"),
     "cec": ("aequum.engines.matching.cec_engine:CECEngine", "aequum.engines.matching.cec_params:CECParams"),
+    "reasons": ("aequum.engines.reasons:ReasonsEngine", "aequum.engines.reasons_params:ReasonsParams"),
 }
 
 

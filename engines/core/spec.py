@@ -128,6 +128,15 @@ class ProtectedAttribute(_Model):
         return self
 
 
+class Reasons(_Model):
+    """Reason codes recorded with unfavourable decisions (e.g. HMDA's denial_reason_1..4) and the
+    feature each code cites, for the reason-consistency engine (``reasons``)."""
+
+    columns: list[str] = Field(min_length=1, description="Columns holding reason codes (text; any may be empty).")
+    codes: dict[str, str] = Field(min_length=1, description="Reason code -> the declared feature it cites "
+                                  "(e.g. '1': debt_to_income_ratio).")
+
+
 class Decision(_Model):
     """The production decision column (ŷ). Values in `favourable` map to 1, others to 0."""
 
@@ -139,6 +148,7 @@ class Decision(_Model):
     out_of_scope: list[Scalar] | None = Field(
         None, description="Rows with these values are not decisions to audit (e.g. HMDA "
         "action_taken 4 withdrawn, 5 incomplete, 6 purchased): skipped and counted, not quarantined.")
+    reasons: Reasons | None = Field(None, description="Reason codes given with the decisions.")
 
     @model_validator(mode="after")
     def _disjoint(self) -> "Decision":
@@ -414,6 +424,14 @@ class AuditSpec(_Model):
         clash = pcols & set(feats)
         if clash:
             raise ValueError(f"features: protected column(s) {sorted(clash)} cannot also be features")
+        if self.decision is not None and self.decision.reasons is not None:
+            unknown = sorted(set(self.decision.reasons.codes.values()) - set(feats))
+            if unknown:
+                raise ValueError(f"decision.reasons.codes: {unknown} are not declared features")
+            others = {self.decision.column, *feats, *pcols, *([self.label.column] if self.label else [])}
+            clash = sorted(set(self.decision.reasons.columns) & others)
+            if clash:
+                raise ValueError(f"decision.reasons.columns: {clash} are already other columns of the spec")
         if self.model is not None:
             unknown = [f for f in self.model.features if f not in feats and f not in pnames]
             if unknown:
@@ -488,6 +506,7 @@ class AuditSpec(_Model):
         cols += [p.column for p in self.protected]
         if self.decision:
             cols.append(self.decision.column)
+            cols += self.decision.reasons.columns if self.decision.reasons else []
         if self.label:
             cols.append(self.label.column)
         cols += self.feature_names

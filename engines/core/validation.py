@@ -183,6 +183,8 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
             checks.append(Check(part.column, ~fav & ~unfav, "neither a favourable nor an unfavourable value"
                                 if out == DECISION else "neither a positive nor a negative value"))
         derived.append(fav.cast(pl.Int8).alias(out))
+    if spec.decision is not None and spec.decision.reasons is not None:
+        derived += [_text(c).alias(c) for c in spec.decision.reasons.columns]  # codes, kept as text
 
     categories: dict[str, set[str]] = {}
     for f in spec.features:
