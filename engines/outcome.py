@@ -26,9 +26,9 @@ from itertools import product
 
 import numpy as np
 import pyarrow as pa
-from scipy.stats import rankdata
 
 from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.core.models import auc
 from aequum.engines.outcome_params import OutcomeParams
 from aequum.engines.outcome_stats import adjust_p_values, ratio_log_interval, wilson_interval
 
@@ -64,16 +64,6 @@ def _div(a: float, b: float) -> float | None:
     return a / b if b else None
 
 
-def auc(score: np.ndarray, label: np.ndarray) -> float | None:
-    """Area under the ROC curve by the Mann–Whitney U statistic (ties count one half)."""
-    pos = label == 1
-    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
-    if n_pos == 0 or n_neg == 0:
-        return None
-    ranks = rankdata(score)
-    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
 def group_metrics(decision: np.ndarray, label: np.ndarray | None, score: np.ndarray | None) -> dict:
     """The per-group row (counts and rates) for the records of one group."""
     n = int(len(decision))
@@ -90,7 +80,7 @@ def group_metrics(decision: np.ndarray, label: np.ndarray | None, score: np.ndar
                    f1=_div(2 * tp, 2 * tp + fp + fn))
         if n and (tp + fn == 0 or fp + tn == 0):
             notes.append("single label class: TPR or FPR undefined")
-        row["auc"] = auc(score, label) if score is not None and n else None
+        row["auc"] = auc(label, score) if score is not None and n else None
     row["note"] = "; ".join(notes) or None
     return row
 

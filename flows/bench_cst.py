@@ -8,19 +8,18 @@
 """
 from __future__ import annotations
 
-import resource
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from aequum.flows.benchmarking import peak_rss_mb
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "data" / "counterfactual-situation-testing" / "data" / "LoanApplication_v2.csv"
 
 
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _stage(spec, spec_dir: Path, tmp: Path):
@@ -134,8 +133,8 @@ def at_scale(rows: int) -> dict:
     joined = claims.join(truth.select(pl.col("id").alias("record_id"), "harmed"), on="record_id")
     print(f"CST k=100 over {rows:,} HMDA rows: generate {gen:.1f} s, stage + surrogate fit {prep:.1f} s, "
           f"CST {secs:.1f} s for {pl.from_arrow(out['cst_claims']).filter(pl.col('method') == 'CST').height:,} "
-          f"complainants x 3 attributes; peak RSS {_peak_mb():,.0f} MB")
-    res = {"rows": rows, "cst_seconds": secs, "peak_rss_mb": _peak_mb(), "race_complainants": n_comp}
+          f"complainants x 3 attributes; peak RSS {peak_rss_mb():,.0f} MB")
+    res = {"rows": rows, "cst_seconds": secs, "peak_rss_mb": peak_rss_mb(), "race_complainants": n_comp}
     # only denied applicants can have been harmed: score the claims of denied complainants
     for method in ("ST", "CST_wo_centres", "CST", "CF"):
         m = joined.filter((pl.col("method") == method) & (pl.col("decision") == 0))

@@ -11,19 +11,18 @@
 """
 from __future__ import annotations
 
-import resource
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from aequum.flows.benchmarking import peak_rss_mb
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "data" / "FGCE"
 
 
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def naive_group(state, attribute: str, value: int) -> tuple[int, int]:
@@ -135,14 +134,14 @@ def adult() -> dict:
           f"FGCE end to end {secs:.1f} s with every piece serial (groups: "
           + ", ".join(f"{a}={'protected' if v else 'reference'} {t:.1f} s" for (a, v), t in groups.items())
           + f"; {len(comps)} component pieces {sum(comps):.1f} s, the largest {max(comps, default=0):.1f} s); "
-          f"peak RSS {_peak_mb():,.0f} MB")
+          f"peak RSS {peak_rss_mb():,.0f} MB")
     for r in out["fgce_graph_stats"].to_pylist():
         print(f"  {r['group_name']:9s} nodes {r['nodes']:6d} edges {r['edges']:9,d} SCCs {r['sccs']:6d} "
               f"WCCs {r['wccs']:5d} factuals {r['factuals']} coverable {r['coverable']} pairs {r['reachable_pairs']:,}")
     for r in out["fgce_k0d0"].to_pylist():
         print(f"  {r['group_name']:9s} k0 {r['k0']} ({r['k0_method']}) d0 {r['d0_at_k0']} ({r['d0_method']}) "
               f"coverage@k={r['k']} {r['coverage_at_k']}")
-    return {"seconds": secs, "peak_rss_mb": _peak_mb()}
+    return {"seconds": secs, "peak_rss_mb": peak_rss_mb()}
 
 
 def run(quick: bool = False) -> dict:

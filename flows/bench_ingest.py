@@ -16,17 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from aequum.flows.benchmarking import peak_rss_mb
+
 SPEC = Path(__file__).resolve().parent.parent / "data" / "specs" / "hmda.yaml"
 
 
-def _peak_rss_mb() -> float:
-    """This process's peak resident memory (VmHWM: reset at exec, unlike getrusage's
-    ru_maxrss, which a child started by fork + exec inherits from its parent)."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def _measure_baseline(path: str, out: str) -> dict:
@@ -50,7 +44,7 @@ def _measure_baseline(path: str, out: str) -> dict:
     rows = con.table("staged").count("*").fetchall()[0][0]
     con.table("staged").to_parquet(out, partition_by=[spec.protected[0].column, spec.decision.column])
     con.close()
-    return {"rows": rows, "seconds": time.perf_counter() - t0, "peak_rss_mb": _peak_rss_mb()}
+    return {"rows": rows, "seconds": time.perf_counter() - t0, "peak_rss_mb": peak_rss_mb()}
 
 
 def _measure_stage(path: str, workdir: str) -> dict:
@@ -70,7 +64,7 @@ def _measure_stage(path: str, workdir: str) -> dict:
         ref = stage(spec, Path(workdir), wh, Path(workdir) / "lake")
     return {"rows": ref.rows_read, "staged": ref.rows_staged, "quarantined": ref.rows_quarantined,
             "out_of_scope": ref.rows_out_of_scope, "seconds": time.perf_counter() - t0,
-            "peak_rss_mb": _peak_rss_mb()}
+            "peak_rss_mb": peak_rss_mb()}
 
 
 def _in_subprocess(fn: str, *args: str) -> dict:

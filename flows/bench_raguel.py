@@ -14,16 +14,15 @@
 """
 from __future__ import annotations
 
-import resource
 import tempfile
 import time
 from pathlib import Path
 
+from aequum.flows.benchmarking import peak_rss_mb
+
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 REPAIR_READINGS = [                      # (label, params of rerank_blocks, two groups only)
@@ -166,7 +165,7 @@ def at_scale(rows: int) -> dict:
           f"{summary['protected_share']:.3f})")
     print(f"  RAGUEL-Block (size 100), DuckDB out-of-core ranking + streaming re-rank + Parquet: "
           f"{secs:.1f} s = {n / secs:,.0f} records/s; bare DuckDB priced sorted scan {bare:.1f} s "
-          f"({n_bare:,} rows): ratio {secs / bare:.2f}; peak RSS {_peak_mb():,.0f} MB")
+          f"({n_bare:,} rows): ratio {secs / bare:.2f}; peak RSS {peak_rss_mb():,.0f} MB")
     print(f"  blocks {summary['blocks']:,}, unfair {summary['unfair_blocks_before']:,} -> "
           f"{summary['unfair_blocks_after']:,}, points changed {summary['points_changed']:,}, "
           f"r {summary['r_before']:.4f} -> {summary['r_after']:.4f}, written {written:,} rows")
@@ -175,7 +174,7 @@ def at_scale(rows: int) -> dict:
     table = repair_table(ranked.column("cost").to_numpy(), ranked.column("group").to_numpy().astype(np.int64),
                          np.column_stack([ranked.column(f).to_numpy().astype(float) for f in features]), model)
     return {"rows": rows, "ranked": n, "seconds": secs, "records_per_second": n / secs,
-            "bare_duckdb_seconds": bare, "peak_rss_mb": _peak_mb(), **summary, "repair_table": table}
+            "bare_duckdb_seconds": bare, "peak_rss_mb": peak_rss_mb(), **summary, "repair_table": table}
 
 
 def run(quick: bool = False, rows: int | None = None) -> dict:

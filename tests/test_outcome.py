@@ -8,7 +8,8 @@ import pytest
 from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.spec import parse_spec
-from aequum.engines.outcome import OutcomeEngine, auc, two_proportion_p
+from aequum.engines.core.models import auc
+from aequum.engines.outcome import OutcomeEngine, two_proportion_p
 from aequum.engines.outcome_params import OutcomeParams
 
 SPEC = parse_spec({
@@ -84,9 +85,9 @@ def test_single_label_class_is_noted():
 
 
 def test_auc_and_z_test_reference_values():
-    assert auc(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1])) == 0.75
-    assert auc(np.array([1.0, 1.0]), np.array([0, 1])) == 0.5
-    assert auc(np.array([1.0]), np.array([1])) is None
+    assert auc(np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8])) == 0.75
+    assert auc(np.array([0, 1]), np.array([1.0, 1.0])) == 0.5
+    assert auc(np.array([1]), np.array([1.0])) is None
     # 30/100 vs 50/100: pooled p = 0.4, z = -0.2 / sqrt(0.24 * 0.02) = -2.887
     assert two_proportion_p(30, 100, 50, 100) == pytest.approx(0.003892, abs=1e-5)
 

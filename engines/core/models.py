@@ -302,15 +302,15 @@ def decision_quality(target: np.ndarray, score: np.ndarray, threshold: float = 0
             "target_positive_rate": float(target.mean()) if len(target) else float("nan")}
 
 
-def auc(target: np.ndarray, score: np.ndarray) -> float:
-    """Area under the ROC curve by the rank-sum (Mann–Whitney U) formula, ties counted half;
-    NaN when one class is absent."""
+def auc(target: np.ndarray, score: np.ndarray) -> float | None:
+    """Area under the ROC curve of ``score`` for ``target`` (1 = positive) by the rank-sum
+    (Mann–Whitney U) formula, ties counted half; None when one class is absent."""
     from scipy.stats import rankdata
 
     target = np.asarray(target).astype(bool)
     pos, neg = int(target.sum()), int((~target).sum())
     if not pos or not neg:
-        return float("nan")
+        return None
     ranks = rankdata(score)
     return float((ranks[target].sum() - pos * (pos + 1) / 2) / (pos * neg))
 

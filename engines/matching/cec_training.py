@@ -27,7 +27,7 @@ from aequum.engines.core.models import TorchMLP
 from aequum.engines.matching.attributions import attribute_pairs, integrated_gradients, normalise
 from aequum.engines.matching.cec_matching import baselines, match, standardise
 from aequum.engines.matching.cec_scores import delta_cec, regime_shares
-from aequum.engines.outcome import auc
+from aequum.engines.core.models import auc
 
 OBJECTIVES = {"plain": (0.0, 0.0), "eo": (1.0, 0.0), "cec": (1.0, 1.0)}
 
@@ -211,7 +211,7 @@ def evaluate(model: TorchMLP, inputs: np.ndarray, merit: np.ndarray, label: np.n
     att = attribute_pairs(model, inputs[ok], inputs[pairs.counterpart[ok]], pairs.baseline[ok], steps)
     delta = delta_cec(att["ig"], att["ig_counterpart"])
     same = pred[ok] == pred[pairs.counterpart[ok]]
-    return {"f1": f1_score(pred, label), "auc": auc(score, label), "eo_gap": float(np.nanmax(gaps)),
+    return {"f1": f1_score(pred, label), "auc": auc(label, score), "eo_gap": float(np.nanmax(gaps)),
             "sp_gap": abs(_rate(pred, g == 0) - _rate(pred, g == 1)),
             "cec": float(delta.mean()) if len(ok) else float("nan"),
             "pfr": float((~same).mean()) if len(ok) else float("nan"),
