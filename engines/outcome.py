@@ -214,7 +214,9 @@ class OutcomeEngine:
     def prepare(self, data, params: OutcomeParams) -> dict:
         if data.decision is None:
             raise ValueError("outcome metrics need decisions (a decision column or a model)")
-        combos = params.combinations([p.name for p in data.spec.protected])
+        protected = data.spec.protected
+        combos = params.combinations([p.name for p in protected], {p.name: p.column for p in protected},
+                                     {p.name for p in protected if p.of is not None})
         return {"units": units(data.groups, combos), "decision": data.decision,
                 "label": data.label, "score": data.scores(), "params": params}
 

@@ -39,16 +39,26 @@ class OutcomeParams(BaseModel):
                     raise ValueError(f"each intersection needs two or more distinct attributes, got {group}")
         return v
 
-    def combinations(self, names: list[str]) -> list[tuple[str, ...]]:
-        """The intersections to report, as tuples of attribute names in the spec's order."""
+    def combinations(self, names: list[str], columns: dict[str, str] | None = None,
+                     per_value: set[str] | frozenset = frozenset()) -> list[tuple[str, ...]]:
+        """The intersections to report, as tuples of attribute names in the spec's order. With
+        ``columns`` (attribute -> source column), a combination never joins two comparisons of
+        one column; ``true`` joins the attributes that are not per-value comparisons
+        (``per_value``, from ``protected[].compare``)."""
+        columns = columns or {n: n for n in names}
+
+        def distinct(combo) -> bool:
+            return len({columns[a] for a in combo}) == len(combo)
+
         if self.intersections is False or len(names) < 2:
             return []
         if self.intersections is True:
-            return [tuple(names)]
+            written = tuple(n for n in names if n not in per_value)
+            return [written] if len(written) >= 2 and distinct(written) else []
         if self.intersections == "all_pairs":
-            return list(combinations(names, 2))
+            return [c for c in combinations(names, 2) if distinct(c)]
         if self.intersections == "all":
-            return [c for r in range(2, len(names) + 1) for c in combinations(names, r)]
+            return [c for r in range(2, len(names) + 1) for c in combinations(names, r) if distinct(c)]
         out: list[tuple[str, ...]] = []
         for group in self.intersections:
             combo = tuple(n for n in names if n in group)
@@ -59,9 +69,4 @@ class OutcomeParams(BaseModel):
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
         if isinstance(self.intersections, list):
-            names = [p.name for p in spec.protected]
-            for group in self.intersections:
-                unknown = [a for a in group if a not in names]
-                if unknown:
-                    raise ValueError(f"engines.outcome.intersections: {unknown} are not protected "
-                                     f"attribute names {names}")
+            spec.check_intersections("engines.outcome.intersections", *self.intersections)

@@ -32,7 +32,10 @@ def wilson_interval(k: int, n: int, confidence: float) -> tuple[float | None, fl
     centre = p + z * z / (2 * n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     denom = 1 + z * z / n
-    return max(0.0, (centre - half) / denom), min(1.0, (centre + half) / denom)
+    # exact at the ends (k = 0: the bound is 0, k = n: 1), where rounding would put it past p
+    low = 0.0 if k == 0 else max(0.0, (centre - half) / denom)
+    high = 1.0 if k == n else min(1.0, (centre + half) / denom)
+    return low, high
 
 
 def ratio_log_interval(k1: int, n1: int, k0: int, n0: int,

@@ -33,6 +33,16 @@ def test_wilson_hand_computed_and_empty():
     assert wilson_interval(0, 0, 0.95) == (None, None)
 
 
+@pytest.mark.parametrize("n", [1, 3, 7, 11, 1000])
+def test_wilson_interval_holds_its_estimate_at_the_ends(n):
+    """0/n and n/n: the bound at the end is exactly 0 or 1, never a rounding past the rate
+    (3.6e-17 at 0/7 made a report's error bar negative)."""
+    assert wilson_interval(0, n, 0.95)[0] == 0.0 and wilson_interval(n, n, 0.95)[1] == 1.0
+    for k in range(0, n + 1, max(1, n // 10)):
+        low, high = wilson_interval(k, n, 0.95)
+        assert low <= k / n <= high
+
+
 @pytest.mark.parametrize("k1,n1,k0,n0", [(30, 100, 50, 100), (5, 12, 40, 41), (812, 2000, 1500, 2400)])
 @pytest.mark.parametrize("confidence", [0.9, 0.95])
 def test_di_log_interval_matches_scipy_relative_risk(k1, n1, k0, n0, confidence):

@@ -111,6 +111,12 @@ class ProtectedAttribute(_Model):
 
     Records whose value is in neither list (e.g. HMDA "Race Not Available", "Joint") belong to
     neither group: they stay in the data but are excluded from that attribute's comparisons.
+
+    ``compare`` says how an auditor reads several protected values: ``pooled`` (one protected
+    group against the reference), ``each`` (one comparison per protected value, e.g. Black vs
+    White and Asian vs White, named ``race=Black or African American``) or ``both``. The spec
+    expands ``each`` / ``both`` into one attribute per comparison when it is read
+    (:func:`_expand_comparisons`): every engine then treats each comparison as an attribute.
     """
 
     name: str = Field(description="Short name used in audit tables (e.g. race, sex).")
@@ -120,12 +126,50 @@ class ProtectedAttribute(_Model):
     unmapped: Literal["reject", "exclude"] = Field(
         "reject", description="A value in neither list: reject the row (quarantine) or keep it "
         "outside both groups (e.g. HMDA 'Race Not Available', 'Joint').")
+    compare: Literal["pooled", "each", "both"] = Field(
+        "pooled", description="pooled: the protected values together against the reference; each: "
+        "one comparison per protected value against the reference, as attributes named "
+        "'<name>=<value>'; both: the pooled comparison and each value's.")
+    others: list[Scalar] = Field(
+        default_factory=list, description="Values in neither group that are still known values of "
+        "the column (not unmapped): a per-value comparison lists the other protected values here.")
+    of: str | None = Field(None, description="For a per-value comparison: the attribute it was "
+                           "expanded from (set by `compare`).")
 
     @model_validator(mode="after")
     def _disjoint(self) -> "ProtectedAttribute":
         _check_disjoint(f"protected attribute {self.name!r}", protected=self.protected_values,
-                        reference=self.reference_values)
+                        reference=self.reference_values, others=self.others)
         return self
+
+
+
+def _expand_comparisons(raw: Any) -> Any:
+    """``protected[i].compare`` of ``each`` / ``both``: one attribute per protected value (named
+    ``<name>=<value>``, that value against the same reference, the other protected values known
+    but in neither group), after the pooled attribute for ``both``. Entries it cannot read are
+    left for the field validation to report."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("protected"), list):
+        return raw
+    out: list[Any] = []
+    for i, item in enumerate(raw["protected"]):
+        if isinstance(item, ProtectedAttribute):
+            item = item.model_dump()
+        compare = item.get("compare", "pooled") if isinstance(item, dict) else "pooled"
+        values = item.get("protected_values") if isinstance(item, dict) else None
+        if compare not in ("each", "both") or not isinstance(values, list) or not isinstance(item.get("name"), str):
+            out.append(item)
+            continue
+        if compare == "both":
+            out.append({**item, "compare": "pooled"})
+        for v in values:
+            if "&" in str(v):
+                raise ValueError(f"protected[{i}].compare: value {v!r} contains '&', which joins the "
+                                 "attributes of an intersection; compare it pooled")
+            rest = [w for w in values if value_key(w) != value_key(v)]
+            out.append({**item, "name": f"{item['name']}={v}", "protected_values": [v], "compare": "pooled",
+                        "others": [*rest, *(item.get("others") or [])], "of": item["name"]})
+    return {**raw, "protected": out}
 
 
 class Reasons(_Model):
@@ -399,6 +443,11 @@ class AuditSpec(_Model):
     ingest: Ingest = Field(default_factory=Ingest)
     engines: EnginesSpec = Field(default_factory=EnginesSpec)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _comparisons(cls, raw: Any) -> Any:
+        return _expand_comparisons(raw)
+
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
@@ -436,7 +485,7 @@ class AuditSpec(_Model):
             unknown = [f for f in self.model.features if f not in feats and f not in pnames]
             if unknown:
                 raise ValueError(f"model.features: {unknown} are neither declared `features` nor "
-                                 f"protected attribute names {pnames}")
+                                 f"protected attribute names {pnames}{self._pooled_hint(unknown)}")
             dup = sorted({f for f in self.model.features if self.model.features.count(f) > 1})
             if dup:
                 raise ValueError(f"model.features: {dup} listed more than once")
@@ -455,7 +504,8 @@ class AuditSpec(_Model):
                     raise ValueError(f"scm: equation target {eq.target!r} is not a declared feature")
                 missing = [p for p in eq.parents if p not in known]
                 if missing:
-                    raise ValueError(f"scm: equation for {eq.target!r} names unknown parent(s) {missing}")
+                    raise ValueError(f"scm: equation for {eq.target!r} names unknown parent(s) "
+                                     f"{missing}{self._pooled_hint(missing)}")
             if len(set(targets)) != len(targets):
                 raise ValueError(f"scm: more than one equation for the same target in {targets}")
             cycle = _find_cycle({eq.target: eq.parents for eq in self.scm.equations})
@@ -480,6 +530,11 @@ class AuditSpec(_Model):
                 check(self, running=name in self.engines.run)
         return self
 
+    def _pooled_hint(self, names: list[str]) -> str:
+        expanded = sorted({p.of for p in self.protected if p.of in names})
+        return (f" ({expanded} compare each value only: `compare: both` keeps the pooled attribute)"
+                if expanded else "")
+
     # -- conveniences -------------------------------------------------------------------
     @property
     def feature_names(self) -> list[str]:
@@ -493,6 +548,24 @@ class AuditSpec(_Model):
             unknown = [a for a in group if a not in names]
             if unknown:
                 raise ValueError(f"{field}: {unknown} are not protected attribute names {names}")
+
+    def check_intersections(self, field: str, *groups) -> None:
+        """As :meth:`check_attribute_names` for intersections, whose attributes must also read
+        different columns (race and race=Asian intersect in nothing new)."""
+        self.check_attribute_names(field, *groups)
+        column = {p.name: p.column for p in self.protected}
+        for group in groups:
+            shared = [a for a in group if [column[b] for b in group].count(column[a]) > 1]
+            if shared:
+                raise ValueError(f"{field}: {shared} read the same column ({column[shared[0]]!r}); "
+                                 "an intersection joins attributes of different columns")
+
+    def intervened(self, names: list[str]) -> list[str]:
+        """The attributes an intervention on ``names`` sets to their reference: every comparison
+        reading the same columns, since do(race := White) for an Asian applicant makes both the
+        pooled race indicator and race=Asian the reference's (``protected[].compare``)."""
+        columns = {p.column for p in self.protected if p.name in names}
+        return list(dict.fromkeys([*names, *(p.name for p in self.protected if p.column in columns)]))
 
     def feature(self, name: str) -> Feature:
         for f in self.features:

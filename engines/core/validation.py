@@ -165,11 +165,16 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
     for p in spec.protected:
         in_p, in_r, group = _group(p, schema)
         derived.append(group)
-        checks.append(Check(p.column, pl.col(p.column).is_null(), "missing protected attribute"))
-        if p.unmapped == "reject":
-            checks.append(Check(p.column, ~in_p & ~in_r,
-                                f"value maps to neither the protected nor the reference group of {p.name!r}"))
-        derived.append(_text(p.column).alias(p.column))
+        earlier = spec.protected[:spec.protected.index(p)]
+        expanded_before = p.of is not None and any(p.of in (q.name, q.of) for q in earlier)
+        if p.unmapped == "reject" and not expanded_before:  # one check per expanded attribute
+            known = in_p | in_r | _membership(p.column, schema[p.column], p.others)
+            checks.append(Check(p.column, ~known,
+                                f"value maps to neither the protected nor the reference group of {p.of or p.name!r}"))
+        if p.column not in [q.column for q in earlier]:
+            # once per column (several comparisons may read one: protected[].compare)
+            checks.append(Check(p.column, pl.col(p.column).is_null(), "missing protected attribute"))
+            derived.append(_text(p.column).alias(p.column))
 
     for part, out in ((spec.decision, DECISION), (spec.label, LABEL)):
         if part is None:

@@ -54,7 +54,7 @@ class CECParams(BaseModel):
 
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
-        spec.check_attribute_names("engines.cec.intersections", *self.intersections)
+        spec.check_intersections("engines.cec.intersections", *self.intersections)
         if self.features is not None:
             unknown = [f for f in self.features if f not in spec.feature_names]
             if unknown:

@@ -205,16 +205,17 @@ class CSTEngine:
             if ref.sum() < kmax:
                 raise ValueError(f"reference group of {label!r} has {int(ref.sum())} members; CST with "
                                  f"k={kmax} needs at least {kmax}")
-            Xcf = _counterfactual_values(data, label, attrs, names, scm, values, supplied.get(label))
+            moved = spec.intervened(attrs)  # do(race=Asian := White) also sets the pooled race
+            Xcf = _counterfactual_values(data, label, moved, names, scm, values, supplied.get(label))
             Xcf = np.where(prot[:, None], Xcf, X)  # only complainants move; others are as observed
             stats = Xcf if params.counterfactual_normalization == "own" else X
             cf_points = normalise(Xcf[:, :nf], kinds, levels, params.normalization, stats=stats[:, :nf])
             fact_points = factual
-            others = [data.groups[a] for a in params.protected_in_distance if a not in attrs]
+            others = [data.groups[a] for a in params.protected_in_distance if a not in moved]
             if others:  # other protected attributes as nominal attributes (their group, as observed)
                 fact_points = factual.with_nominal(np.column_stack(others))
                 cf_points = cf_points.with_nominal(np.column_stack(others))
-            decision_cf = _counterfactual_decision(data, names, X, Xcf, attrs, prot)
+            decision_cf = _counterfactual_decision(data, names, X, Xcf, moved, prot)
             comp = np.flatnonzero(prot & ((data.decision == 0) if params.complainants == "negative" else True))
             tests.append(Test(label, fact_points, cf_points, prot, ref, decision_cf, comp))
         return State(np.asarray(data.ids), data.decision, tests, params)

@@ -60,7 +60,7 @@ class CSTParams(BaseModel):
 
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
-        spec.check_attribute_names("engines.cst.intersections", *self.intersections)
+        spec.check_intersections("engines.cst.intersections", *self.intersections)
         spec.check_attribute_names("engines.cst.protected_in_distance", self.protected_in_distance)
         if self.features is not None:
             unknown = [f for f in self.features if f not in spec.feature_names]

@@ -58,7 +58,7 @@ class PBAParams(BaseModel):
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
         spec.check_attribute_names("engines.pba.attributes", self.attributes or [])
-        spec.check_attribute_names("engines.pba.intersections", *self.intersections)
+        spec.check_intersections("engines.pba.intersections", *self.intersections)
         for f in spec.features:
             if f.perturbation is not None and f.type != "numeric":
                 raise ValueError(f"features: {f.name!r} is {f.type}; a `perturbation` unit applies to "

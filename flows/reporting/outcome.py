@@ -27,7 +27,7 @@ def rates_plot(metrics: list[dict]) -> str:
         low = m.get("rate_ci_low") if m.get("rate_ci_low") is not None else m["favourable_rate"]
         high = m.get("rate_ci_high") if m.get("rate_ci_high") is not None else m["favourable_rate"]
         colour = plots.group_colour(m["group_name"])
-        ax.errorbar(m["favourable_rate"], i, xerr=[[m["favourable_rate"] - low], [high - m["favourable_rate"]]],
+        ax.errorbar(m["favourable_rate"], i, xerr=[[max(m["favourable_rate"] - low, 0.0)], [max(high - m["favourable_rate"], 0.0)]],
                     fmt="o", color=colour, ecolor=colour, capsize=3, alpha=0.45 if m.get("too_small") else 1)
     ax.set_yticks(range(len(rows)), [_label(m) + ("  (too small)" if m.get("too_small") else "") for m in rows])
     ax.set_xlabel("favourable rate with its Wilson interval")
@@ -44,7 +44,7 @@ def di_plot(gaps: list[dict], threshold: float) -> str:
         low = g.get("di_ci_low") if g.get("di_ci_low") is not None else g["di_ratio"]
         high = g.get("di_ci_high") if g.get("di_ci_high") is not None else g["di_ratio"]
         colour = plots.SIGNIFICANT if g.get("verdict") == "adverse impact" else plots.NEUTRAL
-        ax.errorbar(g["di_ratio"], i, xerr=[[g["di_ratio"] - low], [high - g["di_ratio"]]], fmt="o",
+        ax.errorbar(g["di_ratio"], i, xerr=[[max(g["di_ratio"] - low, 0.0)], [max(high - g["di_ratio"], 0.0)]], fmt="o",
                     color=colour, ecolor=colour, capsize=3, alpha=0.45 if g.get("too_small") else 1)
     ax.axvline(threshold, color=plots.SIGNIFICANT, linestyle="--", linewidth=1)
     ax.axvline(1.0, color=plots.NEUTRAL, linewidth=0.8)
