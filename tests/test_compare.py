@@ -133,3 +133,22 @@ def test_a_per_value_counterfactual_sets_the_pooled_indicator_too():
     assert single["discriminated"].to_list() == pooled["discriminated"].to_list()
     # the planted penalty reaches Black applicants' CF (the model reads race); it shows there
     assert single["discriminated"].sum() > 0
+
+
+def test_pba_flips_the_pooled_input_for_a_per_value_comparison():
+    """race=Asian is verified by flipping the model's race input (Asian vs White members):
+    input for input the same result as the pooled race unit gives the same applicant."""
+    df = frame(300)
+    raw = spec(run=["pba"], pba={"truth": "decision", "deltas": [1.0]})
+    raw["features"][0]["perturbation"] = 1.0
+    out = aequum.audit(df, raw, say=None)
+    inputs = out["pba_inputs"]
+    assert set(inputs["attribute"].unique().to_list()) == {"race", "race=Black", "race=Asian"}
+    keys = ["record_id", "setting", "delta"]
+    cols = keys + ["considered", "twin_decision", "verified", "falsified"]
+    cols = [c for c in cols if c in inputs.columns]
+    asian = inputs.filter(pl.col("attribute") == "race=Asian").select(cols).sort(keys)
+    pooled = inputs.filter((pl.col("attribute") == "race") & pl.col("record_id").is_in(asian["record_id"].unique().to_list()))
+    assert asian.height > 0 and asian.equals(pooled.select(cols).sort(keys))
+    ids = set(asian["record_id"].to_list())
+    assert ids == set(df.filter(pl.col("race").is_in(["Asian", "White"]))["id"].to_list())

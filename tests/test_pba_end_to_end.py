@@ -21,9 +21,9 @@ def german(staged_data, **pba):
 def check_invariants(summary: pl.DataFrame) -> None:
     s = summary
     assert ((s["verified"] + s["falsified"] + s["inconclusive"]) == s["considered"]).all()
-    wide = s.pivot(on="setting", index=["group_name", "delta"], values="pba")
+    wide = s.pivot(on="setting", index=["attribute", "group_name", "delta"], values="pba")
     assert (wide["observed"] + wide["flipped"] <= 1 + 1e-12).all()
-    for _, g in s.sort("delta").group_by("group_name", "setting"):
+    for _, g in s.sort("delta").group_by("attribute", "group_name", "setting"):
         assert (g["verified"].diff().drop_nulls() <= 0).all()      # a larger box proves less
 
 
@@ -53,6 +53,9 @@ def test_german_credit_table_3(staged_data):
     print(paper_table(s, {"protected": "Junior", "reference": "Senior"}))
 
 
+BLACK = "race=Black or African American"
+
+
 def hmda_spec(tmp_path, rows=2000):
     """The shipped HMDA spec on a few thousand generated applications, PBA only, sampled."""
     import yaml
@@ -60,7 +63,8 @@ def hmda_spec(tmp_path, rows=2000):
     raw = yaml.safe_load((REPO / "data" / "specs" / "hmda.yaml").read_text())
     raw["source"]["rows"] = rows
     raw["engines"]["run"] = ["pba"]
-    raw["engines"]["pba"].update(sample=100, batch_size=50)
+    # the pooled race and one of its per-value comparisons (protected[].compare: both)
+    raw["engines"]["pba"].update(sample=100, batch_size=50, attributes=["race", BLACK])
     raw["model"]["epochs"] = 60
     spec = tmp_path / "hmda.yaml"
     spec.write_text(yaml.safe_dump(raw))
@@ -73,9 +77,9 @@ def test_hmda_spec_runs_pba_on_its_surrogate(staged_data, tmp_path, warehouse):
     data = staged_data(hmda_spec(tmp_path))
     out = run_serial(PBAEngine(), data, data.spec.engines.pba)
     s = pl.from_arrow(out["pba_summary"])
-    assert set(s["attribute"]) == {"race"} and s["sampled"].all()
-    assert s.filter((pl.col("setting") == "observed") & (pl.col("delta") == 1.0))["inputs"].sum() == 100
-    assert out["pba_inputs"].num_rows == 100 * 3 * 2
+    assert set(s["attribute"]) == {"race", BLACK} and s["sampled"].all()
+    assert s.filter((pl.col("setting") == "observed") & (pl.col("delta") == 1.0))["inputs"].sum() == 200
+    assert out["pba_inputs"].num_rows == 2 * 100 * 3 * 2
     check_invariants(s)
     warehouse.start_run("h-1", "hmda", "x", "0", {})
     warehouse.write_results("h-1", {name: (PBAEngine.tables[name], t) for name, t in out.items()})
@@ -101,8 +105,8 @@ def test_hmda_spec_runs_pba_on_its_surrogate_in_the_flow(prefect_server, tmp_pat
         s = pl.from_arrow(wh.result("pba_summary", "h-1"))
         rows = pl.from_arrow(wh.result("pba_inputs", "h-1"))
         trend = wh.con.execute("SELECT count(*), min(delta), max(delta) FROM audit.pba_trends").fetchall()
-    assert set(s["attribute"]) == {"race"} and s["sampled"].all()
-    assert s.filter((pl.col("setting") == "observed") & (pl.col("delta") == 1.0))["inputs"].sum() == 100
-    assert rows.height == 100 * 3 * 2
+    assert set(s["attribute"]) == {"race", BLACK} and s["sampled"].all()
+    assert s.filter((pl.col("setting") == "observed") & (pl.col("delta") == 1.0))["inputs"].sum() == 200
+    assert rows.height == 2 * 100 * 3 * 2
     assert trend == [(s.height, 1.0, 3.0)]
     check_invariants(s)

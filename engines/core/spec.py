@@ -560,6 +560,16 @@ class AuditSpec(_Model):
                 raise ValueError(f"{field}: {shared} read the same column ({column[shared[0]]!r}); "
                                  "an intersection joins attributes of different columns")
 
+    def model_input(self, name: str) -> str | None:
+        """The model input that stands for protected attribute ``name``: the attribute itself
+        when ``model.features`` lists it, else another comparison of its column that it lists
+        (race for race=Asian: the model sees the pooled indicator), else None."""
+        inputs = self.model.features if self.model is not None else []
+        if name in inputs:
+            return name
+        column = next((p.column for p in self.protected if p.name == name), None)
+        return next((p.name for p in self.protected if p.column == column and p.name in inputs), None)
+
     def intervened(self, names: list[str]) -> list[str]:
         """The attributes an intervention on ``names`` sets to their reference: every comparison
         reading the same columns, since do(race := White) for an Asian applicant makes both the

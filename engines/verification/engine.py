@@ -119,11 +119,14 @@ class PBAEngine:
         order = np.argsort(ids, kind="stable")
         units = []
         for attrs in units_spec:
-            missing = [a for a in attrs if a not in names]
+            # race=Asian flips the model's race input (protected[].compare): for its members
+            # and the reference's, that is do(race := the other group)
+            flipped = [spec.model_input(a) for a in attrs]
+            missing = [a for a, f in zip(attrs, flipped) if f not in names]
             if missing:
                 raise ValueError(f"PBA: protected attribute(s) {missing} are not model inputs "
                                  f"{names}; PBA flips the attribute the model sees")
-            sens = tuple(names.index(a) for a in attrs)
+            sens = tuple(names.index(f) for f in flipped)
             box = BoxSpec(tuple(names), sens, unit, low, high)
             groups = [data.groups[a] for a in attrs]
             eligible = np.logical_and.reduce([g >= 0 for g in groups]) & (truth >= 0)

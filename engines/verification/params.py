@@ -50,9 +50,9 @@ class PBAParams(BaseModel):
 
     def flipped_units(self, spec) -> list[list[str]]:
         """The attribute groups the twin flips: one per attribute, then the intersections."""
-        inputs = set(spec.model.features) if spec.model is not None else set()
         names = [p.name for p in spec.protected]
-        single = self.attributes if self.attributes is not None else [n for n in names if n in inputs]
+        single = (self.attributes if self.attributes is not None
+                  else [n for n in names if spec.model_input(n) is not None])
         return [[a] for a in single] + [list(g) for g in self.intersections]
 
     def check_spec(self, spec, running: bool) -> None:
@@ -67,9 +67,8 @@ class PBAParams(BaseModel):
             return
         if spec.model is None:
             raise ValueError("engines.run includes 'pba', which needs a `model` (a ReLU network)")
-        inputs = set(spec.model.features)
         for group in self.flipped_units(spec):
-            missing = [a for a in group if a not in inputs]
+            missing = [a for a in group if spec.model_input(a) is None]
             if missing:
                 raise ValueError(f"engines.pba: protected attribute(s) {missing} are not model inputs; "
                                  "PBA flips the attribute the model sees (add it to model.features)")
