@@ -152,3 +152,21 @@ def test_pba_flips_the_pooled_input_for_a_per_value_comparison():
     assert asian.height > 0 and asian.equals(pooled.select(cols).sort(keys))
     ids = set(asian["record_id"].to_list())
     assert ids == set(df.filter(pl.col("race").is_in(["Asian", "White"]))["id"].to_list())
+
+
+def test_findings_name_the_value_of_a_per_value_comparison(warehouse):
+    """audit.findings reads 'the Black group of race' for race=Black's protected group."""
+    from aequum.engines.outcome import OutcomeEngine
+
+    out = aequum.audit(frame(), spec(), say=None)
+    warehouse.start_run("c-1", "compare", "x", "0", {})
+    warehouse.write_results("c-1", {t: (OutcomeEngine.tables[t], out[t].to_arrow()) for t in OutcomeEngine.tables})
+    warehouse.finish_run("c-1", "succeeded", "v", "1:ff", None)
+    warehouse.create_views()
+    rows = warehouse.con.execute(
+        "SELECT attribute, statement FROM audit.findings WHERE engine = 'outcome' AND group_name = 'protected' "
+        "ORDER BY attribute").fetchall()
+    said = dict(rows)
+    assert said["race=Black"].startswith("the Black group of race received favourable decisions at")
+    assert said["race=Asian"].startswith("the Asian group of race received")
+    assert said["race"].startswith("the protected group of race received")

@@ -28,7 +28,11 @@ CREATE OR REPLACE MACRO audit.pval(p) AS
 
 -- "the protected group of race", "race=protected & sex=reference"
 CREATE OR REPLACE MACRO audit.group_label(attribute, group_name) AS
-    CASE WHEN group_name IN ('protected', 'reference') THEN printf('the %s group of %s', group_name, attribute)
+    CASE WHEN group_name = 'protected' AND contains(attribute, '=') AND NOT contains(attribute, '&')
+              -- a per-value comparison (protected[].compare): race=Asian's protected group
+              THEN printf('the %s group of %s', attribute[strpos(attribute, '=') + 1:],
+                          attribute[:strpos(attribute, '=') - 1])
+         WHEN group_name IN ('protected', 'reference') THEN printf('the %s group of %s', group_name, attribute)
          ELSE replace(group_name, ',', ' & ') END;
 
 CREATE OR REPLACE VIEW audit.findings AS
