@@ -162,7 +162,7 @@ def test_pba_findings_and_section(tmp_path):
     from audit_tables import small_audit
 
     def edit(raw):
-        raw["engines"]["pba"].update(sample=60, batch_size=30)
+        raw["engines"]["pba"].update(sample=60, batch_size=30, attributes=["race"])  # pooled only
         raw["model"]["epochs"] = 40
 
     path = small_audit(tmp_path, rows=2000, engines=["outcome", "pba"], run_id="hmda-pba",
