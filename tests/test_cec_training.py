@@ -33,7 +33,7 @@ def test_cec_loss_is_the_audits_mean_squared_delta_and_differentiable():
     rng = np.random.default_rng(0)
     model = TorchMLP(["a", "b", "c"], [16, 8], 1)
     X, Xc, B = rng.normal(size=(20, 3)), rng.normal(size=(20, 3)), rng.normal(size=(20, 3))
-    out = attribute_pairs(model, X, Xc, B, 16)
+    out = attribute_pairs(model, X, Xc, B, "riemann", 16)
     want = (delta_cec(out["ig"], out["ig_counterpart"]) ** 2).mean()
     f = lambda P: model.net(P)[:, 0]   # identity standardisation
     loss = cec_loss(f, torch.from_numpy(X), torch.from_numpy(Xc), torch.from_numpy(B), 16)
@@ -95,8 +95,8 @@ def test_cec_training_lowers_cec_on_a_tiny_world():
     names = ["x0", "x1", "p", "a"]
     cfg = TrainConfig(hidden=(16, 8), epochs=8, steps=8, lambda_eo=0.0)
     from aequum.engines.matching.cec_training import evaluate
-    plain = evaluate(train(X, y, a, pairs, names, cfg.for_objective("plain")), X, merit, y, a, 8)
-    fair = evaluate(train(X, y, a, pairs, names, cfg.for_objective("cec")), X, merit, y, a, 8)
+    plain = evaluate(train(X, y, a, pairs, names, cfg.for_objective("plain")), X, merit, y, a)
+    fair = evaluate(train(X, y, a, pairs, names, cfg.for_objective("cec")), X, merit, y, a)
     assert fair["cec"] < plain["cec"]
 
 
