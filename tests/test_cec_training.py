@@ -13,7 +13,7 @@ from aequum.engines.core.spec import ModelSpec, SpecError
 from aequum.engines.matching.attributions import attribute_pairs
 from aequum.engines.matching.cec_scores import delta_cec
 from aequum.engines.matching.cec_training import (TrainConfig, cec_loss, cross_validate, eo_loss, folds,
-                                           make_pairs, train, training_table)
+                                           make_pairs, to_torch_mlp, train, training_table)
 
 
 def test_eo_loss_by_hand():
@@ -35,13 +35,73 @@ def test_cec_loss_is_the_audits_mean_squared_delta_and_differentiable():
     X, Xc, B = rng.normal(size=(20, 3)), rng.normal(size=(20, 3)), rng.normal(size=(20, 3))
     out = attribute_pairs(model, X, Xc, B, "riemann", 16)
     want = (delta_cec(out["ig"], out["ig_counterpart"]) ** 2).mean()
-    f = lambda P: model.net(P)[:, 0]   # identity standardisation
-    loss = cec_loss(f, torch.from_numpy(X), torch.from_numpy(Xc), torch.from_numpy(B), 16)
+    loss = cec_loss(model.net, torch.from_numpy(X), torch.from_numpy(Xc), torch.from_numpy(B), 16)
     assert loss.item() == pytest.approx(want, rel=1e-9)
     loss.backward()
     # every weight matrix gets a gradient (the output bias cannot: it leaves ∂f/∂x unchanged)
     grads = [m.weight.grad for m in model.net if isinstance(m, torch.nn.Linear)]
     assert all(g is not None and float(g.abs().sum()) > 0 for g in grads)
+
+
+@pytest.mark.parametrize("hidden", [(16, 8), (10,), (8, 6, 4)])
+def test_loss_attributions_and_their_weight_gradients_equal_double_backward(hidden):
+    """The loss's IG (ReLU patterns held fixed, first-order autograd) equals autograd's input
+    gradient at the same points, and so do its gradients in the weights (against create_graph
+    second-order autograd), with dropout off although the network is in training mode."""
+    from aequum.engines.matching.attributions import integrated_gradients
+    from aequum.engines.matching.cec_training import _net, relu_mlp_ig
+
+    torch.manual_seed(1)
+    net = _net(5, hidden, 0.5).double().train()
+    X, B = torch.randn(30, 5, dtype=torch.float64), torch.randn(30, 5, dtype=torch.float64)
+    w = torch.randn(30, 5, dtype=torch.float64)
+    mine = relu_mlp_ig(net, X, B, 12)
+    (mine * w).sum().backward()
+    got = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in net.parameters()]
+    net.zero_grad()
+    net.eval()
+    ref = integrated_gradients(lambda P: net(P)[:, 0], X, B, 12, create_graph=True)
+    (ref * w).sum().backward()
+    want = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in net.parameters()]
+    assert torch.allclose(mine, ref, atol=1e-12)
+    assert all(torch.allclose(g, h, atol=1e-10) for g, h in zip(got, want))
+
+
+def test_stratified_path_points_estimate_the_exact_integral_without_bias():
+    """With a random offset per path, α_t = (t + u)/T: u = ½ is the midpoint rule, and the mean
+    over many draws at T = 2 approaches the exact IG (the midpoint rule at T = 2 does not)."""
+    from aequum.engines.matching.cec_training import _net, relu_mlp_ig
+
+    torch.manual_seed(2)
+    net = _net(4, (32, 16), 0.0).double()
+    model = to_torch_mlp(net, ["a", "b", "c", "d"], (32, 16), np.zeros(4), np.ones(4))
+    rng = np.random.default_rng(3)
+    X, B = rng.normal(size=(6, 4)), rng.normal(size=(6, 4))
+    exact = attribute_pairs(model, X, X, B)["ig"]
+    Xt, Bt = torch.from_numpy(X), torch.from_numpy(B)
+    with torch.no_grad():
+        mid = relu_mlp_ig(net, Xt, Bt, 2).numpy()
+        assert np.allclose(relu_mlp_ig(net, Xt, Bt, 2, torch.full((6, 1), 0.5, dtype=torch.float64)).numpy(), mid)
+        g = torch.Generator().manual_seed(0)
+        draws = np.mean([relu_mlp_ig(net, Xt, Bt, 2, torch.rand(6, 1, generator=g, dtype=torch.float64)).numpy()
+                         for _ in range(4000)], axis=0)
+    scale = np.abs(exact).max()
+    assert np.abs(draws - exact).max() < 0.02 * scale < np.abs(mid - exact).max()
+
+
+def test_the_cec_term_sees_at_most_cec_pairs_pairs_per_batch(monkeypatch):
+    import aequum.engines.matching.cec_training as ct
+
+    seen = []
+    real = ct.cec_loss
+    monkeypatch.setattr(ct, "cec_loss", lambda net, X, *rest: seen.append(len(X)) or real(net, X, *rest))
+    X, merit, y, a = tiny_world(n=200)
+    pairs = make_pairs(X, merit, y, a)
+    train(X, y, a, pairs, ["x0", "x1", "p", "a"], TrainConfig(hidden=(8,), epochs=1, batch=64, cec_pairs=10))
+    assert seen == [10, 10, 10, 8]                    # batches of 64, 64, 64 and 8 records
+    seen.clear()
+    train(X, y, a, pairs, ["x0", "x1", "p", "a"], TrainConfig(hidden=(8,), epochs=1, batch=64, cec_pairs=0))
+    assert seen == [64, 64, 64, 8]
 
 
 def tiny_world(n=300, seed=0):
