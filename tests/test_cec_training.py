@@ -114,6 +114,27 @@ def tiny_world(n=300, seed=0):
     return np.column_stack([x, p, a]), x, y, a
 
 
+def test_held_out_records_are_matched_to_the_training_records():
+    """Evaluation pairs (Algorithm 1 on the training data): a held-out record's counterpart is the
+    nearest training record of the other group with its label, under the training records'
+    standardisation (brute force), and its baseline is the training records' b_{y,a}."""
+    X, merit, y, a = tiny_world(n=300, seed=4)
+    Xt, merit_t, y_t, a_t = tiny_world(n=60, seed=5)
+    merit_t = merit_t * 1.7 + 0.4          # held-out records on another scale: training statistics rule
+    pairs = make_pairs(Xt, merit_t, y_t, a_t, pool=(X, merit, y, a))
+    mu, sd = merit.mean(0), merit.std(0)
+    Zp, Zq = (merit - mu) / sd, (merit_t - mu) / sd
+    for i in range(len(Xt)):
+        cand = np.flatnonzero((a == 1 - a_t[i]) & (y == y_t[i]))
+        d = np.sqrt(((Zp[cand] - Zq[i]) ** 2).sum(1))
+        assert pairs.counterpart[i] == cand[np.lexsort((cand, d))[0]]
+        assert np.allclose(pairs.baseline[i], X[(y == y_t[i]) & (a == a_t[i])].mean(0))
+    # without a pool the records match among themselves, as in Phase 1 of training
+    own = make_pairs(X, merit, y, a)
+    same = make_pairs(X, merit, y, a, pool=(X, merit, y, a))
+    assert np.array_equal(own.counterpart, same.counterpart) and np.allclose(own.baseline, same.baseline)
+
+
 def test_folds_are_stratified_and_reproducible():
     _, _, y, a = tiny_world()
     f = folds(y, a, 3, seed=1)

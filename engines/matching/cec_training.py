@@ -25,7 +25,7 @@ import torch
 
 from aequum.engines.core.models import TorchMLP
 from aequum.engines.matching.attributions import attribute_pairs, normalise, path_points
-from aequum.engines.matching.cec_matching import baselines, match, standardise
+from aequum.engines.matching.cec_matching import baselines, match_to, standardise
 from aequum.engines.matching.cec_scores import delta_cec, regime_shares
 from aequum.engines.core.models import auc
 
@@ -56,21 +56,31 @@ class TrainConfig:
 
 @dataclass
 class Pairs:
-    """Algorithm 1 on a set of records: counterpart index (−1 none) and the factual's baseline."""
+    """Algorithm 1 on a set of records: counterpart index (−1 none) into the pool the records were
+    matched against (themselves, or the training records) and the factual's baseline."""
 
     counterpart: np.ndarray
     baseline: np.ndarray
 
 
 def make_pairs(inputs: np.ndarray, merit: np.ndarray, label: np.ndarray, group: np.ndarray,
-               max_distance: float = 0.0) -> Pairs:
-    """Counterparts by label-stratified matching on standardised merit features, and b_{y,a}."""
-    group = np.asarray(group, np.int8)
-    m = match(standardise(merit), group, np.asarray(label, np.int8), max_distance)
-    cp = np.full(len(inputs), -1, np.int64)
-    cp[m.factual[m.matched]] = m.counterpart[m.matched]
-    b = baselines(inputs, group, np.asarray(label, np.int8))
-    base = np.zeros_like(inputs, dtype=np.float64)
+               max_distance: float = 0.0, pool: tuple | None = None) -> Pairs:
+    """Counterparts by label-stratified matching on standardised merit features, and b_{y,a}.
+
+    Without ``pool`` the records are matched among themselves (Phase 1 on the training records).
+    With ``pool`` = (inputs, merit, label, group) of the training records, the records are
+    held-out ones queried against the training data as Algorithm 1 builds it: merit standardised
+    with the training statistics, counterparts among the training records, the training
+    records' baselines.
+    """
+    p_inputs, p_merit, p_label, p_group = (inputs, merit, label, group) if pool is None else pool
+    group, p_group = np.asarray(group, np.int8), np.asarray(p_group, np.int8)
+    label, p_label = np.asarray(label, np.int8), np.asarray(p_label, np.int8)
+    cp, dist = match_to(standardise(merit, p_merit), group, label, standardise(p_merit), p_group, p_label)
+    if max_distance > 0:
+        cp[dist > max_distance] = -1
+    b = baselines(np.asarray(p_inputs, np.float64), p_group, p_label)
+    base = np.zeros((len(inputs), np.shape(p_inputs)[1]), dtype=np.float64)
     for (y, a), v in b.items():
         base[(label == y) & (group == a)] = v
     return Pairs(cp, base)
@@ -238,21 +248,25 @@ def _rate(pred, rows):
 
 
 def evaluate(model: TorchMLP, inputs: np.ndarray, merit: np.ndarray, label: np.ndarray,
-             group: np.ndarray, threshold: float = 0.25) -> dict[str, float]:
+             group: np.ndarray, threshold: float = 0.25, pool: tuple | None = None) -> dict[str, float]:
     """The paper's metrics on held-out records: F1, AUC, EO gap = max(|ΔTPR|, |ΔFPR|), SP gap,
-    and CEC, PFR and the regime B share over Algorithm 1 pairs matched among these records (exact
-    integrated gradients, as the audit takes them)."""
+    and CEC, PFR and the regime B share over their Algorithm 1 pairs (exact integrated gradients,
+    as the audit takes them). Counterparts come from ``pool`` (the training records' inputs,
+    merit, label, group: the indices of Algorithm 1 and the baselines are built on the training
+    data) or, without one, from these records themselves."""
     score = model.score(inputs)
     pred = (score > model.threshold).astype(np.int8)
     g = np.asarray(group)
     gaps = []
     for cls in (1, 0):
         gaps.append(abs(_rate(pred, (label == cls) & (g == 0)) - _rate(pred, (label == cls) & (g == 1))))
-    pairs = make_pairs(inputs, merit, label, g)
+    pairs = make_pairs(inputs, merit, label, g, pool=pool)
+    p_inputs = inputs if pool is None else np.asarray(pool[0], np.float64)
+    p_pred = pred if pool is None else (model.score(p_inputs) > model.threshold).astype(np.int8)
     ok = np.flatnonzero(pairs.counterpart >= 0)
-    att = attribute_pairs(model, inputs[ok], inputs[pairs.counterpart[ok]], pairs.baseline[ok])
+    att = attribute_pairs(model, inputs[ok], p_inputs[pairs.counterpart[ok]], pairs.baseline[ok])
     delta = delta_cec(att["ig"], att["ig_counterpart"])
-    same = pred[ok] == pred[pairs.counterpart[ok]]
+    same = pred[ok] == p_pred[pairs.counterpart[ok]]
     return {"f1": f1_score(pred, label), "auc": auc(label, score), "eo_gap": float(np.nanmax(gaps)),
             "sp_gap": abs(_rate(pred, g == 0) - _rate(pred, g == 1)),
             "cec": float(delta.mean()) if len(ok) else float("nan"),
@@ -278,20 +292,25 @@ def cross_validate(inputs: np.ndarray, merit: np.ndarray, label: np.ndarray, gro
                    names, objectives: list[str], k: int, config: TrainConfig,
                    progress: Callable[[dict], None] | None = None) -> list[dict]:
     """Per objective and fold: train on k − 1 folds (Phase 1 on them), evaluate on the held-out
-    fold. The same folds and seed for every objective."""
+    fold with its records matched to the training folds' records (Algorithm 1's indices are built
+    on the training data). The same folds, pairs and seed for every objective; each fold's pairs
+    are matched once."""
     fold = folds(label, group, k, config.seed)
+    train_pairs = [make_pairs(inputs[fold != i], merit[fold != i], label[fold != i], group[fold != i])
+                   for i in range(k)]
     rows = []
     for objective in objectives:
         cfg = config.for_objective(objective)
         for i in range(k):
             tr, te = fold != i, fold == i
-            pairs = make_pairs(inputs[tr], merit[tr], label[tr], group[tr])
+            pairs = train_pairs[i]
             t0 = time.perf_counter()
             report = None if progress is None else (
                 lambda e, o=objective, i=i: progress({"objective": o, "fold": i + 1, "folds": k, **e}))
             model = train(inputs[tr], label[tr], group[tr], pairs, names, cfg, report)
             seconds = time.perf_counter() - t0
-            metrics = evaluate(model, inputs[te], merit[te], label[te], group[te], cfg.threshold)
+            metrics = evaluate(model, inputs[te], merit[te], label[te], group[te], cfg.threshold,
+                               pool=(inputs[tr], merit[tr], label[tr], group[tr]))
             rows.append({"objective": objective, "fold": i + 1, "seconds": seconds,
                          "lambda_eo": cfg.lambda_eo, "lambda_cec": cfg.lambda_cec, **metrics})
     return rows
