@@ -29,7 +29,7 @@ ScoreFn = Callable[[torch.Tensor], torch.Tensor]
 Layers = list[tuple[torch.Tensor, torch.Tensor]]
 COMPLETENESS_FLOOR = 1e-3  # |f(x) − f(b)| below this: the completeness error is absolute
 METHODS = ("exact", "riemann")
-PATH_CHUNK = 128  # paths per block of the exact two-hidden-layer integral (cache-sized blocks)
+PATH_CHUNK = 32  # paths per block of the exact two-hidden-layer integral (cache-sized blocks)
 
 
 def _check_differentiable(model) -> None:
@@ -172,18 +172,29 @@ def _gradient_integral_deep(layers: Layers, V: torch.Tensor, B: torch.Tensor) ->
         new = torch.topk(torch.where(cross, at, torch.inf).reshape(n, -1), k, dim=1, largest=False).values
         ends = torch.sort(torch.cat([ends, torch.where(torch.isinf(new), 1.0, new)], 1), dim=1).values
     mids, lengths = (ends[:, :-1] + ends[:, 1:]) / 2, ends[:, 1:] - ends[:, :-1]
-    P = (B[:, None, :] + mids[:, :, None] * V[:, None, :]).detach().requires_grad_(True)
-    (grad,) = torch.autograd.grad((_forward(layers, P, len(layers) - 1)[..., 0] * lengths).sum(), P)
+    with torch.enable_grad():
+        P = (B[:, None, :] + mids[:, :, None] * V[:, None, :]).detach().requires_grad_(True)
+        (grad,) = torch.autograd.grad((_forward(layers, P, len(layers) - 1)[..., 0] * lengths).sum(), P)
     return grad.sum(1)
 
 
 def exact_integrated_gradients(layers: Layers, X: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     """IG(x; b) exactly for a piecewise-linear (ReLU) network given as affine ``layers``:
-    (x − b) ⊙ Σ_segments length × gradient (see the module docstring)."""
+    (x − b) ⊙ Σ_segments length × gradient (see the module docstring).
+
+    Runs on one torch thread: its many small, cache-sized operations lose more to thread
+    hand-offs than they gain (parallelism comes from the engine's pieces).
+    """
     V = X - B
-    if len(layers) <= 3:
-        return V * _gradient_integral_shallow(layers, V, B)
-    return V * _gradient_integral_deep(layers, V, B)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        if len(layers) <= 3:
+            with torch.no_grad():
+                return V * _gradient_integral_shallow(layers, V, B)
+        return V * _gradient_integral_deep(layers, V, B)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def normalise(ig: torch.Tensor | np.ndarray, eps: float = 1e-8):
@@ -222,8 +233,7 @@ def attribute_pairs(model, X: np.ndarray, Xc: np.ndarray, B: np.ndarray, method:
         if layers is None:
             ig = integrated_gradients(f, both, base, steps).numpy()
         else:
-            with torch.no_grad() if len(layers) <= 3 else torch.enable_grad():
-                ig = exact_integrated_gradients(layers, both, base).numpy()
+            ig = exact_integrated_gradients(layers, both, base).numpy()
         with torch.no_grad():
             scores = f(torch.cat([both, base[: e - s]])).numpy()
         m = e - s
