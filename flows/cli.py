@@ -134,7 +134,7 @@ def cmd_train(args) -> int:
     from aequum.flows.train import run_train
 
     config = TrainConfig(epochs=args.epochs, lambda_eo=args.lambda_eo, lambda_cec=args.lambda_cec,
-                         steps=args.steps, seed=args.seed)
+                         steps=args.steps, cec_pairs=args.cec_pairs, seed=args.seed)
     run_id, table = run_train(args.spec, args.objective, folds=args.folds, config=config,
                               attribute=args.attribute, warehouse=args.warehouse, lake=args.lake,
                               out_dir=args.out_dir, run_id=args.run_id,
@@ -216,7 +216,8 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=int, default=30)
     t.add_argument("--lambda-eo", type=float, default=1.0)
     t.add_argument("--lambda-cec", type=float, default=1.0)
-    t.add_argument("--steps", type=int, default=32, help="integrated-gradient steps T")
+    t.add_argument("--steps", type=int, default=8, help="integrated-gradient steps T inside the CEC loss (stratified random points)")
+    t.add_argument("--cec-pairs", type=int, default=32, help="matched pairs per batch in the CEC loss (0: all)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--attribute", default=None, help="protected attribute (default: the spec's first)")
     t.add_argument("--out-dir", default="data/models", help="model files (default %(default)s)")

@@ -141,7 +141,7 @@ class CECEngine:
         rows = np.flatnonzero(ok)
         if len(rows):
             att = attribute_pairs(state.model, state.inputs[fac[rows]], state.inputs[cp[rows]],
-                                  unit.baseline[s:e][rows], p.steps, p.batch_pairs)
+                                  unit.baseline[s:e][rows], p.integration, p.steps, p.batch_pairs)
             delta[rows] = delta_cec(att["ig"], att["ig_counterpart"])
             comp[rows] = att["completeness"]
             score[rows], score_c[rows], score_b[rows] = att["score"], att["score_counterpart"], att["score_baseline"]
@@ -174,7 +174,8 @@ class CECEngine:
         attributes = [u.attribute for u in state.units]
         p = state.params
         out["cec_summary"], out["cec_regimes"] = summaries(
-            out["cec_pairs"], attributes, p.thresholds(), p.threshold, state.partition_by, p.steps, state.notes)
+            out["cec_pairs"], attributes, p.thresholds(), p.threshold, state.partition_by, p.integration,
+            p.steps if p.integration == "riemann" else None, state.notes)
         feats = []
         for a in attributes:
             sums = sum((part["_feature_sums"][a] for part in parts if a in part.get("_feature_sums", {})),

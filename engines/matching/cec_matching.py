@@ -35,10 +35,12 @@ class Matches:
         return len(self.factual)
 
 
-def standardise(X: np.ndarray) -> np.ndarray:
-    """z-scores with the records' own mean and standard deviation (σ = 0 -> 1)."""
+def standardise(X: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
+    """z-scores with the records' own mean and standard deviation (σ = 0 -> 1), or with those of
+    ``reference`` (Algorithm 1: training statistics for held-out records)."""
     X = np.asarray(X, dtype=np.float64)
-    mean, sd = X.mean(axis=0), X.std(axis=0)
+    R = X if reference is None else np.asarray(reference, dtype=np.float64)
+    mean, sd = R.mean(axis=0), R.std(axis=0)
     return (X - mean) / np.where(sd > 0, sd, 1.0)
 
 
@@ -72,6 +74,24 @@ def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: f
         matched &= distance <= max_distance
     return Matches(factual, group[factual].astype(np.int8), stratum[factual].astype(np.int8),
                    counterpart, distance, matched, empty)
+
+
+def match_to(Zq: np.ndarray, group_q: np.ndarray, stratum_q: np.ndarray, Zp: np.ndarray,
+             group_p: np.ndarray, stratum_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 1's query against another set's indices: each query record's nearest record of
+    the other group in the same stratum among the pool records (Popoola & Sheppard build the
+    indices on the training data; held-out records query them). Returns the pool position (−1
+    when that partition is empty) and the distance per query; ties go to the smaller position."""
+    counterpart = np.full(len(Zq), -1, np.int64)
+    distance = np.full(len(Zq), np.nan)
+    for s in np.unique(stratum_q):
+        for a in (0, 1):
+            queries = np.flatnonzero((group_q == a) & (stratum_q == s))
+            pool = np.flatnonzero((group_p == 1 - a) & (stratum_p == s))
+            if len(queries) and len(pool):
+                i, d = euclidean_knn(Zp[pool], Zq[queries], 1)
+                counterpart[queries], distance[queries] = pool[i[:, 0]], d[:, 0]
+    return counterpart, distance
 
 
 def baselines(M: np.ndarray, group: np.ndarray, stratum: np.ndarray) -> dict[tuple[int, int], np.ndarray]:

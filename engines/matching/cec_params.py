@@ -20,7 +20,12 @@ class CECParams(BaseModel):
     max_distance: float = Field(
         0.0, ge=0, description="Algorithm 1's τ: reject matches farther than this (in standardised "
         "units of F); 0 keeps every nearest neighbour.")
-    steps: int = Field(32, ge=2, le=1024, description="Integrated-gradient steps T (the paper: 32).")
+    integration: Literal["exact", "riemann"] = Field(
+        "exact", description="How the integrated gradients' path integral is taken: exact (the model "
+        "is piecewise linear, so the integral is a finite sum over the path's linear segments; "
+        "completeness holds to rounding error) or riemann (the paper's midpoint rule over `steps`).")
+    steps: int = Field(32, ge=2, le=1024, description="Integrated-gradient steps T of integration "
+                       "riemann (the paper: 32; its completeness error is 1.5-2.3% on ReLU MLPs).")
     threshold: float = Field(
         0.25, gt=0, lt=1, description="Same reasoning iff Δ_CEC ≤ threshold (regimes A–D). The paper "
         "leaves it unstated; 0.25 is an angle of about 29° between the attributions.")
@@ -34,7 +39,7 @@ class CECParams(BaseModel):
                               "cec_features (0: all model inputs).")
     chunk_size: int = Field(50_000, gt=0, description="Factual records per parallel piece.")
     batch_pairs: int = Field(512, gt=0, description="Pairs per torch batch inside a piece "
-                             "(memory: 2 x steps x batch_pairs path points).")
+                             "(memory: 2 x batch_pairs paths x their segments or steps).")
 
     @field_validator("sweep")
     @classmethod

@@ -44,7 +44,7 @@ SUMMARY = pa.schema([
     ("threshold", pa.float64()), ("regime_a", pa.float64()), ("regime_b", pa.float64()),
     ("regime_c", pa.float64()), ("regime_d", pa.float64()),
     ("completeness_max_error", pa.float64()), ("completeness_mean_error", pa.float64()),
-    ("steps", pa.int32()), ("note", pa.string()),
+    ("integration", pa.string()), ("steps", pa.int32()), ("note", pa.string()),
 ])
 
 
@@ -114,9 +114,11 @@ def _group_frames(pairs: pl.DataFrame):
 
 
 def summaries(pairs: pa.Table, attributes: list[str], thresholds: list[float], threshold: float,
-              partition_by: str, steps: int, notes: dict[str, str]) -> tuple[pa.Table, pa.Table]:
-    """cec_summary (coverage, match distances, CEC, PFR, regimes at the threshold, completeness)
-    and cec_regimes (shares over the threshold sweep), per attribute or intersection and group."""
+              partition_by: str, integration: str, steps: int | None,
+              notes: dict[str, str]) -> tuple[pa.Table, pa.Table]:
+    """cec_summary (coverage, match distances, CEC, PFR, regimes at the threshold, completeness
+    with the integration method; steps only for riemann) and cec_regimes (shares over the threshold
+    sweep), per attribute or intersection and group."""
     df = pl.from_arrow(pairs)
     summary, sweep = [], []
     for attribute in attributes:
@@ -142,7 +144,7 @@ def summaries(pairs: pa.Table, attributes: list[str], thresholds: list[float], t
                 "threshold": threshold, **{k: (v if n else None) for k, v in shares.items()},
                 "completeness_max_error": float(comp.max()) if n else None,
                 "completeness_mean_error": float(comp.mean()) if n else None,
-                "steps": steps, "note": notes.get(attribute, "") or None})
+                "integration": integration, "steps": steps, "note": notes.get(attribute, "") or None})
             for t in thresholds:
                 sweep.append({"attribute": attribute, "group": group, "threshold": t, "pairs": n,
                               **regime_shares(same, delta, t)})

@@ -7,6 +7,12 @@ group baseline for both members). Phase 1 (baselines b_{y,a} and Algorithm 1 cou
 runs once on the training records. The paper's defaults: MLP [128, 64], ReLU, dropout 0.2,
 Adam 3e−4, batch 64, 30 epochs, λ_EO = λ_CEC = 1, T = 32.
 
+Here the loss's T = 8 stratified random points per path (an unbiased estimate of the integral,
+where 8 midpoints would be a biased one) and the CEC term on 32 random pairs of each batch
+(``steps``, ``cec_pairs``): the paper's 3–5x training overhead instead of 14.9x for T = 32 on
+every pair, with the same German credit result. Held-out folds are scored as the audit scores
+(exact integrated gradients), their records matched to the training records.
+
 Objectives: ``plain`` (λ_EO = λ_CEC = 0, the paper's Unconstrained / "Pred only"), ``eo``
 (λ_CEC = 0, "Pred + EO"), ``cec`` (both, the paper's CEC model "Pred + EO + CEC").
 
@@ -24,8 +30,8 @@ import pyarrow as pa
 import torch
 
 from aequum.engines.core.models import TorchMLP
-from aequum.engines.matching.attributions import attribute_pairs, integrated_gradients, normalise
-from aequum.engines.matching.cec_matching import baselines, match, standardise
+from aequum.engines.matching.attributions import attribute_pairs, normalise, path_points
+from aequum.engines.matching.cec_matching import baselines, match_to, standardise
 from aequum.engines.matching.cec_scores import delta_cec, regime_shares
 from aequum.engines.core.models import auc
 
@@ -41,7 +47,8 @@ class TrainConfig:
     epochs: int = 30
     lambda_eo: float = 1.0
     lambda_cec: float = 1.0
-    steps: int = 32
+    steps: int = 8
+    cec_pairs: int = 32
     threshold: float = 0.25
     seed: int = 0
 
@@ -55,21 +62,31 @@ class TrainConfig:
 
 @dataclass
 class Pairs:
-    """Algorithm 1 on a set of records: counterpart index (−1 none) and the factual's baseline."""
+    """Algorithm 1 on a set of records: counterpart index (−1 none) into the pool the records were
+    matched against (themselves, or the training records) and the factual's baseline."""
 
     counterpart: np.ndarray
     baseline: np.ndarray
 
 
 def make_pairs(inputs: np.ndarray, merit: np.ndarray, label: np.ndarray, group: np.ndarray,
-               max_distance: float = 0.0) -> Pairs:
-    """Counterparts by label-stratified matching on standardised merit features, and b_{y,a}."""
-    group = np.asarray(group, np.int8)
-    m = match(standardise(merit), group, np.asarray(label, np.int8), max_distance)
-    cp = np.full(len(inputs), -1, np.int64)
-    cp[m.factual[m.matched]] = m.counterpart[m.matched]
-    b = baselines(inputs, group, np.asarray(label, np.int8))
-    base = np.zeros_like(inputs, dtype=np.float64)
+               max_distance: float = 0.0, pool: tuple | None = None) -> Pairs:
+    """Counterparts by label-stratified matching on standardised merit features, and b_{y,a}.
+
+    Without ``pool`` the records are matched among themselves (Phase 1 on the training records).
+    With ``pool`` = (inputs, merit, label, group) of the training records, the records are
+    held-out ones queried against the training data as Algorithm 1 builds it: merit standardised
+    with the training statistics, counterparts among the training records, the training
+    records' baselines.
+    """
+    p_inputs, p_merit, p_label, p_group = (inputs, merit, label, group) if pool is None else pool
+    group, p_group = np.asarray(group, np.int8), np.asarray(p_group, np.int8)
+    label, p_label = np.asarray(label, np.int8), np.asarray(p_label, np.int8)
+    cp, dist = match_to(standardise(merit, p_merit), group, label, standardise(p_merit), p_group, p_label)
+    if max_distance > 0:
+        cp[dist > max_distance] = -1
+    b = baselines(np.asarray(p_inputs, np.float64), p_group, p_label)
+    base = np.zeros((len(inputs), np.shape(p_inputs)[1]), dtype=np.float64)
     for (y, a), v in b.items():
         base[(label == y) & (group == a)] = v
     return Pairs(cp, base)
@@ -102,11 +119,57 @@ def eo_loss(logit: torch.Tensor, y: torch.Tensor, a: torch.Tensor) -> torch.Tens
     return total
 
 
-def cec_loss(f, X: torch.Tensor, Xc: torch.Tensor, B: torch.Tensor, steps: int) -> torch.Tensor:
-    """mean Δ_CEC² over the pairs, differentiable in the parameters through IG (create_graph)."""
-    ig = integrated_gradients(f, torch.cat([X, Xc]), torch.cat([B, B]), steps, create_graph=True)
-    g = normalise(ig)
+def relu_mlp_ig(net: torch.nn.Sequential, X: torch.Tensor, B: torch.Tensor, steps: int,
+                offset: torch.Tensor | None = None) -> torch.Tensor:
+    """IG(x; b) of a ReLU MLP's output over T steps, differentiable in the weights without
+    second-order autograd.
+
+    Without ``offset`` the points are the midpoints α_t = (t + ½)/T; with one (a uniform draw u
+    per path, shape (n, 1)), α_t = (t + u)/T: a stratified sample of the path, which makes the
+    few-step sum an unbiased estimate of the integral instead of a biased one.
+
+    The network is evaluated as in inference (dropout off). At a path point the input gradient
+    is W₀ᵀ D₁ W₁ᵀ ⋯ D_L w_L, D_l the diagonal of layer l's ReLU pattern; the patterns are
+    piecewise constant in the weights (their derivative is zero almost everywhere), so they are
+    taken without autograd and only the products of weight matrices carry gradients. The mean
+    over the T points is taken before the first layer's product (it is linear there).
+    """
+    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+    n, d = X.shape
+    if offset is None:
+        P = path_points(X, B, steps)
+    else:
+        alphas = (torch.arange(steps, dtype=X.dtype) + offset) / steps
+        P = B[:, None, :] + alphas[:, :, None] * (X - B)[:, None, :]
+    P = P.reshape(n * steps, d)
+    masks = []
+    with torch.no_grad():
+        h = P
+        for lin in linears[:-1]:
+            h = lin(h)
+            masks.append(h > 0)
+            h = torch.relu(h)
+    g = linears[-1].weight[:1]
+    for layer in reversed(range(len(masks))):
+        g = g * masks[layer]
+        if layer > 0:
+            g = g @ linears[layer].weight
+    g = g.reshape(n, steps, -1).mean(dim=1) @ linears[0].weight
+    return (X - B) * g
+
+
+def cec_loss(net: torch.nn.Sequential, X: torch.Tensor, Xc: torch.Tensor, B: torch.Tensor,
+             steps: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """mean Δ_CEC² over the pairs (Algorithm 2, lines 10–17), differentiable in the weights
+    through the integrated gradients of both members against the factual's baseline. With a
+    ``generator`` the path points are stratified random draws, the same for both members."""
     n = len(X)
+    offset = None
+    if generator is not None:
+        u = torch.rand(n, 1, generator=generator, dtype=X.dtype)
+        offset = torch.cat([u, u])
+    ig = relu_mlp_ig(net, torch.cat([X, Xc]), torch.cat([B, B]), steps, offset)
+    g = normalise(ig)
     delta = torch.linalg.vector_norm(g[:n] - g[n:], dim=1) / 2
     return (delta ** 2).mean()
 
@@ -125,15 +188,9 @@ def train(inputs: np.ndarray, label: np.ndarray, group: np.ndarray, pairs: Pairs
     cp = torch.from_numpy(pairs.counterpart)
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
+    paths = torch.Generator().manual_seed(config.seed)
     net = _net(X.shape[1], config.hidden, config.dropout)
     opt = torch.optim.Adam(net.parameters(), lr=config.lr)
-
-    def f_eval(P: torch.Tensor) -> torch.Tensor:
-        net.eval()
-        try:
-            return net(P)[:, 0]
-        finally:
-            net.train()
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -154,9 +211,9 @@ def train(inputs: np.ndarray, label: np.ndarray, group: np.ndarray, pairs: Pairs
                     l_eo = eo_loss(logit, y[idx], a[idx])
                     loss = loss + config.lambda_eo * l_eo
                 if config.lambda_cec > 0:
-                    fac = idx[cp[idx] >= 0]
+                    fac = idx[cp[idx] >= 0][:config.cec_pairs or None]   # a random subset: idx is shuffled
                     if len(fac):
-                        l_cec = cec_loss(f_eval, Z[fac], Z[cp[fac]], Zb[fac], config.steps)
+                        l_cec = cec_loss(net, Z[fac], Z[cp[fac]], Zb[fac], config.steps, paths)
                         loss = loss + config.lambda_cec * l_cec
                 opt.zero_grad()
                 loss.backward()
@@ -197,20 +254,25 @@ def _rate(pred, rows):
 
 
 def evaluate(model: TorchMLP, inputs: np.ndarray, merit: np.ndarray, label: np.ndarray,
-             group: np.ndarray, steps: int = 32, threshold: float = 0.25) -> dict[str, float]:
+             group: np.ndarray, threshold: float = 0.25, pool: tuple | None = None) -> dict[str, float]:
     """The paper's metrics on held-out records: F1, AUC, EO gap = max(|ΔTPR|, |ΔFPR|), SP gap,
-    and CEC, PFR and the regime B share over Algorithm 1 pairs matched among these records."""
+    and CEC, PFR and the regime B share over their Algorithm 1 pairs (exact integrated gradients,
+    as the audit takes them). Counterparts come from ``pool`` (the training records' inputs,
+    merit, label, group: the indices of Algorithm 1 and the baselines are built on the training
+    data) or, without one, from these records themselves."""
     score = model.score(inputs)
     pred = (score > model.threshold).astype(np.int8)
     g = np.asarray(group)
     gaps = []
     for cls in (1, 0):
         gaps.append(abs(_rate(pred, (label == cls) & (g == 0)) - _rate(pred, (label == cls) & (g == 1))))
-    pairs = make_pairs(inputs, merit, label, g)
+    pairs = make_pairs(inputs, merit, label, g, pool=pool)
+    p_inputs = inputs if pool is None else np.asarray(pool[0], np.float64)
+    p_pred = pred if pool is None else (model.score(p_inputs) > model.threshold).astype(np.int8)
     ok = np.flatnonzero(pairs.counterpart >= 0)
-    att = attribute_pairs(model, inputs[ok], inputs[pairs.counterpart[ok]], pairs.baseline[ok], steps)
+    att = attribute_pairs(model, inputs[ok], p_inputs[pairs.counterpart[ok]], pairs.baseline[ok])
     delta = delta_cec(att["ig"], att["ig_counterpart"])
-    same = pred[ok] == pred[pairs.counterpart[ok]]
+    same = pred[ok] == p_pred[pairs.counterpart[ok]]
     return {"f1": f1_score(pred, label), "auc": auc(label, score), "eo_gap": float(np.nanmax(gaps)),
             "sp_gap": abs(_rate(pred, g == 0) - _rate(pred, g == 1)),
             "cec": float(delta.mean()) if len(ok) else float("nan"),
@@ -236,20 +298,25 @@ def cross_validate(inputs: np.ndarray, merit: np.ndarray, label: np.ndarray, gro
                    names, objectives: list[str], k: int, config: TrainConfig,
                    progress: Callable[[dict], None] | None = None) -> list[dict]:
     """Per objective and fold: train on k − 1 folds (Phase 1 on them), evaluate on the held-out
-    fold. The same folds and seed for every objective."""
+    fold with its records matched to the training folds' records (Algorithm 1's indices are built
+    on the training data). The same folds, pairs and seed for every objective; each fold's pairs
+    are matched once."""
     fold = folds(label, group, k, config.seed)
+    train_pairs = [make_pairs(inputs[fold != i], merit[fold != i], label[fold != i], group[fold != i])
+                   for i in range(k)]
     rows = []
     for objective in objectives:
         cfg = config.for_objective(objective)
         for i in range(k):
             tr, te = fold != i, fold == i
-            pairs = make_pairs(inputs[tr], merit[tr], label[tr], group[tr])
+            pairs = train_pairs[i]
             t0 = time.perf_counter()
             report = None if progress is None else (
                 lambda e, o=objective, i=i: progress({"objective": o, "fold": i + 1, "folds": k, **e}))
             model = train(inputs[tr], label[tr], group[tr], pairs, names, cfg, report)
             seconds = time.perf_counter() - t0
-            metrics = evaluate(model, inputs[te], merit[te], label[te], group[te], cfg.steps, cfg.threshold)
+            metrics = evaluate(model, inputs[te], merit[te], label[te], group[te], cfg.threshold,
+                               pool=(inputs[tr], merit[tr], label[tr], group[tr]))
             rows.append({"objective": objective, "fold": i + 1, "seconds": seconds,
                          "lambda_eo": cfg.lambda_eo, "lambda_cec": cfg.lambda_cec, **metrics})
     return rows
