@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import shared_file
-from aequum.engines.generators.hmda import (DTI_BINS, LAR_COLUMNS, MECHANISM, VALUE_SETS, data_browser_name,
+from aequum.engines.generators.hmda import (DTI_BINS, INTERVENTIONS, LAR_COLUMNS, MECHANISM, TRUTH, VALUE_SETS, data_browser_name,
                                      iter_hmda_batches, normalise_column_name)
 from aequum.engines.generators.loan import generate_loan, iter_loan_batches
 
@@ -65,6 +65,40 @@ def test_ground_truth_is_consistent_with_the_mechanism():
     un = df.filter(~pl.col("penalised") & pl.col("decision").is_not_null())
     assert (un["decision"] == un["decision_without_mechanism"]).all()
     assert df["id"].to_list()[:3] == ["0", "1", "2"]
+
+
+def test_total_effect_truth_follows_the_structural_equations():
+    lar, truth = hmda(60_000)
+    assert truth.columns == TRUTH.names
+    df = pl.concat([lar, truth], how="horizontal").filter(pl.col("decision").is_not_null())
+    for column, reference in INTERVENTIONS.items():
+        do, total = f"decision_do_{column}", f"harmed_total_{column}"
+        # do(column := reference) leaves the reference group as it was
+        ref = df.filter(pl.col(column) == reference)
+        assert (ref[do] == ref["decision"]).all() and not ref[total].any()
+        assert (df[total] == ((df["decision"] == 0) & (df[do] == 1))).all()
+    # for Black and for Female applicants every structural shift favours the reference value:
+    # the intervention can only approve, and (race) it removes the penalty with the rest
+    black = df.filter(pl.col("derived_race") == "Black or African American")
+    assert (black["decision_do_derived_race"] >= black["decision"]).all()
+    only_black = black.filter(pl.col("derived_ethnicity") != "Hispanic or Latino")
+    assert only_black.filter(pl.col("harmed"))["harmed_total_derived_race"].all()
+    assert only_black["harmed_total_derived_race"].sum() > 1.5 * only_black["harmed"].sum()
+    female = df.filter(pl.col("derived_sex") == "Female")
+    assert (female["decision_do_derived_sex"] >= female["decision"]).all()
+    assert 0 < female["harmed_total_derived_sex"].sum() < black["harmed_total_derived_race"].sum()
+
+
+PINNED_LAR_DIGEST = "07fbd0c24afadfe6fe0737cdbb359e4022ce470ff47456b63d2fcdc8e195cc57"  # seed 0, 3,000 rows, before the total-effect truth
+
+
+def test_hmda_lar_is_pinned():
+    """The LAR's values for a fixed seed (the truth columns may grow; the data must not move)."""
+    import hashlib
+
+    lar, _ = hmda(3_000, batch_rows=3_000)
+    digest = hashlib.sha256(lar.write_csv().encode()).hexdigest()
+    assert digest == PINNED_LAR_DIGEST
 
 
 def test_hmda_is_deterministic_and_independent_of_batch_size():

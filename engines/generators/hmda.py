@@ -14,10 +14,21 @@ Decision process (one row = one application):
     denied  iff risk + ε > c,  ε ~ N(0, 0.5)
 
 **Planted mechanism** (:data:`MECHANISM`): for Black or African American and for Hispanic or
-Latino applicants the underwriter adds 8 points to the debt-to-income ratio it evaluates
-(disparate treatment via a race-dependent penalty on one underwriting variable). The ground
-truth table gives, per record, the decision without the penalty and whether the penalty
-changed it (``harmed``: denied, but approved without the penalty).
+Latino applicants the underwriter adds ``penalty_points`` (5) to the debt-to-income ratio it
+evaluates (disparate treatment via a race-dependent penalty on one underwriting variable).
+
+**Ground truth** (:data:`TRUTH`, one row per record) of two kinds:
+
+* direct effect: the decision without the penalty, everything else as drawn, and ``harmed``
+  (denied, but approved without the penalty);
+* total effect, per protected column: the decision of the same applicant — the same exogenous
+  noise ``u`` of every structural equation below — under do(column := reference value)
+  (:data:`INTERVENTIONS`: race := White, ethnicity := Not Hispanic or Latino, sex := Male),
+  which moves credit, income, DTI and LTV with the group and removes the penalty where the
+  group carried it; ``harmed_total_<column>``: denied, but approved under the intervention.
+  This is the quantity counterfactual fairness and CST estimate (Kusner et al. 2017;
+  Alvarez & Ruggieri 2023, Def. 3.2), whereas ``harmed`` is what a ceteris-paribus comparison
+  of the same observed features targets.
 
 Rows are generated in fixed blocks of :data:`BLOCK` with one random stream per block, so the
 output is identical for any ``batch_rows`` and memory stays flat in ``n``.
@@ -79,18 +90,33 @@ NUMERIC_SENTINELS = {
     "interest_rate": ["NA", "Exempt", ""], "rate_spread": ["NA", "Exempt", ""], "loan_term": ["NA", "Exempt", ""],
 }
 _HYPHENATED = {"derived_msa_md": "derived_msa-md", "open_end_line_of_credit": "open-end_line_of_credit"}
+# the reference value each protected attribute is set to for the total-effect truth
+INTERVENTIONS = {"derived_race": "White", "derived_ethnicity": "Not Hispanic or Latino", "derived_sex": "Male"}
 MECHANISM = {
     "kind": "disparate treatment: race/ethnicity-dependent penalty on one underwriting variable",
     "variable": "debt_to_income_ratio",
     "penalty_points": 5.0,
     "penalised": {"derived_race": ["Black or African American"], "derived_ethnicity": ["Hispanic or Latino"]},
     "decision": "denied iff 0.09(DTI+penalty-36) + 0.05(LTV-80) - 0.45 log(income/80) - 1.2 credit + e > c",
-    "ground_truth_columns": {"id": "0-based row number (the LAR has no record id)",
-                             "decision_without_mechanism": "1 approved, 0 denied, null out of scope",
-                             "harmed": "denied with the penalty, approved without it"},
+    "ground_truth_columns": {
+        "id": "0-based row number (the LAR has no record id)",
+        "penalised": "the penalty applies (Black or African American, or Hispanic or Latino)",
+        "decision": "1 approved, 0 denied, null out of scope",
+        "decision_without_mechanism": "1 approved, 0 denied, null out of scope: the same applicant "
+                                      "without the penalty (everything else as drawn)",
+        "harmed": "direct effect: denied with the penalty, approved without it",
+        **{f"decision_do_{c}": f"1 approved, 0 denied, null out of scope: the same applicant (same "
+                               f"exogenous noise) under do({c} := {v}) through the generator's structural "
+                               "equations — credit, income, DTI, LTV and the penalty move with the group"
+           for c, v in INTERVENTIONS.items()},
+        **{f"harmed_total_{c}": f"total effect: denied factually, approved under do({c} := {v})"
+           for c, v in INTERVENTIONS.items()},
+    },
 }
 TRUTH = pa.schema([("id", pa.string()), ("penalised", pa.bool_()), ("decision", pa.int8()),
-                   ("decision_without_mechanism", pa.int8()), ("harmed", pa.bool_())])
+                   ("decision_without_mechanism", pa.int8()), ("harmed", pa.bool_()),
+                   *[f for column in INTERVENTIONS for f in (pa.field(f"decision_do_{column}", pa.int8()),
+                                                             pa.field(f"harmed_total_{column}", pa.bool_()))]])
 
 
 def normalise_column_name(name: str) -> str:
@@ -136,6 +162,36 @@ def _zfill(x: np.ndarray, width: int) -> pa.Array:
     return pc.utf8_lpad(pa.array(x.astype(np.int64)).cast(pa.string()), width, "0")
 
 
+# The structural equations (one applicant's exogenous noise u_* fixed; group indicators as bools).
+# Group means encode the wealth gaps that drive the published denial-rate gaps.
+def _credit(black, hisp, asian, u):
+    """Latent credit quality (not in the LAR)."""
+    return u - 0.25 * black - 0.1 * hisp - 0.1 * asian
+
+
+def _income(black, hisp, asian, female, u):
+    """Income in thousands (log-normal)."""
+    return np.exp((np.log(95) - 0.25 * black - 0.2 * hisp + 0.15 * asian - 0.1 * female) + 0.55 * u)
+
+
+def _dti(black, hisp, u):
+    """The true debt-to-income ratio (percent) before binning."""
+    return np.clip((35 + 2.0 * black + 1.5 * hisp) + 9.0 * u, 5, 75)
+
+
+def _ltv(black, hisp, u):
+    """Combined loan-to-value ratio (percent)."""
+    return np.clip((80 + 3 * black + 2 * hisp) + 12.0 * u, 10, 115)
+
+
+def _risk(black, hisp, asian, female, u_credit, u_income, u_dti, u_ltv, u_risk):
+    """(risk the underwriter evaluates, the same without the planted penalty); denied iff risk > CUTOFF."""
+    income, dti, ltv = _income(black, hisp, asian, female, u_income), _dti(black, hisp, u_dti), _ltv(black, hisp, u_ltv)
+    base = 0.05 * (ltv - 80) - 0.45 * np.log(income / 80) - 1.2 * _credit(black, hisp, asian, u_credit) + 0.5 * u_risk
+    risk_fair = base + 0.09 * (dti - 36)
+    return risk_fair + 0.09 * MECHANISM["penalty_points"] * (black | hisp), risk_fair
+
+
 def _block(n: int, seed: int, block: int, first_row: int) -> tuple[dict[str, pa.Array], dict[str, np.ndarray]]:
     rng = np.random.default_rng([seed, block])
     races = VALUE_SETS["derived_race"]
@@ -147,18 +203,26 @@ def _block(n: int, seed: int, block: int, first_row: int) -> tuple[dict[str, pa.
     sex_i, sex = _pick(rng, VALUE_SETS["derived_sex"], [42, 26, 24, 8], n)
     black, hisp = race_i == races.index("Black or African American"), eth_i == 0
     asian = race_i == races.index("Asian")
-    penalised = black | hisp
-    # underwriting variables, with the wealth gaps that drive the published denial-rate gaps
-    credit = rng.standard_normal(n) - 0.25 * black - 0.1 * hisp - 0.1 * asian
-    income = np.exp(rng.normal(np.log(95) - 0.25 * black - 0.2 * hisp + 0.15 * asian - 0.1 * (sex_i == 1), 0.55))
-    dti = np.clip(rng.normal(35 + 2.0 * black + 1.5 * hisp, 9.0), 5, 75)
-    ltv = np.clip(rng.normal(80 + 3 * black + 2 * hisp, 12), 10, 115)
+    female = sex_i == 1
+    # exogenous noise of the structural equations, drawn in the order (and with the values)
+    # rng.normal(mean, sd) / rng.lognormal would draw them
+    u_credit, u_income, u_dti, u_ltv = (rng.standard_normal(n) for _ in range(4))
+    income, ltv = _income(black, hisp, asian, female, u_income), _ltv(black, hisp, u_ltv)
+    # one price-to-income multiple per block (a single draw, as the generator always made it)
     prop = np.clip(income * 1000 * rng.lognormal(np.log(3.8), 0.35), 40_000, 5_000_000)
     loan = np.clip(prop * ltv / 100, 10_000, None)
-    base = 0.05 * (ltv - 80) - 0.45 * np.log(income / 80) - 1.2 * credit + rng.normal(0, 0.5, n)
-    risk_fair = base + 0.09 * (dti - 36)
-    risk = risk_fair + 0.09 * MECHANISM["penalty_points"] * penalised
+    u_risk = rng.standard_normal(n)
+    dti = _dti(black, hisp, u_dti)
+    risk, risk_fair = _risk(black, hisp, asian, female, u_credit, u_income, u_dti, u_ltv, u_risk)
+    penalised = black | hisp
     approved, approved_fair = risk <= CUTOFF, risk_fair <= CUTOFF
+    # total effects: the same applicant (same noise) under do(attribute := reference value)
+    none = np.zeros(n, bool)
+    approved_do = {
+        "derived_race": _risk(none, hisp, none, female, u_credit, u_income, u_dti, u_ltv, u_risk)[0] <= CUTOFF,
+        "derived_ethnicity": _risk(black, none, asian, female, u_credit, u_income, u_dti, u_ltv, u_risk)[0] <= CUTOFF,
+        "derived_sex": _risk(black, hisp, asian, none, u_credit, u_income, u_dti, u_ltv, u_risk)[0] <= CUTOFF,
+    }
     # action taken: out-of-scope outcomes (withdrawn, incomplete, purchased) independent of merit
     action_i = np.where(approved, np.where(rng.random(n) < 0.93, 0, 1), 2)
     out_of_scope = rng.random(n) < 0.14
@@ -261,6 +325,9 @@ def _block(n: int, seed: int, block: int, first_row: int) -> tuple[dict[str, pa.
              "decision": np.where(in_scope, approved.astype(np.int8), -1),
              "decision_without_mechanism": np.where(in_scope, approved_fair.astype(np.int8), -1),
              "harmed": in_scope & ~approved & approved_fair}
+    for column, ok in approved_do.items():
+        truth[f"decision_do_{column}"] = np.where(in_scope, ok.astype(np.int8), -1)
+        truth[f"harmed_total_{column}"] = in_scope & ~approved & ok
     return cols, truth
 
 
@@ -271,9 +338,9 @@ def _to_batches(cols: dict, truth: dict, spelling: str) -> tuple[pa.RecordBatch,
     def int8(v):
         return pa.array(np.where(v < 0, 0, v).astype(np.int8), pa.int8(), mask=v < 0)
 
-    t = pa.RecordBatch.from_arrays([truth["id"], pa.array(truth["penalised"]), int8(truth["decision"]),
-                                    int8(truth["decision_without_mechanism"]), pa.array(truth["harmed"])],
-                                   schema=TRUTH)
+    t = pa.RecordBatch.from_arrays([truth[f.name] if f.name == "id" else
+                                    int8(truth[f.name]) if f.type == pa.int8() else pa.array(truth[f.name])
+                                    for f in TRUTH], schema=TRUTH)
     return lar, t
 
 
