@@ -77,6 +77,21 @@ def cmd_ingest(args) -> int:
     return 0
 
 
+def _print_detection(detection) -> None:
+    """Detection quality against the source's ground truth: each method's main finding
+    against the truth of its own kind (all rows: ``aequum show detection``)."""
+    import polars as pl
+
+    df = (pl.from_arrow(detection)
+          .filter(pl.col("same_kind") & ((pl.col("engine") != "cst") | (pl.col("method") == "CF")
+                                         | (pl.col("finding") == "significant")))
+          .with_columns((pl.col("precision") / pl.col("base_rate")).alias("lift"))
+          .select(["engine", "method", "parameter", "protected_attribute", "group", "finding", "effect",
+                   "population", "flagged", "base_rate", "precision", "lift", "recall", "f1"]))
+    print("detection vs the ground truth (precision / base rate = lift; aequum show detection):")
+    _print_table(df.to_arrow(), max_rows=40)
+
+
 def cmd_audit(args) -> int:
     from aequum.flows.audit import preflight, run_audit
     from aequum.flows.warehouse import Warehouse
@@ -89,10 +104,13 @@ def cmd_audit(args) -> int:
     with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
         run = wh.run(run_id)
         engines_status = wh.engine_status(run_id)
+        detection = wh.result("detection", run_id) if "detection" in wh.table_names() else None
     print(f"\nrun {run_id}: {run['status']}")
     for name, e in sorted(engines_status.items()):
         print(f"  {name:8s} {e['status']:9s} {e['seconds'] or 0:7.2f} s  {e['tables']}"
               + (f"  {e['error']}" if e["error"] else ""))
+    if detection is not None and detection.num_rows:
+        _print_detection(detection)
     print(f"results: DuckDB warehouse {Path(args.warehouse).resolve()} (schema audit, run_id = '{run_id}')")
     print(f"  e.g. aequum show outcome_gaps --run-id {run_id}")
     if args.report is not None:

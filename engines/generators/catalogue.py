@@ -53,3 +53,12 @@ def mechanism(name: str) -> dict | None:
 
         return MECHANISM
     return None
+
+
+def truth(name: str, rows: int | None = None, seed: int = 0) -> pa.Table | None:
+    """A generator's ground truth of harm (the table written beside its files), where it has one."""
+    if name == "hmda":
+        from aequum.engines.generators.hmda import DEFAULT_ROWS, hmda_truth
+
+        return hmda_truth(rows or DEFAULT_ROWS, seed)
+    return None

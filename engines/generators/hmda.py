@@ -192,7 +192,8 @@ def _risk(black, hisp, asian, female, u_credit, u_income, u_dti, u_ltv, u_risk):
     return risk_fair + 0.09 * MECHANISM["penalty_points"] * (black | hisp), risk_fair
 
 
-def _block(n: int, seed: int, block: int, first_row: int) -> tuple[dict[str, pa.Array], dict[str, np.ndarray]]:
+def _block(n: int, seed: int, block: int, first_row: int,
+           lar: bool = True) -> tuple[dict[str, pa.Array] | None, dict[str, np.ndarray]]:
     rng = np.random.default_rng([seed, block])
     races = VALUE_SETS["derived_race"]
     race_i, race = _pick(rng, races, [0.6, 5.5, 8.0, 0.2, 61.0, 0.4, 4.0, 0.3, 20.0], n)
@@ -229,6 +230,15 @@ def _block(n: int, seed: int, block: int, first_row: int) -> tuple[dict[str, pa.
     action_i[out_of_scope] = rng.choice([3, 4, 5], size=int(out_of_scope.sum()), p=[5 / 14, 3 / 14, 6 / 14])
     in_scope = ~out_of_scope
     action = pc.take(pa.array(["1", "2", "3", "4", "5", "6"]), pa.array(action_i))
+    truth = {"id": pa.array(np.arange(first_row, first_row + n)).cast(pa.string()), "penalised": penalised,
+             "decision": np.where(in_scope, approved.astype(np.int8), -1),
+             "decision_without_mechanism": np.where(in_scope, approved_fair.astype(np.int8), -1),
+             "harmed": in_scope & ~approved & approved_fair}
+    for column, ok in approved_do.items():
+        truth[f"decision_do_{column}"] = np.where(in_scope, ok.astype(np.int8), -1)
+        truth[f"harmed_total_{column}"] = in_scope & ~approved & ok
+    if not lar:  # the rest of the block's stream only formats the LAR
+        return None, truth
 
     # binned / formatted fields with the LAR's quirks
     dti_i = np.select([dti < 20, dti < 30, dti < 36, dti < 50, dti <= 60],
@@ -321,27 +331,30 @@ def _block(n: int, seed: int, block: int, first_row: int) -> tuple[dict[str, pa.
     }
     for c in LAR_COLUMNS:
         cols.setdefault(c, empty)  # unused race/ethnicity slots 2-5, aus-2..5, denial_reason-2..4
-    truth = {"id": pa.array(np.arange(first_row, first_row + n)).cast(pa.string()), "penalised": penalised,
-             "decision": np.where(in_scope, approved.astype(np.int8), -1),
-             "decision_without_mechanism": np.where(in_scope, approved_fair.astype(np.int8), -1),
-             "harmed": in_scope & ~approved & approved_fair}
-    for column, ok in approved_do.items():
-        truth[f"decision_do_{column}"] = np.where(in_scope, ok.astype(np.int8), -1)
-        truth[f"harmed_total_{column}"] = in_scope & ~approved & ok
     return cols, truth
 
 
 def _to_batches(cols: dict, truth: dict, spelling: str) -> tuple[pa.RecordBatch, pa.RecordBatch]:
     names = LAR_COLUMNS if spelling == "snapshot" else [data_browser_name(c) for c in LAR_COLUMNS]
-    lar = pa.RecordBatch.from_arrays([cols[c] for c in LAR_COLUMNS], names=names)
+    return pa.RecordBatch.from_arrays([cols[c] for c in LAR_COLUMNS], names=names), _truth_batch(truth)
 
+
+def _truth_batch(truth: dict) -> pa.RecordBatch:
     def int8(v):
         return pa.array(np.where(v < 0, 0, v).astype(np.int8), pa.int8(), mask=v < 0)
 
-    t = pa.RecordBatch.from_arrays([truth[f.name] if f.name == "id" else
-                                    int8(truth[f.name]) if f.type == pa.int8() else pa.array(truth[f.name])
-                                    for f in TRUTH], schema=TRUTH)
-    return lar, t
+    return pa.RecordBatch.from_arrays([truth[f.name] if f.name == "id" else
+                                       int8(truth[f.name]) if f.type == pa.int8() else pa.array(truth[f.name])
+                                       for f in TRUTH], schema=TRUTH)
+
+
+def hmda_truth(n: int = DEFAULT_ROWS, seed: int = 0) -> pa.Table:
+    """The ground truth of ``n`` generated rows alone (the same as :func:`iter_hmda_batches`
+    writes beside the LAR), without formatting the LAR: a few seconds per million rows."""
+    if n <= 0:
+        raise ValueError(f"hmda generator: rows must be positive, got {n}")
+    return pa.Table.from_batches([_truth_batch(_block(min(BLOCK, n - start), seed, b, start, lar=False)[1])
+                                  for b, start in enumerate(range(0, n, BLOCK))], schema=TRUTH)
 
 
 def iter_hmda_batches(n: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int = 250_000,

@@ -1,0 +1,162 @@
+"""Detection quality: individual-level findings scored against a ground truth of harm.
+
+When the source has a ground truth (a generator's truth table, or one the spec names), each
+individual-level finding is a prediction "this record was harmed" and the truth says whether
+it was. Per engine, method, parameter (k, δ), protected attribute and group, over the records
+the engine examined (its *population*: CST's complainants, PBA's considered inputs):
+
+    precision = TP / flagged,   recall = TP / harmed,   F1 = 2PR / (P + R),
+    base rate = harmed / population  (the precision of flagging at random)
+
+Two kinds of truth (``effect``):
+
+* ``direct`` — harmed by the mechanism itself, everything else held as observed (a
+  ceteris-paribus quantity: what situation testing (ST) and PBA's flip of the group target);
+* ``total`` — harmed under do(attribute := reference value) through the structural equations:
+  the counterfactual quantity that CF (Kusner et al. 2017) and CST (Alvarez & Ruggieri 2023,
+  Def. 3.2) estimate.
+
+Every method is scored against both; ``same_kind`` marks the truth of its own kind. Pure
+computation over the engines' output tables and the truth columns; no I/O.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+DETECTION = pa.schema([
+    ("engine", pa.string()), ("method", pa.string()), ("parameter", pa.string()),
+    ("protected_attribute", pa.string()), ("group", pa.string()), ("finding", pa.string()),
+    ("effect", pa.string()), ("same_kind", pa.bool_()), ("population", pa.int64()),
+    ("flagged", pa.int64()), ("harmed", pa.int64()), ("true_positives", pa.int64()),
+    ("base_rate", pa.float64()), ("precision", pa.float64()), ("recall", pa.float64()),
+    ("f1", pa.float64()), ("note", pa.string()),
+])
+
+# the kind of effect each CST method estimates (CF and CST: counterfactual worlds; ST: the
+# same observed features in the other group)
+CST_EFFECT = {"ST": "direct", "CST_wo_centres": "total", "CST": "total", "CF": "total"}
+POOLED = "pooled"
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """Harm per record: ``direct`` (booleans, or None when unknown) and ``total`` per protected
+    attribute name (booleans; records with a null truth — e.g. out of scope — are not scored).
+    Arrays are NumPy or Arrow, aligned with ``ids``."""
+
+    ids: object
+    direct: object | None
+    total: dict[str, object] = field(default_factory=dict)
+    source: str = ""
+
+    def frame(self) -> pl.DataFrame:
+        cols = {"record_id": _arrow(self.ids, pa.string())}
+        if self.direct is not None:
+            cols["direct"] = _arrow(self.direct, pa.bool_())
+        cols.update({f"total:{a}": _arrow(v, pa.bool_()) for a, v in self.total.items()})
+        df = pl.from_arrow(pa.table(cols))
+        if df["record_id"].n_unique() != df.height:
+            raise ValueError(f"truth ({self.source}): the id column has duplicate ids")
+        return df
+
+
+def _arrow(values, type_: pa.DataType):
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values.cast(type_)
+    return pa.array(np.asarray(values).astype(str) if type_ == pa.string() else values, type_)
+
+
+def scores(flagged: np.ndarray, harmed: np.ndarray) -> dict[str, float | int | None]:
+    """Counts, base rate, precision, recall and F1 of ``flagged`` against ``harmed`` (bools of
+    one population). A ratio with a zero denominator is null."""
+    flagged, harmed = np.asarray(flagged, bool), np.asarray(harmed, bool)
+    n, f, h = len(flagged), int(flagged.sum()), int(harmed.sum())
+    tp = int((flagged & harmed).sum())
+    p = tp / f if f else None
+    r = tp / h if h else None
+    f1 = 2 * p * r / (p + r) if p is not None and r is not None and p + r > 0 else (0.0 if f and h else None)
+    return {"population": n, "flagged": f, "harmed": h, "true_positives": tp,
+            "base_rate": h / n if n else None, "precision": p, "recall": r, "f1": f1}
+
+
+def _score_groups(df: pl.DataFrame, keys: list[str], flag: str, fixed: dict, effect_of) -> list[dict]:
+    """One row per group of ``keys`` × effect, scoring column ``flag`` against the truth
+    columns present (``direct``, ``total:<attribute>``)."""
+    rows = []
+    for key, g in df.group_by(keys, maintain_order=True):
+        info = dict(zip(keys, key))
+        attr = info["protected_attribute"]
+        for effect, column in (("direct", "direct"), ("total", f"total:{attr}")):
+            if column not in g.columns:
+                continue
+            known = g.filter(pl.col(column).is_not_null())
+            if known.height == 0:
+                continue
+            row = {**fixed, **info, "effect": effect, "same_kind": effect_of(info) == effect,
+                   "note": None, **scores(known[flag].fill_null(False).to_numpy(), known[column].to_numpy())}
+            if known.height < g.height:
+                row["note"] = f"{g.height - known.height} record(s) without a truth value not scored"
+            rows.append(row)
+    return rows
+
+
+def _with_truth(table: pa.Table, truth: GroundTruth) -> pl.DataFrame:
+    return pl.from_arrow(table).join(truth.frame(), on="record_id", how="left")
+
+
+def cst_detection(claims: pa.Table, truth: GroundTruth) -> list[dict]:
+    """CST claims (one per complainant × method × k): ``significant`` (ST, CST) and
+    ``discriminated`` (every method; CF's only finding) against the truth."""
+    df = _with_truth(claims, truth).with_columns(
+        pl.col(_group_column(claims)).cast(pl.Utf8).alias("group") if _group_column(claims)
+        else pl.lit(POOLED).alias("group"),
+        pl.format("k={}", pl.col("k")).alias("parameter"))
+    rows = []
+    for finding in ("significant", "discriminated"):
+        part = df if finding == "discriminated" else df.filter(pl.col("method") != "CF")
+        rows += _score_groups(part, ["method", "parameter", "protected_attribute", "group"], finding,
+                              {"engine": "cst", "finding": finding},
+                              lambda info: CST_EFFECT.get(info["method"], "total"))
+    return rows
+
+
+def pba_detection(inputs: pa.Table, truth: GroundTruth) -> list[dict]:
+    """PBA inputs: among the considered inputs (both twins predicted as the input's truth), a
+    ``verified`` bias (the group's flip moves the logit the same way over the whole δ box) per
+    setting and δ, against the truth. PBA flips the group indicator alone: a direct-effect
+    quantity."""
+    df = _with_truth(inputs, truth).filter(pl.col("considered").fill_null(False)).with_columns(
+        (pl.col("verdict") == "verified").alias("verified"),
+        pl.col("group_name").cast(pl.Utf8).fill_null(POOLED).alias("group"),
+        pl.col("attribute").alias("protected_attribute"),
+        pl.format("delta={}", pl.col("delta")).alias("parameter"),
+        pl.col("setting").alias("method"))
+    return _score_groups(df, ["method", "parameter", "protected_attribute", "group"], "verified",
+                         {"engine": "pba", "finding": "verified"}, lambda _info: "direct")
+
+
+def _group_column(claims: pa.Table) -> str | None:
+    """Claims tables that split a protected attribute into groups name the group in ``group``."""
+    return "group" if "group" in claims.column_names else None
+
+
+SCORERS = {("cst", "cst_claims"): cst_detection, ("pba", "pba_inputs"): pba_detection}
+
+
+def detection_table(engine_tables: dict[str, dict[str, pa.Table]], truth: GroundTruth) -> pa.Table:
+    """The ``detection`` table for one run: every individual-level engine output in
+    ``engine_tables`` (engine name -> its tables) scored against ``truth``."""
+    rows: list[dict] = []
+    for (engine, table), scorer in SCORERS.items():
+        t = engine_tables.get(engine, {}).get(table)
+        if t is not None and t.num_rows:
+            rows += scorer(t, truth)
+    if not rows:
+        return DETECTION.empty_table()
+    table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in DETECTION} for r in rows], schema=DETECTION)
+    keys = ["engine", "protected_attribute", "group", "method", "parameter", "finding", "effect"]
+    return table.sort_by([(k, "ascending") for k in keys])  # independent of the engines' row order

@@ -1,0 +1,127 @@
+"""Detection quality: engines' individual findings scored against a ground truth of harm."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from conftest import stage_spec
+from aequum.engines.core.engine import run_serial
+from aequum.engines.core.spec import SpecError, load_spec, parse_spec
+from aequum.engines.detection import DETECTION, GroundTruth, cst_detection, detection_table, scores
+from aequum.engines.matching.engine import CSTEngine
+from aequum.engines.matching.situation_testing import CLAIMS
+from aequum.flows.ground_truth import load_truth, score_run
+
+REPO_SPEC = "data/specs/hmda.yaml"
+
+
+def test_scores_worked_example():
+    s = scores(np.array([1, 1, 1, 0, 0, 0], bool), np.array([1, 1, 0, 1, 0, 0], bool))
+    assert (s["population"], s["flagged"], s["harmed"], s["true_positives"]) == (6, 3, 3, 2)
+    assert s["precision"] == pytest.approx(2 / 3) and s["recall"] == pytest.approx(2 / 3)
+    assert s["f1"] == pytest.approx(2 / 3) and s["base_rate"] == pytest.approx(0.5)
+    none = scores(np.zeros(4, bool), np.array([1, 0, 0, 0], bool))
+    assert none["precision"] is None and none["recall"] == 0.0 and none["f1"] is None
+    missed = scores(np.array([1, 0], bool), np.array([0, 1], bool))
+    assert missed["precision"] == 0.0 and missed["f1"] == 0.0
+
+
+def _claims(rows):
+    cols = {f.name: [] for f in CLAIMS}
+    for rid, method, k, disc, sig in rows:
+        for f in CLAIMS:
+            cols[f.name].append({"record_id": rid, "protected_attribute": "race", "method": method, "k": k,
+                                 "discriminated": disc, "significant": sig}.get(f.name))
+    return pa.table(cols, schema=CLAIMS)
+
+
+def test_cst_detection_scores_each_method_against_both_truths():
+    claims = _claims([("0", "ST", 15, True, True), ("1", "ST", 15, True, False), ("2", "ST", 15, False, None),
+                      ("3", "ST", 15, True, True), ("0", "CF", 0, True, None), ("1", "CF", 0, False, None),
+                      ("2", "CF", 0, True, None), ("3", "CF", 0, False, None)])
+    truth = GroundTruth(np.array(["0", "1", "2", "3", "4"]), np.array([True, False, False, True, True]),
+                        {"race": pa.array([True, True, None, False, True], pa.bool_())})
+    rows = {(r["method"], r["finding"], r["effect"]): r
+            for r in detection_table({"cst": {"cst_claims": claims}}, truth).to_pylist()}
+    st = rows[("ST", "significant", "direct")]
+    assert (st["population"], st["flagged"], st["harmed"], st["true_positives"]) == (4, 2, 2, 2)
+    assert st["precision"] == 1.0 and st["recall"] == 1.0 and st["same_kind"] and st["parameter"] == "k=15"
+    # record 2 has no total-effect truth: not scored, and the note says so
+    cf = rows[("CF", "discriminated", "total")]
+    assert (cf["population"], cf["flagged"], cf["harmed"], cf["true_positives"]) == (3, 1, 2, 1)
+    assert cf["same_kind"] and cf["note"].startswith("1 record(s)")
+    assert not rows[("CF", "discriminated", "direct")]["same_kind"]
+    assert ("CF", "significant", "direct") not in rows          # CF has no test
+    assert not rows[("ST", "discriminated", "total")]["same_kind"]
+    # the engines' row order does not matter
+    again = detection_table({"cst": {"cst_claims": claims.take(np.arange(claims.num_rows)[::-1])}}, truth)
+    assert again.equals(detection_table({"cst": {"cst_claims": claims}}, truth))
+
+
+def test_duplicate_truth_ids_are_an_error():
+    with pytest.raises(ValueError, match="duplicate ids"):
+        cst_detection(_claims([("0", "CF", 0, True, None)]), GroundTruth(np.array(["0", "0"]), np.array([1, 0], bool)))
+
+
+def _hmda_spec(tmp_path, rows=20_000, **truth):
+    raw = yaml.safe_load(open(REPO_SPEC))
+    raw["source"]["rows"] = rows
+    raw["engines"]["cst"]["k"] = [15]
+    if truth:
+        raw["source"]["truth"] = truth
+    path = tmp_path / "hmda.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_truth_spec_fields_are_checked(tmp_path):
+    with pytest.raises(SpecError, match="source.truth.total"):
+        load_spec(_hmda_spec(tmp_path, path="t.parquet", total={"religion": "x"}))
+    with pytest.raises(SpecError, match="direct. or .total"):
+        load_spec(_hmda_spec(tmp_path, path="t.parquet"))
+    pq.write_table(pa.table({"id": ["0"], "harmed": [True]}), tmp_path / "t.parquet")
+    spec = load_spec(_hmda_spec(tmp_path, path="t.parquet", direct="harmed", total={"race": "nope"}))
+    with pytest.raises(SpecError, match=r"\['nope'\]"):
+        load_truth(spec, tmp_path)
+    pq.write_table(pa.table({"id": ["0"], "harmed": ["maybe"]}), tmp_path / "t.parquet")
+    spec = load_spec(_hmda_spec(tmp_path, path="t.parquet", direct="harmed"))
+    with pytest.raises(SpecError, match="source.truth.direct: column 'harmed' must be boolean"):
+        load_truth(spec, tmp_path)
+
+
+def test_generated_hmda_is_scored_against_its_own_truth(tmp_path):
+    """The generated source's truth is its generator's; the table agrees with a direct join, and
+    a named truth file (the same truth, written by ``aequum generate``) gives the same table."""
+    spec_path = _hmda_spec(tmp_path)
+    spec = load_spec(spec_path)
+    data = stage_spec(spec, tmp_path, tmp_path)
+    out = run_serial(CSTEngine(), data, spec.engines.cst.model_copy(update={"evidence": "none"}))
+    outcome = SimpleNamespace(engine="cst", status="succeeded", tables=out)
+    table = score_run(spec, tmp_path, [outcome], lambda _m: None)
+    assert table.schema == DETECTION
+    det = pl.from_arrow(table)
+    assert set(det["protected_attribute"]) == {"race", "ethnicity", "sex"}
+    from aequum.engines.generators.hmda import hmda_truth
+
+    truth = pl.from_arrow(hmda_truth(20_000, 0))
+    claims = pl.from_arrow(out["cst_claims"]).join(truth.rename({"id": "record_id"}), on="record_id")
+    for attr, column in (("race", "harmed_total_derived_race"), ("sex", "harmed_total_derived_sex")):
+        for method, flag in (("CST", "significant"), ("CF", "discriminated")):
+            g = claims.filter((pl.col("protected_attribute") == attr) & (pl.col("method") == method)
+                              & (pl.col("k") == (0 if method == "CF" else 15)))
+            f, h = g[flag].fill_null(False), g[column]
+            row = det.filter((pl.col("protected_attribute") == attr) & (pl.col("method") == method)
+                             & (pl.col("finding") == flag) & (pl.col("effect") == "total")).row(0, named=True)
+            assert (row["population"], row["flagged"], row["harmed"], row["true_positives"]) == \
+                (g.height, f.sum(), h.sum(), (f & h).sum())
+    # the same truth named in the spec (id, direct, per-attribute total columns)
+    pq.write_table(hmda_truth(20_000, 0), tmp_path / "truth.parquet")
+    named = load_spec(_hmda_spec(tmp_path, path="truth.parquet", direct="harmed",
+                                 total={p.name: f"harmed_total_{p.column}" for p in spec.protected}))
+    assert score_run(named, tmp_path, [outcome], lambda _m: None).equals(table)
