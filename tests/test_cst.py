@@ -300,3 +300,43 @@ def test_surrogate_disagreements_are_not_counterfactual_effects():
     other = AuditData(spec, recorded, {}, wrong)
     out = run_serial(CSTEngine(), other, spec.engines.cst)
     assert _counts(out, "CF", 0)["discriminated"] == 0
+
+
+def test_stratified_sample_allocates_proportionally():
+    from aequum.engines.matching.situation_testing import stratified_sample
+
+    cand = np.arange(100) * 3
+    strata = np.array(["a"] * 60 + ["b"] * 30 + ["c"] * 10)
+    pick = stratified_sample(cand, strata, 10, seed=4)
+    assert list(pick) == sorted(pick) and len(set(pick)) == 10
+    assert [int(np.isin(cand[strata == s], pick).sum()) for s in "abc"] == [6, 3, 1]
+    # largest remainders: 7 of (60, 30, 10) -> quotas 4.2, 2.1, 0.7 -> 4, 2, 1
+    pick7 = stratified_sample(cand, strata, 7, seed=4)
+    assert [int(np.isin(cand[strata == s], pick7).sum()) for s in "abc"] == [4, 2, 1]
+    assert np.array_equal(stratified_sample(cand, strata, 10, seed=4), pick)
+    assert not np.array_equal(stratified_sample(cand, strata, 10, seed=5), pick)
+    assert np.array_equal(stratified_sample(cand, strata, 500, seed=4), cand)
+
+
+def test_sampled_complainants_are_reported_and_independent_of_row_order():
+    data = world("affected", n=400)
+    params = data.spec.engines.cst.model_copy(update={"sample": 40, "sample_seed": 3})
+    out = run_serial(CSTEngine(), data, params)
+    sampling = pl.from_arrow(out["cst_sampling"])
+    full = run_serial(CSTEngine(), data, data.spec.engines.cst)
+    everyone = pl.from_arrow(full["cst_summary"]).filter(pl.col("method") == "CF")["complainants"][0]
+    assert sampling["sampled"].sum() == 40 and sampling["population"].sum() == everyone
+    assert set(pl.from_arrow(full["cst_sampling"])["sampled"] == pl.from_arrow(full["cst_sampling"])["population"]) == {True}
+    s = pl.from_arrow(out["cst_summary"]).filter(pl.col("method") == "CF").row(0, named=True)
+    assert s["complainants"] == 40 and s["population"] == everyone
+    # strata: decision x recorded value; the same records whatever the order of the rows
+    perm = np.random.default_rng(2).permutation(400)
+    shuffled = AuditData(data.spec, data.table.take(perm), {}, data.model)
+    again = run_serial(CSTEngine(), shuffled, params)
+    ids = lambda o: sorted(set(pl.from_arrow(o["cst_claims"])["record_id"]))  # noqa: E731
+    assert ids(again) == ids(out) and len(ids(out)) == 40
+    # sampled claims are the full run's claims for those complainants (neighbours use everyone)
+    key = ["record_id", "method", "k"]
+    a = pl.from_arrow(out["cst_claims"]).sort(key)
+    b = pl.from_arrow(full["cst_claims"]).filter(pl.col("record_id").is_in(ids(out))).sort(key)
+    assert a.equals(b)

@@ -19,8 +19,9 @@ from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.matching.params import CSTParams
 from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
-from aequum.engines.matching.situation_testing import (CLAIMS, EVIDENCE, SUMMARY, claims, evidence,
-                                                evidence_depth, normalise, search, summary)
+from aequum.engines.matching.situation_testing import (CLAIMS, EVIDENCE, SAMPLING, SUMMARY, claims, evidence,
+                                                evidence_depth, normalise, search, stratified_sample,
+                                                summary)
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Test:
     reference: np.ndarray
     decision_cf: np.ndarray
     complainants: np.ndarray
+    sampling: pa.Table  # per stratum: population and sampled complainants
 
 
 @dataclass
@@ -161,7 +163,7 @@ class CSTEngine:
     uses_model = True  # re-decides counterfactuals: not run when the surrogate is degenerate
 
     name = "cst"
-    tables = {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE, "cst_summary": SUMMARY}
+    tables = {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE, "cst_summary": SUMMARY, "cst_sampling": SAMPLING}
 
     def prepare(self, data, params: CSTParams) -> State:
         spec = data.spec
@@ -216,7 +218,8 @@ class CSTEngine:
                 cf_points = cf_points.with_nominal(np.column_stack(others))
             decision_cf = _counterfactual_decision(data, names, X, Xcf, attrs, prot)
             comp = np.flatnonzero(prot & ((data.decision == 0) if params.complainants == "negative" else True))
-            tests.append(Test(label, fact_points, cf_points, prot, ref, decision_cf, comp))
+            comp, sampling = _sample(data, label, attrs, comp, params)
+            tests.append(Test(label, fact_points, cf_points, prot, ref, decision_cf, comp, sampling))
         return State(np.asarray(data.ids), data.decision, tests, params)
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
@@ -239,11 +242,45 @@ class CSTEngine:
         # group rows by their keys, complainants in record order: independent of the chunking
         out["cst_claims"] = _stable_sort(out["cst_claims"], ["protected_attribute", "method", "k"])
         out["cst_evidence"] = _stable_sort(out["cst_evidence"], ["protected_attribute", "centre", "search_group"])
-        out["cst_summary"] = summary(out["cst_claims"])
+        sampling = pa.concat_tables([t.sampling for t in state.tests])
+        population = {}
+        for row in sampling.group_by("protected_attribute").aggregate([("population", "sum")]).to_pylist():
+            population[row["protected_attribute"]] = row["population_sum"]
+        out["cst_summary"] = summary(out["cst_claims"], population)
+        out["cst_sampling"] = sampling
         return out
+
+
+def _sample(data, label: str, attrs: list[str], comp: np.ndarray, params: CSTParams) -> tuple[np.ndarray, pa.Table]:
+    """The complainants tested (all, or the spec's stratified sample: strata are the attributes'
+    recorded values × the decision) and, per stratum, how many there were and were sampled."""
+    import polars as pl
+
+    values = [_recorded(data, a)[comp] for a in attrs]
+    stratum = values[0]
+    for v in values[1:]:
+        stratum = np.char.add(np.char.add(stratum, " & "), v)
+    decision = data.decision[comp].astype(np.int8)
+    keys = np.char.add(np.char.add(decision.astype(str), "|"), stratum)
+    chosen = comp if params.sample is None else stratified_sample(comp, keys, params.sample, params.sample_seed)
+    picked = np.isin(comp, chosen)
+    df = (pl.DataFrame({"stratum": stratum, "decision": decision, "picked": picked})
+          .group_by(["stratum", "decision"]).agg(pl.len().cast(pl.Int64).alias("population"),
+                                                  pl.col("picked").sum().cast(pl.Int64).alias("sampled"))
+          .sort(["stratum", "decision"])
+          .with_columns(pl.lit(label).alias("protected_attribute")))
+    return chosen, df.select([f.name for f in SAMPLING]).to_arrow().cast(SAMPLING)
 
 
 def _stable_sort(table: pa.Table, keys: list[str]) -> pa.Table:
     import polars as pl
 
     return pl.from_arrow(table).sort(keys, maintain_order=True).to_arrow().cast(table.schema)
+
+
+def _recorded(data, name: str) -> np.ndarray:
+    """An attribute's recorded values as text (its group code where the column is not staged)."""
+    column = next(p.column for p in data.spec.protected if p.name == name)
+    if column in data.table.column_names:
+        return pc.cast(data.table[column], pa.string()).fill_null("").to_numpy(zero_copy_only=False).astype(str)
+    return data.groups[name].astype(str)

@@ -41,6 +41,12 @@ class CSTParams(BaseModel):
         "the largest k at which they found it; all — every complainant's control and both test "
         "groups up to the largest k; none.")
     chunk_size: int = Field(20_000, gt=0, description="Complainants per parallel piece.")
+    sample: int | None = Field(
+        None, gt=0, description="Test a stratified random sample of this many complainants per tested "
+        "attribute (strata: the attribute's recorded value(s) × the decision; proportional allocation, "
+        "largest remainders), reported per stratum in cst_sampling; null: every complainant.")
+    sample_seed: int = Field(0, description="Seed of the complainant sample (records are drawn in record "
+                             "order, so the sample does not depend on the order of the rows).")
 
     @field_validator("k")
     @classmethod

@@ -43,7 +43,11 @@ SUMMARY = pa.schema([
     ("protected_attribute", pa.string()), ("method", pa.string()), ("k", pa.int32()),
     ("complainants", pa.int64()), ("discriminated", pa.int64()), ("discriminated_share", pa.float64()),
     ("significant", pa.int64()), ("significant_share", pa.float64()),
-    ("reverse", pa.int64()), ("note", pa.string()),
+    ("reverse", pa.int64()), ("note", pa.string()), ("population", pa.int64()),
+])
+SAMPLING = pa.schema([
+    ("protected_attribute", pa.string()), ("stratum", pa.string()), ("decision", pa.int8()),
+    ("population", pa.int64()), ("sampled", pa.int64()),
 ])
 CF_NOTE = ("CF compares each complainant with its own counterfactual, one decision each: there is "
            "no sample, so no significance test (significant is null)")
@@ -248,9 +252,28 @@ def evidence(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Ne
     return pa.concat_tables(parts) if parts else EVIDENCE.empty_table()
 
 
-def summary(claims_table: pa.Table) -> pa.Table:
+def stratified_sample(candidates: np.ndarray, strata: np.ndarray, size: int, seed: int) -> np.ndarray:
+    """A sample of ``size`` of ``candidates`` (indices in record order), stratified by ``strata``
+    (one key per candidate): each stratum gets its proportional share (largest remainders, ties
+    to the larger stratum then the smaller key), drawn without replacement by a seeded
+    permutation. Returned in record order; all candidates when ``size`` ≥ their number."""
+    if size >= len(candidates):
+        return candidates
+    keys, inverse, counts = np.unique(strata, return_inverse=True, return_counts=True)
+    quota = counts * size / len(candidates)
+    alloc = np.floor(quota).astype(np.int64)
+    rest = size - int(alloc.sum())
+    order = np.lexsort((np.arange(len(keys)), -counts, -(quota - alloc)))
+    alloc[order[:rest]] += 1
+    rng = np.random.default_rng(seed)
+    picked = [np.flatnonzero(inverse == s)[rng.permutation(counts[s])[:alloc[s]]] for s in range(len(keys))]
+    return candidates[np.sort(np.concatenate(picked))]
+
+
+def summary(claims_table: pa.Table, population: dict[str, int] | None = None) -> pa.Table:
     """Counts and shares of discriminated / significant complainants by attribute × method × k.
-    Significance is null where no claim has a test (CF), with a ``note`` saying why."""
+    Significance is null where no claim has a test (CF), with a ``note`` saying why;
+    ``population``: complainants before sampling, per attribute (default: those tested)."""
     import polars as pl
 
     df = pl.from_arrow(claims_table)
@@ -264,4 +287,6 @@ def summary(claims_table: pa.Table) -> pa.Table:
            .with_columns((pl.col("discriminated") / pl.col("complainants")).alias("discriminated_share"),
                          (pl.col("significant") / pl.col("complainants")).alias("significant_share"))
            .sort(["protected_attribute", "method", "k"]))
+    pop = pl.col("protected_attribute").replace_strict(population or {}, default=None, return_dtype=pl.Int64)
+    out = out.with_columns(pop.fill_null(pl.col("complainants")).alias("population"))
     return out.select([f.name for f in SUMMARY]).to_arrow().cast(SUMMARY)
