@@ -177,3 +177,30 @@ def test_cec_synthetic_design():
     assert np.corrcoef(score, t["label"].to_numpy())[0, 1] > 0.7
     assert abs(np.corrcoef(t["proxy_1"].to_numpy(), t["label"].to_numpy())[0, 1]) < 0.03
     assert generate_cec(100, seed=2).equals(generate_cec(100, seed=2))
+
+
+def test_lender_records_are_the_same_applications_decided_by_the_lender_rule():
+    from aequum.engines.generators.hmda import LENDER_RULE, iter_lender_batches
+
+    lar, truth = hmda(60_000)
+    parts = list(iter_lender_batches(60_000, 0, 35_000))
+    lender = pl.from_arrow(pa.Table.from_batches([p[0] for p in parts]))
+    assert pl.from_arrow(pa.Table.from_batches([p[1] for p in parts])).equals(truth)
+    whole = pl.from_arrow(pa.Table.from_batches([b for b, _ in iter_lender_batches(60_000, 0, 60_000)]))
+    assert whole.equals(lender)
+    for c in ("derived_race", "derived_ethnicity", "derived_sex", "action_taken"):
+        assert lender[c].equals(lar[c])
+    # the LAR's published income (thousands, rounded) is the lender's, binned DTI its exact DTI's bin
+    shown = lar["income"] != "NA"
+    assert ((lar.filter(shown)["income"].cast(pl.Float64) - lender.filter(shown)["log_income"].exp()).abs() <= 0.5).all()
+    # the rule (approved iff score >= 0) reproduces every in-scope decision but where one
+    # applicant carries both indicators (the rule counts the penalty twice)
+    w = LENDER_RULE["coefficients"]
+    score = (LENDER_RULE["intercept"] + sum(w[c] * lender[c].to_numpy() for c in w if c in lender.columns)
+             + w["race"] * (lender["derived_race"] == "Black or African American").to_numpy()
+             + w["ethnicity"] * (lender["derived_ethnicity"] == "Hispanic or Latino").to_numpy())
+    decided = truth["decision"].is_not_null().to_numpy()
+    wrong = decided & ((score >= 0) != (truth["decision"].fill_null(0).to_numpy() == 1))
+    both = ((lender["derived_race"] == "Black or African American")
+            & (lender["derived_ethnicity"] == "Hispanic or Latino")).to_numpy()
+    assert wrong.sum() > 0 and both[wrong].all()

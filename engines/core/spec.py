@@ -80,7 +80,7 @@ class Source(_Model):
     delimiter: str | None = Field(None, description="CSV delimiter; detected from the header when omitted.")
     header_names: list[str] | None = Field(
         None, description="CSV without a header row: the column names, in file order.")
-    generator: Literal["loan", "cec_synthetic", "hmda"] | None = Field(
+    generator: Literal["loan", "cec_synthetic", "hmda", "hmda_lender"] | None = Field(
         None, description="Built-in generator (generated).")
     rows: int | None = Field(None, gt=0, description="Rows to generate (generated).")
     seed: int = Field(0, description="Generator seed (generated).")

@@ -238,7 +238,9 @@ def _block(n: int, seed: int, block: int, first_row: int,
         truth[f"decision_do_{column}"] = np.where(in_scope, ok.astype(np.int8), -1)
         truth[f"harmed_total_{column}"] = in_scope & ~approved & ok
     if not lar:  # the rest of the block's stream only formats the LAR
-        return None, truth
+        return {"derived_race": race, "derived_ethnicity": eth, "derived_sex": sex, "action_taken": action,
+                "log_income": np.log(income), "debt_to_income": dti, "ltv": ltv,
+                "credit_score": _credit(black, hisp, asian, u_credit), "underwriting_adjustment": 0.5 * u_risk}, truth
 
     # binned / formatted fields with the LAR's quirks
     dti_i = np.select([dti < 20, dti < 30, dti < 36, dti < 50, dti <= 60],
@@ -355,6 +357,42 @@ def hmda_truth(n: int = DEFAULT_ROWS, seed: int = 0) -> pa.Table:
         raise ValueError(f"hmda generator: rows must be positive, got {n}")
     return pa.Table.from_batches([_truth_batch(_block(min(BLOCK, n - start), seed, b, start, lar=False)[1])
                                   for b, start in enumerate(range(0, n, BLOCK))], schema=TRUTH)
+
+
+LENDER = pa.schema([("derived_race", pa.string()), ("derived_ethnicity", pa.string()), ("derived_sex", pa.string()),
+                    ("action_taken", pa.string()), ("log_income", pa.float64()), ("debt_to_income", pa.float64()),
+                    ("ltv", pa.float64()), ("credit_score", pa.float64()), ("underwriting_adjustment", pa.float64())])
+# The lender's decision function (the generator's, approved iff score >= 0) as a linear rule on
+# LENDER's columns and the group indicators race (Black) and ethnicity (Hispanic): score =
+# CUTOFF - risk. Penalty and group shifts as in _risk; the penalty is counted once per
+# indicator, so for the few applicants both Black and Hispanic the rule counts it twice.
+LENDER_RULE = {
+    "coefficients": {"log_income": 0.45, "debt_to_income": -0.09, "ltv": -0.05, "credit_score": 1.2,
+                     "underwriting_adjustment": -1.0, "race": -0.09 * MECHANISM["penalty_points"],
+                     "ethnicity": -0.09 * MECHANISM["penalty_points"]},
+    "intercept": CUTOFF + 0.05 * 80 - 0.45 * float(np.log(80)) + 0.09 * 36,
+}
+
+
+def iter_lender_batches(n: int = DEFAULT_ROWS, seed: int = 0,
+                        batch_rows: int = 250_000) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch]]:
+    """(lender batch, ground-truth batch) pairs: the same applications as :func:`iter_hmda_batches`
+    (same seed, same row numbers) as the lender's own records hold them — the group columns,
+    the action taken, and every input of its decision (:data:`LENDER_RULE`) unbinned: log income,
+    DTI, LTV, the credit score (the latent credit quality, which the LAR lacks) and the
+    underwriter's adjustment (the decision's noise term). An internal audit with the lender's
+    model: the one setting in which an individual's counterfactual decision is identifiable."""
+    if n <= 0:
+        raise ValueError(f"hmda generator: rows must be positive, got {n}")
+    for start in range(0, n, batch_rows):
+        take = min(batch_rows, n - start)
+        blocks = range(start // BLOCK, (start + take - 1) // BLOCK + 1)
+        parts = [_block(min(BLOCK, n - b * BLOCK), seed, b, b * BLOCK, lar=False) for b in blocks]
+        lender = pa.Table.from_batches([pa.RecordBatch.from_pydict(c, schema=LENDER) for c, _ in parts])
+        truth = pa.Table.from_batches([_truth_batch(t) for _, t in parts])
+        offset = start - blocks[0] * BLOCK
+        yield (lender.slice(offset, take).combine_chunks().to_batches()[0],
+               truth.slice(offset, take).combine_chunks().to_batches()[0])
 
 
 def iter_hmda_batches(n: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int = 250_000,
