@@ -109,14 +109,17 @@ def _with_truth(table: pa.Table, truth: GroundTruth) -> pl.DataFrame:
 
 
 def cst_detection(claims: pa.Table, truth: GroundTruth) -> list[dict]:
-    """CST claims (one per complainant × method × k): ``significant`` (ST, CST) and
-    ``discriminated`` (every method; CF's only finding) against the truth."""
+    """CST claims (one per complainant × method × k): ``significant`` (ST, CST), ``probable``
+    (probability of necessity > ½) and ``discriminated`` (every method; CF's finding) against
+    the truth."""
     df = _with_truth(claims, truth).with_columns(
         pl.col(_group_column(claims)).cast(pl.Utf8).alias("group") if _group_column(claims)
         else pl.lit(POOLED).alias("group"),
         pl.format("k={}", pl.col("k")).alias("parameter"))
     rows = []
-    for finding in ("significant", "discriminated"):
+    for finding in ("significant", "probable", "discriminated"):
+        if finding not in df.columns:
+            continue
         part = df if finding == "discriminated" else df.filter(pl.col("method") != "CF")
         rows += _score_groups(part, ["method", "parameter", "protected_attribute", "group"], finding,
                               {"engine": "cst", "finding": finding},

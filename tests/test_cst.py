@@ -340,3 +340,29 @@ def test_sampled_complainants_are_reported_and_independent_of_row_order():
     a = pl.from_arrow(out["cst_claims"]).sort(key)
     b = pl.from_arrow(full["cst_claims"]).filter(pl.col("record_id").is_in(ids(out))).sort(key)
     assert a.equals(b)
+
+
+@pytest.mark.parametrize("cid, pn, probable", [("55", 1.0, True), ("150", 0.06, False), ("203", 0.12, False)])
+def test_probability_of_necessity_on_table_2(loan_out, cid, pn, probable):
+    """PN = 1 − p_t / p_c (Tian & Pearl 2000): complainant 55 (p_c 0.81, p_t 0) would surely
+    not have been refused in the counterfactual world; 150 (1.00 vs 0.94) very likely would."""
+    _, out = loan_out
+    c = pl.from_arrow(out["cst_claims"]).filter(
+        (pl.col("record_id") == cid) & (pl.col("method") == "CST") & (pl.col("k") == 15)).row(0, named=True)
+    assert c["pn"] == pytest.approx(pn, abs=0.011) and c["probable"] is probable
+
+
+def test_probable_claims_are_the_excess_risk_ratio_above_one_half():
+    data = world("affected")
+    claims = pl.from_arrow(run_serial(CSTEngine(), data, data.spec.engines.cst)["cst_claims"])
+    tested = claims.filter(pl.col("method") != "CF")
+    expect = pl.when(pl.col("p_c") > 0).then(1 - pl.col("p_t") / pl.col("p_c"))
+    assert ((tested["pn"] - tested.select(expect).to_series()).abs().max() or 0) < 1e-12
+    assert tested["pn"].is_null().sum() == (tested["p_c"] == 0).sum()
+    assert tested["probable"].equals((tested["pn"] > 0.5).fill_null(False))
+    cf = claims.filter(pl.col("method") == "CF")
+    assert cf["probable"].equals(cf["discriminated"] & (cf["decision"] == 0))
+    assert set(cf["pn"].unique()) <= {0.0, 1.0}
+    s = pl.from_arrow(run_serial(CSTEngine(), data, data.spec.engines.cst)["cst_summary"])
+    per = claims.group_by(["method", "k"]).agg(pl.col("probable").sum().cast(pl.Int64).alias("n"))
+    assert s.join(per, on=["method", "k"]).select((pl.col("probable") == pl.col("n")).all()).item()
