@@ -108,10 +108,20 @@ def _with_truth(table: pa.Table, truth: GroundTruth) -> pl.DataFrame:
     return pl.from_arrow(table).join(truth.frame(), on="record_id", how="left")
 
 
-def cst_detection(claims: pa.Table, truth: GroundTruth) -> list[dict]:
+def cst_detection(claims: pa.Table, truth: GroundTruth, summary: pa.Table | None = None) -> list[dict]:
     """CST claims (one per complainant × method × k): ``significant`` (ST, CST), ``probable``
     (probability of necessity > ½) and ``discriminated`` (every method; CF's finding) against
-    the truth."""
+    the truth. With mediators held (``summary.effect`` path-specific) CF and CST measure a
+    path-specific effect, which neither truth is: ``same_kind`` is false for them."""
+    measured = {}
+    if summary is not None and "effect" in summary.column_names:
+        measured = {(r["protected_attribute"], r["method"]): r["effect"] for r in
+                    summary.select(["protected_attribute", "method", "effect"]).to_pylist()}
+
+    def kind(info: dict) -> str:
+        effect = measured.get((info["protected_attribute"], info["method"]), "total")
+        return CST_EFFECT.get(info["method"], "total") if effect in ("total", "ceteris paribus") else effect
+
     df = _with_truth(claims, truth).with_columns(
         pl.col(_group_column(claims)).cast(pl.Utf8).alias("group") if _group_column(claims)
         else pl.lit(POOLED).alias("group"),
@@ -122,17 +132,20 @@ def cst_detection(claims: pa.Table, truth: GroundTruth) -> list[dict]:
             continue
         part = df if finding == "discriminated" else df.filter(pl.col("method") != "CF")
         rows += _score_groups(part, ["method", "parameter", "protected_attribute", "group"], finding,
-                              {"engine": "cst", "finding": finding},
-                              lambda info: CST_EFFECT.get(info["method"], "total"))
+                              {"engine": "cst", "finding": finding}, kind)
     return rows
 
 
 def pba_detection(inputs: pa.Table, truth: GroundTruth) -> list[dict]:
-    """PBA inputs: among the considered inputs (both twins predicted as the input's truth), a
-    ``verified`` bias (the group's flip moves the logit the same way over the whole δ box) per
-    setting and δ, against the truth. PBA flips the group indicator alone: a direct-effect
-    quantity."""
-    df = _with_truth(inputs, truth).filter(pl.col("considered").fill_null(False)).with_columns(
+    """PBA inputs: among the considered inputs that were refused (decision 0; only they can
+    have been harmed), a ``verified`` verdict per setting and δ against the truth. For a
+    refused input, *observed* verified means its own group's logit favours refusal more than
+    its twin's over the whole δ box (a persistent bias against it); *flipped* the reverse.
+    PBA flips the group indicator alone: a direct-effect quantity. Considered inputs have
+    both twins predicted as refused, so the flip changes no decision of the model: PBA finds
+    bias in the score, not harm, and its precision against harm is bounded accordingly."""
+    df = _with_truth(inputs, truth).filter(pl.col("considered").fill_null(False)
+                                           & (pl.col("decision") == 0)).with_columns(
         (pl.col("verdict") == "verified").alias("verified"),
         pl.col("group_name").cast(pl.Utf8).fill_null(POOLED).alias("group"),
         pl.col("attribute").alias("protected_attribute"),
@@ -147,17 +160,19 @@ def _group_column(claims: pa.Table) -> str | None:
     return "group" if "group" in claims.column_names else None
 
 
-SCORERS = {("cst", "cst_claims"): cst_detection, ("pba", "pba_inputs"): pba_detection}
+SCORERS = {"cst": lambda tables, truth: cst_detection(tables["cst_claims"], truth, tables.get("cst_summary")),
+           "pba": lambda tables, truth: pba_detection(tables["pba_inputs"], truth)}
+INDIVIDUAL = {"cst": "cst_claims", "pba": "pba_inputs"}  # the table of individual findings
 
 
 def detection_table(engine_tables: dict[str, dict[str, pa.Table]], truth: GroundTruth) -> pa.Table:
     """The ``detection`` table for one run: every individual-level engine output in
     ``engine_tables`` (engine name -> its tables) scored against ``truth``."""
     rows: list[dict] = []
-    for (engine, table), scorer in SCORERS.items():
-        t = engine_tables.get(engine, {}).get(table)
-        if t is not None and t.num_rows:
-            rows += scorer(t, truth)
+    for engine, scorer in SCORERS.items():
+        tables = engine_tables.get(engine, {})
+        if tables.get(INDIVIDUAL[engine]) is not None and tables[INDIVIDUAL[engine]].num_rows:
+            rows += scorer(tables, truth)
     if not rows:
         return DETECTION.empty_table()
     table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in DETECTION} for r in rows], schema=DETECTION)

@@ -366,3 +366,40 @@ def test_probable_claims_are_the_excess_risk_ratio_above_one_half():
     s = pl.from_arrow(run_serial(CSTEngine(), data, data.spec.engines.cst)["cst_summary"])
     per = claims.group_by(["method", "k"]).agg(pl.col("probable").sum().cast(pl.Int64).alias("n"))
     assert s.join(per, on=["method", "k"]).select((pl.col("probable") == pl.col("n")).all()).item()
+
+
+def test_path_specific_counterfactual_holds_mediators():
+    """a -> x -> y and a -> y: holding x keeps y's move to a's direct path (Pearl 2001)."""
+    rng = np.random.default_rng(3)
+    n = 2_000
+    a = (rng.random(n) < 0.5).astype(float)
+    x = 10 - 2 * a + rng.normal(0, 1, n)
+    y = 5 + 0.5 * x - 1 * a + rng.normal(0, 1, n)
+    scm = LinearSCM.fit([Equation("x", ["a"]), Equation("y", ["a", "x"])], {"a": a, "x": x, "y": y})
+    total = scm.counterfactual({"a": a, "x": x, "y": y}, {"a": 0.0})
+    held = scm.counterfactual({"a": a, "x": x, "y": y}, {"a": 0.0}, hold=["x"])
+    ca, cx = scm._by_target["y"].coefficients["a"], scm._by_target["y"].coefficients["x"]
+    assert np.allclose(held["x"], x) and np.allclose(held["y"], y - ca * a)
+    assert np.allclose(total["y"], y - ca * a + cx * (total["x"] - x))
+    with pytest.raises(SCMError, match=r"mediator\(s\) \['a'\]"):
+        scm.counterfactual({"a": a, "x": x, "y": y}, {"a": 0.0}, hold=["a"])
+
+
+def test_mediators_make_the_effect_path_specific():
+    data = world("affected")
+    total = run_serial(CSTEngine(), data, data.spec.engines.cst)
+    params = data.spec.engines.cst.model_copy(update={"mediators": ["affected"]})
+    held = run_serial(CSTEngine(), data, params)
+    # the protected attribute reaches the rule only through `affected`: held, no effect is left
+    assert _counts(total, "CF", 0)["discriminated"] > 0 and _counts(held, "CF", 0)["discriminated"] == 0
+    effect = {r["method"]: r["effect"] for r in pl.from_arrow(held["cst_summary"]).iter_rows(named=True)}
+    assert effect["CF"] == effect["CST"] == "path-specific: affected held at factual values"
+    assert effect["ST"] == "ceteris paribus"
+    assert set(pl.from_arrow(total["cst_summary"]).filter(pl.col("method") == "CF")["effect"]) == {"total"}
+    raw = copy.deepcopy(data.spec.model_dump(mode="json", exclude_none=True))
+    raw["engines"]["cst"]["mediators"] = ["unknown"]
+    with pytest.raises(Exception, match=r"engines.cst.mediators: \['unknown'\] are not declared features"):
+        parse_spec(raw)
+    raw["engines"]["cst"]["mediators"] = ["unaffected"]
+    with pytest.raises(Exception, match=r"not targets of scm.equations"):
+        parse_spec(raw)

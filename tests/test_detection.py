@@ -158,3 +158,38 @@ def test_cf_with_the_lenders_model_recovers_the_total_effect(tmp_path):
     direct = det.filter((pl.col("method") == "CF") & (pl.col("effect") == "direct")
                         & (pl.col("protected_attribute") == "race"))
     assert direct["precision"][0] < 0.8
+
+
+def test_pba_inputs_are_scored_among_the_refused_considered_inputs():
+    from aequum.engines.verification.engine import INPUTS
+
+    rows = [  # record, setting, considered, decision, verdict
+        ("0", "observed", True, 0, "verified"), ("1", "observed", True, 0, "falsified"),
+        ("2", "observed", True, 0, "verified"), ("3", "observed", False, 0, "verified"),
+        ("4", "observed", True, 1, "verified"), ("0", "flipped", True, 0, "falsified"),
+    ]
+    cols = {f.name: [] for f in INPUTS}
+    for rid, setting, considered, decision, verdict in rows:
+        for f in INPUTS:
+            cols[f.name].append({"attribute": "race", "record_id": rid, "group_name": "protected",
+                                 "setting": setting, "delta": 1.0, "considered": considered,
+                                 "decision": decision, "verdict": verdict}.get(f.name))
+    truth = GroundTruth(np.array(["0", "1", "2", "3", "4"]), np.array([True, True, False, True, True]))
+    det = {(r["method"]): r for r in detection_table({"pba": {"pba_inputs": pa.table(cols, schema=INPUTS)}},
+                                                     truth).to_pylist()}
+    obs = det["observed"]
+    assert (obs["population"], obs["flagged"], obs["harmed"], obs["true_positives"]) == (3, 2, 2, 1)
+    assert obs["parameter"] == "delta=1.0" and obs["effect"] == "direct" and obs["same_kind"]
+    assert det["flipped"]["flagged"] == 0 and det["flipped"]["precision"] is None
+
+
+def test_path_specific_runs_have_no_truth_of_their_kind():
+    claims = _claims([("0", "CF", 0, True, None), ("1", "CF", 0, False, None), ("0", "ST", 15, True, True),
+                      ("1", "ST", 15, False, False)])
+    from aequum.engines.matching.situation_testing import summary
+
+    truth = GroundTruth(np.array(["0", "1"]), np.array([True, False]), {"race": np.array([True, True])})
+    s = summary(claims, effect="path-specific: income held at factual values")
+    det = pl.from_arrow(detection_table({"cst": {"cst_claims": claims, "cst_summary": s}}, truth))
+    assert not det.filter(pl.col("method") == "CF")["same_kind"].any()
+    assert det.filter((pl.col("method") == "ST") & (pl.col("effect") == "direct"))["same_kind"].all()

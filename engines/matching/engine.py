@@ -123,15 +123,21 @@ def _fit_scm(data) -> tuple[LinearSCM, dict[str, np.ndarray]]:
 
 def _counterfactual_values(data, label: str, attributes: list[str], names: list[str],
                            scm: LinearSCM | None, values: dict[str, np.ndarray],
-                           table: pa.Table | None) -> np.ndarray:
-    """Raw feature matrix (columns ``names``) of the world do(attributes := reference)."""
+                           table: pa.Table | None, mediators: list[str]) -> np.ndarray:
+    """Raw feature matrix (columns ``names``) of the world do(attributes := reference), with
+    the ``mediators`` held at their factual values (path-specific; a supplied table's
+    mediator columns are replaced by the factual ones)."""
     if table is not None:
         missing = [f for f in names if f not in table.column_names]
         if missing:
             raise ValueError(f"the counterfactual table for {label!r} lacks feature column(s) {missing} "
                              "(map them with scm.counterfactuals.columns)")
-        return data.feature_values(names, table=table)
-    out = scm.counterfactual(values, {a: 0.0 for a in attributes})
+        M = data.feature_values(names, table=table)
+        for f in mediators:
+            if f in names:
+                M[:, names.index(f)] = data.column_values(f)
+        return M
+    out = scm.counterfactual(values, {a: 0.0 for a in attributes}, hold=mediators)
     return np.column_stack([out[f] if f in out else data.column_values(f) for f in names])
 
 
@@ -207,7 +213,8 @@ class CSTEngine:
             if ref.sum() < kmax:
                 raise ValueError(f"reference group of {label!r} has {int(ref.sum())} members; CST with "
                                  f"k={kmax} needs at least {kmax}")
-            Xcf = _counterfactual_values(data, label, attrs, names, scm, values, supplied.get(label))
+            Xcf = _counterfactual_values(data, label, attrs, names, scm, values, supplied.get(label),
+                                         params.mediators)
             Xcf = np.where(prot[:, None], Xcf, X)  # only complainants move; others are as observed
             stats = Xcf if params.counterfactual_normalization == "own" else X
             cf_points = normalise(Xcf[:, :nf], kinds, levels, params.normalization, stats=stats[:, :nf])
@@ -246,7 +253,7 @@ class CSTEngine:
         population = {}
         for row in sampling.group_by("protected_attribute").aggregate([("population", "sum")]).to_pylist():
             population[row["protected_attribute"]] = row["population_sum"]
-        out["cst_summary"] = summary(out["cst_claims"], population)
+        out["cst_summary"] = summary(out["cst_claims"], population, state.params.effect())
         out["cst_sampling"] = sampling
         return out
 

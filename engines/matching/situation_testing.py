@@ -52,7 +52,7 @@ SUMMARY = pa.schema([
     ("complainants", pa.int64()), ("discriminated", pa.int64()), ("discriminated_share", pa.float64()),
     ("significant", pa.int64()), ("significant_share", pa.float64()),
     ("reverse", pa.int64()), ("note", pa.string()), ("population", pa.int64()),
-    ("probable", pa.int64()), ("probable_share", pa.float64()),
+    ("probable", pa.int64()), ("probable_share", pa.float64()), ("effect", pa.string()),
 ])
 SAMPLING = pa.schema([
     ("protected_attribute", pa.string()), ("stratum", pa.string()), ("decision", pa.int8()),
@@ -284,10 +284,12 @@ def stratified_sample(candidates: np.ndarray, strata: np.ndarray, size: int, see
     return candidates[np.sort(np.concatenate(picked))]
 
 
-def summary(claims_table: pa.Table, population: dict[str, int] | None = None) -> pa.Table:
+def summary(claims_table: pa.Table, population: dict[str, int] | None = None, effect: str = "total") -> pa.Table:
     """Counts and shares of discriminated / significant / probable complainants by attribute × method × k.
     Significance is null where no claim has a test (CF), with a ``note`` saying why;
-    ``population``: complainants before sampling, per attribute (default: those tested)."""
+    ``population``: complainants before sampling, per attribute (default: those tested);
+    ``effect``: what the counterfactual world measures (total, or path-specific with mediators
+    held) — CF's and CST's; ST compares the same features across groups (ceteris paribus)."""
     import polars as pl
 
     df = pl.from_arrow(claims_table)
@@ -304,5 +306,7 @@ def summary(claims_table: pa.Table, population: dict[str, int] | None = None) ->
                          (pl.col("probable") / pl.col("complainants")).alias("probable_share"))
            .sort(["protected_attribute", "method", "k"]))
     pop = pl.col("protected_attribute").replace_strict(population or {}, default=None, return_dtype=pl.Int64)
-    out = out.with_columns(pop.fill_null(pl.col("complainants")).alias("population"))
+    out = out.with_columns(pop.fill_null(pl.col("complainants")).alias("population"),
+                           pl.when(pl.col("method") == "ST").then(pl.lit("ceteris paribus"))
+                           .otherwise(pl.lit(effect)).alias("effect"))
     return out.select([f.name for f in SUMMARY]).to_arrow().cast(SUMMARY)
