@@ -78,18 +78,22 @@ def cmd_ingest(args) -> int:
 
 
 def _print_detection(detection) -> None:
-    """Detection quality against the source's ground truth: each method's main finding
-    against the truth of its own kind (all rows: ``aequum show detection``)."""
+    """Detection quality against the source's ground truth: each method's findings (CST:
+    significant and probable; CF: discriminated) against the truth of its own kind; lift =
+    precision / base rate (1: no better than chance). Every row: ``aequum show detection``."""
     import polars as pl
 
     df = (pl.from_arrow(detection)
           .filter(pl.col("same_kind") & ((pl.col("engine") != "cst") | (pl.col("method") == "CF")
-                                         | (pl.col("finding") == "significant")))
-          .with_columns((pl.col("precision") / pl.col("base_rate")).alias("lift"))
-          .select(["engine", "method", "parameter", "protected_attribute", "group", "finding", "effect",
-                   "population", "flagged", "base_rate", "precision", "lift", "recall", "f1"]))
-    print("detection vs the ground truth (precision / base rate = lift; aequum show detection):")
-    _print_table(df.to_arrow(), max_rows=40)
+                                         | pl.col("finding").is_in(["significant", "probable"])))
+          .with_columns((pl.col("precision") / pl.col("base_rate")).alias("lift"),
+                        pl.concat_str([pl.col("engine"), pl.col("method")], separator=" ").alias("method"),
+                        pl.concat_str([pl.col("protected_attribute"), pl.col("group")], separator=" ").alias("group"))
+          .select(["method", "parameter", "group", "finding", "effect", "population", "flagged",
+                   "base_rate", "precision", "lift", "recall", "f1"])
+          .with_columns(pl.col(pl.Float64).round(3)))
+    print("detection vs the ground truth (lift = precision / base rate; every row: aequum show detection):")
+    _print_table(df.to_arrow(), max_rows=60)
 
 
 def cmd_audit(args) -> int:

@@ -193,3 +193,31 @@ def test_path_specific_runs_have_no_truth_of_their_kind():
     det = pl.from_arrow(detection_table({"cst": {"cst_claims": claims, "cst_summary": s}}, truth))
     assert not det.filter(pl.col("method") == "CF")["same_kind"].any()
     assert det.filter((pl.col("method") == "ST") & (pl.col("effect") == "direct"))["same_kind"].all()
+
+
+@pytest.mark.prefect
+def test_audit_of_a_generated_source_writes_detection_findings_and_report(prefect_server, tmp_path):
+    from aequum.flows.audit import run_audit
+    from aequum.flows.report import write_report
+    from aequum.flows.warehouse import Warehouse
+
+    raw = yaml.safe_load(open(REPO_SPEC))
+    raw["source"]["rows"] = 20_000
+    raw["engines"]["run"] = ["outcome", "cst"]
+    raw["engines"]["cst"].update({"k": [15], "sample": 150})
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    wh_path = str(tmp_path / "wh.duckdb")
+    run_audit(str(tmp_path / "s.yaml"), warehouse=wh_path, lake=str(tmp_path / "lake"), run_id="t-1", workers=1)
+    with Warehouse(wh_path, read_only=True) as wh:
+        assert wh.run("t-1")["status"] == "succeeded"
+        det = pl.from_arrow(wh.result("detection", "t-1"))
+        sampling = pl.from_arrow(wh.result("cst_sampling", "t-1"))
+        findings = pl.from_arrow(wh.con.sql("SELECT * FROM audit.findings WHERE engine = 'detection'").to_arrow_table())
+    assert set(det["engine"]) == {"cst"} and set(det["protected_attribute"]) == {"race", "ethnicity", "sex"}
+    # 150 complainants sampled per attribute, and scored as sampled
+    assert sampling.group_by("protected_attribute").agg(pl.col("sampled").sum())["sampled"].to_list() == [150] * 3
+    assert (det.filter(pl.col("method") == "CF")["population"] == 150).all()
+    assert findings.height == det["same_kind"].sum() and findings["headline"].sum() == 6
+    assert all("harmed" in s for s in findings["statement"])
+    text = write_report(wh_path, "t-1", tmp_path / "r.html").read_text()
+    assert "Against the ground truth" in text and "Complainant sample" in text
