@@ -204,3 +204,21 @@ def test_lender_records_are_the_same_applications_decided_by_the_lender_rule():
     both = ((lender["derived_race"] == "Black or African American")
             & (lender["derived_ethnicity"] == "Hispanic or Latino")).to_numpy()
     assert wrong.sum() > 0 and both[wrong].all()
+
+
+def test_harm_posteriors_are_calibrated():
+    """p_harmed*: the Bayes posterior of harm given the exact underwriting variables — among
+    refused applicants its mean matches the harm rate, overall and by decile of the posterior."""
+    _, truth = hmda(150_000, batch_rows=150_000)
+    refused = truth.filter(pl.col("decision") == 0)
+    assert truth.filter(pl.col("decision") != 0)["p_harmed"].null_count() == truth.filter(pl.col("decision") != 0).height
+    for p, h in [("p_harmed", "harmed"), *[(f"p_harmed_total_{c}", f"harmed_total_{c}") for c in INTERVENTIONS]]:
+        assert refused[p].is_between(0, 1).all()
+        assert abs(refused[p].mean() - refused[h].mean()) < 0.01, p
+        bins = refused.with_columns((pl.col(p) * 10).floor().clip(0, 9).alias("bin")).group_by("bin").agg(
+            pl.col(p).mean().alias("expected"), pl.col(h).mean().alias("observed"), pl.len().alias("n"))
+        big = bins.filter(pl.col("n") >= 400)
+        assert big.height >= (1 if p.endswith("sex") else 3), (p, big)
+        assert ((big["expected"] - big["observed"]).abs() < 0.06).all(), (p, big)
+    # nobody unpenalised can be harmed directly
+    assert (refused.filter(~pl.col("penalised"))["p_harmed"] == 0).all()

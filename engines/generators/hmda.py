@@ -111,12 +111,17 @@ MECHANISM = {
            for c, v in INTERVENTIONS.items()},
         **{f"harmed_total_{c}": f"total effect: denied factually, approved under do({c} := {v})"
            for c, v in INTERVENTIONS.items()},
+        "p_harmed": "for refused in-scope applicants (null otherwise): the Bayes posterior of `harmed` given "
+                    "the exact underwriting variables (income, DTI, LTV) and the groups, knowing the generator; "
+                    "flagging by it is the best any audit reading those columns can do",
+        **{f"p_harmed_total_{c}": f"the same for harmed_total_{c}" for c in INTERVENTIONS},
     },
 }
 TRUTH = pa.schema([("id", pa.string()), ("penalised", pa.bool_()), ("decision", pa.int8()),
                    ("decision_without_mechanism", pa.int8()), ("harmed", pa.bool_()),
                    *[f for column in INTERVENTIONS for f in (pa.field(f"decision_do_{column}", pa.int8()),
-                                                             pa.field(f"harmed_total_{column}", pa.bool_()))]])
+                                                             pa.field(f"harmed_total_{column}", pa.bool_()))],
+                   ("p_harmed", pa.float64()), *[(f"p_harmed_total_{column}", pa.float64()) for column in INTERVENTIONS]])
 
 
 def normalise_column_name(name: str) -> str:
@@ -184,6 +189,32 @@ def _ltv(black, hisp, u):
     return np.clip((80 + 3 * black + 2 * hisp) + 12.0 * u, 10, 115)
 
 
+# sd of the risk's unobserved part, -1.2 credit + 0.5 u_risk (credit's own noise is N(0, 1))
+LATENT_SD = float(np.hypot(1.2, 0.5))
+
+
+def _observed_risk(black, hisp, asian, female, u_income, u_dti, u_ltv):
+    """The part of the (fair) risk that the underwriting variables in the LAR determine."""
+    income, dti, ltv = _income(black, hisp, asian, female, u_income), _dti(black, hisp, u_dti), _ltv(black, hisp, u_ltv)
+    return 0.05 * (ltv - 80) - 0.45 * np.log(income / 80) + 0.09 * (dti - 36)
+
+
+def _latent_mean(black, hisp, asian):
+    """The group mean of the risk's unobserved part (-1.2 credit + 0.5 u_risk)."""
+    return -1.2 * (-0.25 * black - 0.1 * hisp - 0.1 * asian)
+
+
+def _posterior(low, high, mean):
+    """P(low < W <= high | W > low) for the unobserved part W ~ N(mean, LATENT_SD²): the
+    probability that a refused applicant (W > low) would have been approved had the risk's
+    threshold for W been ``high`` (survival functions, exact in the upper tail)."""
+    from scipy.special import ndtr
+
+    sf_low, sf_high = ndtr((mean - low) / LATENT_SD), ndtr((mean - np.maximum(high, low)) / LATENT_SD)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sf_low > 0, (sf_low - sf_high) / sf_low, 1.0)
+
+
 def _risk(black, hisp, asian, female, u_credit, u_income, u_dti, u_ltv, u_risk):
     """(risk the underwriter evaluates, the same without the planted penalty); denied iff risk > CUTOFF."""
     income, dti, ltv = _income(black, hisp, asian, female, u_income), _dti(black, hisp, u_dti), _ltv(black, hisp, u_ltv)
@@ -219,11 +250,18 @@ def _block(n: int, seed: int, block: int, first_row: int,
     approved, approved_fair = risk <= CUTOFF, risk_fair <= CUTOFF
     # total effects: the same applicant (same noise) under do(attribute := reference value)
     none = np.zeros(n, bool)
-    approved_do = {
-        "derived_race": _risk(none, hisp, none, female, u_credit, u_income, u_dti, u_ltv, u_risk)[0] <= CUTOFF,
-        "derived_ethnicity": _risk(black, none, asian, female, u_credit, u_income, u_dti, u_ltv, u_risk)[0] <= CUTOFF,
-        "derived_sex": _risk(black, hisp, asian, none, u_credit, u_income, u_dti, u_ltv, u_risk)[0] <= CUTOFF,
-    }
+    groups_do = {"derived_race": (none, hisp, none, female), "derived_ethnicity": (black, none, asian, female),
+                 "derived_sex": (black, hisp, asian, none)}
+    approved_do = {c: _risk(*g, u_credit, u_income, u_dti, u_ltv, u_risk)[0] <= CUTOFF for c, g in groups_do.items()}
+    # what the observable underwriting variables can tell (the Bayes posterior of harm given them)
+    observed = _observed_risk(black, hisp, asian, female, u_income, u_dti, u_ltv)
+    mean, pen = _latent_mean(black, hisp, asian), 0.09 * MECHANISM["penalty_points"] * (black | hisp)
+    posterior = {"p_harmed": _posterior(CUTOFF - observed - pen, CUTOFF - observed, mean)}
+    for c, g in groups_do.items():
+        shift = mean - _latent_mean(g[0], g[1], g[2])
+        high = CUTOFF - _observed_risk(*g, u_income, u_dti, u_ltv) \
+            - 0.09 * MECHANISM["penalty_points"] * (g[0] | g[1]) + shift
+        posterior[f"p_harmed_total_{c}"] = _posterior(CUTOFF - observed - pen, high, mean)
     # action taken: out-of-scope outcomes (withdrawn, incomplete, purchased) independent of merit
     action_i = np.where(approved, np.where(rng.random(n) < 0.93, 0, 1), 2)
     out_of_scope = rng.random(n) < 0.14
@@ -237,6 +275,8 @@ def _block(n: int, seed: int, block: int, first_row: int,
     for column, ok in approved_do.items():
         truth[f"decision_do_{column}"] = np.where(in_scope, ok.astype(np.int8), -1)
         truth[f"harmed_total_{column}"] = in_scope & ~approved & ok
+    denied_in_scope = in_scope & ~approved
+    truth.update({name: np.where(denied_in_scope, p, np.nan) for name, p in posterior.items()})
     if not lar:  # the rest of the block's stream only formats the LAR
         return {"derived_race": race, "derived_ethnicity": eth, "derived_sex": sex, "action_taken": action,
                 "log_income": np.log(income), "debt_to_income": dti, "ltv": ltv,
@@ -346,7 +386,8 @@ def _truth_batch(truth: dict) -> pa.RecordBatch:
         return pa.array(np.where(v < 0, 0, v).astype(np.int8), pa.int8(), mask=v < 0)
 
     return pa.RecordBatch.from_arrays([truth[f.name] if f.name == "id" else
-                                       int8(truth[f.name]) if f.type == pa.int8() else pa.array(truth[f.name])
+                                       int8(truth[f.name]) if f.type == pa.int8() else
+                                       pa.array(truth[f.name], f.type, from_pandas=True)  # NaN -> null
                                        for f in TRUTH], schema=TRUTH)
 
 
