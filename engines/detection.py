@@ -16,8 +16,15 @@ Two kinds of truth (``effect``):
   the counterfactual quantity that CF (Kusner et al. 2017) and CST (Alvarez & Ruggieri 2023,
   Def. 3.2) estimate.
 
-Every method is scored against both; ``same_kind`` marks the truth of its own kind. Pure
-computation over the engines' output tables and the truth columns; no I/O.
+Every method is scored against both; ``same_kind`` marks the truth of its own kind.
+
+Where the truth also gives each record's posterior probability of harm given what the data
+shows (the HMDA generator's ``p_harmed*``: the Bayes posterior given the underwriting
+variables, knowing the generator), ``oracle_precision`` / ``oracle_recall`` are those of
+flagging the same number of the same population by that posterior — the best any method
+reading those variables could do with as many findings, so that an engine's figures can be
+told apart from what the data allow. Pure computation over the engines' output tables and
+the truth columns; no I/O.
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ DETECTION = pa.schema([
     ("flagged", pa.int64()), ("harmed", pa.int64()), ("true_positives", pa.int64()),
     ("base_rate", pa.float64()), ("precision", pa.float64()), ("recall", pa.float64()),
     ("f1", pa.float64()), ("note", pa.string()),
+    ("oracle_precision", pa.float64()), ("oracle_recall", pa.float64()),
 ])
 
 # the kind of effect each CST method estimates (CF and CST: counterfactual worlds; ST: the
@@ -52,12 +60,17 @@ class GroundTruth:
     direct: object | None
     total: dict[str, object] = field(default_factory=dict)
     source: str = ""
+    direct_posterior: object | None = None           # P(harmed | what the data show), per record
+    total_posterior: dict[str, object] = field(default_factory=dict)
 
     def frame(self) -> pl.DataFrame:
         cols = {"record_id": _arrow(self.ids, pa.string())}
         if self.direct is not None:
             cols["direct"] = _arrow(self.direct, pa.bool_())
         cols.update({f"total:{a}": _arrow(v, pa.bool_()) for a, v in self.total.items()})
+        if self.direct_posterior is not None:
+            cols["posterior:direct"] = _arrow(self.direct_posterior, pa.float64())
+        cols.update({f"posterior:total:{a}": _arrow(v, pa.float64()) for a, v in self.total_posterior.items()})
         df = pl.from_arrow(pa.table(cols))
         if df["record_id"].n_unique() != df.height:
             raise ValueError(f"truth ({self.source}): the id column has duplicate ids")
@@ -98,10 +111,21 @@ def _score_groups(df: pl.DataFrame, keys: list[str], flag: str, fixed: dict, eff
                 continue
             row = {**fixed, **info, "effect": effect, "same_kind": effect_of(info) == effect,
                    "note": None, **scores(known[flag].fill_null(False).to_numpy(), known[column].to_numpy())}
+            if f"posterior:{column}" in known.columns:
+                row.update(oracle(known, column, f"posterior:{column}", row["flagged"]))
             if known.height < g.height:
                 row["note"] = f"{g.height - known.height} record(s) without a truth value not scored"
             rows.append(row)
     return rows
+
+
+def oracle(df: pl.DataFrame, harmed: str, posterior: str, flagged: int) -> dict[str, float | None]:
+    """Precision and recall of flagging the ``flagged`` records of ``df`` with the highest
+    ``posterior`` (ties by record id), scored against ``harmed``."""
+    top = df.sort([posterior, "record_id"], descending=[True, False], nulls_last=True).head(flagged)
+    hit, total = int(top[harmed].sum()), int(df[harmed].sum())
+    return {"oracle_precision": hit / flagged if flagged else None,
+            "oracle_recall": hit / total if total else None}
 
 
 def _with_truth(table: pa.Table, truth: GroundTruth) -> pl.DataFrame:

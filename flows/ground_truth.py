@@ -50,12 +50,16 @@ def load_truth(spec: AuditSpec, spec_dir: Path) -> GroundTruth | None:
     if src.truth is not None:
         t = src.truth
         path = Path(t.path) if Path(t.path).is_absolute() else spec_dir / t.path
-        columns = list(dict.fromkeys([t.id_column, *([t.direct] if t.direct else []), *t.total.values()]))
+        columns = list(dict.fromkeys([t.id_column, *([t.direct] if t.direct else []), *t.total.values(),
+                                      *([t.direct_posterior] if t.direct_posterior else []),
+                                      *t.total_posterior.values()]))
         table = _read(path, columns)
         return GroundTruth(pc.cast(table[t.id_column], pa.string()),
                            _flags(table, t.direct, "source.truth.direct") if t.direct else None,
                            {a: _flags(table, c, f"source.truth.total.{a}") for a, c in t.total.items()},
-                           source=str(path))
+                           source=str(path),
+                           direct_posterior=table[t.direct_posterior] if t.direct_posterior else None,
+                           total_posterior={a: table[c] for a, c in t.total_posterior.items()})
     if src.kind == "generated":
         from aequum.engines.generators import catalogue
 
@@ -64,8 +68,11 @@ def load_truth(spec: AuditSpec, spec_dir: Path) -> GroundTruth | None:
             return None
         total = {p.name: f"harmed_total_{p.column}" for p in spec.protected
                  if f"harmed_total_{p.column}" in table.column_names}
+        posterior = {a: f"p_{c}" for a, c in total.items() if f"p_{c}" in table.column_names}
         return GroundTruth(table["id"], _flags(table, "harmed", "harmed"),
-                           {a: _flags(table, c, c) for a, c in total.items()}, source=f"generator {src.generator}")
+                           {a: _flags(table, c, c) for a, c in total.items()}, source=f"generator {src.generator}",
+                           direct_posterior=table["p_harmed"] if "p_harmed" in table.column_names else None,
+                           total_posterior={a: table[c] for a, c in posterior.items()})
     return None
 
 

@@ -123,8 +123,14 @@ def test_generated_hmda_is_scored_against_its_own_truth(tmp_path):
     # the same truth named in the spec (id, direct, per-attribute total columns)
     pq.write_table(hmda_truth(20_000, 0), tmp_path / "truth.parquet")
     named = load_spec(_hmda_spec(tmp_path, path="truth.parquet", direct="harmed",
-                                 total={p.name: f"harmed_total_{p.column}" for p in spec.protected}))
+                                 total={p.name: f"harmed_total_{p.column}" for p in spec.protected},
+                                 direct_posterior="p_harmed",
+                                 total_posterior={p.name: f"p_harmed_total_{p.column}" for p in spec.protected}))
     assert score_run(named, tmp_path, [outcome], lambda _m: None).equals(table)
+    # the best achievable with as many findings: flagging by the generator's posterior
+    assert det["oracle_precision"].is_not_null().all()
+    cf = det.filter((pl.col("method") == "CF") & (pl.col("effect") == "total") & (pl.col("protected_attribute") == "race"))
+    assert cf["oracle_precision"][0] >= cf["base_rate"][0]
 
 
 def test_lender_spec_is_the_generators_rule():
@@ -221,3 +227,14 @@ def test_audit_of_a_generated_source_writes_detection_findings_and_report(prefec
     assert all("harmed" in s for s in findings["statement"])
     text = write_report(wh_path, "t-1", tmp_path / "r.html").read_text()
     assert "Against the ground truth" in text and "Complainant sample" in text
+
+
+def test_oracle_flags_the_highest_posteriors():
+    claims = _claims([(str(i), "CF", 0, i in (0, 1), None) for i in range(5)])
+    truth = GroundTruth(np.array([str(i) for i in range(5)]), np.array([1, 0, 0, 1, 1], bool),
+                        direct_posterior=np.array([0.2, 0.1, 0.5, 0.9, 0.5]))
+    (row,) = [r for r in detection_table({"cst": {"cst_claims": claims}}, truth).to_pylist()
+              if r["effect"] == "direct"]
+    # two flagged; the two highest posteriors are records 3 (0.9) and 2 (0.5, before 4 by id)
+    assert row["flagged"] == 2 and row["precision"] == 0.5
+    assert row["oracle_precision"] == 0.5 and row["oracle_recall"] == pytest.approx(1 / 3)

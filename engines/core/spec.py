@@ -55,6 +55,11 @@ class TruthTable(_Model):
     total: dict[str, str] = Field(default_factory=dict, description="Per protected attribute (by name), the "
                                   "boolean column: harmed by its total effect (approved under do(attribute := "
                                   "reference value), everything it causes moving with it).")
+    direct_posterior: str | None = Field(None, description="Numeric column: each record's probability of "
+                                         "direct harm given what the data show (e.g. the HMDA generator's "
+                                         "p_harmed); detection then reports the best achievable precision.")
+    total_posterior: dict[str, str] = Field(default_factory=dict, description="Per protected attribute, the "
+                                            "same for its total effect (e.g. p_harmed_total_derived_race).")
 
     @model_validator(mode="after")
     def _some(self) -> "TruthTable":
@@ -450,6 +455,7 @@ class AuditSpec(_Model):
             raise ValueError(f"features: protected column(s) {sorted(clash)} cannot also be features")
         if self.source.truth is not None:
             self.check_attribute_names("source.truth.total", list(self.source.truth.total))
+            self.check_attribute_names("source.truth.total_posterior", list(self.source.truth.total_posterior))
         if self.decision is not None and self.decision.reasons is not None:
             unknown = sorted(set(self.decision.reasons.codes.values()) - set(feats))
             if unknown:
