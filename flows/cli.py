@@ -26,6 +26,7 @@ BENCHMARKS = {
     "fgce": "aequum.flows.bench_fgce",
     "pba": "aequum.flows.bench_pba",
     "cec": "aequum.flows.bench_cec",
+    "detection": "aequum.flows.bench_detection",
 }
 USER_ERRORS = (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError,
                FileNotFoundError)

@@ -44,6 +44,13 @@ def _flags(table: pa.Table, column: str, field: str) -> pa.Array:
     return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 
+def _numbers(table: pa.Table, column: str, field: str) -> pa.Array:
+    col = table[column]
+    if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
+        raise SpecError(f"{field}: column {column!r} must be numeric (a probability), it is {col.type}")
+    return col
+
+
 def load_truth(spec: AuditSpec, spec_dir: Path) -> GroundTruth | None:
     """The source's ground truth, or None when it has none."""
     src = spec.source
@@ -58,8 +65,10 @@ def load_truth(spec: AuditSpec, spec_dir: Path) -> GroundTruth | None:
                            _flags(table, t.direct, "source.truth.direct") if t.direct else None,
                            {a: _flags(table, c, f"source.truth.total.{a}") for a, c in t.total.items()},
                            source=str(path),
-                           direct_posterior=table[t.direct_posterior] if t.direct_posterior else None,
-                           total_posterior={a: table[c] for a, c in t.total_posterior.items()})
+                           direct_posterior=_numbers(table, t.direct_posterior, "source.truth.direct_posterior")
+                           if t.direct_posterior else None,
+                           total_posterior={a: _numbers(table, c, f"source.truth.total_posterior.{a}")
+                                            for a, c in t.total_posterior.items()})
     if src.kind == "generated":
         from aequum.engines.generators import catalogue
 
