@@ -182,8 +182,8 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("--wait", type=float, default=30.0,
                         help="seconds to wait for a warehouse another process is writing (default %(default)s)")
 
-    g = sub.add_parser("generate", help="write a built-in dataset (loan, cec_synthetic, hmda)")
-    g.add_argument("name", choices=["loan", "cec_synthetic", "hmda"])
+    g = sub.add_parser("generate", help="write a built-in dataset (loan, cec_synthetic, hmda, hmda_lender)")
+    g.add_argument("name", choices=["loan", "cec_synthetic", "hmda", "hmda_lender"])
     g.add_argument("--rows", type=int, default=None, help="rows (default: the generator's)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--format", choices=["parquet", "csv"], default="parquet")

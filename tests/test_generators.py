@@ -222,3 +222,13 @@ def test_harm_posteriors_are_calibrated():
         assert ((big["expected"] - big["observed"]).abs() < 0.06).all(), (p, big)
     # nobody unpenalised can be harmed directly
     assert (refused.filter(~pl.col("penalised"))["p_harmed"] == 0).all()
+
+
+def test_generate_lender_file_with_truth(tmp_path):
+    from aequum.engines.generators.hmda import LENDER
+    from aequum.flows.generate import generate_to_file
+
+    path = generate_to_file("hmda_lender", tmp_path / "l.parquet", rows=1_200, batch_rows=500)
+    assert pq.read_schema(path) == LENDER and pq.read_metadata(path).num_rows == 1_200
+    truth = pq.read_table(tmp_path / "l_truth.parquet")
+    assert truth["id"].to_pylist()[-1] == "1199" and (tmp_path / "l_mechanism.json").exists()

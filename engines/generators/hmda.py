@@ -29,6 +29,15 @@ evaluates (disparate treatment via a race-dependent penalty on one underwriting 
   This is the quantity counterfactual fairness and CST estimate (Kusner et al. 2017;
   Alvarez & Ruggieri 2023, Def. 3.2), whereas ``harmed`` is what a ceteris-paribus comparison
   of the same observed features targets.
+* detectability: for refused applicants, the Bayes posterior of each kind of harm given the
+  exact underwriting variables and the groups (``p_harmed``, ``p_harmed_total_<column>``),
+  knowing the generator — the best any audit reading the LAR's variables can do. The latent
+  credit term carries most of the risk's variance (sd 1.3 of 1.67), so it is far from 0/1.
+
+The same applications as the lender holds them (:func:`iter_lender_batches`, generator
+``hmda_lender``): every input of its decision, including the credit score and the
+underwriter's adjustment, and its rule as a linear model (:data:`LENDER_RULE`) — the faithful
+model of an internal audit, with which each counterfactual decision is identifiable.
 
 Rows are generated in fixed blocks of :data:`BLOCK` with one random stream per block, so the
 output is identical for any ``batch_rows`` and memory stays flat in ``n``.
