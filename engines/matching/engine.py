@@ -263,7 +263,7 @@ def _sample(data, label: str, attrs: list[str], comp: np.ndarray, params: CSTPar
     recorded values × the decision) and, per stratum, how many there were and were sampled."""
     import polars as pl
 
-    values = [_recorded(data, a)[comp] for a in attrs]
+    values = [_recorded(data, a, comp) for a in attrs]
     stratum = values[0]
     for v in values[1:]:
         stratum = np.char.add(np.char.add(stratum, " & "), v)
@@ -285,9 +285,11 @@ def _stable_sort(table: pa.Table, keys: list[str]) -> pa.Table:
     return pl.from_arrow(table).sort(keys, maintain_order=True).to_arrow().cast(table.schema)
 
 
-def _recorded(data, name: str) -> np.ndarray:
-    """An attribute's recorded values as text (its group code where the column is not staged)."""
+def _recorded(data, name: str, rows: np.ndarray) -> np.ndarray:
+    """An attribute's recorded values of ``rows`` as text (the group code where the column is
+    not staged)."""
     column = next(p.column for p in data.spec.protected if p.name == name)
     if column in data.table.column_names:
-        return pc.cast(data.table[column], pa.string()).fill_null("").to_numpy(zero_copy_only=False).astype(str)
-    return data.groups[name].astype(str)
+        values = pc.cast(data.table[column].take(pa.array(rows)), pa.string()).fill_null("")
+        return np.asarray(values.to_numpy(zero_copy_only=False)).astype(str)
+    return data.groups[name][rows].astype(str)
