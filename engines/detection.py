@@ -42,7 +42,10 @@ DETECTION = pa.schema([
     ("base_rate", pa.float64()), ("precision", pa.float64()), ("recall", pa.float64()),
     ("f1", pa.float64()), ("note", pa.string()),
     ("oracle_precision", pa.float64()), ("oracle_recall", pa.float64()),
+    ("precision_ci_low", pa.float64()), ("precision_ci_high", pa.float64()),
+    ("recall_ci_low", pa.float64()), ("recall_ci_high", pa.float64()),
 ])
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
 # the kind of effect each CST method estimates (CF and CST: counterfactual worlds; ST: the
 # same observed features in the other group)
@@ -83,17 +86,30 @@ def _arrow(values, type_: pa.DataType):
     return pa.array(np.asarray(values).astype(str) if type_ == pa.string() else values, type_)
 
 
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float | None, float | None]:
+    """The Wilson score interval of a proportion (Wilson 1927); (None, None) when n = 0."""
+    if n == 0:
+        return None, None
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(max(centre - half, 0.0)), float(min(centre + half, 1.0))
+
+
 def scores(flagged: np.ndarray, harmed: np.ndarray) -> dict[str, float | int | None]:
     """Counts, base rate, precision, recall and F1 of ``flagged`` against ``harmed`` (bools of
-    one population). A ratio with a zero denominator is null."""
+    one population), with 95% Wilson intervals for precision and recall (the records as a
+    sample of the process that made them). A ratio with a zero denominator is null."""
     flagged, harmed = np.asarray(flagged, bool), np.asarray(harmed, bool)
     n, f, h = len(flagged), int(flagged.sum()), int(harmed.sum())
     tp = int((flagged & harmed).sum())
     p = tp / f if f else None
     r = tp / h if h else None
     f1 = 2 * p * r / (p + r) if p is not None and r is not None and p + r > 0 else (0.0 if f and h else None)
+    (p_low, p_high), (r_low, r_high) = wilson(tp, f), wilson(tp, h)
     return {"population": n, "flagged": f, "harmed": h, "true_positives": tp,
-            "base_rate": h / n if n else None, "precision": p, "recall": r, "f1": f1}
+            "base_rate": h / n if n else None, "precision": p, "recall": r, "f1": f1,
+            "precision_ci_low": p_low, "precision_ci_high": p_high, "recall_ci_low": r_low, "recall_ci_high": r_high}
 
 
 def _score_groups(df: pl.DataFrame, keys: list[str], flag: str, fixed: dict, effect_of) -> list[dict]:
@@ -180,8 +196,9 @@ def pba_detection(inputs: pa.Table, truth: GroundTruth) -> list[dict]:
 
 
 def _group_column(claims: pa.Table) -> str | None:
-    """Claims tables that split a protected attribute into groups name the group in ``group``."""
-    return "group" if "group" in claims.column_names else None
+    """Claims tables that split a protected attribute into groups (each protected value
+    against the reference) name the group in ``group`` or ``group_name``."""
+    return next((c for c in ("group", "group_name") if c in claims.column_names), None)
 
 
 SCORERS = {"cst": lambda tables, truth: cst_detection(tables["cst_claims"], truth, tables.get("cst_summary")),

@@ -30,6 +30,18 @@ def test_scores_worked_example():
     assert none["precision"] is None and none["recall"] == 0.0 and none["f1"] is None
     missed = scores(np.array([1, 0], bool), np.array([0, 1], bool))
     assert missed["precision"] == 0.0 and missed["f1"] == 0.0
+    # Wilson (1927): 2 of 3 -> [0.208, 0.939]; 0 of 0 -> no interval
+    assert (s["precision_ci_low"], s["precision_ci_high"]) == pytest.approx((0.2077, 0.9385), abs=1e-4)
+    assert none["precision_ci_low"] is None and none["recall_ci_high"] == pytest.approx(0.7935, abs=1e-4)
+
+
+def test_groups_of_a_split_attribute_are_scored_apart():
+    claims = _claims([("0", "CF", 0, True, None), ("1", "CF", 0, True, None), ("2", "CF", 0, False, None)])
+    claims = claims.append_column("group", pa.array(["Black", "Asian", "Asian"]))
+    truth = GroundTruth(np.array(["0", "1", "2"]), np.array([True, False, True]))
+    rows = {r["group"]: r for r in detection_table({"cst": {"cst_claims": claims}}, truth).to_pylist()}
+    assert (rows["Black"]["population"], rows["Black"]["precision"]) == (1, 1.0)
+    assert (rows["Asian"]["population"], rows["Asian"]["precision"], rows["Asian"]["recall"]) == (2, 0.0, 0.0)
 
 
 def _claims(rows):

@@ -128,10 +128,15 @@ def _effect_sampling_truth(run: Run, sec: Section, summary: list[dict]) -> None:
     if rows:
         sec.add("<h3>Against the ground truth</h3><p>The source has a ground truth of who was harmed: each "
                 "method's findings against the truth of its kind (CF and CST: the total effect; ST: the "
-                "direct effect). Lift = precision / base rate; 1 is no better than flagging at random.</p>",
+                "direct effect). Lift = precision / base rate; 1 is no better than flagging at random. "
+                "Best possible precision: flagging as many by the truth's posterior of harm given "
+                "the data's variables, where the truth gives it.</p>",
                 table([{"attribute": d["protected_attribute"], "group": d["group"], "method": d["method"],
                         "k": d["parameter"], "finding": d["finding"], "truth": d["effect"],
                         "complainants": d["population"], "flagged": d["flagged"], "harmed": d["harmed"],
                         "base rate": d["base_rate"], "precision": d["precision"],
+                        "precision 95% CI": "n/a" if d.get("precision_ci_low") is None
+                        else f"{d['precision_ci_low']:.2f} to {d['precision_ci_high']:.2f}",
                         "lift": None if not d["precision"] or not d["base_rate"] else d["precision"] / d["base_rate"],
-                        "recall": d["recall"], "F1": d["f1"]} for d in rows]))
+                        "recall": d["recall"], "F1": d["f1"],
+                        "best possible precision": d.get("oracle_precision")} for d in rows]))
