@@ -12,6 +12,7 @@ Two kinds of truth (``effect``):
 
 * ``direct`` — harmed by the mechanism itself, everything else held as observed (a
   ceteris-paribus quantity: what situation testing (ST) and PBA's flip of the group target);
+  per attribute where the truth gives it (the controlled direct effect of that attribute);
 * ``total`` — harmed under do(attribute := reference value) through the structural equations:
   the counterfactual quantity that CF (Kusner et al. 2017) and CST (Alvarez & Ruggieri 2023,
   Def. 3.2) estimate.
@@ -65,6 +66,8 @@ class GroundTruth:
     source: str = ""
     direct_posterior: object | None = None           # P(harmed | what the data show), per record
     total_posterior: dict[str, object] = field(default_factory=dict)
+    direct_by: dict[str, object] = field(default_factory=dict)   # per attribute: its own direct effect
+    direct_by_posterior: dict[str, object] = field(default_factory=dict)
 
     def frame(self) -> pl.DataFrame:
         cols = {"record_id": _arrow(self.ids, pa.string())}
@@ -74,6 +77,8 @@ class GroundTruth:
         if self.direct_posterior is not None:
             cols["posterior:direct"] = _arrow(self.direct_posterior, pa.float64())
         cols.update({f"posterior:total:{a}": _arrow(v, pa.float64()) for a, v in self.total_posterior.items()})
+        cols.update({f"direct:{a}": _arrow(v, pa.bool_()) for a, v in self.direct_by.items()})
+        cols.update({f"posterior:direct:{a}": _arrow(v, pa.float64()) for a, v in self.direct_by_posterior.items()})
         df = pl.from_arrow(pa.table(cols))
         if df["record_id"].n_unique() != df.height:
             raise ValueError(f"truth ({self.source}): the id column has duplicate ids")
@@ -119,7 +124,8 @@ def _score_groups(df: pl.DataFrame, keys: list[str], flag: str, fixed: dict, eff
     for key, g in df.group_by(keys, maintain_order=True):
         info = dict(zip(keys, key))
         attr = info["protected_attribute"]
-        for effect, column in (("direct", "direct"), ("total", f"total:{attr}")):
+        direct = f"direct:{attr}" if f"direct:{attr}" in g.columns else "direct"  # the attribute's own, if known
+        for effect, column in (("direct", direct), ("total", f"total:{attr}")):
             if column not in g.columns:
                 continue
             known = g.filter(pl.col(column).is_not_null())
@@ -151,8 +157,9 @@ def _with_truth(table: pa.Table, truth: GroundTruth) -> pl.DataFrame:
 def cst_detection(claims: pa.Table, truth: GroundTruth, summary: pa.Table | None = None) -> list[dict]:
     """CST claims (one per complainant × method × k): ``significant`` (ST, CST), ``probable``
     (probability of necessity > ½) and ``discriminated`` (every method; CF's finding) against
-    the truth. With mediators held (``summary.effect`` path-specific) CF and CST measure a
-    path-specific effect, which neither truth is: ``same_kind`` is false for them."""
+    the truth. With mediators held (``summary.effect``) CF and CST measure a path-specific
+    effect, which neither truth is (``same_kind`` false), or, with every mediator held, the
+    direct effect."""
     measured = {}
     if summary is not None and "effect" in summary.column_names:
         measured = {(r["protected_attribute"], r["method"]): r["effect"] for r in
@@ -160,6 +167,8 @@ def cst_detection(claims: pa.Table, truth: GroundTruth, summary: pa.Table | None
 
     def kind(info: dict) -> str:
         effect = measured.get((info["protected_attribute"], info["method"]), "total")
+        if effect.startswith("direct"):  # every mediator held: the direct effect
+            return "direct"
         return CST_EFFECT.get(info["method"], "total") if effect in ("total", "ceteris paribus") else effect
 
     df = _with_truth(claims, truth).with_columns(

@@ -1,8 +1,9 @@
 """The ground truth of a run's source, and the run's ``detection`` table scored against it.
 
 A spec's ``source.truth`` names a file (Parquet or CSV) and its columns; a generated source
-uses its generator's truth (the HMDA generator's ``harmed`` as the direct effect and
-``harmed_total_<protected column>`` as each protected attribute's total effect).
+uses its generator's truth (the HMDA generator's ``harmed_direct_<protected column>`` as each
+protected attribute's direct effect, ``harmed_total_<protected column>`` as its total effect,
+and the posteriors ``p_harmed_*`` for the oracle).
 """
 from __future__ import annotations
 
@@ -57,18 +58,25 @@ def load_truth(spec: AuditSpec, spec_dir: Path) -> GroundTruth | None:
     if src.truth is not None:
         t = src.truth
         path = Path(t.path) if Path(t.path).is_absolute() else spec_dir / t.path
-        columns = list(dict.fromkeys([t.id_column, *([t.direct] if t.direct else []), *t.total.values(),
-                                      *([t.direct_posterior] if t.direct_posterior else []),
-                                      *t.total_posterior.values()]))
+        by = {name: (getattr(t, name) if isinstance(getattr(t, name), dict) else {}) for name in
+              ("direct", "direct_posterior")}
+        one = {name: (getattr(t, name) if isinstance(getattr(t, name), str) else None) for name in
+               ("direct", "direct_posterior")}
+        columns = list(dict.fromkeys([t.id_column, *[c for c in one.values() if c], *t.total.values(),
+                                      *t.total_posterior.values(), *by["direct"].values(),
+                                      *by["direct_posterior"].values()]))
         table = _read(path, columns)
         return GroundTruth(pc.cast(table[t.id_column], pa.string()),
-                           _flags(table, t.direct, "source.truth.direct") if t.direct else None,
+                           _flags(table, one["direct"], "source.truth.direct") if one["direct"] else None,
                            {a: _flags(table, c, f"source.truth.total.{a}") for a, c in t.total.items()},
                            source=str(path),
-                           direct_posterior=_numbers(table, t.direct_posterior, "source.truth.direct_posterior")
-                           if t.direct_posterior else None,
+                           direct_posterior=_numbers(table, one["direct_posterior"], "source.truth.direct_posterior")
+                           if one["direct_posterior"] else None,
                            total_posterior={a: _numbers(table, c, f"source.truth.total_posterior.{a}")
-                                            for a, c in t.total_posterior.items()})
+                                            for a, c in t.total_posterior.items()},
+                           direct_by={a: _flags(table, c, f"source.truth.direct.{a}") for a, c in by["direct"].items()},
+                           direct_by_posterior={a: _numbers(table, c, f"source.truth.direct_posterior.{a}")
+                                                for a, c in by["direct_posterior"].items()})
     if src.kind == "generated":
         from aequum.engines.generators import catalogue
 
@@ -78,10 +86,15 @@ def load_truth(spec: AuditSpec, spec_dir: Path) -> GroundTruth | None:
         total = {p.name: f"harmed_total_{p.column}" for p in spec.protected
                  if f"harmed_total_{p.column}" in table.column_names}
         posterior = {a: f"p_{c}" for a, c in total.items() if f"p_{c}" in table.column_names}
+        direct = {p.name: f"harmed_direct_{p.column}" for p in spec.protected
+                  if f"harmed_direct_{p.column}" in table.column_names}
         return GroundTruth(table["id"], _flags(table, "harmed", "harmed"),
                            {a: _flags(table, c, c) for a, c in total.items()}, source=f"generator {src.generator}",
                            direct_posterior=table["p_harmed"] if "p_harmed" in table.column_names else None,
-                           total_posterior={a: table[c] for a, c in posterior.items()})
+                           total_posterior={a: table[c] for a, c in posterior.items()},
+                           direct_by={a: _flags(table, c, c) for a, c in direct.items()},
+                           direct_by_posterior={a: table[f"p_{c}"] for a, c in direct.items()
+                                                if f"p_{c}" in table.column_names})
     return None
 
 

@@ -393,7 +393,8 @@ def test_mediators_make_the_effect_path_specific():
     # the protected attribute reaches the rule only through `affected`: held, no effect is left
     assert _counts(total, "CF", 0)["discriminated"] > 0 and _counts(held, "CF", 0)["discriminated"] == 0
     effect = {r["method"]: r["effect"] for r in pl.from_arrow(held["cst_summary"]).iter_rows(named=True)}
-    assert effect["CF"] == effect["CST"] == "path-specific: affected held at factual values"
+    # `affected` is the SCM's only equation: holding it leaves the direct effect
+    assert effect["CF"] == effect["CST"] == "direct: every mediator (affected) held at factual values"
     assert effect["ST"] == "ceteris paribus"
     assert set(pl.from_arrow(total["cst_summary"]).filter(pl.col("method") == "CF")["effect"]) == {"total"}
     raw = copy.deepcopy(data.spec.model_dump(mode="json", exclude_none=True))

@@ -84,6 +84,11 @@ def test_total_effect_truth_follows_the_structural_equations():
     only_black = black.filter(pl.col("derived_ethnicity") != "Hispanic or Latino")
     assert only_black.filter(pl.col("harmed"))["harmed_total_derived_race"].all()
     assert only_black["harmed_total_derived_race"].sum() > 1.5 * only_black["harmed"].sum()
+    # the controlled direct effect of race: the penalty alone, unless ethnicity keeps it
+    assert only_black["harmed_direct_derived_race"].equals(only_black["harmed"])
+    assert not black.filter(pl.col("derived_ethnicity") == "Hispanic or Latino")["harmed_direct_derived_race"].any()
+    assert not df["harmed_direct_derived_sex"].any()
+    assert (df["harmed_direct_derived_ethnicity"] <= df["harmed"]).all()
     female = df.filter(pl.col("derived_sex") == "Female")
     assert (female["decision_do_derived_sex"] >= female["decision"]).all()
     assert 0 < female["harmed_total_derived_sex"].sum() < black["harmed_total_derived_race"].sum()

@@ -50,14 +50,17 @@ class TruthTable(_Model):
                       "directory.")
     id_column: str = Field("id", description="Column holding the record id (the source's id, or its 0-based "
                            "row number when source.id_column is null).")
-    direct: str | None = Field(None, description="Boolean column: harmed by the mechanism's direct effect "
-                               "(approved had the mechanism not acted, everything else as observed).")
+    direct: str | dict[str, str] | None = Field(
+        None, description="Boolean column: harmed by the mechanism's direct effect (approved had the "
+        "mechanism not acted, everything else as observed); or, per protected attribute, the column of its "
+        "own controlled direct effect (e.g. harmed_direct_derived_race).")
     total: dict[str, str] = Field(default_factory=dict, description="Per protected attribute (by name), the "
                                   "boolean column: harmed by its total effect (approved under do(attribute := "
                                   "reference value), everything it causes moving with it).")
-    direct_posterior: str | None = Field(None, description="Numeric column: each record's probability of "
-                                         "direct harm given what the data show (e.g. the HMDA generator's "
-                                         "p_harmed); detection then reports the best achievable precision.")
+    direct_posterior: str | dict[str, str] | None = Field(
+        None, description="Numeric column (or one per protected attribute, as `direct`): each record's "
+        "probability of direct harm given what the data show (e.g. the HMDA generator's p_harmed); "
+        "detection then reports the best achievable precision.")
     total_posterior: dict[str, str] = Field(default_factory=dict, description="Per protected attribute, the "
                                             "same for its total effect (e.g. p_harmed_total_derived_race).")
 
@@ -456,6 +459,9 @@ class AuditSpec(_Model):
         if self.source.truth is not None:
             self.check_attribute_names("source.truth.total", list(self.source.truth.total))
             self.check_attribute_names("source.truth.total_posterior", list(self.source.truth.total_posterior))
+            for name in ("direct", "direct_posterior"):
+                if isinstance(getattr(self.source.truth, name), dict):
+                    self.check_attribute_names(f"source.truth.{name}", list(getattr(self.source.truth, name)))
         if self.decision is not None and self.decision.reasons is not None:
             unknown = sorted(set(self.decision.reasons.codes.values()) - set(feats))
             if unknown:

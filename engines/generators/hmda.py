@@ -20,7 +20,9 @@ evaluates (disparate treatment via a race-dependent penalty on one underwriting 
 **Ground truth** (:data:`TRUTH`, one row per record) of two kinds:
 
 * direct effect: the decision without the penalty, everything else as drawn, and ``harmed``
-  (denied, but approved without the penalty);
+  (denied, but approved without the penalty); per protected column, ``harmed_direct_<column>``:
+  the controlled direct effect of that attribute alone (the penalty follows do(column :=
+  reference), every other variable — the other attribute included — as drawn);
 * total effect, per protected column: the decision of the same applicant — the same exogenous
   noise ``u`` of every structural equation below — under do(column := reference value)
   (:data:`INTERVENTIONS`: race := White, ethnicity := Not Hispanic or Latino, sex := Male),
@@ -120,17 +122,24 @@ MECHANISM = {
            for c, v in INTERVENTIONS.items()},
         **{f"harmed_total_{c}": f"total effect: denied factually, approved under do({c} := {v})"
            for c, v in INTERVENTIONS.items()},
+        **{f"harmed_direct_{c}": f"controlled direct effect of {c}: denied factually, approved when only the "
+                                 f"penalty follows do({c} := {v}) (every other variable as drawn); differs from "
+                                 "`harmed` for applicants both Black and Hispanic, whose other attribute keeps it"
+           for c, v in INTERVENTIONS.items()},
         "p_harmed": "for refused in-scope applicants (null otherwise): the Bayes posterior of `harmed` given "
                     "the exact underwriting variables (income, DTI, LTV) and the groups, knowing the generator; "
                     "flagging by it is the best any audit reading those columns can do",
-        **{f"p_harmed_total_{c}": f"the same for harmed_total_{c}" for c in INTERVENTIONS},
+        **{f"p_harmed_{kind}_{c}": f"the same for harmed_{kind}_{c}" for kind in ("total", "direct")
+           for c in INTERVENTIONS},
     },
 }
 TRUTH = pa.schema([("id", pa.string()), ("penalised", pa.bool_()), ("decision", pa.int8()),
                    ("decision_without_mechanism", pa.int8()), ("harmed", pa.bool_()),
                    *[f for column in INTERVENTIONS for f in (pa.field(f"decision_do_{column}", pa.int8()),
                                                              pa.field(f"harmed_total_{column}", pa.bool_()))],
-                   ("p_harmed", pa.float64()), *[(f"p_harmed_total_{column}", pa.float64()) for column in INTERVENTIONS]])
+                   *[pa.field(f"harmed_direct_{column}", pa.bool_()) for column in INTERVENTIONS],
+                   ("p_harmed", pa.float64()), *[(f"p_harmed_total_{column}", pa.float64()) for column in INTERVENTIONS],
+                   *[(f"p_harmed_direct_{column}", pa.float64()) for column in INTERVENTIONS]])
 
 
 def normalise_column_name(name: str) -> str:
@@ -266,7 +275,12 @@ def _block(n: int, seed: int, block: int, first_row: int,
     observed = _observed_risk(black, hisp, asian, female, u_income, u_dti, u_ltv)
     mean, pen = _latent_mean(black, hisp, asian), 0.09 * MECHANISM["penalty_points"] * (black | hisp)
     posterior = {"p_harmed": _posterior(CUTOFF - observed - pen, CUTOFF - observed, mean)}
+    approved_direct = {}
     for c, g in groups_do.items():
+        # controlled direct effect: only the penalty follows the intervention
+        pen_do = 0.09 * MECHANISM["penalty_points"] * (g[0] | g[1])
+        approved_direct[c] = risk_fair + pen_do <= CUTOFF
+        posterior[f"p_harmed_direct_{c}"] = _posterior(CUTOFF - observed - pen, CUTOFF - observed - pen_do, mean)
         shift = mean - _latent_mean(g[0], g[1], g[2])
         high = CUTOFF - _observed_risk(*g, u_income, u_dti, u_ltv) \
             - 0.09 * MECHANISM["penalty_points"] * (g[0] | g[1]) + shift
@@ -284,6 +298,7 @@ def _block(n: int, seed: int, block: int, first_row: int,
     for column, ok in approved_do.items():
         truth[f"decision_do_{column}"] = np.where(in_scope, ok.astype(np.int8), -1)
         truth[f"harmed_total_{column}"] = in_scope & ~approved & ok
+        truth[f"harmed_direct_{column}"] = in_scope & ~approved & approved_direct[column]
     denied_in_scope = in_scope & ~approved
     truth.update({name: np.where(denied_in_scope, p, np.nan) for name, p in posterior.items()})
     if not lar:  # the rest of the block's stream only formats the LAR

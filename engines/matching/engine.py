@@ -44,6 +44,7 @@ class State:
     decision: np.ndarray
     tests: list[Test]
     params: CSTParams
+    effect: str  # what CF and CST measure (cst_summary.effect)
 
 
 def record_order(ids: np.ndarray) -> np.ndarray:
@@ -227,7 +228,8 @@ class CSTEngine:
             comp = np.flatnonzero(prot & ((data.decision == 0) if params.complainants == "negative" else True))
             comp, sampling = _sample(data, label, attrs, comp, params)
             tests.append(Test(label, fact_points, cf_points, prot, ref, decision_cf, comp, sampling))
-        return State(np.asarray(data.ids), data.decision, tests, params)
+        targets = {eq.target for eq in spec.scm.equations} if spec.scm is not None and spec.scm.equations else None
+        return State(np.asarray(data.ids), data.decision, tests, params, params.effect(targets))
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
         return chunks([len(test.complainants) for test in state.tests], state.params.chunk_size)
@@ -253,7 +255,7 @@ class CSTEngine:
         population = {}
         for row in sampling.group_by("protected_attribute").aggregate([("population", "sum")]).to_pylist():
             population[row["protected_attribute"]] = row["population_sum"]
-        out["cst_summary"] = summary(out["cst_claims"], population, state.params.effect())
+        out["cst_summary"] = summary(out["cst_claims"], population, state.effect)
         out["cst_sampling"] = sampling
         return out
 

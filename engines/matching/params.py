@@ -94,8 +94,14 @@ class CSTParams(BaseModel):
                 raise ValueError(f"engines.cst tests {lacking}, which have no table in scm.counterfactuals "
                                  "and no scm.equations to compute one")
 
-    def effect(self) -> str:
-        """What CF and CST measure with these parameters (cst_summary.effect)."""
+    def effect(self, targets: set[str] | None = None) -> str:
+        """What CF and CST measure with these parameters (cst_summary.effect), given the SCM's
+        ``targets`` (the variables the protected attribute can move): the total effect; the
+        direct effect when every one of them is held (only the attribute's own input to the
+        model changes); a path-specific effect otherwise."""
         if not self.mediators:
             return "total"
-        return f"path-specific: {', '.join(self.mediators)} held at factual values"
+        held = ", ".join(self.mediators)
+        if targets and targets <= set(self.mediators):
+            return f"direct: every mediator ({held}) held at factual values"
+        return f"path-specific: {held} held at factual values"
