@@ -6,7 +6,9 @@ CF at k = 15, 50):
 1. ``data/specs/hmda.yaml`` — the public LAR's columns and a surrogate of the lender's model
    fitted to the recorded decisions (an external audit);
 2. ``data/specs/hmda_lender.yaml`` — the lender's own inputs (credit score, underwriting
-   adjustment, unbinned variables) and its decision rule (an internal audit: the faithful model).
+   adjustment, unbinned variables) and its decision rule (an internal audit: the faithful model);
+3. the same with every SCM variable held as a mediator (``engines.cst.mediators``): CF then
+   measures each attribute's direct effect.
 
 Each method's findings against the generator's truth of its own kind (engines/detection.py):
 base rate of harm among the complainants, precision, lift (precision / base rate), recall,
@@ -25,8 +27,9 @@ from aequum.flows.benchmarking import peak_rss_mb
 REPO = Path(__file__).resolve().parent.parent
 
 
-def measure(spec_file: Path, rows: int):
-    """Stage ``rows`` generated records of ``spec_file``, run CST serially, score it."""
+def measure(spec_file: Path, rows: int, label: str, **cst):
+    """Stage ``rows`` generated records of ``spec_file``, run CST serially (``cst``: parameter
+    changes), score it."""
     import polars as pl
     import yaml
 
@@ -38,7 +41,7 @@ def measure(spec_file: Path, rows: int):
 
     raw = yaml.safe_load(spec_file.read_text())
     raw["source"]["rows"] = rows
-    raw["engines"]["cst"]["evidence"] = "none"
+    raw["engines"]["cst"].update({"evidence": "none", **cst})
     spec = parse_spec(raw)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -48,16 +51,20 @@ def measure(spec_file: Path, rows: int):
         seconds = time.perf_counter() - t0 - staged
     det = pl.from_arrow(score_run(spec, spec_file.parent, [SimpleNamespace(engine="cst", status="succeeded",
                                                                            tables=out)], lambda _m: None))
-    print(f"{spec_file.name}, {rows:,} rows: staged (+ surrogate fit) in {staged:.0f} s, CST in {seconds:.0f} s, "
+    print(f"{label}, {rows:,} rows: staged (+ surrogate fit) in {staged:.0f} s, CST in {seconds:.0f} s, "
           f"peak RSS {peak_rss_mb():,.0f} MB")
-    return det.with_columns(pl.lit(spec_file.stem).alias("spec"))
+    return det.with_columns(pl.lit(label).alias("spec"))
 
 
 def run(quick: bool = False) -> list[dict]:
     import polars as pl
 
     rows = 100_000 if quick else 1_000_000
-    det = pl.concat([measure(REPO / "data" / "specs" / name, rows) for name in ("hmda.yaml", "hmda_lender.yaml")],
+    specs = REPO / "data" / "specs"
+    det = pl.concat([measure(specs / "hmda.yaml", rows, "hmda"),
+                     measure(specs / "hmda_lender.yaml", rows, "hmda_lender"),
+                     measure(specs / "hmda_lender.yaml", rows, "lender_mediators",
+                             mediators=["log_income", "debt_to_income", "ltv", "credit_score"])],
                     how="diagonal_relaxed")
     shown = (det.filter(pl.col("same_kind") & ((pl.col("method") == "CF") | pl.col("finding").is_in(["significant", "probable"])))
              .with_columns((pl.col("precision") / pl.col("base_rate")).alias("lift"),
