@@ -3,9 +3,11 @@
 ``prepare`` puts the records in record order (by id, see :func:`record_order`), builds, per
 protected attribute (and per intersection), the counterfactual world do(A := reference) by
 abduction–action–prediction on the fitted SCM (or takes the user's table for that attribute),
-re-decides it with the spec's model, and normalises both worlds for the distance. ``pieces``
+re-decides it with the spec's model, and normalises both worlds for the distance; mediators
+(``engines.cst.mediators``) stay at their factual values (a path-specific effect), and the
+complainants are all, or the spec's stratified sample (``engines.cst.sample``). ``pieces``
 are chunks of complainants; ``run_piece`` searches their control and test groups and writes
-their claims and evidence; ``combine`` adds the Table 1 style summary.
+their claims and evidence; ``combine`` adds the Table 1 style summary and the sampling table.
 """
 from __future__ import annotations
 
