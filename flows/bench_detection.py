@@ -67,8 +67,9 @@ def run(quick: bool = False) -> list[dict]:
                              mediators=["log_income", "debt_to_income", "ltv", "credit_score"])],
                     how="diagonal_relaxed")
     shown = (det.filter(pl.col("same_kind") & ((pl.col("method") == "CF") | pl.col("finding").is_in(["significant", "probable"])))
-             .with_columns((pl.col("precision") / pl.col("base_rate")).alias("lift"),
-                           (pl.col("oracle_precision") / pl.col("base_rate")).alias("oracle_lift"))
+             .with_columns(pl.when(pl.col("base_rate") > 0).then(pl.col("precision") / pl.col("base_rate")).alias("lift"),
+                           pl.when(pl.col("base_rate") > 0).then(pl.col("oracle_precision") / pl.col("base_rate"))
+                           .alias("oracle_lift"))
              .select(["spec", "protected_attribute", "method", "parameter", "finding", "effect", "population",
                       "flagged", "base_rate", "precision", "lift", "recall", "f1", "oracle_precision", "oracle_lift"])
              .sort(["spec", "protected_attribute", "method", "parameter", "finding"]))

@@ -87,7 +87,7 @@ def _print_detection(detection) -> None:
     df = (pl.from_arrow(detection)
           .filter(pl.col("same_kind") & ((pl.col("engine") != "cst") | (pl.col("method") == "CF")
                                          | pl.col("finding").is_in(["significant", "probable"])))
-          .with_columns((pl.col("precision") / pl.col("base_rate")).alias("lift"),
+          .with_columns(pl.when(pl.col("base_rate") > 0).then(pl.col("precision") / pl.col("base_rate")).alias("lift"),
                         pl.concat_str([pl.col("engine"), pl.col("method")], separator=" ").alias("method"),
                         pl.concat_str([pl.col("protected_attribute"), pl.col("group")], separator=" ").alias("group"))
           .select(["method", "parameter", "group", "finding", "effect", "population", "flagged",
