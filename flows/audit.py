@@ -29,8 +29,10 @@ from aequum.engines.core.engine import conform, run_rounds
 from aequum.engines.core.model_quality import QUALITY, degenerate, model_quality
 from aequum.engines.core.models import ModelError
 from aequum.engines.core.spec import AuditSpec, SpecError, load_spec
+from aequum.engines.detection import DETECTION
 from aequum.engines.registry import ENGINES, engine_params, get_engine
 from aequum.flows.counterfactuals import load_counterfactuals
+from aequum.flows.ground_truth import score_run
 from aequum.flows.staging import DEFAULT_LAKE, DatasetRef, stage
 from aequum.flows.versioning import code_version
 from aequum.flows.warehouse import DEFAULT_WAREHOUSE, Warehouse, WarehouseError
@@ -264,6 +266,9 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
         close_failed_run(warehouse, run_id, ref, f"{type(exc).__name__}: {exc}")
         raise
     extra = {"model_quality": (QUALITY, quality)} if quality is not None else {}
+    detection = score_run(spec, spec_file.parent, outcomes, logger.info)  # against the source's truth
+    if detection is not None:
+        extra["detection"] = (DETECTION, detection)
     rows = sum(t.num_rows for o in outcomes for t in o.tables.values())
     logger.info(f"writing {rows:,} result rows of {len(outcomes)} engine(s) to {warehouse}")
     write_run(warehouse, run_id, outcomes, ref, model, extra)

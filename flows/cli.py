@@ -26,6 +26,7 @@ BENCHMARKS = {
     "fgce": "aequum.flows.bench_fgce",
     "pba": "aequum.flows.bench_pba",
     "cec": "aequum.flows.bench_cec",
+    "detection": "aequum.flows.bench_detection",
 }
 USER_ERRORS = (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError,
                FileNotFoundError)
@@ -77,6 +78,25 @@ def cmd_ingest(args) -> int:
     return 0
 
 
+def _print_detection(detection) -> None:
+    """Detection quality against the source's ground truth: each method's findings (CST:
+    significant and probable; CF: discriminated) against the truth of its own kind; lift =
+    precision / base rate (1: no better than chance). Every row: ``aequum show detection``."""
+    import polars as pl
+
+    df = (pl.from_arrow(detection)
+          .filter(pl.col("same_kind") & ((pl.col("engine") != "cst") | (pl.col("method") == "CF")
+                                         | pl.col("finding").is_in(["significant", "probable"])))
+          .with_columns(pl.when(pl.col("base_rate") > 0).then(pl.col("precision") / pl.col("base_rate")).alias("lift"),
+                        pl.concat_str([pl.col("engine"), pl.col("method")], separator=" ").alias("method"),
+                        pl.concat_str([pl.col("protected_attribute"), pl.col("group")], separator=" ").alias("group"))
+          .select(["method", "parameter", "group", "finding", "effect", "population", "flagged",
+                   "base_rate", "precision", "lift", "recall", "f1"])
+          .with_columns(pl.col(pl.Float64).round(3)))
+    print("detection vs the ground truth (lift = precision / base rate; every row: aequum show detection):")
+    _print_table(df.to_arrow(), max_rows=60)
+
+
 def cmd_audit(args) -> int:
     from aequum.flows.audit import preflight, run_audit
     from aequum.flows.warehouse import Warehouse
@@ -89,10 +109,13 @@ def cmd_audit(args) -> int:
     with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
         run = wh.run(run_id)
         engines_status = wh.engine_status(run_id)
+        detection = wh.result("detection", run_id) if "detection" in wh.table_names() else None
     print(f"\nrun {run_id}: {run['status']}")
     for name, e in sorted(engines_status.items()):
         print(f"  {name:8s} {e['status']:9s} {e['seconds'] or 0:7.2f} s  {e['tables']}"
               + (f"  {e['error']}" if e["error"] else ""))
+    if detection is not None and detection.num_rows:
+        _print_detection(detection)
     print(f"results: DuckDB warehouse {Path(args.warehouse).resolve()} (schema audit, run_id = '{run_id}')")
     print(f"  e.g. aequum show outcome_gaps --run-id {run_id}")
     if args.report is not None:
@@ -159,8 +182,8 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("--wait", type=float, default=30.0,
                         help="seconds to wait for a warehouse another process is writing (default %(default)s)")
 
-    g = sub.add_parser("generate", help="write a built-in dataset (loan, cec_synthetic, hmda)")
-    g.add_argument("name", choices=["loan", "cec_synthetic", "hmda"])
+    g = sub.add_parser("generate", help="write a built-in dataset (loan, cec_synthetic, hmda, hmda_lender)")
+    g.add_argument("name", choices=["loan", "cec_synthetic", "hmda", "hmda_lender"])
     g.add_argument("--rows", type=int, default=None, help="rows (default: the generator's)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--format", choices=["parquet", "csv"], default="parquet")

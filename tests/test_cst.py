@@ -300,3 +300,107 @@ def test_surrogate_disagreements_are_not_counterfactual_effects():
     other = AuditData(spec, recorded, {}, wrong)
     out = run_serial(CSTEngine(), other, spec.engines.cst)
     assert _counts(out, "CF", 0)["discriminated"] == 0
+
+
+def test_stratified_sample_allocates_proportionally():
+    from aequum.engines.matching.situation_testing import stratified_sample
+
+    cand = np.arange(100) * 3
+    strata = np.array(["a"] * 60 + ["b"] * 30 + ["c"] * 10)
+    pick = stratified_sample(cand, strata, 10, seed=4)
+    assert list(pick) == sorted(pick) and len(set(pick)) == 10
+    assert [int(np.isin(cand[strata == s], pick).sum()) for s in "abc"] == [6, 3, 1]
+    # largest remainders: 7 of (60, 30, 10) -> quotas 4.2, 2.1, 0.7 -> 4, 2, 1
+    pick7 = stratified_sample(cand, strata, 7, seed=4)
+    assert [int(np.isin(cand[strata == s], pick7).sum()) for s in "abc"] == [4, 2, 1]
+    assert np.array_equal(stratified_sample(cand, strata, 10, seed=4), pick)
+    assert not np.array_equal(stratified_sample(cand, strata, 10, seed=5), pick)
+    assert np.array_equal(stratified_sample(cand, strata, 500, seed=4), cand)
+
+
+def test_sampled_complainants_are_reported_and_independent_of_row_order():
+    data = world("affected", n=400)
+    params = data.spec.engines.cst.model_copy(update={"sample": 40, "sample_seed": 3})
+    out = run_serial(CSTEngine(), data, params)
+    sampling = pl.from_arrow(out["cst_sampling"])
+    full = run_serial(CSTEngine(), data, data.spec.engines.cst)
+    everyone = pl.from_arrow(full["cst_summary"]).filter(pl.col("method") == "CF")["complainants"][0]
+    assert sampling["sampled"].sum() == 40 and sampling["population"].sum() == everyone
+    assert set(pl.from_arrow(full["cst_sampling"])["sampled"] == pl.from_arrow(full["cst_sampling"])["population"]) == {True}
+    s = pl.from_arrow(out["cst_summary"]).filter(pl.col("method") == "CF").row(0, named=True)
+    assert s["complainants"] == 40 and s["population"] == everyone
+    # strata: decision x recorded value; the same records whatever the order of the rows
+    perm = np.random.default_rng(2).permutation(400)
+    shuffled = AuditData(data.spec, data.table.take(perm), {}, data.model)
+    again = run_serial(CSTEngine(), shuffled, params)
+    ids = lambda o: sorted(set(pl.from_arrow(o["cst_claims"])["record_id"]))  # noqa: E731
+    assert ids(again) == ids(out) and len(ids(out)) == 40
+    # sampled claims are the full run's claims for those complainants (neighbours use everyone)
+    key = ["record_id", "method", "k"]
+    a = pl.from_arrow(out["cst_claims"]).sort(key)
+    b = pl.from_arrow(full["cst_claims"]).filter(pl.col("record_id").is_in(ids(out))).sort(key)
+    assert a.equals(b)
+
+
+@pytest.mark.parametrize("cid, pn, probable", [("55", 1.0, True), ("150", 0.06, False), ("203", 0.12, False)])
+def test_probability_of_necessity_on_table_2(loan_out, cid, pn, probable):
+    """PN = 1 − p_t / p_c (Tian & Pearl 2000): complainant 55 (p_c 0.81, p_t 0) would surely
+    not have been refused in the counterfactual world; 150 (1.00 vs 0.94) very likely would."""
+    _, out = loan_out
+    c = pl.from_arrow(out["cst_claims"]).filter(
+        (pl.col("record_id") == cid) & (pl.col("method") == "CST") & (pl.col("k") == 15)).row(0, named=True)
+    assert c["pn"] == pytest.approx(pn, abs=0.011) and c["probable"] is probable
+
+
+def test_probable_claims_are_the_excess_risk_ratio_above_one_half():
+    data = world("affected")
+    claims = pl.from_arrow(run_serial(CSTEngine(), data, data.spec.engines.cst)["cst_claims"])
+    tested = claims.filter(pl.col("method") != "CF")
+    expect = pl.when(pl.col("p_c") > 0).then(1 - pl.col("p_t") / pl.col("p_c"))
+    assert ((tested["pn"] - tested.select(expect).to_series()).abs().max() or 0) < 1e-12
+    assert tested["pn"].is_null().sum() == (tested["p_c"] == 0).sum()
+    assert tested["probable"].equals((tested["pn"] > 0.5).fill_null(False))
+    cf = claims.filter(pl.col("method") == "CF")
+    assert cf["probable"].equals(cf["discriminated"] & (cf["decision"] == 0))
+    assert set(cf["pn"].unique()) <= {0.0, 1.0}
+    s = pl.from_arrow(run_serial(CSTEngine(), data, data.spec.engines.cst)["cst_summary"])
+    per = claims.group_by(["method", "k"]).agg(pl.col("probable").sum().cast(pl.Int64).alias("n"))
+    assert s.join(per, on=["method", "k"]).select((pl.col("probable") == pl.col("n")).all()).item()
+
+
+def test_path_specific_counterfactual_holds_mediators():
+    """a -> x -> y and a -> y: holding x keeps y's move to a's direct path (Pearl 2001)."""
+    rng = np.random.default_rng(3)
+    n = 2_000
+    a = (rng.random(n) < 0.5).astype(float)
+    x = 10 - 2 * a + rng.normal(0, 1, n)
+    y = 5 + 0.5 * x - 1 * a + rng.normal(0, 1, n)
+    scm = LinearSCM.fit([Equation("x", ["a"]), Equation("y", ["a", "x"])], {"a": a, "x": x, "y": y})
+    total = scm.counterfactual({"a": a, "x": x, "y": y}, {"a": 0.0})
+    held = scm.counterfactual({"a": a, "x": x, "y": y}, {"a": 0.0}, hold=["x"])
+    ca, cx = scm._by_target["y"].coefficients["a"], scm._by_target["y"].coefficients["x"]
+    assert np.allclose(held["x"], x) and np.allclose(held["y"], y - ca * a)
+    assert np.allclose(total["y"], y - ca * a + cx * (total["x"] - x))
+    with pytest.raises(SCMError, match=r"mediator\(s\) \['a'\]"):
+        scm.counterfactual({"a": a, "x": x, "y": y}, {"a": 0.0}, hold=["a"])
+
+
+def test_mediators_make_the_effect_path_specific():
+    data = world("affected")
+    total = run_serial(CSTEngine(), data, data.spec.engines.cst)
+    params = data.spec.engines.cst.model_copy(update={"mediators": ["affected"]})
+    held = run_serial(CSTEngine(), data, params)
+    # the protected attribute reaches the rule only through `affected`: held, no effect is left
+    assert _counts(total, "CF", 0)["discriminated"] > 0 and _counts(held, "CF", 0)["discriminated"] == 0
+    effect = {r["method"]: r["effect"] for r in pl.from_arrow(held["cst_summary"]).iter_rows(named=True)}
+    # `affected` is the SCM's only equation: holding it leaves the direct effect
+    assert effect["CF"] == effect["CST"] == "direct: every mediator (affected) held at factual values"
+    assert effect["ST"] == "ceteris paribus"
+    assert set(pl.from_arrow(total["cst_summary"]).filter(pl.col("method") == "CF")["effect"]) == {"total"}
+    raw = copy.deepcopy(data.spec.model_dump(mode="json", exclude_none=True))
+    raw["engines"]["cst"]["mediators"] = ["unknown"]
+    with pytest.raises(Exception, match=r"engines.cst.mediators: \['unknown'\] are not declared features"):
+        parse_spec(raw)
+    raw["engines"]["cst"]["mediators"] = ["unaffected"]
+    with pytest.raises(Exception, match=r"not targets of scm.equations"):
+        parse_spec(raw)

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import shared_file
-from aequum.engines.generators.hmda import (DTI_BINS, LAR_COLUMNS, MECHANISM, VALUE_SETS, data_browser_name,
+from aequum.engines.generators.hmda import (DTI_BINS, INTERVENTIONS, LAR_COLUMNS, MECHANISM, TRUTH, VALUE_SETS, data_browser_name,
                                      iter_hmda_batches, normalise_column_name)
 from aequum.engines.generators.loan import generate_loan, iter_loan_batches
 
@@ -65,6 +65,45 @@ def test_ground_truth_is_consistent_with_the_mechanism():
     un = df.filter(~pl.col("penalised") & pl.col("decision").is_not_null())
     assert (un["decision"] == un["decision_without_mechanism"]).all()
     assert df["id"].to_list()[:3] == ["0", "1", "2"]
+
+
+def test_total_effect_truth_follows_the_structural_equations():
+    lar, truth = hmda(60_000)
+    assert truth.columns == TRUTH.names
+    df = pl.concat([lar, truth], how="horizontal").filter(pl.col("decision").is_not_null())
+    for column, reference in INTERVENTIONS.items():
+        do, total = f"decision_do_{column}", f"harmed_total_{column}"
+        # do(column := reference) leaves the reference group as it was
+        ref = df.filter(pl.col(column) == reference)
+        assert (ref[do] == ref["decision"]).all() and not ref[total].any()
+        assert (df[total] == ((df["decision"] == 0) & (df[do] == 1))).all()
+    # for Black and for Female applicants every structural shift favours the reference value:
+    # the intervention can only approve, and (race) it removes the penalty with the rest
+    black = df.filter(pl.col("derived_race") == "Black or African American")
+    assert (black["decision_do_derived_race"] >= black["decision"]).all()
+    only_black = black.filter(pl.col("derived_ethnicity") != "Hispanic or Latino")
+    assert only_black.filter(pl.col("harmed"))["harmed_total_derived_race"].all()
+    assert only_black["harmed_total_derived_race"].sum() > 1.5 * only_black["harmed"].sum()
+    # the controlled direct effect of race: the penalty alone, unless ethnicity keeps it
+    assert only_black["harmed_direct_derived_race"].equals(only_black["harmed"])
+    assert not black.filter(pl.col("derived_ethnicity") == "Hispanic or Latino")["harmed_direct_derived_race"].any()
+    assert not df["harmed_direct_derived_sex"].any()
+    assert (df["harmed_direct_derived_ethnicity"] <= df["harmed"]).all()
+    female = df.filter(pl.col("derived_sex") == "Female")
+    assert (female["decision_do_derived_sex"] >= female["decision"]).all()
+    assert 0 < female["harmed_total_derived_sex"].sum() < black["harmed_total_derived_race"].sum()
+
+
+PINNED_LAR_DIGEST = "07fbd0c24afadfe6fe0737cdbb359e4022ce470ff47456b63d2fcdc8e195cc57"  # seed 0, 3,000 rows, before the total-effect truth
+
+
+def test_hmda_lar_is_pinned():
+    """The LAR's values for a fixed seed (the truth columns may grow; the data must not move)."""
+    import hashlib
+
+    lar, _ = hmda(3_000, batch_rows=3_000)
+    digest = hashlib.sha256(lar.write_csv().encode()).hexdigest()
+    assert digest == PINNED_LAR_DIGEST
 
 
 def test_hmda_is_deterministic_and_independent_of_batch_size():
@@ -143,3 +182,58 @@ def test_cec_synthetic_design():
     assert np.corrcoef(score, t["label"].to_numpy())[0, 1] > 0.7
     assert abs(np.corrcoef(t["proxy_1"].to_numpy(), t["label"].to_numpy())[0, 1]) < 0.03
     assert generate_cec(100, seed=2).equals(generate_cec(100, seed=2))
+
+
+def test_lender_records_are_the_same_applications_decided_by_the_lender_rule():
+    from aequum.engines.generators.hmda import LENDER_RULE, iter_lender_batches
+
+    lar, truth = hmda(60_000)
+    parts = list(iter_lender_batches(60_000, 0, 35_000))
+    lender = pl.from_arrow(pa.Table.from_batches([p[0] for p in parts]))
+    assert pl.from_arrow(pa.Table.from_batches([p[1] for p in parts])).equals(truth)
+    whole = pl.from_arrow(pa.Table.from_batches([b for b, _ in iter_lender_batches(60_000, 0, 60_000)]))
+    assert whole.equals(lender)
+    for c in ("derived_race", "derived_ethnicity", "derived_sex", "action_taken"):
+        assert lender[c].equals(lar[c])
+    # the LAR's published income (thousands, rounded) is the lender's, binned DTI its exact DTI's bin
+    shown = lar["income"] != "NA"
+    assert ((lar.filter(shown)["income"].cast(pl.Float64) - lender.filter(shown)["log_income"].exp()).abs() <= 0.5).all()
+    # the rule (approved iff score >= 0) reproduces every in-scope decision but where one
+    # applicant carries both indicators (the rule counts the penalty twice)
+    w = LENDER_RULE["coefficients"]
+    score = (LENDER_RULE["intercept"] + sum(w[c] * lender[c].to_numpy() for c in w if c in lender.columns)
+             + w["race"] * (lender["derived_race"] == "Black or African American").to_numpy()
+             + w["ethnicity"] * (lender["derived_ethnicity"] == "Hispanic or Latino").to_numpy())
+    decided = truth["decision"].is_not_null().to_numpy()
+    wrong = decided & ((score >= 0) != (truth["decision"].fill_null(0).to_numpy() == 1))
+    both = ((lender["derived_race"] == "Black or African American")
+            & (lender["derived_ethnicity"] == "Hispanic or Latino")).to_numpy()
+    assert wrong.sum() > 0 and both[wrong].all()
+
+
+def test_harm_posteriors_are_calibrated():
+    """p_harmed*: the Bayes posterior of harm given the exact underwriting variables — among
+    refused applicants its mean matches the harm rate, overall and by decile of the posterior."""
+    _, truth = hmda(150_000, batch_rows=150_000)
+    refused = truth.filter(pl.col("decision") == 0)
+    assert truth.filter(pl.col("decision") != 0)["p_harmed"].null_count() == truth.filter(pl.col("decision") != 0).height
+    for p, h in [("p_harmed", "harmed"), *[(f"p_harmed_total_{c}", f"harmed_total_{c}") for c in INTERVENTIONS]]:
+        assert refused[p].is_between(0, 1).all()
+        assert abs(refused[p].mean() - refused[h].mean()) < 0.01, p
+        bins = refused.with_columns((pl.col(p) * 10).floor().clip(0, 9).alias("bin")).group_by("bin").agg(
+            pl.col(p).mean().alias("expected"), pl.col(h).mean().alias("observed"), pl.len().alias("n"))
+        big = bins.filter(pl.col("n") >= 400)
+        assert big.height >= (1 if p.endswith("sex") else 3), (p, big)
+        assert ((big["expected"] - big["observed"]).abs() < 0.06).all(), (p, big)
+    # nobody unpenalised can be harmed directly
+    assert (refused.filter(~pl.col("penalised"))["p_harmed"] == 0).all()
+
+
+def test_generate_lender_file_with_truth(tmp_path):
+    from aequum.engines.generators.hmda import LENDER
+    from aequum.flows.generate import generate_to_file
+
+    path = generate_to_file("hmda_lender", tmp_path / "l.parquet", rows=1_200, batch_rows=500)
+    assert pq.read_schema(path) == LENDER and pq.read_metadata(path).num_rows == 1_200
+    truth = pq.read_table(tmp_path / "l_truth.parquet")
+    assert truth["id"].to_pylist()[-1] == "1199" and (tmp_path / "l_mechanism.json").exists()

@@ -42,6 +42,35 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class TruthTable(_Model):
+    """A ground truth of harm per record, for scoring the engines' individual findings
+    (``audit.detection``). A generated source gets its generator's truth without this."""
+
+    path: str = Field(description="Parquet or CSV file; relative paths are resolved against the spec file's "
+                      "directory.")
+    id_column: str = Field("id", description="Column holding the record id (the source's id, or its 0-based "
+                           "row number when source.id_column is null).")
+    direct: str | dict[str, str] | None = Field(
+        None, description="Boolean column: harmed by the mechanism's direct effect (approved had the "
+        "mechanism not acted, everything else as observed); or, per protected attribute, the column of its "
+        "own controlled direct effect (e.g. harmed_direct_derived_race).")
+    total: dict[str, str] = Field(default_factory=dict, description="Per protected attribute (by name), the "
+                                  "boolean column: harmed by its total effect (approved under do(attribute := "
+                                  "reference value), everything it causes moving with it).")
+    direct_posterior: str | dict[str, str] | None = Field(
+        None, description="Numeric column (or one per protected attribute, as `direct`): each record's "
+        "probability of direct harm given what the data show (e.g. the HMDA generator's p_harmed); "
+        "detection then reports the best achievable precision.")
+    total_posterior: dict[str, str] = Field(default_factory=dict, description="Per protected attribute, the "
+                                            "same for its total effect (e.g. p_harmed_total_derived_race).")
+
+    @model_validator(mode="after")
+    def _some(self) -> "TruthTable":
+        if self.direct is None and not self.total:
+            raise ValueError("source.truth needs `direct` or `total` (the columns saying who was harmed)")
+        return self
+
+
 class Source(_Model):
     """Where the decision records come from."""
 
@@ -59,13 +88,16 @@ class Source(_Model):
     delimiter: str | None = Field(None, description="CSV delimiter; detected from the header when omitted.")
     header_names: list[str] | None = Field(
         None, description="CSV without a header row: the column names, in file order.")
-    generator: Literal["loan", "cec_synthetic", "hmda"] | None = Field(
+    generator: Literal["loan", "cec_synthetic", "hmda", "hmda_lender"] | None = Field(
         None, description="Built-in generator (generated).")
     rows: int | None = Field(None, gt=0, description="Rows to generate (generated).")
     seed: int = Field(0, description="Generator seed (generated).")
     id_column: str | None = Field(
         description="Column holding a unique record id; null: the 0-based source row number is "
         "the id (for files without one, such as the papers' reference data).")
+    truth: TruthTable | None = Field(
+        None, description="A ground truth of harm per record (see TruthTable); scored against every run's "
+        "individual findings in audit.detection. A generated source uses its generator's truth.")
 
     @model_validator(mode="after")
     def _complete(self) -> "Source":
@@ -473,6 +505,12 @@ class AuditSpec(_Model):
         clash = pcols & set(feats)
         if clash:
             raise ValueError(f"features: protected column(s) {sorted(clash)} cannot also be features")
+        if self.source.truth is not None:
+            self.check_attribute_names("source.truth.total", list(self.source.truth.total))
+            self.check_attribute_names("source.truth.total_posterior", list(self.source.truth.total_posterior))
+            for name in ("direct", "direct_posterior"):
+                if isinstance(getattr(self.source.truth, name), dict):
+                    self.check_attribute_names(f"source.truth.{name}", list(getattr(self.source.truth, name)))
         if self.decision is not None and self.decision.reasons is not None:
             unknown = sorted(set(self.decision.reasons.codes.values()) - set(feats))
             if unknown:

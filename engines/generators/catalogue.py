@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-NAMES = ("loan", "cec_synthetic", "hmda")
+NAMES = ("loan", "cec_synthetic", "hmda", "hmda_lender")
 
 
 def stream(name: str, rows: int | None = None, seed: int = 0,
@@ -27,6 +27,10 @@ def stream(name: str, rows: int | None = None, seed: int = 0,
         from aequum.engines.generators.hmda import DEFAULT_ROWS, iter_hmda_batches
 
         yield from iter_hmda_batches(rows or DEFAULT_ROWS, seed, batch_rows)
+    elif name == "hmda_lender":
+        from aequum.engines.generators.hmda import DEFAULT_ROWS, iter_lender_batches
+
+        yield from iter_lender_batches(rows or DEFAULT_ROWS, seed, batch_rows)
     else:
         raise ValueError(f"unknown generator {name!r}; known: {list(NAMES)}")
 
@@ -43,13 +47,22 @@ def module_file(name: str) -> str:
         raise ValueError(f"unknown generator {name!r}; known: {list(NAMES)}")
     from importlib import import_module
 
-    return import_module(f"aequum.engines.generators.{name}").__file__
+    return import_module(f"aequum.engines.generators.{name.removesuffix('_lender')}").__file__
 
 
 def mechanism(name: str) -> dict | None:
     """The planted discrimination mechanism of a generator, where it has one."""
-    if name == "hmda":
+    if name in ("hmda", "hmda_lender"):
         from aequum.engines.generators.hmda import MECHANISM
 
         return MECHANISM
+    return None
+
+
+def truth(name: str, rows: int | None = None, seed: int = 0) -> pa.Table | None:
+    """A generator's ground truth of harm (the table written beside its files), where it has one."""
+    if name in ("hmda", "hmda_lender"):  # the same applications, so the same truth
+        from aequum.engines.generators.hmda import DEFAULT_ROWS, hmda_truth
+
+        return hmda_truth(rows or DEFAULT_ROWS, seed)
     return None

@@ -14,10 +14,32 @@ Decision process (one row = one application):
     denied  iff risk + ε > c,  ε ~ N(0, 0.5)
 
 **Planted mechanism** (:data:`MECHANISM`): for Black or African American and for Hispanic or
-Latino applicants the underwriter adds 8 points to the debt-to-income ratio it evaluates
-(disparate treatment via a race-dependent penalty on one underwriting variable). The ground
-truth table gives, per record, the decision without the penalty and whether the penalty
-changed it (``harmed``: denied, but approved without the penalty).
+Latino applicants the underwriter adds ``penalty_points`` (5) to the debt-to-income ratio it
+evaluates (disparate treatment via a race-dependent penalty on one underwriting variable).
+
+**Ground truth** (:data:`TRUTH`, one row per record) of two kinds:
+
+* direct effect: the decision without the penalty, everything else as drawn, and ``harmed``
+  (denied, but approved without the penalty); per protected column, ``harmed_direct_<column>``:
+  the controlled direct effect of that attribute alone (the penalty follows do(column :=
+  reference), every other variable — the other attribute included — as drawn);
+* total effect, per protected column: the decision of the same applicant — the same exogenous
+  noise ``u`` of every structural equation below — under do(column := reference value)
+  (:data:`INTERVENTIONS`: race := White, ethnicity := Not Hispanic or Latino, sex := Male),
+  which moves credit, income, DTI and LTV with the group and removes the penalty where the
+  group carried it; ``harmed_total_<column>``: denied, but approved under the intervention.
+  This is the quantity counterfactual fairness and CST estimate (Kusner et al. 2017;
+  Alvarez & Ruggieri 2023, Def. 3.2), whereas ``harmed`` is what a ceteris-paribus comparison
+  of the same observed features targets.
+* detectability: for refused applicants, the Bayes posterior of each kind of harm given the
+  exact underwriting variables and the groups (``p_harmed``, ``p_harmed_total_<column>``),
+  knowing the generator — the best any audit reading the LAR's variables can do. The latent
+  credit term carries most of the risk's variance (sd 1.3 of 1.67), so it is far from 0/1.
+
+The same applications as the lender holds them (:func:`iter_lender_batches`, generator
+``hmda_lender``): every input of its decision, including the credit score and the
+underwriter's adjustment, and its rule as a linear model (:data:`LENDER_RULE`) — the faithful
+model of an internal audit, with which each counterfactual decision is identifiable.
 
 Rows are generated in fixed blocks of :data:`BLOCK` with one random stream per block, so the
 output is identical for any ``batch_rows`` and memory stays flat in ``n``.
@@ -79,18 +101,45 @@ NUMERIC_SENTINELS = {
     "interest_rate": ["NA", "Exempt", ""], "rate_spread": ["NA", "Exempt", ""], "loan_term": ["NA", "Exempt", ""],
 }
 _HYPHENATED = {"derived_msa_md": "derived_msa-md", "open_end_line_of_credit": "open-end_line_of_credit"}
+# the reference value each protected attribute is set to for the total-effect truth
+INTERVENTIONS = {"derived_race": "White", "derived_ethnicity": "Not Hispanic or Latino", "derived_sex": "Male"}
 MECHANISM = {
     "kind": "disparate treatment: race/ethnicity-dependent penalty on one underwriting variable",
     "variable": "debt_to_income_ratio",
     "penalty_points": 5.0,
     "penalised": {"derived_race": ["Black or African American"], "derived_ethnicity": ["Hispanic or Latino"]},
     "decision": "denied iff 0.09(DTI+penalty-36) + 0.05(LTV-80) - 0.45 log(income/80) - 1.2 credit + e > c",
-    "ground_truth_columns": {"id": "0-based row number (the LAR has no record id)",
-                             "decision_without_mechanism": "1 approved, 0 denied, null out of scope",
-                             "harmed": "denied with the penalty, approved without it"},
+    "ground_truth_columns": {
+        "id": "0-based row number (the LAR has no record id)",
+        "penalised": "the penalty applies (Black or African American, or Hispanic or Latino)",
+        "decision": "1 approved, 0 denied, null out of scope",
+        "decision_without_mechanism": "1 approved, 0 denied, null out of scope: the same applicant "
+                                      "without the penalty (everything else as drawn)",
+        "harmed": "direct effect: denied with the penalty, approved without it",
+        **{f"decision_do_{c}": f"1 approved, 0 denied, null out of scope: the same applicant (same "
+                               f"exogenous noise) under do({c} := {v}) through the generator's structural "
+                               "equations — credit, income, DTI, LTV and the penalty move with the group"
+           for c, v in INTERVENTIONS.items()},
+        **{f"harmed_total_{c}": f"total effect: denied factually, approved under do({c} := {v})"
+           for c, v in INTERVENTIONS.items()},
+        **{f"harmed_direct_{c}": f"controlled direct effect of {c}: denied factually, approved when only the "
+                                 f"penalty follows do({c} := {v}) (every other variable as drawn); differs from "
+                                 "`harmed` for applicants both Black and Hispanic, whose other attribute keeps it"
+           for c, v in INTERVENTIONS.items()},
+        "p_harmed": "for refused in-scope applicants (null otherwise): the Bayes posterior of `harmed` given "
+                    "the exact underwriting variables (income, DTI, LTV) and the groups, knowing the generator; "
+                    "flagging by it is the best any audit reading those columns can do",
+        **{f"p_harmed_{kind}_{c}": f"the same for harmed_{kind}_{c}" for kind in ("total", "direct")
+           for c in INTERVENTIONS},
+    },
 }
 TRUTH = pa.schema([("id", pa.string()), ("penalised", pa.bool_()), ("decision", pa.int8()),
-                   ("decision_without_mechanism", pa.int8()), ("harmed", pa.bool_())])
+                   ("decision_without_mechanism", pa.int8()), ("harmed", pa.bool_()),
+                   *[f for column in INTERVENTIONS for f in (pa.field(f"decision_do_{column}", pa.int8()),
+                                                             pa.field(f"harmed_total_{column}", pa.bool_()))],
+                   *[pa.field(f"harmed_direct_{column}", pa.bool_()) for column in INTERVENTIONS],
+                   ("p_harmed", pa.float64()), *[(f"p_harmed_total_{column}", pa.float64()) for column in INTERVENTIONS],
+                   *[(f"p_harmed_direct_{column}", pa.float64()) for column in INTERVENTIONS]])
 
 
 def normalise_column_name(name: str) -> str:
@@ -136,7 +185,64 @@ def _zfill(x: np.ndarray, width: int) -> pa.Array:
     return pc.utf8_lpad(pa.array(x.astype(np.int64)).cast(pa.string()), width, "0")
 
 
-def _block(n: int, seed: int, block: int, first_row: int) -> tuple[dict[str, pa.Array], dict[str, np.ndarray]]:
+# The structural equations (one applicant's exogenous noise u_* fixed; group indicators as bools).
+# Group means encode the wealth gaps that drive the published denial-rate gaps.
+def _credit(black, hisp, asian, u):
+    """Latent credit quality (not in the LAR)."""
+    return u - 0.25 * black - 0.1 * hisp - 0.1 * asian
+
+
+def _income(black, hisp, asian, female, u):
+    """Income in thousands (log-normal)."""
+    return np.exp((np.log(95) - 0.25 * black - 0.2 * hisp + 0.15 * asian - 0.1 * female) + 0.55 * u)
+
+
+def _dti(black, hisp, u):
+    """The true debt-to-income ratio (percent) before binning."""
+    return np.clip((35 + 2.0 * black + 1.5 * hisp) + 9.0 * u, 5, 75)
+
+
+def _ltv(black, hisp, u):
+    """Combined loan-to-value ratio (percent)."""
+    return np.clip((80 + 3 * black + 2 * hisp) + 12.0 * u, 10, 115)
+
+
+# sd of the risk's unobserved part, -1.2 credit + 0.5 u_risk (credit's own noise is N(0, 1))
+LATENT_SD = float(np.hypot(1.2, 0.5))
+
+
+def _observed_risk(black, hisp, asian, female, u_income, u_dti, u_ltv):
+    """The part of the (fair) risk that the underwriting variables in the LAR determine."""
+    income, dti, ltv = _income(black, hisp, asian, female, u_income), _dti(black, hisp, u_dti), _ltv(black, hisp, u_ltv)
+    return 0.05 * (ltv - 80) - 0.45 * np.log(income / 80) + 0.09 * (dti - 36)
+
+
+def _latent_mean(black, hisp, asian):
+    """The group mean of the risk's unobserved part (-1.2 credit + 0.5 u_risk)."""
+    return -1.2 * (-0.25 * black - 0.1 * hisp - 0.1 * asian)
+
+
+def _posterior(low, high, mean):
+    """P(low < W <= high | W > low) for the unobserved part W ~ N(mean, LATENT_SD²): the
+    probability that a refused applicant (W > low) would have been approved had the risk's
+    threshold for W been ``high`` (survival functions, exact in the upper tail)."""
+    from scipy.special import ndtr
+
+    sf_low, sf_high = ndtr((mean - low) / LATENT_SD), ndtr((mean - np.maximum(high, low)) / LATENT_SD)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sf_low > 0, (sf_low - sf_high) / sf_low, 1.0)
+
+
+def _risk(black, hisp, asian, female, u_credit, u_income, u_dti, u_ltv, u_risk):
+    """(risk the underwriter evaluates, the same without the planted penalty); denied iff risk > CUTOFF."""
+    income, dti, ltv = _income(black, hisp, asian, female, u_income), _dti(black, hisp, u_dti), _ltv(black, hisp, u_ltv)
+    base = 0.05 * (ltv - 80) - 0.45 * np.log(income / 80) - 1.2 * _credit(black, hisp, asian, u_credit) + 0.5 * u_risk
+    risk_fair = base + 0.09 * (dti - 36)
+    return risk_fair + 0.09 * MECHANISM["penalty_points"] * (black | hisp), risk_fair
+
+
+def _block(n: int, seed: int, block: int, first_row: int,
+           lar: bool = True) -> tuple[dict[str, pa.Array] | None, dict[str, np.ndarray]]:
     rng = np.random.default_rng([seed, block])
     races = VALUE_SETS["derived_race"]
     race_i, race = _pick(rng, races, [0.6, 5.5, 8.0, 0.2, 61.0, 0.4, 4.0, 0.3, 20.0], n)
@@ -147,24 +253,58 @@ def _block(n: int, seed: int, block: int, first_row: int) -> tuple[dict[str, pa.
     sex_i, sex = _pick(rng, VALUE_SETS["derived_sex"], [42, 26, 24, 8], n)
     black, hisp = race_i == races.index("Black or African American"), eth_i == 0
     asian = race_i == races.index("Asian")
-    penalised = black | hisp
-    # underwriting variables, with the wealth gaps that drive the published denial-rate gaps
-    credit = rng.standard_normal(n) - 0.25 * black - 0.1 * hisp - 0.1 * asian
-    income = np.exp(rng.normal(np.log(95) - 0.25 * black - 0.2 * hisp + 0.15 * asian - 0.1 * (sex_i == 1), 0.55))
-    dti = np.clip(rng.normal(35 + 2.0 * black + 1.5 * hisp, 9.0), 5, 75)
-    ltv = np.clip(rng.normal(80 + 3 * black + 2 * hisp, 12), 10, 115)
+    female = sex_i == 1
+    # exogenous noise of the structural equations, drawn in the order (and with the values)
+    # rng.normal(mean, sd) / rng.lognormal would draw them
+    u_credit, u_income, u_dti, u_ltv = (rng.standard_normal(n) for _ in range(4))
+    income, ltv = _income(black, hisp, asian, female, u_income), _ltv(black, hisp, u_ltv)
+    # one price-to-income multiple per block (a single draw, as the generator always made it)
     prop = np.clip(income * 1000 * rng.lognormal(np.log(3.8), 0.35), 40_000, 5_000_000)
     loan = np.clip(prop * ltv / 100, 10_000, None)
-    base = 0.05 * (ltv - 80) - 0.45 * np.log(income / 80) - 1.2 * credit + rng.normal(0, 0.5, n)
-    risk_fair = base + 0.09 * (dti - 36)
-    risk = risk_fair + 0.09 * MECHANISM["penalty_points"] * penalised
+    u_risk = rng.standard_normal(n)
+    dti = _dti(black, hisp, u_dti)
+    risk, risk_fair = _risk(black, hisp, asian, female, u_credit, u_income, u_dti, u_ltv, u_risk)
+    penalised = black | hisp
     approved, approved_fair = risk <= CUTOFF, risk_fair <= CUTOFF
+    # total effects: the same applicant (same noise) under do(attribute := reference value)
+    none = np.zeros(n, bool)
+    groups_do = {"derived_race": (none, hisp, none, female), "derived_ethnicity": (black, none, asian, female),
+                 "derived_sex": (black, hisp, asian, none)}
+    approved_do = {c: _risk(*g, u_credit, u_income, u_dti, u_ltv, u_risk)[0] <= CUTOFF for c, g in groups_do.items()}
+    # what the observable underwriting variables can tell (the Bayes posterior of harm given them)
+    observed = _observed_risk(black, hisp, asian, female, u_income, u_dti, u_ltv)
+    mean, pen = _latent_mean(black, hisp, asian), 0.09 * MECHANISM["penalty_points"] * (black | hisp)
+    posterior = {"p_harmed": _posterior(CUTOFF - observed - pen, CUTOFF - observed, mean)}
+    approved_direct = {}
+    for c, g in groups_do.items():
+        # controlled direct effect: only the penalty follows the intervention
+        pen_do = 0.09 * MECHANISM["penalty_points"] * (g[0] | g[1])
+        approved_direct[c] = risk_fair + pen_do <= CUTOFF
+        posterior[f"p_harmed_direct_{c}"] = _posterior(CUTOFF - observed - pen, CUTOFF - observed - pen_do, mean)
+        shift = mean - _latent_mean(g[0], g[1], g[2])
+        high = CUTOFF - _observed_risk(*g, u_income, u_dti, u_ltv) \
+            - 0.09 * MECHANISM["penalty_points"] * (g[0] | g[1]) + shift
+        posterior[f"p_harmed_total_{c}"] = _posterior(CUTOFF - observed - pen, high, mean)
     # action taken: out-of-scope outcomes (withdrawn, incomplete, purchased) independent of merit
     action_i = np.where(approved, np.where(rng.random(n) < 0.93, 0, 1), 2)
     out_of_scope = rng.random(n) < 0.14
     action_i[out_of_scope] = rng.choice([3, 4, 5], size=int(out_of_scope.sum()), p=[5 / 14, 3 / 14, 6 / 14])
     in_scope = ~out_of_scope
     action = pc.take(pa.array(["1", "2", "3", "4", "5", "6"]), pa.array(action_i))
+    truth = {"id": pa.array(np.arange(first_row, first_row + n)).cast(pa.string()), "penalised": penalised,
+             "decision": np.where(in_scope, approved.astype(np.int8), -1),
+             "decision_without_mechanism": np.where(in_scope, approved_fair.astype(np.int8), -1),
+             "harmed": in_scope & ~approved & approved_fair}
+    for column, ok in approved_do.items():
+        truth[f"decision_do_{column}"] = np.where(in_scope, ok.astype(np.int8), -1)
+        truth[f"harmed_total_{column}"] = in_scope & ~approved & ok
+        truth[f"harmed_direct_{column}"] = in_scope & ~approved & approved_direct[column]
+    denied_in_scope = in_scope & ~approved
+    truth.update({name: np.where(denied_in_scope, p, np.nan) for name, p in posterior.items()})
+    if not lar:  # the rest of the block's stream only formats the LAR
+        return {"derived_race": race, "derived_ethnicity": eth, "derived_sex": sex, "action_taken": action,
+                "log_income": np.log(income), "debt_to_income": dti, "ltv": ltv,
+                "credit_score": _credit(black, hisp, asian, u_credit), "underwriting_adjustment": 0.5 * u_risk}, truth
 
     # binned / formatted fields with the LAR's quirks
     dti_i = np.select([dti < 20, dti < 30, dti < 36, dti < 50, dti <= 60],
@@ -257,24 +397,67 @@ def _block(n: int, seed: int, block: int, first_row: int) -> tuple[dict[str, pa.
     }
     for c in LAR_COLUMNS:
         cols.setdefault(c, empty)  # unused race/ethnicity slots 2-5, aus-2..5, denial_reason-2..4
-    truth = {"id": pa.array(np.arange(first_row, first_row + n)).cast(pa.string()), "penalised": penalised,
-             "decision": np.where(in_scope, approved.astype(np.int8), -1),
-             "decision_without_mechanism": np.where(in_scope, approved_fair.astype(np.int8), -1),
-             "harmed": in_scope & ~approved & approved_fair}
     return cols, truth
 
 
 def _to_batches(cols: dict, truth: dict, spelling: str) -> tuple[pa.RecordBatch, pa.RecordBatch]:
     names = LAR_COLUMNS if spelling == "snapshot" else [data_browser_name(c) for c in LAR_COLUMNS]
-    lar = pa.RecordBatch.from_arrays([cols[c] for c in LAR_COLUMNS], names=names)
+    return pa.RecordBatch.from_arrays([cols[c] for c in LAR_COLUMNS], names=names), _truth_batch(truth)
 
+
+def _truth_batch(truth: dict) -> pa.RecordBatch:
     def int8(v):
         return pa.array(np.where(v < 0, 0, v).astype(np.int8), pa.int8(), mask=v < 0)
 
-    t = pa.RecordBatch.from_arrays([truth["id"], pa.array(truth["penalised"]), int8(truth["decision"]),
-                                    int8(truth["decision_without_mechanism"]), pa.array(truth["harmed"])],
-                                   schema=TRUTH)
-    return lar, t
+    return pa.RecordBatch.from_arrays([truth[f.name] if f.name == "id" else
+                                       int8(truth[f.name]) if f.type == pa.int8() else
+                                       pa.array(truth[f.name], f.type, from_pandas=True)  # NaN -> null
+                                       for f in TRUTH], schema=TRUTH)
+
+
+def hmda_truth(n: int = DEFAULT_ROWS, seed: int = 0) -> pa.Table:
+    """The ground truth of ``n`` generated rows alone (the same as :func:`iter_hmda_batches`
+    writes beside the LAR), without formatting the LAR: a few seconds per million rows."""
+    if n <= 0:
+        raise ValueError(f"hmda generator: rows must be positive, got {n}")
+    return pa.Table.from_batches([_truth_batch(_block(min(BLOCK, n - start), seed, b, start, lar=False)[1])
+                                  for b, start in enumerate(range(0, n, BLOCK))], schema=TRUTH)
+
+
+LENDER = pa.schema([("derived_race", pa.string()), ("derived_ethnicity", pa.string()), ("derived_sex", pa.string()),
+                    ("action_taken", pa.string()), ("log_income", pa.float64()), ("debt_to_income", pa.float64()),
+                    ("ltv", pa.float64()), ("credit_score", pa.float64()), ("underwriting_adjustment", pa.float64())])
+# The lender's decision function (the generator's, approved iff score >= 0) as a linear rule on
+# LENDER's columns and the group indicators race (Black) and ethnicity (Hispanic): score =
+# CUTOFF - risk. Penalty and group shifts as in _risk; the penalty is counted once per
+# indicator, so for the few applicants both Black and Hispanic the rule counts it twice.
+LENDER_RULE = {
+    "coefficients": {"log_income": 0.45, "debt_to_income": -0.09, "ltv": -0.05, "credit_score": 1.2,
+                     "underwriting_adjustment": -1.0, "race": -0.09 * MECHANISM["penalty_points"],
+                     "ethnicity": -0.09 * MECHANISM["penalty_points"]},
+    "intercept": CUTOFF + 0.05 * 80 - 0.45 * float(np.log(80)) + 0.09 * 36,
+}
+
+
+def iter_lender_batches(n: int = DEFAULT_ROWS, seed: int = 0,
+                        batch_rows: int = 250_000) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch]]:
+    """(lender batch, ground-truth batch) pairs: the same applications as :func:`iter_hmda_batches`
+    (same seed, same row numbers) as the lender's own records hold them — the group columns,
+    the action taken, and every input of its decision (:data:`LENDER_RULE`) unbinned: log income,
+    DTI, LTV, the credit score (the latent credit quality, which the LAR lacks) and the
+    underwriter's adjustment (the decision's noise term). An internal audit with the lender's
+    model: the one setting in which an individual's counterfactual decision is identifiable."""
+    if n <= 0:
+        raise ValueError(f"hmda generator: rows must be positive, got {n}")
+    for start in range(0, n, batch_rows):
+        take = min(batch_rows, n - start)
+        blocks = range(start // BLOCK, (start + take - 1) // BLOCK + 1)
+        parts = [_block(min(BLOCK, n - b * BLOCK), seed, b, b * BLOCK, lar=False) for b in blocks]
+        lender = pa.Table.from_batches([pa.RecordBatch.from_pydict(c, schema=LENDER) for c, _ in parts])
+        truth = pa.Table.from_batches([_truth_batch(t) for _, t in parts])
+        offset = start - blocks[0] * BLOCK
+        yield (lender.slice(offset, take).combine_chunks().to_batches()[0],
+               truth.slice(offset, take).combine_chunks().to_batches()[0])
 
 
 def iter_hmda_batches(n: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int = 250_000,

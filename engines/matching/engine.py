@@ -3,9 +3,11 @@
 ``prepare`` puts the records in record order (by id, see :func:`record_order`), builds, per
 protected attribute (and per intersection), the counterfactual world do(A := reference) by
 abduction–action–prediction on the fitted SCM (or takes the user's table for that attribute),
-re-decides it with the spec's model, and normalises both worlds for the distance. ``pieces``
+re-decides it with the spec's model, and normalises both worlds for the distance; mediators
+(``engines.cst.mediators``) stay at their factual values (a path-specific effect), and the
+complainants are all, or the spec's stratified sample (``engines.cst.sample``). ``pieces``
 are chunks of complainants; ``run_piece`` searches their control and test groups and writes
-their claims and evidence; ``combine`` adds the Table 1 style summary.
+their claims and evidence; ``combine`` adds the Table 1 style summary and the sampling table.
 """
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.matching.params import CSTParams
 from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
-from aequum.engines.matching.situation_testing import (CLAIMS, EVIDENCE, SUMMARY, claims, evidence,
-                                                evidence_depth, normalise, search, summary)
+from aequum.engines.matching.situation_testing import (CLAIMS, EVIDENCE, SAMPLING, SUMMARY, claims, evidence,
+                                                evidence_depth, normalise, search, stratified_sample,
+                                                summary)
 
 
 @dataclass
@@ -34,6 +37,7 @@ class Test:
     reference: np.ndarray
     decision_cf: np.ndarray
     complainants: np.ndarray
+    sampling: pa.Table  # per stratum: population and sampled complainants
 
 
 @dataclass
@@ -42,6 +46,7 @@ class State:
     decision: np.ndarray
     tests: list[Test]
     params: CSTParams
+    effect: str  # what CF and CST measure (cst_summary.effect)
 
 
 def record_order(ids: np.ndarray) -> np.ndarray:
@@ -121,15 +126,21 @@ def _fit_scm(data) -> tuple[LinearSCM, dict[str, np.ndarray]]:
 
 def _counterfactual_values(data, label: str, attributes: list[str], names: list[str],
                            scm: LinearSCM | None, values: dict[str, np.ndarray],
-                           table: pa.Table | None) -> np.ndarray:
-    """Raw feature matrix (columns ``names``) of the world do(attributes := reference)."""
+                           table: pa.Table | None, mediators: list[str]) -> np.ndarray:
+    """Raw feature matrix (columns ``names``) of the world do(attributes := reference), with
+    the ``mediators`` held at their factual values (path-specific; a supplied table's
+    mediator columns are replaced by the factual ones)."""
     if table is not None:
         missing = [f for f in names if f not in table.column_names]
         if missing:
             raise ValueError(f"the counterfactual table for {label!r} lacks feature column(s) {missing} "
                              "(map them with scm.counterfactuals.columns)")
-        return data.feature_values(names, table=table)
-    out = scm.counterfactual(values, {a: 0.0 for a in attributes})
+        M = data.feature_values(names, table=table)
+        for f in mediators:
+            if f in names:
+                M[:, names.index(f)] = data.column_values(f)
+        return M
+    out = scm.counterfactual(values, {a: 0.0 for a in attributes}, hold=mediators)
     return np.column_stack([out[f] if f in out else data.column_values(f) for f in names])
 
 
@@ -161,7 +172,7 @@ class CSTEngine:
     uses_model = True  # re-decides counterfactuals: not run when the surrogate is degenerate
 
     name = "cst"
-    tables = {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE, "cst_summary": SUMMARY}
+    tables = {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE, "cst_summary": SUMMARY, "cst_sampling": SAMPLING}
 
     def prepare(self, data, params: CSTParams) -> State:
         spec = data.spec
@@ -206,7 +217,8 @@ class CSTEngine:
                 raise ValueError(f"reference group of {label!r} has {int(ref.sum())} members; CST with "
                                  f"k={kmax} needs at least {kmax}")
             moved = spec.intervened(attrs)  # do(race=Asian := White) also sets the pooled race
-            Xcf = _counterfactual_values(data, label, moved, names, scm, values, supplied.get(label))
+            Xcf = _counterfactual_values(data, label, moved, names, scm, values, supplied.get(label),
+                                         params.mediators)
             Xcf = np.where(prot[:, None], Xcf, X)  # only complainants move; others are as observed
             stats = Xcf if params.counterfactual_normalization == "own" else X
             cf_points = normalise(Xcf[:, :nf], kinds, levels, params.normalization, stats=stats[:, :nf])
@@ -217,8 +229,10 @@ class CSTEngine:
                 cf_points = cf_points.with_nominal(np.column_stack(others))
             decision_cf = _counterfactual_decision(data, names, X, Xcf, moved, prot)
             comp = np.flatnonzero(prot & ((data.decision == 0) if params.complainants == "negative" else True))
-            tests.append(Test(label, fact_points, cf_points, prot, ref, decision_cf, comp))
-        return State(np.asarray(data.ids), data.decision, tests, params)
+            comp, sampling = _sample(data, label, attrs, comp, params)
+            tests.append(Test(label, fact_points, cf_points, prot, ref, decision_cf, comp, sampling))
+        targets = {eq.target for eq in spec.scm.equations} if spec.scm is not None and spec.scm.equations else None
+        return State(np.asarray(data.ids), data.decision, tests, params, params.effect(targets))
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
         return chunks([len(test.complainants) for test in state.tests], state.params.chunk_size)
@@ -240,11 +254,47 @@ class CSTEngine:
         # group rows by their keys, complainants in record order: independent of the chunking
         out["cst_claims"] = _stable_sort(out["cst_claims"], ["protected_attribute", "method", "k"])
         out["cst_evidence"] = _stable_sort(out["cst_evidence"], ["protected_attribute", "centre", "search_group"])
-        out["cst_summary"] = summary(out["cst_claims"])
+        sampling = pa.concat_tables([t.sampling for t in state.tests])
+        population = {}
+        for row in sampling.group_by("protected_attribute").aggregate([("population", "sum")]).to_pylist():
+            population[row["protected_attribute"]] = row["population_sum"]
+        out["cst_summary"] = summary(out["cst_claims"], population, state.effect)
+        out["cst_sampling"] = sampling
         return out
+
+
+def _sample(data, label: str, attrs: list[str], comp: np.ndarray, params: CSTParams) -> tuple[np.ndarray, pa.Table]:
+    """The complainants tested (all, or the spec's stratified sample: strata are the attributes'
+    recorded values × the decision) and, per stratum, how many there were and were sampled."""
+    import polars as pl
+
+    values = [_recorded(data, a, comp) for a in attrs]
+    stratum = values[0]
+    for v in values[1:]:
+        stratum = np.char.add(np.char.add(stratum, " & "), v)
+    decision = data.decision[comp].astype(np.int8)
+    keys = np.char.add(np.char.add(decision.astype(str), "|"), stratum)
+    chosen = comp if params.sample is None else stratified_sample(comp, keys, params.sample, params.sample_seed)
+    picked = np.isin(comp, chosen)
+    df = (pl.DataFrame({"stratum": stratum, "decision": decision, "picked": picked})
+          .group_by(["stratum", "decision"]).agg(pl.len().cast(pl.Int64).alias("population"),
+                                                  pl.col("picked").sum().cast(pl.Int64).alias("sampled"))
+          .sort(["stratum", "decision"])
+          .with_columns(pl.lit(label).alias("protected_attribute")))
+    return chosen, df.select([f.name for f in SAMPLING]).to_arrow().cast(SAMPLING)
 
 
 def _stable_sort(table: pa.Table, keys: list[str]) -> pa.Table:
     import polars as pl
 
     return pl.from_arrow(table).sort(keys, maintain_order=True).to_arrow().cast(table.schema)
+
+
+def _recorded(data, name: str, rows: np.ndarray) -> np.ndarray:
+    """An attribute's recorded values of ``rows`` as text (the group code where the column is
+    not staged)."""
+    column = next(p.column for p in data.spec.protected if p.name == name)
+    if column in data.table.column_names:
+        values = pc.cast(data.table[column].take(pa.array(rows)), pa.string()).fill_null("")
+        return np.asarray(values.to_numpy(zero_copy_only=False)).astype(str)
+    return data.groups[name][rows].astype(str)

@@ -40,7 +40,18 @@ class CSTParams(BaseModel):
         "complainant found discriminated by ST or CST, the groups those methods compared, up to "
         "the largest k at which they found it; all — every complainant's control and both test "
         "groups up to the largest k; none.")
+    mediators: list[str] = Field(
+        default_factory=list, description="Features whose dependence on the protected attribute is "
+        "legitimate (e.g. income): the counterfactual world holds them at their factual values and "
+        "their descendants follow from those — a path-specific effect instead of the total effect; "
+        "cst_summary.effect names what was measured.")
     chunk_size: int = Field(20_000, gt=0, description="Complainants per parallel piece.")
+    sample: int | None = Field(
+        None, gt=0, description="Test a stratified random sample of this many complainants per tested "
+        "attribute (strata: the attribute's recorded value(s) × the decision; proportional allocation, "
+        "largest remainders), reported per stratum in cst_sampling; null: every complainant.")
+    sample_seed: int = Field(0, description="Seed of the complainant sample (records are drawn in record "
+                             "order, so the sample does not depend on the order of the rows).")
 
     @field_validator("k")
     @classmethod
@@ -62,12 +73,19 @@ class CSTParams(BaseModel):
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
         spec.check_intersections("engines.cst.intersections", *self.intersections)
         spec.check_attribute_names("engines.cst.protected_in_distance", self.protected_in_distance)
+        unknown = [f for f in self.mediators if f not in spec.feature_names]
+        if unknown:
+            raise ValueError(f"engines.cst.mediators: {unknown} are not declared features")
         if self.features is not None:
             unknown = [f for f in self.features if f not in spec.feature_names]
             if unknown:
                 raise ValueError(f"engines.cst.features: {unknown} are not declared features")
         if running and spec.scm is None:
             raise ValueError("engines.run includes 'cst', which needs an `scm` section")
+        targets = {eq.target for eq in spec.scm.equations} if spec.scm is not None else set()
+        if running and self.mediators and spec.scm.equations and not set(self.mediators) <= targets:
+            raise ValueError(f"engines.cst.mediators: {sorted(set(self.mediators) - targets)} are not "
+                             "targets of scm.equations (nothing the protected attribute moves)")
         if running and isinstance(spec.scm.counterfactuals, dict) and not spec.scm.equations:
             given = {frozenset(key.split("&")) for key in spec.scm.counterfactuals}
             units = [[p.name] for p in spec.protected] + self.intersections
@@ -75,3 +93,15 @@ class CSTParams(BaseModel):
             if lacking:
                 raise ValueError(f"engines.cst tests {lacking}, which have no table in scm.counterfactuals "
                                  "and no scm.equations to compute one")
+
+    def effect(self, targets: set[str] | None = None) -> str:
+        """What CF and CST measure with these parameters (cst_summary.effect), given the SCM's
+        ``targets`` (the variables the protected attribute can move): the total effect; the
+        direct effect when every one of them is held (only the attribute's own input to the
+        model changes); a path-specific effect otherwise."""
+        if not self.mediators:
+            return "total"
+        held = ", ".join(self.mediators)
+        if targets and targets <= set(self.mediators):
+            return f"direct: every mediator ({held}) held at factual values"
+        return f"path-specific: {held} held at factual values"

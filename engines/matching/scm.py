@@ -114,8 +114,18 @@ class LinearSCM:
         return {eq.target: self._transform(eq, np.asarray(values[eq.target], np.float64))
                 - self._mean(eq, values) for eq in self.equations}
 
-    def counterfactual(self, values: dict[str, np.ndarray], do: dict[str, float | np.ndarray]) -> dict[str, np.ndarray]:
-        """Abduction, action do(·), prediction in topological order; returns all variables."""
+    def counterfactual(self, values: dict[str, np.ndarray], do: dict[str, float | np.ndarray],
+                       hold: tuple[str, ...] | list[str] = ()) -> dict[str, np.ndarray]:
+        """Abduction, action do(·), prediction in topological order; returns all variables.
+
+        ``hold``: mediators kept at their factual values — the path-specific counterfactual
+        (Pearl 2001; Chiappa 2019, path-specific counterfactual fairness): the effect of do(·)
+        through every path except those passing through a held variable, whose descendants
+        are predicted from its factual value."""
+        unknown = sorted(set(hold) - set(self._by_target))
+        if unknown:
+            raise SCMError(f"mediator(s) {unknown} are not targets of the SCM's equations: only a variable "
+                           "the protected attribute can move can be held at its factual value")
         noise = self.abduct(values)
         out = {k: np.asarray(v, np.float64).copy() for k, v in values.items()}
         for var, val in do.items():
@@ -123,6 +133,8 @@ class LinearSCM:
                 raise SCMError(f"do({var}) on an endogenous variable is not supported; intervene on roots")
             out[var] = np.broadcast_to(np.asarray(val, np.float64), out[var].shape).copy()
         for target in self.order:
+            if target in hold:
+                continue  # held at its factual value
             eq = self._by_target[target]
             out[target] = self._inverse(eq, self._mean(eq, out) + noise[target])
         return out

@@ -11,6 +11,13 @@ Alvarez & Ruggieri (2023), §3: for each complainant c (a protected record),
   corrected); significant iff Δp − z_{1−α}·SE > τ (Def. 3.5, one-sided as Tables 2–3);
 * CF (Kusner et al. 2017): ŷ_c negative and ŷ_c^CF positive (Δp = 1; −1 the reverse); one
   decision against one, no sample: ``significant`` is null.
+* probability of necessity (Tian & Pearl 2000, Thm. 1: under exogeneity and monotonicity
+  PN = [P(y | x) − P(y | x′)] / P(y | x), the excess risk ratio 1 − 1/RR), with y a negative
+  decision, P(y | x) estimated by p_c and P(y | x′) by p_t: PN = 1 − p_t / p_c, the probability
+  that *this* complainant would not have been refused in the other world — an individual
+  quantity, where Δp and its test measure the neighbourhood's disparity. ``probable``: PN > ½,
+  more likely than not (RR > 2, the "doubling of the risk" standard of proof). For CF, PN is 1
+  when ŷ_c^CF is positive and 0 otherwise.
 
 Distances: the Thanh et al. mixed distance (Eq. 6) in :mod:`engines.core.knn`.
 """
@@ -33,6 +40,7 @@ CLAIMS = pa.schema([
     ("ci_low", pa.float64()), ("ci_high", pa.float64()), ("one_sided_low", pa.float64()),
     ("discriminated", pa.bool_()), ("significant", pa.bool_()),
     ("decision", pa.int8()), ("decision_counterfactual", pa.int8()),
+    ("pn", pa.float64()), ("probable", pa.bool_()),
 ])
 EVIDENCE = pa.schema([
     ("record_id", pa.string()), ("protected_attribute", pa.string()), ("centre", pa.string()),
@@ -43,7 +51,12 @@ SUMMARY = pa.schema([
     ("protected_attribute", pa.string()), ("method", pa.string()), ("k", pa.int32()),
     ("complainants", pa.int64()), ("discriminated", pa.int64()), ("discriminated_share", pa.float64()),
     ("significant", pa.int64()), ("significant_share", pa.float64()),
-    ("reverse", pa.int64()), ("note", pa.string()),
+    ("reverse", pa.int64()), ("note", pa.string()), ("population", pa.int64()),
+    ("probable", pa.int64()), ("probable_share", pa.float64()), ("effect", pa.string()),
+])
+SAMPLING = pa.schema([
+    ("protected_attribute", pa.string()), ("stratum", pa.string()), ("decision", pa.int8()),
+    ("population", pa.int64()), ("sampled", pa.int64()),
 ])
 CF_NOTE = ("CF compares each complainant with its own counterfactual, one decision each: there is "
            "no sample, so no significance test (significant is null)")
@@ -173,13 +186,18 @@ def claims(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neig
             cols["one_sided_low"].append(dp - z_one * se)
             cols["discriminated"].append(dp > tau)
             cols["significant"].append((dp - z_one * se > tau).astype(np.float64))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                pn = np.where(pc > 0, 1 - pt / pc, np.nan)
+            cols["pn"].append(pn)
+            cols["probable"].append(np.nan_to_num(pn, nan=0.0) > 0.5)
     dp = c_neg - c_neg_cf
     nan = np.full(m, np.nan)
     for name, v in {"record_id": rid, "method": np.full(m, "CF"), "k": np.zeros(m, np.int32),
                     "n_control": np.ones(m, np.int32), "n_test": np.ones(m, np.int32),
                     "p_c": c_neg, "p_t": c_neg_cf, "delta_p": dp, "se": nan, "ci_low": nan,
                     "ci_high": nan, "one_sided_low": nan, "discriminated": dp > tau,
-                    "significant": nan}.items():  # no sample around one counterfactual: no test
+                    "significant": nan, "pn": np.where(c_neg == 1, 1.0 - c_neg_cf, 0.0),
+                    "probable": (c_neg == 1) & (c_neg_cf == 0)}.items():  # one counterfactual: no test
         cols[name].append(v)
     reps = len(ks) * 3 + 1
     cols["protected_attribute"] = [np.full(m * reps, attribute)]
@@ -248,9 +266,30 @@ def evidence(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Ne
     return pa.concat_tables(parts) if parts else EVIDENCE.empty_table()
 
 
-def summary(claims_table: pa.Table) -> pa.Table:
-    """Counts and shares of discriminated / significant complainants by attribute × method × k.
-    Significance is null where no claim has a test (CF), with a ``note`` saying why."""
+def stratified_sample(candidates: np.ndarray, strata: np.ndarray, size: int, seed: int) -> np.ndarray:
+    """A sample of ``size`` of ``candidates`` (indices in record order), stratified by ``strata``
+    (one key per candidate): each stratum gets its proportional share (largest remainders, ties
+    to the larger stratum then the smaller key), drawn without replacement by a seeded
+    permutation. Returned in record order; all candidates when ``size`` ≥ their number."""
+    if size >= len(candidates):
+        return candidates
+    keys, inverse, counts = np.unique(strata, return_inverse=True, return_counts=True)
+    quota = counts * size / len(candidates)
+    alloc = np.floor(quota).astype(np.int64)
+    rest = size - int(alloc.sum())
+    order = np.lexsort((np.arange(len(keys)), -counts, -(quota - alloc)))
+    alloc[order[:rest]] += 1
+    rng = np.random.default_rng(seed)
+    picked = [np.flatnonzero(inverse == s)[rng.permutation(counts[s])[:alloc[s]]] for s in range(len(keys))]
+    return candidates[np.sort(np.concatenate(picked))]
+
+
+def summary(claims_table: pa.Table, population: dict[str, int] | None = None, effect: str = "total") -> pa.Table:
+    """Counts and shares of discriminated / significant / probable complainants by attribute × method × k.
+    Significance is null where no claim has a test (CF), with a ``note`` saying why;
+    ``population``: complainants before sampling, per attribute (default: those tested);
+    ``effect``: what the counterfactual world measures (total, or path-specific with mediators
+    held) — CF's and CST's; ST compares the same features across groups (ceteris paribus)."""
     import polars as pl
 
     df = pl.from_arrow(claims_table)
@@ -260,8 +299,14 @@ def summary(claims_table: pa.Table) -> pa.Table:
                 pl.col("discriminated").fill_null(False).sum().alias("discriminated"),
                 pl.when(tested).then(pl.col("significant").sum()).otherwise(None).alias("significant"),
                 (pl.col("delta_p") < 0).fill_null(False).sum().alias("reverse"),
+                pl.col("probable").fill_null(False).sum().alias("probable"),
                 pl.when(tested).then(None).otherwise(pl.lit(CF_NOTE)).alias("note"))
            .with_columns((pl.col("discriminated") / pl.col("complainants")).alias("discriminated_share"),
-                         (pl.col("significant") / pl.col("complainants")).alias("significant_share"))
+                         (pl.col("significant") / pl.col("complainants")).alias("significant_share"),
+                         (pl.col("probable") / pl.col("complainants")).alias("probable_share"))
            .sort(["protected_attribute", "method", "k"]))
+    pop = pl.col("protected_attribute").replace_strict(population or {}, default=None, return_dtype=pl.Int64)
+    out = out.with_columns(pop.fill_null(pl.col("complainants")).alias("population"),
+                           pl.when(pl.col("method") == "ST").then(pl.lit("ceteris paribus"))
+                           .otherwise(pl.lit(effect)).alias("effect"))
     return out.select([f.name for f in SUMMARY]).to_arrow().cast(SUMMARY)

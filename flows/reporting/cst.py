@@ -1,6 +1,8 @@
 """Report section of counterfactual situation testing (Alvarez & Ruggieri 2023): detections per
 k and method, Δp with its interval per complainant (significant ones marked), the Δp
-distribution, and the top cases with who they were compared with (cst_evidence)."""
+distribution, the top cases with who they were compared with (cst_evidence), the effect
+measured, the complainant sample (cst_sampling) and, when the source has a ground truth, how
+well the findings detect the harmed (audit.detection)."""
 from __future__ import annotations
 
 from aequum.flows.reporting import plots
@@ -106,3 +108,35 @@ def cst_section(run: Run, sec: Section) -> None:
         elif ids:
             sec.add('<p class="note">No comparison groups were written for these complainants '
                     '(engines.cst.evidence).</p>')
+    _effect_sampling_truth(run, sec, summary)
+
+
+def _effect_sampling_truth(run: Run, sec: Section, summary: list[dict]) -> None:
+    effects = sorted({s["effect"] for s in summary if s.get("effect") and s["method"] != "ST"})
+    if effects:
+        sec.add(f"<p>Effect measured by CF and CST: {', '.join(effects)} (ST compares the same "
+                "observed features across groups: ceteris paribus).</p>")
+    sampling = run.result("cst_sampling") if "cst_sampling" in run.tables else []
+    if any(r["sampled"] < r["population"] for r in sampling):
+        sec.add("<h3>Complainant sample</h3><p>A stratified random sample of the complainants was tested "
+                "(engines.cst.sample; strata: recorded value × decision).</p>", table(
+                    [{"attribute": r["protected_attribute"], "stratum": r["stratum"], "decision": r["decision"],
+                      "population": r["population"], "sampled": r["sampled"]} for r in sampling]))
+    detection = run.result("detection") if "detection" in run.tables else []
+    rows = [d for d in detection if d["engine"] == "cst" and d["same_kind"]
+            and (d["finding"] in ("significant", "probable") or d["method"] == "CF")]
+    if rows:
+        sec.add("<h3>Against the ground truth</h3><p>The source has a ground truth of who was harmed: each "
+                "method's findings against the truth of its kind (CF and CST: the total effect; ST: the "
+                "direct effect). Lift = precision / base rate; 1 is no better than flagging at random. "
+                "Best possible precision: flagging as many by the truth's posterior of harm given "
+                "the data's variables, where the truth gives it.</p>",
+                table([{"attribute": d["protected_attribute"], "group": d["group"], "method": d["method"],
+                        "k": d["parameter"], "finding": d["finding"], "truth": d["effect"],
+                        "complainants": d["population"], "flagged": d["flagged"], "harmed": d["harmed"],
+                        "base rate": d["base_rate"], "precision": d["precision"],
+                        "precision 95% CI": "n/a" if d.get("precision_ci_low") is None
+                        else f"{d['precision_ci_low']:.2f} to {d['precision_ci_high']:.2f}",
+                        "lift": None if not d["precision"] or not d["base_rate"] else d["precision"] / d["base_rate"],
+                        "recall": d["recall"], "F1": d["f1"],
+                        "best possible precision": d.get("oracle_precision")} for d in rows]))
