@@ -118,7 +118,8 @@ def test_generated_hmda_is_scored_against_its_own_truth(tmp_path):
     table = score_run(spec, tmp_path, [outcome], lambda _m: None)
     assert table.schema == DETECTION
     det = pl.from_arrow(table)
-    assert set(det["protected_attribute"]) == {"race", "ethnicity", "sex"}
+    races = {f"race={v}" for v in spec.protected[0].protected_values}  # compare: both
+    assert set(det["protected_attribute"]) == {"race", *races, "ethnicity", "sex"}
     from aequum.engines.generators.hmda import hmda_truth
 
     truth = pl.from_arrow(hmda_truth(20_000, 0))
@@ -141,7 +142,7 @@ def test_generated_hmda_is_scored_against_its_own_truth(tmp_path):
                                  total_posterior={p.name: f"p_harmed_total_{p.column}" for p in spec.protected}))
     assert score_run(named, tmp_path, [outcome], lambda _m: None).equals(table)
     # the best achievable with as many findings: flagging by the generator's posterior
-    assert det["oracle_precision"].is_not_null().all()
+    assert det.filter(pl.col("flagged") > 0)["oracle_precision"].is_not_null().all()
     cf = det.filter((pl.col("method") == "CF") & (pl.col("effect") == "total") & (pl.col("protected_attribute") == "race"))
     assert cf["oracle_precision"][0] >= cf["base_rate"][0]
 
@@ -224,6 +225,7 @@ def test_audit_of_a_generated_source_writes_detection_findings_and_report(prefec
     raw["source"]["rows"] = 20_000
     raw["engines"]["run"] = ["outcome", "cst"]
     raw["engines"]["cst"].update({"k": [15], "sample": 150})
+    raw["protected"][0]["compare"] = "pooled"  # three attributes of 150 sampled complainants each
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
     wh_path = str(tmp_path / "wh.duckdb")
     run_audit(str(tmp_path / "s.yaml"), warehouse=wh_path, lake=str(tmp_path / "lake"), run_id="t-1", workers=1)
