@@ -93,7 +93,7 @@ def test_the_hmda_penalty_on_debt_to_income_is_named(tmp_path):
     from aequum.flows.report import write_report
     from aequum.flows.warehouse import Warehouse
 
-    path = small_audit(tmp_path, rows=20_000, engines=["outcome", "reasons"], run_id="hmda-r",
+    path = small_audit(tmp_path, rows=50_000, engines=["outcome", "reasons"], run_id="hmda-r",
                        spec_name="hmda.yaml")
     with Warehouse(path, read_only=True) as wh:
         heads = wh.con.sql("SELECT attribute, finding, flagged, p_value, statement FROM audit.findings "

@@ -258,8 +258,10 @@ def _block(n: int, seed: int, block: int, first_row: int,
     # rng.normal(mean, sd) / rng.lognormal would draw them
     u_credit, u_income, u_dti, u_ltv = (rng.standard_normal(n) for _ in range(4))
     income, ltv = _income(black, hisp, asian, female, u_income), _ltv(black, hisp, u_ltv)
-    # one price-to-income multiple per block (a single draw, as the generator always made it)
-    prop = np.clip(income * 1000 * rng.lognormal(np.log(3.8), 0.35), 40_000, 5_000_000)
+    # a price-to-income multiple per application, from a stream of its own (the decision's
+    # draws below do not move with it)
+    multiple = np.random.default_rng([seed, block, 1]).lognormal(np.log(3.8), 0.35, n)
+    prop = np.clip(income * 1000 * multiple, 40_000, 5_000_000)
     loan = np.clip(prop * ltv / 100, 10_000, None)
     u_risk = rng.standard_normal(n)
     dti = _dti(black, hisp, u_dti)
