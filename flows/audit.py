@@ -24,8 +24,8 @@ import pyarrow as pa
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from aequum.engines.core.data import DECISION, AuditData
-from aequum.engines.core.engine import conform, run_rounds
+from aequum.engines.core.data import DECISION, AuditData, record_columns
+from aequum.engines.core.engine import conform, declared_columns, run_rounds
 from aequum.engines.core.model_quality import QUALITY, degenerate, model_quality
 from aequum.engines.core.models import ModelError
 from aequum.engines.core.spec import AuditSpec, SpecError, load_spec
@@ -47,12 +47,21 @@ class EngineOutcome:
     error: str | None = None
 
 
-def load_lake(lake_path: str) -> pa.Table:
-    """A dataset version's staged records from the lake, in source row order."""
+def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = True) -> pa.Table:
+    """A dataset version's staged records from the lake: only ``columns`` (default all), in
+    source row order, or in storage order when ``ordered`` is false (no sort)."""
     con = duckdb.connect()
     try:
         rel = con.read_parquet(str(Path(lake_path) / "**" / "*.parquet"), hive_partitioning=False)
-        return rel.order("_row").to_arrow_table()
+        if columns is not None:
+            missing = [c for c in columns if c not in rel.columns]
+            if missing:
+                raise ValueError(f"the staged records at {lake_path} lack column(s) {missing}")
+        if ordered:
+            rel = rel.order("_row")
+        if columns is not None:
+            rel = rel.select(*[duckdb.ColumnExpression(c) for c in columns])
+        return rel.to_arrow_table()
     finally:
         con.close()
 
@@ -117,9 +126,11 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
     """Run one engine over a staged dataset version; pieces fan out on ``client`` if given.
     ``say`` receives the pieces' progress."""
     engine = get_engine(name)
+    params = engine_params(spec, name)
     t0 = time.perf_counter()
-    data = AuditData(spec, load_lake(lake_path), categories, model, counterfactuals)
-    state = engine.prepare(data, engine_params(spec, name))
+    table = load_lake(lake_path, declared_columns(engine, spec, params), getattr(engine, "row_order", True))
+    data = AuditData(spec, table, categories, model, counterfactuals)
+    state = engine.prepare(data, params)
     progress = Progress(name, say or (lambda _message: None))
 
     def run_pieces(st, pieces):
@@ -245,7 +256,7 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
     try:
         with Warehouse(warehouse) as wh:
             ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info)
-            staged = wh.staged(ref.version)
+        staged = load_lake(ref.lake_path, record_columns(spec))  # not the raw or reason columns
         if spec.model is not None and spec.model.kind == "surrogate":
             logger.info(f"fitting the surrogate model on {staged.num_rows:,} rows")
         t_fit = time.perf_counter()
