@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import traceback
 import uuid
@@ -331,24 +332,69 @@ def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: D
                              "file could take that)") from None
 
 
+@contextmanager
 def dask_runner(address: str | None = None, workers: int | None = None):
-    """The Dask task runner: a scheduler address, or a LocalCluster of ``workers`` processes."""
+    """The Dask task runner of an audit: the scheduler at ``address``, or a LocalCluster of
+    ``workers`` processes started here and closed at the end.
+
+    The local workers start in the background (``scale`` does not wait for them), each
+    importing this module meanwhile (``preload``: Prefect, the engines' core, torch), so their
+    start overlaps the Prefect API's and the staging; the engine tasks wait for them. At the
+    end each worker first drains its Prefect log and event queues, so that it exits when asked
+    instead of being killed after a timeout."""
     from prefect_dask import DaskTaskRunner
 
     if address:
-        return DaskTaskRunner(address=address)
+        yield DaskTaskRunner(address=address)
+        return
+    from distributed import LocalCluster
+
     n = workers or max(1, min(2, os.cpu_count() or 1))
-    return DaskTaskRunner(cluster_class="distributed.LocalCluster",
-                          cluster_kwargs={"n_workers": n, "threads_per_worker": 1,
-                                          "processes": True, "dashboard_address": None})
+    cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=None,
+                           preload=[__name__])
+    try:
+        cluster.scale(n)
+        yield DaskTaskRunner(address=cluster.scheduler_address)
+    finally:
+        close_cluster(cluster)
+
+
+async def finish_worker() -> None:
+    """Ready a local worker process to exit at once when its cluster closes: send what its
+    Prefect services still hold (task run logs, events) to the API, then have the process end
+    with ``os._exit`` as its first exit step instead of tearing down torch and Prefect
+    module by module, which on a loaded machine outlasts the nanny's 4 s and gets it killed.
+    Run on the worker's event loop by ``Client.run``."""
+    import atexit
+
+    from prefect._internal.concurrency.services import _QueueServiceBase
+
+    await _QueueServiceBase.drain_all(timeout=5)
+    atexit.register(_exit_now)  # registered last, so run first
+
+
+def _exit_now() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def close_cluster(cluster) -> None:
+    """Close a LocalCluster whose workers ran Prefect tasks (see ``finish_worker``)."""
+    from distributed import Client
+
+    try:
+        with Client(cluster, set_as_default=False) as client:
+            client.run(finish_worker)
+    finally:
+        cluster.close(timeout=10)
 
 
 def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
               run_id: str | None = None, engines: list[str] | None = None,
               dask_address: str | None = None, workers: int | None = None) -> str:
     """Run ``audit_flow`` on a Dask cluster (the CLI's and the deployment's entry point)."""
-    runner = dask_runner(dask_address, workers)
-    with flow_api():
+    with dask_runner(dask_address, workers) as runner, flow_api():
         return audit_flow.with_options(task_runner=runner)(
             spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines)
 

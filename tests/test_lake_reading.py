@@ -95,3 +95,27 @@ def test_outcome_reads_few_columns_and_ignores_row_order(tmp_path):
                                             ref.categories), params)
     for t in forward:
         assert forward[t].equals(backward[t])
+
+
+def test_bench_grouping_sets_counts_what_outcome_reports(tmp_path):
+    """The DuckDB query ``bench audit`` compares the outcome engine with counts the same groups."""
+    import duckdb
+
+    from aequum.flows.bench_audit import grouping_sets_sql
+
+    spec, ref, table = staged(tmp_path, "hmda.yaml", 3000)
+    metrics = run_engine_pieces("outcome", spec, ref.lake_path, ref.categories, None, None).tables["outcome_metrics"]
+    engine = {(r["attribute"], r["group_name"]): (r["n"], r["n_favourable"]) for r in metrics.to_pylist()}
+    names = [p.name for p in spec.protected]
+    query = {}
+    for row in duckdb.sql(grouping_sets_sql(spec, ref.lake_path)).fetchall():
+        groups, grouped_out, n, favourable = row[:len(names)], row[len(names)], row[len(names) + 1], row[len(names) + 2]
+        in_set = [a for i, a in enumerate(names) if not grouped_out >> (len(names) - 1 - i) & 1]
+        values = [groups[names.index(a)] for a in in_set]
+        if None in values:
+            continue  # records in neither group of an attribute of the set
+        word = {1: "protected", 0: "reference"}
+        key = ((in_set[0], word[values[0]]) if len(in_set) == 1 else
+               ("&".join(in_set), ",".join(f"{a}={word[v]}" for a, v in zip(in_set, values))))
+        query[key] = (n, int(favourable))
+    assert query == engine
