@@ -163,9 +163,11 @@ def fixed_cost(tmp: Path) -> dict:
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
     env = {**os.environ, "PREFECT_LOGGING_LEVEL": "WARNING"}
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "aequum.flows.cli", "audit", str(spec), "--engines", "outcome",
-                    "--warehouse", str(tmp / "small.duckdb"), "--lake", str(tmp / "small_lake")],
-                   check=True, capture_output=True, env=env, cwd=tmp)
+    out = subprocess.run([sys.executable, "-m", "aequum.flows.cli", "audit", "--spec", str(spec), "--engines",
+                          "outcome", "--warehouse", str(tmp / "small.duckdb"), "--lake", str(tmp / "small_lake")],
+                         capture_output=True, text=True, env=env, cwd=tmp)
+    if out.returncode:
+        raise RuntimeError(f"the small audit failed:\n{out.stderr[-3000:]}")
     return {"seconds": time.perf_counter() - t0,
             "prefect_api": "configured" if os.environ.get("PREFECT_API_URL") else "temporary server"}
 

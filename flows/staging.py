@@ -143,8 +143,9 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
 
         con.execute(f"CREATE OR REPLACE TEMP VIEW staged_batch AS SELECT * FROM {incoming}")
         (dup_sql,) = load_sql("duplicate_ids")
-        dups = con.sql(dup_sql).to_arrow_table()
-        if dups.num_rows:
+        # row numbers as ids (id_column: null) cannot repeat: no search for duplicates
+        dups = con.sql(dup_sql).to_arrow_table() if spec.source.id_column is not None else None
+        if dups is not None and dups.num_rows:
             con.register("_aequum_dups", dups)
             try:
                 con.execute(f"DELETE FROM {incoming} WHERE _row IN (SELECT source_row FROM _aequum_dups)")

@@ -42,8 +42,28 @@ def check_columns(columns: list[str], spec: AuditSpec) -> None:
                                 f"{' ...' if len(columns) > 12 else ''}")
 
 
+TEXT, NUMBER = "_aequum_text:", "_aequum_number:"
+
+
 def _text(name: str) -> pl.Expr:
-    return pl.col(name).cast(pl.Utf8).str.strip_chars()
+    """A column's values as stripped text (computed once per batch by :func:`_prepare`)."""
+    return pl.col(TEXT + name)
+
+
+def _number(name: str) -> pl.Expr:
+    """A column's values as numbers, null where they are not (see :func:`_prepare`)."""
+    return pl.col(NUMBER + name)
+
+
+def _prepare(lf: pl.LazyFrame, schema, names: list[str]) -> pl.LazyFrame:
+    """Each column's stripped text and its value as a number, as columns that the checks and
+    the staged values share, so that every column is stripped and parsed once per batch (the
+    ones nothing uses are never computed: the plan drops them)."""
+    return lf.with_columns(
+        pl.col(c).cast(pl.Utf8).str.strip_chars().alias(TEXT + c) for c in names
+    ).with_columns(
+        (pl.col(TEXT + c) if schema[c] == pl.Utf8 else pl.col(c)).cast(pl.Float64, strict=False).alias(NUMBER + c)
+        for c in names)
 
 
 def _membership(name: str, dtype: pl.DataType, values: list) -> pl.Expr:
@@ -54,8 +74,7 @@ def _membership(name: str, dtype: pl.DataType, values: list) -> pl.Expr:
     declared sets instead of slipping through as a null."""
     numeric_values = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     if numeric_values:  # "1.0" in a CSV and 1 in the spec are the same value
-        col = _text(name) if dtype == pl.Utf8 else pl.col(name)
-        member = col.cast(pl.Float64, strict=False).is_in([float(v) for v in values])
+        member = _number(name).is_in([float(v) for v in values])
     else:
         member = _text(name).is_in([str(v) for v in values])
     return member.fill_null(False)
@@ -83,8 +102,7 @@ def _feature_checks(f: Feature, dtype: pl.DataType) -> tuple[pl.Expr, list[Check
     missing = col.is_null() | (_text(f.name) == "") if dtype == pl.Utf8 else col.is_null()
     checks = [] if f.nullable else [Check(f.name, missing, "missing value")]
     if f.type == "numeric":
-        value = (_text(f.name).cast(pl.Float64, strict=False) if dtype == pl.Utf8
-                 else col.cast(pl.Float64, strict=False))
+        value = _number(f.name)
         checks.append(Check(f.name, ~missing & value.is_null(), "not a number"))
         checks.append(Check(f.name, value.is_nan() | value.is_infinite(), "not a finite number"))
         if f.range is not None:
@@ -123,7 +141,8 @@ def group_sizes(batches, spec: AuditSpec, units: list[list[str]], wanted: dict[s
     counts = {"&".join(u): [0, 0] for u in units}
     for batch in batches:
         df = pl.from_arrow(batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))
-        g = df.select([_group(p, df.schema)[2] for p in spec.protected])
+        g = _prepare(df.lazy(), df.schema, [p.column for p in spec.protected]).select(
+            [_group(p, df.schema)[2] for p in spec.protected]).collect()
         for u in units:
             cols = [g[group_column(a)] for a in u]
             counts["&".join(u)][0] += int(np.logical_and.reduce([(c == 1).fill_null(False).to_numpy() for c in cols]).sum())
@@ -201,7 +220,7 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
     # First failing check per row (its index), computed in one lazy pass shared by both outputs.
     first = pl.min_horizontal([pl.when(c.bad.fill_null(False)).then(pl.lit(i, pl.Int32))
                                for i, c in enumerate(checks)])
-    marked = df.lazy().with_columns(
+    marked = _prepare(df.lazy(), schema, spec.columns()).with_columns(
         pl.int_range(row_offset, row_offset + n, dtype=pl.Int64).alias("_src_row"),
     ).with_columns(first.alias("_first"), in_scope.alias("_in_scope"))
     good_lf = marked.filter(pl.col("_first").is_null() & pl.col("_in_scope")).select(derived)
