@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy.stats import mannwhitneyu
 
-from aequum.engines.core.data import record_columns
+from aequum.engines.core.data import DECISION, record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.outcome_stats import adjust_p_values
 
@@ -52,6 +52,12 @@ class ReasonsEngine:
 
     name = "reasons"
     tables = {"reason_consistency": CONSISTENCY}
+
+    def rows(self, spec, params) -> dict[str, int] | None:
+        """Only unfavourable decisions are compared (when they are the recorded ones)."""
+        if spec.decision is None or (spec.model is not None and spec.model.use_for_decisions):
+            return None
+        return {DECISION: 0}
 
     def columns(self, spec, params) -> list[str]:
         """Groups, decisions, the reason codes and the features they stand for."""

@@ -27,7 +27,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from aequum.engines.core.data import DECISION, AuditData, record_columns
-from aequum.engines.core.engine import conform, declared_columns, run_rounds
+from aequum.engines.core.engine import conform, declared_columns, declared_rows, run_rounds
 from aequum.engines.core.model_quality import QUALITY, degenerate, model_quality
 from aequum.engines.core.models import ModelError
 from aequum.engines.core.spec import AuditSpec, SpecError, load_spec
@@ -56,16 +56,19 @@ def _lake_database() -> duckdb.DuckDBPyConnection:
     return duckdb.connect()
 
 
-def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = True) -> pa.Table:
-    """A dataset version's staged records from the lake: only ``columns`` (default all), in
-    source row order, or in storage order when ``ordered`` is false (no sort)."""
+def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = True,
+              where: dict[str, int] | None = None) -> pa.Table:
+    """A dataset version's staged records from the lake: only ``columns`` (default all) of the
+    records whose columns have the values in ``where`` (default all records), in source row
+    order, or in storage order when ``ordered`` is false (no sort)."""
     con = _lake_database().cursor()
     try:
         rel = con.read_parquet(str(Path(lake_path) / "**" / "*.parquet"), hive_partitioning=False)
-        if columns is not None:
-            missing = [c for c in columns if c not in rel.columns]
-            if missing:
-                raise ValueError(f"the staged records at {lake_path} lack column(s) {missing}")
+        missing = [c for c in [*(columns or []), *(where or {})] if c not in rel.columns]
+        if missing:
+            raise ValueError(f"the staged records at {lake_path} lack column(s) {missing}")
+        for column, value in (where or {}).items():  # each file holds one partition: most are skipped
+            rel = rel.filter(duckdb.ColumnExpression(column) == duckdb.ConstantExpression(value))
         if ordered:
             rel = rel.order("_row")
         if columns is not None:
@@ -137,7 +140,8 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
     engine = get_engine(name)
     params = engine_params(spec, name)
     t0 = time.perf_counter()
-    table = load_lake(lake_path, declared_columns(engine, spec, params), getattr(engine, "row_order", True))
+    table = load_lake(lake_path, declared_columns(engine, spec, params), getattr(engine, "row_order", True),
+                      declared_rows(engine, spec, params))
     data = AuditData(spec, table, categories, model, counterfactuals)
     state = engine.prepare(data, params)
     progress = Progress(name, say or (lambda _message: None))

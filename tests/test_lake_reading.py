@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from aequum.engines.core.data import AuditData
-from aequum.engines.core.engine import declared_columns, run_serial
+from aequum.engines.core.engine import declared_columns, declared_rows, run_serial
 from aequum.engines.core.spec import parse_spec
 from aequum.engines.registry import ENGINES, engine_params, get_engine
 from aequum.flows.audit import fit_model, load_lake, run_engine_pieces
@@ -119,3 +119,17 @@ def test_bench_grouping_sets_counts_what_outcome_reports(tmp_path):
                ("&".join(in_set), ",".join(f"{a}={word[v]}" for a, v in zip(in_set, values))))
         query[key] = (n, int(favourable))
     assert query == engine
+
+
+def test_reasons_reads_only_the_unfavourable_decisions(tmp_path):
+    """Reason consistency looks at denied applications only: it reads just those (the lake's
+    decision partitions) and finds what it finds over every record."""
+    spec, ref, table = staged(tmp_path, "hmda.yaml", 3000)
+    engine = get_engine("reasons")
+    params = engine_params(spec, "reasons")
+    assert declared_rows(engine, spec, params) == {"_decision": 0}
+    denied = load_lake(ref.lake_path, ["_row", "_decision"], where={"_decision": 0})
+    assert set(denied["_decision"].to_pylist()) == {0}
+    assert denied["_row"].to_pylist() == [r for r, d in zip(table["_row"].to_pylist(),
+                                                             table["_decision"].to_pylist()) if d == 0]
+    _same_results(spec, ref, table, ["reasons"])
