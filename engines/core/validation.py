@@ -66,7 +66,7 @@ def _prepare(lf: pl.LazyFrame, schema, names: list[str]) -> pl.LazyFrame:
         for c in names)
 
 
-def _membership(name: str, dtype: pl.DataType, values: list) -> pl.Expr:
+def _membership(name: str, values: list) -> pl.Expr:
     """``col in values``, numerically when the column is numeric and the values are numbers.
 
     Never null: a value of another type (the text ``female`` or ``NA`` where the spec lists
@@ -122,11 +122,11 @@ def _feature_checks(f: Feature, dtype: pl.DataType) -> tuple[pl.Expr, list[Check
     return pl.when(missing).then(None).otherwise(text).alias(f.name), checks
 
 
-def _group(p, schema) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+def _group(p) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     """Membership of a protected attribute's protected and reference values, and the group
     column they give (1 protected, 0 reference, null neither)."""
-    in_p = _membership(p.column, schema[p.column], p.protected_values)
-    in_r = _membership(p.column, schema[p.column], p.reference_values)
+    in_p = _membership(p.column, p.protected_values)
+    in_r = _membership(p.column, p.reference_values)
     group = (pl.when(in_p).then(pl.lit(1, pl.Int8)).when(in_r).then(pl.lit(0, pl.Int8))
              .otherwise(pl.lit(None, pl.Int8)).alias(group_column(p.name)))
     return in_p, in_r, group
@@ -142,7 +142,7 @@ def group_sizes(batches, spec: AuditSpec, units: list[list[str]], wanted: dict[s
     for batch in batches:
         df = pl.from_arrow(batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))
         g = _prepare(df.lazy(), df.schema, [p.column for p in spec.protected]).select(
-            [_group(p, df.schema)[2] for p in spec.protected]).collect()
+            [_group(p)[2] for p in spec.protected]).collect()
         for u in units:
             cols = [g[group_column(a)] for a in u]
             counts["&".join(u)][0] += int(np.logical_and.reduce([(c == 1).fill_null(False).to_numpy() for c in cols]).sum())
@@ -182,7 +182,7 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
     derived: list[pl.Expr] = [id_text.alias(ID), pl.col("_src_row").alias(ROW)]
 
     for p in spec.protected:
-        in_p, in_r, group = _group(p, schema)
+        in_p, in_r, group = _group(p)
         derived.append(group)
         checks.append(Check(p.column, pl.col(p.column).is_null(), "missing protected attribute"))
         if p.unmapped == "reject":
@@ -194,11 +194,11 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
         if part is None:
             continue
         good_values = part.favourable if out == DECISION else part.positive
-        fav = _membership(part.column, schema[part.column], good_values)
+        fav = _membership(part.column, good_values)
         checks.append(Check(part.column, pl.col(part.column).is_null(), "missing value"))
         unfav_values = getattr(part, "unfavourable", None) if out == DECISION else getattr(part, "negative", None)
         if unfav_values:
-            unfav = _membership(part.column, schema[part.column], unfav_values)
+            unfav = _membership(part.column, unfav_values)
             checks.append(Check(part.column, ~fav & ~unfav, "neither a favourable nor an unfavourable value"
                                 if out == DECISION else "neither a positive nor a negative value"))
         derived.append(fav.cast(pl.Int8).alias(out))
@@ -212,8 +212,7 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
         checks.extend(fchecks)
 
     if spec.decision is not None and spec.decision.out_of_scope:
-        in_scope = ~_membership(spec.decision.column, schema[spec.decision.column],
-                                spec.decision.out_of_scope).fill_null(False)
+        in_scope = ~_membership(spec.decision.column, spec.decision.out_of_scope).fill_null(False)
     else:
         in_scope = pl.lit(True)
 
