@@ -27,6 +27,7 @@ from itertools import product
 import numpy as np
 import pyarrow as pa
 
+from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.core.models import auc
 from aequum.engines.outcome_params import OutcomeParams
@@ -64,23 +65,40 @@ def _div(a: float, b: float) -> float | None:
     return a / b if b else None
 
 
-def group_metrics(decision: np.ndarray, label: np.ndarray | None, score: np.ndarray | None) -> dict:
-    """The per-group row (counts and rates) for the records of one group."""
-    n = int(len(decision))
-    row: dict = {"n": n, "n_favourable": int(decision.sum()), "note": None}
+MAX_JOINT_CELLS = 1 << 20  # 4·3^n cells for n attributes: one joint count up to 11 attributes
+
+
+def joint_counts(groups: list[np.ndarray], decision: np.ndarray, label: np.ndarray | None) -> np.ndarray:
+    """The number of records with each combination of every attribute's group (−1 neither,
+    0 reference, 1 protected), decision ŷ and label y (0 without labels): an int64 array of
+    shape ``(3,) * len(groups) + (2, 2)``, indexed ``[g₁ + 1, …, ŷ, y]``. One pass of
+    ``np.bincount`` over the records: every group's counts are sums over it (the same counts
+    as SQL's GROUPING SETS)."""
+    key = (decision == 1).astype(np.int32) * 2
+    if label is not None:
+        key += label == 1
+    for i, g in enumerate(groups):
+        key += (g.astype(np.int32) + 1) * (4 * 3 ** (len(groups) - 1 - i))
+    counts = np.bincount(key, minlength=4 * 3 ** len(groups))
+    return counts.astype(np.int64).reshape((3,) * len(groups) + (2, 2))
+
+
+def group_metrics(counts: np.ndarray, labelled: bool, auc_value: float | None = None) -> dict:
+    """The per-group row (counts and rates) from one group's counts
+    (``counts[2·ŷ + y]``); ``auc_value`` is the group's AUC when labels and scores exist."""
+    tn, fn, fp, tp = (int(c) for c in counts)  # (ŷ, y) = (0, 0), (0, 1), (1, 0), (1, 1)
+    n = tn + fn + fp + tp
+    row: dict = {"n": n, "n_favourable": fp + tp, "note": None}
     row["favourable_rate"] = _div(row["n_favourable"], n)
     notes = [] if n else ["group has no members"]
-    if label is not None:
-        y, d = label == 1, decision == 1
-        tp, fp = int((y & d).sum()), int((~y & d).sum())
-        tn, fn = int((~y & ~d).sum()), int((y & ~d).sum())
+    if labelled:
         prec, tpr = _div(tp, tp + fp), _div(tp, tp + fn)
-        row.update(n_labelled_positive=int(y.sum()), tp=tp, fp=fp, tn=tn, fn=fn, tpr=tpr,
+        row.update(n_labelled_positive=tp + fn, tp=tp, fp=fp, tn=tn, fn=fn, tpr=tpr,
                    fpr=_div(fp, fp + tn), accuracy=_div(tp + tn, n), precision=prec,
                    f1=_div(2 * tp, 2 * tp + fp + fn))
         if n and (tp + fn == 0 or fp + tn == 0):
             notes.append("single label class: TPR or FPR undefined")
-        row["auc"] = auc(label, score) if score is not None and n else None
+        row["auc"] = auc_value if n else None
     row["note"] = "; ".join(notes) or None
     return row
 
@@ -182,43 +200,83 @@ def judge(gaps: pa.Table, params: OutcomeParams) -> pa.Table:
 
 @dataclass
 class Unit:
-    """One attribute or intersection: its name, its groups' masks, the reference group."""
+    """One attribute or intersection: its attributes, its groups (each the group, 0 or 1, of
+    every attribute in ``names``), the groups' names and the reference group's."""
 
     attribute: str
-    groups: dict[str, np.ndarray]
+    names: tuple[str, ...]
+    members: list[tuple[int, ...]]
+    groups: list[str]
     reference: str
 
 
-def units(groups: dict[str, np.ndarray], combos: list[tuple[str, ...]]) -> list[Unit]:
+def units(attributes: list[str], combos: list[tuple[str, ...]]) -> list[Unit]:
     """Per attribute (protected vs reference) and per intersection in ``combos``. A subgroup of
     an intersection holds the records mapped in the intersection's attributes only (an
     unmapped attribute outside it does not drop a record)."""
-    out = [Unit(a, {"protected": g == 1, "reference": g == 0}, "reference") for a, g in groups.items()]
+    out = [Unit(a, (a,), [(1,), (0,)], ["protected", "reference"], "reference") for a in attributes]
     for names in combos:
-        masks: dict[str, np.ndarray] = {}
-        for values in product([1, 0], repeat=len(names)):
-            label = ",".join(f"{a}={'protected' if v else 'reference'}" for a, v in zip(names, values))
-            masks[label] = np.logical_and.reduce([groups[a] == v for a, v in zip(names, values)])
-        ref = ",".join(f"{a}=reference" for a in names)
-        out.append(Unit("&".join(names), masks, ref))
+        members = list(product([1, 0], repeat=len(names)))
+        labels = [",".join(f"{a}={'protected' if v else 'reference'}" for a, v in zip(names, values))
+                  for values in members]
+        out.append(Unit("&".join(names), names, members, labels, ",".join(f"{a}=reference" for a in names)))
     return out
 
 
+def unit_counts(unit: Unit, attributes: list[str], joint: np.ndarray) -> list[np.ndarray]:
+    """Per group of ``unit``: its records' counts ``[2·ŷ + y]`` (a sum over ``joint``)."""
+    out = []
+    for values in unit.members:
+        index = [slice(None)] * len(attributes)
+        for a, v in zip(unit.names, values):
+            index[attributes.index(a)] = v + 1
+        cell = joint[tuple(index)]
+        out.append(cell.reshape(-1, 4).sum(axis=0))
+    return out
+
+
+def unit_mask(unit: Unit, groups: dict[str, np.ndarray], values: tuple[int, ...]) -> np.ndarray:
+    """The records of one group of ``unit``."""
+    return np.logical_and.reduce([groups[a] == v for a, v in zip(unit.names, values)])
+
+
 class OutcomeEngine:
-    """Outcome metrics as an engine: one piece per attribute / intersection; the run-wide
-    multiple-testing correction is applied when the pieces are combined."""
+    """Outcome metrics as an engine: one pass over the records counts every combination of
+    groups, decision and label (``prepare``); one piece per attribute / intersection turns its
+    groups' sums into metrics; the run-wide multiple-testing correction is applied when the
+    pieces are combined. Counts do not depend on the order of the records, so they are read
+    in storage order (``row_order = False``), and only the groups, decisions and labels (and,
+    for the AUC, the model's inputs)."""
 
     name = "outcome"
     tables = {"outcome_metrics": METRICS, "outcome_gaps": GAPS}
+    row_order = False
+
+    @staticmethod
+    def columns(spec, params: OutcomeParams) -> list[str]:
+        scored = spec.model is not None and spec.label is not None
+        return record_columns(spec, spec.model.features if scored else [], ids=False)
 
     def prepare(self, data, params: OutcomeParams) -> dict:
         if data.decision is None:
             raise ValueError("outcome metrics need decisions (a decision column or a model)")
         protected = data.spec.protected
-        combos = params.combinations([p.name for p in protected], {p.name: p.column for p in protected},
+        names = [p.name for p in protected]
+        combos = params.combinations(names, {p.name: p.column for p in protected},
                                      {p.name for p in protected if p.of is not None})
-        return {"units": units(data.groups, combos), "decision": data.decision,
-                "label": data.label, "score": data.scores(), "params": params}
+        scored = data.label is not None and data.model is not None
+        todo = units(names, combos)
+        if 4 * 3 ** len(names) <= MAX_JOINT_CELLS:  # one pass over the records for every unit
+            every = (names, joint_counts([data.groups[a] for a in names], data.decision, data.label))
+            joints = [every] * len(todo)
+        else:  # many attributes (e.g. a column compared value by value): a pass per unit
+            joints = [(list(u.names), joint_counts([data.groups[a] for a in u.names], data.decision, data.label))
+                      for u in todo]
+        return {"units": todo, "joints": joints,
+                "labelled": data.label is not None, "params": params,
+                # the AUC needs each group's records (only with labels and a model)
+                "groups": data.groups if scored else None, "label": data.label if scored else None,
+                "score": data.scores() if scored else None}
 
     def pieces(self, state: dict) -> list[int]:
         return list(range(len(state["units"])))
@@ -226,10 +284,12 @@ class OutcomeEngine:
     def run_piece(self, state: dict, piece: int) -> Tables:
         unit: Unit = state["units"][piece]
         params: OutcomeParams = state["params"]
-        d, y, s = state["decision"], state["label"], state["score"]
+        y, s = state["label"], state["score"]
         by_group = {}
-        for name, mask in unit.groups.items():
-            m = group_metrics(d[mask], None if y is None else y[mask], None if s is None else s[mask])
+        for name, values, counts in zip(unit.groups, unit.members,
+                                        unit_counts(unit, *state["joints"][piece])):
+            mask = unit_mask(unit, state["groups"], values) if s is not None else None
+            m = group_metrics(counts, state["labelled"], auc(y[mask], s[mask]) if s is not None else None)
             m["rate_ci_low"], m["rate_ci_high"] = wilson_interval(m["n_favourable"], m["n"], params.confidence)
             m["too_small"] = m["n"] < params.min_group_size
             by_group[name] = m

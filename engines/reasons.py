@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy.stats import mannwhitneyu
 
+from aequum.engines.core.data import DECISION, record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.outcome_stats import adjust_p_values
 
@@ -51,6 +52,19 @@ class ReasonsEngine:
 
     name = "reasons"
     tables = {"reason_consistency": CONSISTENCY}
+
+    def rows(self, spec, params) -> dict[str, int] | None:
+        """Only unfavourable decisions are compared (when they are the recorded ones)."""
+        if spec.decision is None or (spec.model is not None and spec.model.use_for_decisions):
+            return None
+        return {DECISION: 0}
+
+    def columns(self, spec, params) -> list[str]:
+        """Groups, decisions, the reason codes and the features they stand for."""
+        reasons = spec.decision.reasons if spec.decision is not None else None
+        if reasons is None:
+            return record_columns(spec, [], ids=False)
+        return [*record_columns(spec, list(reasons.codes.values()), ids=False), *reasons.columns]
 
     def prepare(self, data, params):
         reasons = data.spec.decision.reasons if data.spec.decision is not None else None

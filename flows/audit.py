@@ -7,8 +7,10 @@ read the dataset version from the Parquet lake, never from the warehouse file.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
+import sys
 import time
 import traceback
 import uuid
@@ -24,8 +26,8 @@ import pyarrow as pa
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from aequum.engines.core.data import DECISION, AuditData
-from aequum.engines.core.engine import conform, run_rounds
+from aequum.engines.core.data import DECISION, AuditData, record_columns
+from aequum.engines.core.engine import conform, declared_columns, declared_rows, run_rounds
 from aequum.engines.core.model_quality import QUALITY, degenerate, model_quality
 from aequum.engines.core.models import ModelError
 from aequum.engines.core.spec import AuditSpec, SpecError, load_spec
@@ -49,12 +51,31 @@ class EngineOutcome:
     error: str | None = None
 
 
-def load_lake(lake_path: str) -> pa.Table:
-    """A dataset version's staged records from the lake, in source row order."""
-    con = duckdb.connect()
+@functools.cache
+def _lake_database() -> duckdb.DuckDBPyConnection:
+    """One in-memory DuckDB per process for reading the lake (starting one costs ~30 ms);
+    each read takes a cursor of its own, so concurrent engine tasks do not share one."""
+    return duckdb.connect()
+
+
+def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = True,
+              where: dict[str, int] | None = None) -> pa.Table:
+    """A dataset version's staged records from the lake: only ``columns`` (default all) of the
+    records whose columns have the values in ``where`` (default all records), in source row
+    order, or in storage order when ``ordered`` is false (no sort)."""
+    con = _lake_database().cursor()
     try:
         rel = con.read_parquet(str(Path(lake_path) / "**" / "*.parquet"), hive_partitioning=False)
-        return rel.order("_row").to_arrow_table()
+        missing = [c for c in [*(columns or []), *(where or {})] if c not in rel.columns]
+        if missing:
+            raise ValueError(f"the staged records at {lake_path} lack column(s) {missing}")
+        for column, value in (where or {}).items():  # each file holds one partition: most are skipped
+            rel = rel.filter(duckdb.ColumnExpression(column) == duckdb.ConstantExpression(value))
+        if ordered:
+            rel = rel.order("_row")
+        if columns is not None:
+            rel = rel.select(*[duckdb.ColumnExpression(c) for c in columns])
+        return rel.to_arrow_table()
     finally:
         con.close()
 
@@ -119,9 +140,12 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
     """Run one engine over a staged dataset version; pieces fan out on ``client`` if given.
     ``say`` receives the pieces' progress."""
     engine = get_engine(name)
+    params = engine_params(spec, name)
     t0 = time.perf_counter()
-    data = AuditData(spec, load_lake(lake_path), categories, model, counterfactuals)
-    state = engine.prepare(data, engine_params(spec, name))
+    table = load_lake(lake_path, declared_columns(engine, spec, params), getattr(engine, "row_order", True),
+                      declared_rows(engine, spec, params))
+    data = AuditData(spec, table, categories, model, counterfactuals)
+    state = engine.prepare(data, params)
     progress = Progress(name, say or (lambda _message: None))
 
     def run_pieces(st, pieces):
@@ -247,7 +271,7 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
     try:
         with Warehouse(warehouse) as wh:
             ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info)
-            staged = wh.staged(ref.version)
+        staged = load_lake(ref.lake_path, record_columns(spec))  # not the raw or reason columns
         if spec.model is not None and spec.model.kind == "surrogate":
             logger.info(f"fitting the surrogate model on {staged.num_rows:,} rows")
         t_fit = time.perf_counter()
@@ -325,24 +349,69 @@ def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: D
                              "file could take that)") from None
 
 
+@contextmanager
 def dask_runner(address: str | None = None, workers: int | None = None):
-    """The Dask task runner: a scheduler address, or a LocalCluster of ``workers`` processes."""
+    """The Dask task runner of an audit: the scheduler at ``address``, or a LocalCluster of
+    ``workers`` processes started here and closed at the end.
+
+    The local workers start in the background (``scale`` does not wait for them), each
+    importing this module meanwhile (``preload``: Prefect, the engines' core, torch), so their
+    start overlaps the Prefect API's and the staging; the engine tasks wait for them. At the
+    end each worker first drains its Prefect log and event queues, so that it exits when asked
+    instead of being killed after a timeout."""
     from prefect_dask import DaskTaskRunner
 
     if address:
-        return DaskTaskRunner(address=address)
+        yield DaskTaskRunner(address=address)
+        return
+    from distributed import LocalCluster
+
     n = workers or max(1, min(2, os.cpu_count() or 1))
-    return DaskTaskRunner(cluster_class="distributed.LocalCluster",
-                          cluster_kwargs={"n_workers": n, "threads_per_worker": 1,
-                                          "processes": True, "dashboard_address": None})
+    cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=None,
+                           preload=[__name__])
+    try:
+        cluster.scale(n)
+        yield DaskTaskRunner(address=cluster.scheduler_address)
+    finally:
+        close_cluster(cluster)
+
+
+async def finish_worker() -> None:
+    """Ready a local worker process to exit at once when its cluster closes: send what its
+    Prefect services still hold (task run logs, events) to the API, then have the process end
+    with ``os._exit`` as its first exit step instead of tearing down torch and Prefect
+    module by module, which on a loaded machine outlasts the nanny's 4 s and gets it killed.
+    Run on the worker's event loop by ``Client.run``."""
+    import atexit
+
+    from prefect._internal.concurrency.services import _QueueServiceBase
+
+    await _QueueServiceBase.drain_all(timeout=5)
+    atexit.register(_exit_now)  # registered last, so run first
+
+
+def _exit_now() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def close_cluster(cluster) -> None:
+    """Close a LocalCluster whose workers ran Prefect tasks (see ``finish_worker``)."""
+    from distributed import Client
+
+    try:
+        with Client(cluster, set_as_default=False) as client:
+            client.run(finish_worker)
+    finally:
+        cluster.close(timeout=10)
 
 
 def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
               run_id: str | None = None, engines: list[str] | None = None,
               dask_address: str | None = None, workers: int | None = None) -> str:
     """Run ``audit_flow`` on a Dask cluster (the CLI's and the deployment's entry point)."""
-    runner = dask_runner(dask_address, workers)
-    with flow_api():
+    with dask_runner(dask_address, workers) as runner, flow_api():
         return audit_flow.with_options(task_runner=runner)(
             spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines)
 

@@ -27,6 +27,7 @@ BENCHMARKS = {
     "pba": "aequum.flows.bench_pba",
     "cec": "aequum.flows.bench_cec",
     "detection": "aequum.flows.bench_detection",
+    "audit": "aequum.flows.bench_audit",
 }
 USER_ERRORS = (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError,
                FileNotFoundError)
@@ -148,7 +149,7 @@ def cmd_report(args) -> int:
 
 def cmd_bench(args) -> int:
     module = import_module(BENCHMARKS[args.name])
-    module.run(quick=args.quick)
+    module.run(quick=args.quick, **({"rows": args.rows} if args.rows else {}))
     return 0
 
 
@@ -252,6 +253,8 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="run a benchmark")
     b.add_argument("name", choices=sorted(BENCHMARKS))
     b.add_argument("--quick", action="store_true", help="smaller sizes")
+    b.add_argument("--rows", type=int, nargs="+", default=None,
+                   help="the sizes to run (benches that take sizes: audit)")
     b.set_defaults(func=cmd_bench)
     return p
 

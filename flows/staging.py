@@ -143,8 +143,9 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
 
         con.execute(f"CREATE OR REPLACE TEMP VIEW staged_batch AS SELECT * FROM {incoming}")
         (dup_sql,) = load_sql("duplicate_ids")
-        dups = con.sql(dup_sql).to_arrow_table()
-        if dups.num_rows:
+        # row numbers as ids (id_column: null) cannot repeat: no search for duplicates
+        dups = con.sql(dup_sql).to_arrow_table() if spec.source.id_column is not None else None
+        if dups is not None and dups.num_rows:
             con.register("_aequum_dups", dups)
             try:
                 con.execute(f"DELETE FROM {incoming} WHERE _row IN (SELECT source_row FROM _aequum_dups)")
@@ -171,8 +172,14 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
         tmp = lake_root / spec.name / f".{version}.{owner['pid']}.{uuid.uuid4().hex[:8]}.tmp"
         tmp.parent.mkdir(parents=True, exist_ok=True)
         say(f"writing lake partitions to {lake_path}")
-        con.table(incoming).to_parquet(str(tmp), partition_by=lake_partitions(spec),
-                                       write_partition_columns=True)
+        # the lake's row order is not kept (readers sort by _row when they need it): without
+        # it DuckDB writes the partitions in a bounded amount of memory
+        con.execute("SET preserve_insertion_order = false")
+        try:
+            con.table(incoming).to_parquet(str(tmp), partition_by=lake_partitions(spec),
+                                           write_partition_columns=True)
+        finally:
+            con.execute("RESET preserve_insertion_order")
         cats = {k: sorted(v) for k, v in categories.items()}
         target = staged_table(version)
         with wh.transaction():

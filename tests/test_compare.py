@@ -170,3 +170,17 @@ def test_findings_name_the_value_of_a_per_value_comparison(warehouse):
     assert said["race=Black"].startswith("the Black group of race received favourable decisions at")
     assert said["race=Asian"].startswith("the Asian group of race received")
     assert said["race"].startswith("the protected group of race received")
+
+
+def test_outcome_counts_per_unit_when_the_joint_table_would_be_too_large(monkeypatch):
+    """A column compared value by value adds an attribute per value; past MAX_JOINT_CELLS the
+    outcome engine counts each unit on its own, with the same tables."""
+    import aequum.engines.outcome as outcome
+
+    raw = spec(outcome={"intersections": "all_pairs"})
+    one_pass = aequum.audit(frame(), raw, say=None)
+    monkeypatch.setattr(outcome, "MAX_JOINT_CELLS", 0)
+    per_unit = aequum.audit(frame(), raw, say=None)
+    for name in ("outcome_metrics", "outcome_gaps"):
+        assert one_pass[name].equals(per_unit[name]), name
+    assert set(one_pass["outcome_gaps"]["attribute"]) >= {"race=Black&sex", "race&sex"}

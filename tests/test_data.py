@@ -5,7 +5,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from aequum.engines.core.data import AuditData
+from aequum.engines.core.data import AuditData, record_columns
 from aequum.engines.core.spec import parse_spec
 
 SPEC = parse_spec({
@@ -46,9 +46,29 @@ def test_feature_values_encode_ordinals_and_categories():
     assert d.levels("grade") == ["C", "B", "A"] and d.levels("income") is None
 
 
-def test_missing_staged_columns_are_named():
-    with pytest.raises(ValueError, match=r"\['city'\]"):
-        AuditData(SPEC, TABLE.drop(["city"]))
+def test_missing_staged_columns_are_named_when_used():
+    """A table holding only some staged columns (an engine reads only those it declares) works
+    for what it holds; a column it lacks is named when first used."""
+    d = AuditData(SPEC, TABLE.drop(["city", "_id"]), categories={"city": ["x", "y"]})
+    assert d.groups["sex"].tolist() == [1, 0, -1] and d.column_values("income")[0] == 10.0
+    with pytest.raises(ValueError, match="lacks column 'city'"):
+        d.feature_values()
+    with pytest.raises(ValueError, match="lacks column '_id'"):
+        d.ids
+    with pytest.raises(ValueError, match="lacks column '_decision'"):
+        AuditData(SPEC, TABLE.drop(["_decision"])).decision
+
+
+def test_record_columns():
+    """The usual columns of an engine: ids and row numbers (unless not wanted), groups,
+    decision, label and the features asked for (a protected attribute as its group column);
+    with a model that decides, its inputs too."""
+    assert record_columns(SPEC) == ["_id", "_row", "_g_sex", "_decision", "_label", "income", "grade", "city"]
+    assert record_columns(SPEC, ["grade", "sex"], ids=False) == ["_g_sex", "_decision", "_label", "grade"]
+    raw = SPEC.model_dump(mode="json")
+    raw["model"] = {"kind": "linear", "features": ["income", "sex"], "use_for_decisions": True,
+                    "coefficients": {"income": 1.0, "sex": -5.0}, "intercept": 0.0}
+    assert record_columns(parse_spec(raw), [], ids=False) == ["_g_sex", "_decision", "_label", "income"]
 
 
 def test_a_protected_attribute_can_be_a_model_input():

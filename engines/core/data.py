@@ -11,9 +11,14 @@ derived columns with fixed names (``STAGED_COLUMNS``):
 
 Numeric features are DOUBLE in raw units; ordinal and categorical features are text in raw
 values. ``feature_values`` turns them into the numeric matrix the engines work on.
+
+An engine may be given only the staged columns it declares (``engines.core.engine``,
+``columns``): a column is looked up when it is first used, and one that was not read is a
+clear error naming it.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -30,6 +35,27 @@ ID, ROW, DECISION, LABEL = "_id", "_row", "_decision", "_label"
 def group_column(attribute: str) -> str:
     """The staged column holding the 0/1 group of a protected attribute."""
     return f"_g_{attribute}"
+
+
+def record_columns(spec: AuditSpec, features: Iterable[str] | None = None, ids: bool = True) -> list[str]:
+    """The staged columns an engine needs for :class:`AuditData`'s groups, decisions and labels
+    (and the record ids and source row numbers unless ``ids=False``), with the given features (default: all of the spec's; a
+    protected attribute's name as a model input is its group column). When the model makes the
+    decisions (``model.use_for_decisions``) its inputs are included: ``decision`` needs them.
+    Not included: the raw protected values and the reason codes."""
+    names = spec.feature_names if features is None else list(features)
+    if spec.model is not None and spec.model.use_for_decisions:
+        names = [*names, *spec.model.features]
+    protected = {p.name for p in spec.protected}
+    wanted = [ID, ROW] if ids else []
+    wanted += [group_column(p.name) for p in spec.protected]
+    wanted += [DECISION] if spec.decision is not None else []
+    wanted += [LABEL] if spec.label is not None else []
+    for name in names:
+        column = group_column(name) if name in protected and name not in spec.feature_names else name
+        if column not in wanted:
+            wanted.append(column)
+    return wanted
 
 
 @dataclass
@@ -54,24 +80,27 @@ class AuditData:
     model: Any = None
     counterfactuals: pa.Table | dict[str, pa.Table] | None = None
 
-    def __post_init__(self) -> None:
-        missing = [c for c in [ID, *(group_column(p.name) for p in self.spec.protected),
-                               *self.spec.feature_names] if c not in self.table.column_names]
-        if missing:
-            raise ValueError(f"staged table lacks column(s) {missing}")
-
     def __len__(self) -> int:
         return self.table.num_rows
+
+    def column(self, name: str, table: pa.Table | None = None) -> pa.ChunkedArray:
+        """A staged column by name; a clear error when the table does not hold it (not staged,
+        or not among the columns the engine declared)."""
+        table = self.table if table is None else table
+        if name not in table.column_names:
+            raise ValueError(f"staged table lacks column {name!r} (it has {table.column_names[:12]}"
+                             f"{' ...' if table.num_columns > 12 else ''})")
+        return table[name]
 
     @cached_property
     def ids(self) -> np.ndarray:
         """Record ids as a numpy array of str (object dtype)."""
-        return self.table[ID].to_numpy(zero_copy_only=False)
+        return self.column(ID).to_numpy(zero_copy_only=False)
 
     @cached_property
     def groups(self) -> dict[str, np.ndarray]:
         """Per protected attribute: int8 array, 1 protected, 0 reference, -1 neither."""
-        return {p.name: self.table[group_column(p.name)].fill_null(-1).to_numpy().astype(np.int8)
+        return {p.name: self.column(group_column(p.name)).fill_null(-1).to_numpy().astype(np.int8)
                 for p in self.spec.protected}
 
     @cached_property
@@ -92,16 +121,16 @@ class AuditData:
             if self.model is None:
                 raise ValueError("spec says model.use_for_decisions but no model was built")
             return self.model.decide(self.feature_values(m.features)).astype(np.int8)
-        if DECISION not in self.table.column_names or self.spec.decision is None:
+        if self.spec.decision is None:
             return None
-        return self.table[DECISION].to_numpy().astype(np.int8)
+        return self.column(DECISION).to_numpy().astype(np.int8)
 
     @cached_property
     def label(self) -> np.ndarray | None:
         """Ground truth as int8 (1 = positive) or None."""
-        if LABEL not in self.table.column_names or self.spec.label is None:
+        if self.spec.label is None:
             return None
-        return self.table[LABEL].to_numpy().astype(np.int8)
+        return self.column(LABEL).to_numpy().astype(np.int8)
 
     def scores(self) -> np.ndarray | None:
         """The model's score (margin / logit) per record, or None without a model."""
@@ -133,7 +162,7 @@ class AuditData:
                 return np.maximum(self.groups[name], 0).astype(np.float64)
             return np.maximum(column.fill_null(-1).to_numpy().astype(np.int8), 0).astype(np.float64)
         feat = self.spec.feature(name)
-        col = table[name]
+        col = self.column(name, table)
         if feat.type == "numeric":
             return col.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
         values = feat.order if feat.type == "ordinal" else self.categories.get(name, feat.categories)

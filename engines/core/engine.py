@@ -22,6 +22,16 @@ An engine that re-decides records with the audited model sets ``uses_model = Tru
 then does not run it when a fitted surrogate cannot stand in for the lender's model
 (``engines.core.model_quality``), and says why.
 
+An engine reads only the staged columns it needs: ``columns(spec, params)`` returns their
+names (``engines.core.data.record_columns`` gives the usual ones), and the orchestration
+layer then reads just those from the lake; an engine without it gets every staged column.
+The records come in source row order, except for an engine that sets ``row_order = False``
+because its results cannot depend on the order (counts): it gets them in storage order,
+which saves a sort of the whole dataset. An engine that looks only at some records may
+define ``rows(spec, params)``: staged column → value (e.g. ``{"_decision": 0}``, the
+unfavourable decisions), and gets only the records that have them (None: all); the lake's
+partitions by group and decision or label make such a read skip whole files.
+
 Result tables carry no ``run_id``: the warehouse writer adds it and writes every table of
 the run in one transaction. Table names are global (``cst_claims``, ``fgce_curves`` ...) and
 become ``audit.<name>`` in the warehouse.
@@ -48,6 +58,18 @@ class Engine(Protocol):
     def run_piece(self, state: Any, piece: Any) -> Tables: ...
 
     def combine(self, state: Any, parts: Sequence[Tables]) -> Tables: ...
+
+
+def declared_columns(engine: Engine, spec: Any, params: Any) -> list[str] | None:
+    """The staged columns an engine declares it reads (None: all of them)."""
+    columns = getattr(engine, "columns", None)
+    return None if columns is None else list(columns(spec, params))
+
+
+def declared_rows(engine: Engine, spec: Any, params: Any) -> dict[str, int] | None:
+    """The staged column values an engine's records must have (None: every record)."""
+    rows = getattr(engine, "rows", None)
+    return None if rows is None else rows(spec, params)
 
 
 def chunks(lengths: Sequence[int], size: int) -> list[tuple[int, int, int]]:

@@ -42,11 +42,31 @@ def check_columns(columns: list[str], spec: AuditSpec) -> None:
                                 f"{' ...' if len(columns) > 12 else ''}")
 
 
+TEXT, NUMBER = "_aequum_text:", "_aequum_number:"
+
+
 def _text(name: str) -> pl.Expr:
-    return pl.col(name).cast(pl.Utf8).str.strip_chars()
+    """A column's values as stripped text (computed once per batch by :func:`_prepare`)."""
+    return pl.col(TEXT + name)
 
 
-def _membership(name: str, dtype: pl.DataType, values: list) -> pl.Expr:
+def _number(name: str) -> pl.Expr:
+    """A column's values as numbers, null where they are not (see :func:`_prepare`)."""
+    return pl.col(NUMBER + name)
+
+
+def _prepare(lf: pl.LazyFrame, schema, names: list[str]) -> pl.LazyFrame:
+    """Each column's stripped text and its value as a number, as columns that the checks and
+    the staged values share, so that every column is stripped and parsed once per batch (the
+    ones nothing uses are never computed: the plan drops them)."""
+    return lf.with_columns(
+        pl.col(c).cast(pl.Utf8).str.strip_chars().alias(TEXT + c) for c in names
+    ).with_columns(
+        (pl.col(TEXT + c) if schema[c] == pl.Utf8 else pl.col(c)).cast(pl.Float64, strict=False).alias(NUMBER + c)
+        for c in names)
+
+
+def _membership(name: str, values: list) -> pl.Expr:
     """``col in values``, numerically when the column is numeric and the values are numbers.
 
     Never null: a value of another type (the text ``female`` or ``NA`` where the spec lists
@@ -54,8 +74,7 @@ def _membership(name: str, dtype: pl.DataType, values: list) -> pl.Expr:
     declared sets instead of slipping through as a null."""
     numeric_values = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     if numeric_values:  # "1.0" in a CSV and 1 in the spec are the same value
-        col = _text(name) if dtype == pl.Utf8 else pl.col(name)
-        member = col.cast(pl.Float64, strict=False).is_in([float(v) for v in values])
+        member = _number(name).is_in([float(v) for v in values])
     else:
         member = _text(name).is_in([str(v) for v in values])
     return member.fill_null(False)
@@ -83,8 +102,7 @@ def _feature_checks(f: Feature, dtype: pl.DataType) -> tuple[pl.Expr, list[Check
     missing = col.is_null() | (_text(f.name) == "") if dtype == pl.Utf8 else col.is_null()
     checks = [] if f.nullable else [Check(f.name, missing, "missing value")]
     if f.type == "numeric":
-        value = (_text(f.name).cast(pl.Float64, strict=False) if dtype == pl.Utf8
-                 else col.cast(pl.Float64, strict=False))
+        value = _number(f.name)
         checks.append(Check(f.name, ~missing & value.is_null(), "not a number"))
         checks.append(Check(f.name, value.is_nan() | value.is_infinite(), "not a finite number"))
         if f.range is not None:
@@ -104,11 +122,11 @@ def _feature_checks(f: Feature, dtype: pl.DataType) -> tuple[pl.Expr, list[Check
     return pl.when(missing).then(None).otherwise(text).alias(f.name), checks
 
 
-def _group(p, schema) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+def _group(p) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     """Membership of a protected attribute's protected and reference values, and the group
     column they give (1 protected, 0 reference, null neither)."""
-    in_p = _membership(p.column, schema[p.column], p.protected_values)
-    in_r = _membership(p.column, schema[p.column], p.reference_values)
+    in_p = _membership(p.column, p.protected_values)
+    in_r = _membership(p.column, p.reference_values)
     group = (pl.when(in_p).then(pl.lit(1, pl.Int8)).when(in_r).then(pl.lit(0, pl.Int8))
              .otherwise(pl.lit(None, pl.Int8)).alias(group_column(p.name)))
     return in_p, in_r, group
@@ -123,7 +141,8 @@ def group_sizes(batches, spec: AuditSpec, units: list[list[str]], wanted: dict[s
     counts = {"&".join(u): [0, 0] for u in units}
     for batch in batches:
         df = pl.from_arrow(batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))
-        g = df.select([_group(p, df.schema)[2] for p in spec.protected])
+        g = _prepare(df.lazy(), df.schema, [p.column for p in spec.protected]).select(
+            [_group(p)[2] for p in spec.protected]).collect()
         for u in units:
             cols = [g[group_column(a)] for a in u]
             counts["&".join(u)][0] += int(np.logical_and.reduce([(c == 1).fill_null(False).to_numpy() for c in cols]).sum())
@@ -163,7 +182,7 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
     derived: list[pl.Expr] = [id_text.alias(ID), pl.col("_src_row").alias(ROW)]
 
     for p in spec.protected:
-        in_p, in_r, group = _group(p, schema)
+        in_p, in_r, group = _group(p)
         derived.append(group)
         earlier = spec.protected[:spec.protected.index(p)]
         expanded_before = p.of is not None and any(p.of in (q.name, q.of) for q in earlier)
@@ -180,11 +199,11 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
         if part is None:
             continue
         good_values = part.favourable if out == DECISION else part.positive
-        fav = _membership(part.column, schema[part.column], good_values)
+        fav = _membership(part.column, good_values)
         checks.append(Check(part.column, pl.col(part.column).is_null(), "missing value"))
         unfav_values = getattr(part, "unfavourable", None) if out == DECISION else getattr(part, "negative", None)
         if unfav_values:
-            unfav = _membership(part.column, schema[part.column], unfav_values)
+            unfav = _membership(part.column, unfav_values)
             checks.append(Check(part.column, ~fav & ~unfav, "neither a favourable nor an unfavourable value"
                                 if out == DECISION else "neither a positive nor a negative value"))
         derived.append(fav.cast(pl.Int8).alias(out))
@@ -198,15 +217,14 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
         checks.extend(fchecks)
 
     if spec.decision is not None and spec.decision.out_of_scope:
-        in_scope = ~_membership(spec.decision.column, schema[spec.decision.column],
-                                spec.decision.out_of_scope).fill_null(False)
+        in_scope = ~_membership(spec.decision.column, spec.decision.out_of_scope).fill_null(False)
     else:
         in_scope = pl.lit(True)
 
     # First failing check per row (its index), computed in one lazy pass shared by both outputs.
     first = pl.min_horizontal([pl.when(c.bad.fill_null(False)).then(pl.lit(i, pl.Int32))
                                for i, c in enumerate(checks)])
-    marked = df.lazy().with_columns(
+    marked = _prepare(df.lazy(), schema, spec.columns()).with_columns(
         pl.int_range(row_offset, row_offset + n, dtype=pl.Int64).alias("_src_row"),
     ).with_columns(first.alias("_first"), in_scope.alias("_in_scope"))
     good_lf = marked.filter(pl.col("_first").is_null() & pl.col("_in_scope")).select(derived)

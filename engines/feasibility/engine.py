@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from aequum.engines.core.data import ROW
+from aequum.engines.core.data import ROW, record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.feasibility.classifier import fit_logistic, holdout
 from aequum.engines.feasibility.graph import (STAT_KEYS, build_graphs, eps_sweep, shortest_costs,
@@ -115,6 +115,9 @@ def _transitions(spec, names: list[str]) -> dict:
 class FGCEEngine:
     name = "fgce"
     tables = TABLES
+
+    def columns(self, spec, params) -> list[str]:
+        return record_columns(spec)  # ids, groups, decisions, labels and every feature
 
     def prepare(self, data, params: FGCEParams) -> State:
         spec = data.spec

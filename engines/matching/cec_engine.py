@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.matching.attributions import attribute_pairs, normalise, score_function
 from aequum.engines.matching.cec_matching import Matches, baselines, match, standardise
@@ -68,6 +69,9 @@ class CECEngine:
     tables = {"cec_pairs": PAIRS, "cec_regimes": REGIME_SHARES, "cec_features": FEATURES,
               "cec_summary": SUMMARY}
     uses_model = True  # explains the audited model: not run on a degenerate surrogate
+
+    def columns(self, spec, params) -> list[str]:
+        return record_columns(spec)  # ids, groups, decisions, labels and every feature
 
     def prepare(self, data, params: CECParams) -> State:
         spec = data.spec

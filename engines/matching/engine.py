@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aequum.engines.core.data import AuditData
+from aequum.engines.core.data import AuditData, record_columns
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.matching.params import CSTParams
 from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
@@ -173,6 +173,9 @@ class CSTEngine:
 
     name = "cst"
     tables = {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE, "cst_summary": SUMMARY, "cst_sampling": SAMPLING}
+
+    def columns(self, spec, params) -> list[str]:
+        return record_columns(spec)  # ids, groups, decisions, labels and every feature
 
     def prepare(self, data, params: CSTParams) -> State:
         spec = data.spec

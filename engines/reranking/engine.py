@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.reranking.algorithms import rerank, rerank_blocks
 from aequum.engines.reranking.fairness import ranked_ratio, ratio_of, shares
@@ -150,6 +151,9 @@ def _fixed_blocks(n: int, size: int):
 class RaguelEngine:
     name = "raguel"
     tables = TABLES
+
+    def columns(self, spec, params) -> list[str]:
+        return record_columns(spec)  # ids, groups, decisions, labels and every feature
 
     def prepare(self, data, params: RaguelParams) -> State:
         spec = data.spec

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.verification import bounds as bnd
 from aequum.engines.verification.box import BoxSpec
@@ -91,6 +92,9 @@ class PBAEngine:
     name = "pba"
     tables = {"pba_inputs": INPUTS, "pba_summary": SUMMARY}
     uses_model = True  # verifies the audited network: not run on a degenerate surrogate
+
+    def columns(self, spec, params) -> list[str]:
+        return record_columns(spec)  # ids, groups, decisions, labels and every feature
 
     def prepare(self, data, params: PBAParams) -> State:
         spec = data.spec

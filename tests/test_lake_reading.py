@@ -1,0 +1,135 @@
+"""Engines read only the staged columns they declare, from the Parquet lake (flows.audit.load_lake)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import yaml
+
+from aequum.engines.core.data import AuditData
+from aequum.engines.core.engine import declared_columns, declared_rows, run_serial
+from aequum.engines.core.spec import parse_spec
+from aequum.engines.registry import ENGINES, engine_params, get_engine
+from aequum.flows.audit import fit_model, load_lake, run_engine_pieces
+from aequum.flows.staging import stage
+from aequum.flows.warehouse import Warehouse
+
+SPECS = Path(__file__).resolve().parents[1] / "data" / "specs"
+
+
+def staged(tmp_path, name: str, rows: int, edit=None):
+    raw = yaml.safe_load((SPECS / name).read_text())
+    raw["source"]["rows"] = rows
+    if edit is not None:
+        edit(raw)
+    spec = parse_spec(raw)
+    with Warehouse(tmp_path / "wh.duckdb") as wh:
+        ref = stage(spec, SPECS, wh, tmp_path / "lake")
+        table = wh.staged(ref.version)
+    return spec, ref, table
+
+
+def test_load_lake_reads_the_columns_asked_for_in_row_order(tmp_path):
+    spec, ref, table = staged(tmp_path, "loan.yaml", 500)
+    assert load_lake(ref.lake_path).equals(table)
+    cols = ["_decision", "_g_gender", "_id"]  # _row not among them: still in source row order
+    assert load_lake(ref.lake_path, cols).equals(table.select(cols))
+    unordered = load_lake(ref.lake_path, ["_row", "_decision"], ordered=False)
+    assert unordered.sort_by("_row").equals(table.select(["_row", "_decision"]))
+    with pytest.raises(ValueError, match=r"lack column\(s\) \['nope'\]"):
+        load_lake(ref.lake_path, ["_id", "nope"])
+
+
+def _same_results(spec, ref, table, names):
+    model = fit_model(spec, SPECS, table, ref.categories)
+    for name in names:
+        engine = get_engine(name)
+        params = engine_params(spec, name)
+        columns = declared_columns(engine, spec, params)
+        assert columns is not None and set(columns) < set(table.column_names), name
+        whole = run_serial(engine, AuditData(spec, table, ref.categories, model), params)
+        outcome = run_engine_pieces(name, spec, ref.lake_path, ref.categories, model, None)
+        assert outcome.status == "succeeded", (name, outcome.error)
+        for t, v in whole.items():
+            timing = [c for c in v.column_names if c == "seconds"]  # wall time, not a result
+            assert outcome.tables[t].drop_columns(timing).equals(v.drop_columns(timing)), (name, t)
+
+
+def test_engines_declare_enough_columns_loan(tmp_path):
+    """Every engine of the loan spec gives the same tables from its declared columns (read from
+    the lake) as from the whole staged table."""
+    spec, ref, table = staged(tmp_path, "loan.yaml", 400)
+    _same_results(spec, ref, table, spec.engines.run)
+
+
+@pytest.mark.slow
+def test_engines_declare_enough_columns_hmda(tmp_path):
+    """The HMDA spec's engines (reasons, CEC and PBA besides outcome and CST) likewise."""
+    def edit(raw):
+        raw["engines"]["pba"]["sample"] = 40
+        raw["model"]["epochs"] = 5
+    spec, ref, table = staged(tmp_path, "hmda.yaml", 3000, edit)
+    _same_results(spec, ref, table, spec.engines.run)
+
+
+def test_every_registered_engine_declares_its_columns():
+    spec = parse_spec(yaml.safe_load((SPECS / "hmda.yaml").read_text()))
+    for name in ENGINES:
+        columns = declared_columns(get_engine(name), spec, engine_params(spec, name))
+        assert columns is not None and "_g_race" in columns, name
+
+
+def test_outcome_reads_few_columns_and_ignores_row_order(tmp_path):
+    """The outcome metrics need groups and decisions only (no ids, features or raw values) and
+    are the same whatever the order of the records."""
+    spec, ref, table = staged(tmp_path, "loan.yaml", 400)
+    engine = get_engine("outcome")
+    params = engine_params(spec, "outcome")
+    assert engine.row_order is False
+    assert sorted(declared_columns(engine, spec, params)) == sorted(
+        ["_decision", *(f"_g_{p.name}" for p in spec.protected)])
+    forward = run_serial(engine, AuditData(spec, table, ref.categories), params)
+    backward = run_serial(engine, AuditData(spec, table.take(pa.array(np.arange(table.num_rows)[::-1])),
+                                            ref.categories), params)
+    for t in forward:
+        assert forward[t].equals(backward[t])
+
+
+def test_bench_grouping_sets_counts_what_outcome_reports(tmp_path):
+    """The DuckDB query ``bench audit`` compares the outcome engine with counts the same groups."""
+    import duckdb
+
+    from aequum.flows.bench_audit import grouping_sets_sql
+
+    spec, ref, table = staged(tmp_path, "hmda.yaml", 3000)
+    metrics = run_engine_pieces("outcome", spec, ref.lake_path, ref.categories, None, None).tables["outcome_metrics"]
+    engine = {(r["attribute"], r["group_name"]): (r["n"], r["n_favourable"]) for r in metrics.to_pylist()}
+    names = [p.name for p in spec.protected]
+    query = {}
+    for row in duckdb.sql(grouping_sets_sql(spec, ref.lake_path)).fetchall():
+        groups, grouped_out, n, favourable = row[:len(names)], row[len(names)], row[len(names) + 1], row[len(names) + 2]
+        in_set = [a for i, a in enumerate(names) if not grouped_out >> (len(names) - 1 - i) & 1]
+        values = [groups[names.index(a)] for a in in_set]
+        if None in values:
+            continue  # records in neither group of an attribute of the set
+        word = {1: "protected", 0: "reference"}
+        key = ((in_set[0], word[values[0]]) if len(in_set) == 1 else
+               ("&".join(in_set), ",".join(f"{a}={word[v]}" for a, v in zip(in_set, values))))
+        query[key] = (n, int(favourable))
+    assert query == engine
+
+
+def test_reasons_reads_only_the_unfavourable_decisions(tmp_path):
+    """Reason consistency looks at denied applications only: it reads just those (the lake's
+    decision partitions) and finds what it finds over every record."""
+    spec, ref, table = staged(tmp_path, "hmda.yaml", 3000)
+    engine = get_engine("reasons")
+    params = engine_params(spec, "reasons")
+    assert declared_rows(engine, spec, params) == {"_decision": 0}
+    denied = load_lake(ref.lake_path, ["_row", "_decision"], where={"_decision": 0})
+    assert set(denied["_decision"].to_pylist()) == {0}
+    assert denied["_row"].to_pylist() == [r for r, d in zip(table["_row"].to_pylist(),
+                                                             table["_decision"].to_pylist()) if d == 0]
+    _same_results(spec, ref, table, ["reasons"])
