@@ -260,10 +260,8 @@ class OutcomeEngine:
     def prepare(self, data, params: OutcomeParams) -> dict:
         if data.decision is None:
             raise ValueError("outcome metrics need decisions (a decision column or a model)")
-        protected = data.spec.protected
-        names = [p.name for p in protected]
-        combos = params.combinations(names, {p.name: p.column for p in protected},
-                                     {p.name for p in protected if p.of is not None})
+        names = [p.name for p in data.spec.protected]
+        combos = params.units_of(data.spec)
         scored = data.label is not None and data.model is not None
         todo = units(names, combos)
         if 4 * 3 ** len(names) <= MAX_JOINT_CELLS:  # one pass over the records for every unit

@@ -66,6 +66,12 @@ class OutcomeParams(BaseModel):
                 out.append(combo)
         return out
 
+    def units_of(self, spec) -> list[tuple[str, ...]]:
+        """The spec's intersections to report (:meth:`combinations` over its attributes)."""
+        protected = spec.protected
+        return self.combinations([p.name for p in protected], {p.name: p.column for p in protected},
+                                 {p.name for p in protected if p.of is not None})
+
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
         if isinstance(self.intersections, list):

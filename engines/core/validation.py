@@ -187,7 +187,7 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
         earlier = spec.protected[:spec.protected.index(p)]
         expanded_before = p.of is not None and any(p.of in (q.name, q.of) for q in earlier)
         if p.unmapped == "reject" and not expanded_before:  # one check per expanded attribute
-            known = in_p | in_r | _membership(p.column, schema[p.column], p.others)
+            known = in_p | in_r | _membership(p.column, p.others)
             checks.append(Check(p.column, ~known,
                                 f"value maps to neither the protected nor the reference group of {p.of or p.name!r}"))
         if p.column not in [q.column for q in earlier]:
