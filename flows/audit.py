@@ -424,21 +424,26 @@ def flow_api():
     configured, Prefect starts a temporary server in the flow's process but keeps its URL out of
     the settings, so a Dask worker that does not find the URL in its own environment (any worker
     of an external cluster) started, and left running, a temporary server of its own, and its
-    task runs never reached the flow's. Here the temporary server (Prefect's own instance) is
-    started up front and its URL set for the flow: the workers report to it. A configured URL is
-    used as it is, and with ephemeral mode off Prefect's own error stands.
+    task runs never reached the flow's. Here a temporary server (``flows.prefect_api``, run as
+    Prefect runs its own) is started up front, its URL set for the flow, and it is stopped when
+    the run ends: the workers report to it. A configured URL is used as it is, and with
+    ephemeral mode off Prefect's own error stands.
     """
-    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED, temporary_settings
+    from prefect.settings import (PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED,
+                                  PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings)
+
+    from aequum.flows.prefect_api import TemporaryAPI
 
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
         yield
         return
-    from prefect.server.api.server import SubprocessASGIServer
-
-    server = SubprocessASGIServer()  # the one Prefect's clients in this process use
-    server.start()
-    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-        yield
+    server = TemporaryAPI()
+    try:
+        url = server.wait(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            yield
+    finally:
+        server.stop()
 
 
 @flow(name="aequum-ingest", log_prints=True)

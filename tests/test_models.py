@@ -137,3 +137,19 @@ def test_a_surrogate_of_noise_is_degenerate():
     assert "balanced accuracy" in degenerate(m, 0.6)
     good = fit_surrogate(X, (X[:, 0] > 0).astype(int), ["a", "b"], hidden=(8,), epochs=30, seed=0)
     assert degenerate(good, 0.6) is None
+
+
+def test_average_ranks_equal_scipys_with_ties():
+    """The AUC's ranks (no scipy import on the audit's path) equal scipy's average ranks."""
+    from scipy.stats import rankdata
+
+    from aequum.engines.core.models import auc, average_ranks
+
+    rng = np.random.default_rng(5)
+    for values in (rng.normal(size=500), rng.integers(0, 7, 500).astype(float), np.ones(4), np.array([2.0])):
+        assert np.array_equal(average_ranks(values), rankdata(values))
+    y = rng.integers(0, 2, 500)
+    s = rng.integers(0, 5, 500).astype(float)
+    pos, neg = s[y == 1], s[y == 0]
+    by_pairs = ((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()) / (len(pos) * len(neg))
+    assert auc(y, s) == pytest.approx(by_pairs, abs=1e-12)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-import torch
 
 
 class ModelError(ValueError):
@@ -77,6 +76,7 @@ class LinearRule:
 
 
 def _mlp(d_in: int, hidden: list[int], outputs: int) -> torch.nn.Sequential:
+    import torch
     layers: list[torch.nn.Module] = []
     prev = d_in
     for h in hidden:
@@ -118,10 +118,12 @@ class TorchMLP:
         return out[:, 0] if self.outputs == 1 else out[:, 1] - out[:, 0]
 
     def _inputs(self, X: np.ndarray) -> torch.Tensor:
+        import torch
         X = _check_X(X, len(self.feature_names))
         return torch.from_numpy((X - self.input_mean) / self.input_scale)
 
     def score(self, X: np.ndarray, batch_rows: int = 262_144) -> np.ndarray:
+        import torch
         X = _check_X(X, len(self.feature_names))
         out = np.empty(len(X), dtype=np.float64)
         with torch.no_grad():
@@ -140,6 +142,7 @@ class TorchMLP:
 
     def relu_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Affine layers (W, b) on raw inputs; ReLU between them; last layer gives the score."""
+        import torch
         lin = [m for m in self.net if isinstance(m, torch.nn.Linear)]
         mats = [(m.weight.detach().numpy().astype(np.float64).copy(),
                  m.bias.detach().numpy().astype(np.float64).copy()) for m in lin]
@@ -152,6 +155,7 @@ class TorchMLP:
 
     # -- files ----------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
+        import torch
         state = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
         state["input_mean"] = torch.from_numpy(self.input_mean.copy())
         state["input_scale"] = torch.from_numpy(self.input_scale.copy())
@@ -161,6 +165,7 @@ class TorchMLP:
     def load(cls, path: str | Path, feature_names, hidden, outputs: int = 1, input_mean=None,
              input_scale=None) -> "TorchMLP":
         """Load a state dict safely (``weights_only=True``): tensors only, never pickled code."""
+        import torch
         path = Path(path)
         if not path.exists():
             raise ModelError(f"model file not found: {path}")
@@ -216,6 +221,7 @@ def fit_surrogate(X: np.ndarray, y: np.ndarray, feature_names, hidden=(64, 32), 
 
     Deterministic for a seed (single-threaded fit, seeded batches).
     """
+    import torch
     X = _check_X(X, len(feature_names))
     y = np.asarray(y).astype(np.float64)
     if len(y) != len(X):
@@ -279,6 +285,7 @@ def fit_surrogate(X: np.ndarray, y: np.ndarray, feature_names, hidden=(64, 32), 
 
 def _match_positive_rate(model: TorchMLP, scores: np.ndarray, positive_share: float) -> None:
     """Shift the output bias so that ``score > 0`` holds for the targets' share of rows."""
+    import torch
     cut = float(np.quantile(scores, 1.0 - positive_share, method="lower"))
     last = [m for m in model.net if isinstance(m, torch.nn.Linear)][-1]
     with torch.no_grad():
@@ -305,14 +312,25 @@ def decision_quality(target: np.ndarray, score: np.ndarray, threshold: float = 0
 def auc(target: np.ndarray, score: np.ndarray) -> float | None:
     """Area under the ROC curve of ``score`` for ``target`` (1 = positive) by the rank-sum
     (Mann–Whitney U) formula, ties counted half; None when one class is absent."""
-    from scipy.stats import rankdata
-
     target = np.asarray(target).astype(bool)
     pos, neg = int(target.sum()), int((~target).sum())
     if not pos or not neg:
         return None
-    ranks = rankdata(score)
+    ranks = average_ranks(np.asarray(score, dtype=np.float64))
     return float((ranks[target].sum() - pos * (pos + 1) / 2) / (pos * neg))
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n of ``values``, tied values sharing their ranks' mean (scipy's
+    ``rankdata(method='average')``, without importing scipy on the audit's path)."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    first = np.r_[True, ordered[1:] != ordered[:-1]]
+    starts = np.flatnonzero(first)
+    ends = np.r_[starts[1:], len(ordered)]
+    ranks = np.empty(len(values), dtype=np.float64)
+    ranks[order] = ((starts + 1 + ends) / 2.0)[np.cumsum(first) - 1]
+    return ranks
 
 
 def build_model(spec: Any, X_train: np.ndarray | None = None, y_train: np.ndarray | None = None,

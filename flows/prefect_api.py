@@ -1,0 +1,85 @@
+"""Prefect's temporary API server for one run, started as Prefect starts it (uvicorn serving
+``prefect.server.api.server:create_app`` in a subprocess) but without importing the server
+into this process: that import alone took about 5.6 s of a 13 s small audit, before the
+subprocess spent as long importing it again.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+PORT_IN_USE = 3  # uvicorn's exit code when the port is taken
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class TemporaryAPI:
+    """A Prefect API server on a free loopback port, for the life of one run."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+        self.port = 0
+        # the server's messages go to a file: a pipe nobody reads would fill and stall it
+        self.log = tempfile.TemporaryFile()
+        self._start()
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def _start(self) -> None:
+        self.port = _free_port()
+        site = Path(importlib.util.find_spec("prefect").origin).parent.parent
+        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+               "PREFECT__SERVER_FINAL": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--app-dir", str(site), "--factory",
+             "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
+             "--log-level", "error", "--lifespan", "on"],
+            env=env, stdout=subprocess.DEVNULL, stderr=self.log)
+
+    def wait(self, timeout: float) -> str:
+        """Block until the server answers its health check; its API URL."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code == PORT_IN_USE:  # another process took the port in between: try another
+                self._start()
+                continue
+            if code is not None:
+                self.log.seek(0)
+                err = self.log.read().decode(errors="replace")[-2000:]
+                raise RuntimeError(f"Prefect's temporary API server exited with code {code}: {err}")
+            try:
+                with urllib.request.urlopen(f"{self.api_url}/health", timeout=1) as response:
+                    if response.status == 200:
+                        return self.api_url
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"Prefect's temporary API server did not answer within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        """End the server (it keeps no state a later run needs)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+        self.log.close()
