@@ -7,6 +7,7 @@ read the dataset version from the Parquet lake, never from the warehouse file.
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -54,8 +55,17 @@ class EngineOutcome:
 @functools.cache
 def _lake_database() -> duckdb.DuckDBPyConnection:
     """One in-memory DuckDB per process for reading the lake (starting one costs ~30 ms);
-    each read takes a cursor of its own, so concurrent engine tasks do not share one."""
+    each read takes a cursor of its own, so concurrent engine tasks do not share one. Closed
+    and released at exit (a connection alive at interpreter shutdown makes DuckDB's bindings
+    print a page of 'leaked instance' lines)."""
+    atexit.register(_close_lake_database)
     return duckdb.connect()
+
+
+def _close_lake_database() -> None:
+    if _lake_database.cache_info().currsize:
+        _lake_database().close()
+        _lake_database.cache_clear()
 
 
 def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = True,
@@ -437,11 +447,16 @@ def flow_api():
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
         yield
         return
+    from prefect._internal.concurrency.services import _QueueServiceBase
+
     server = TemporaryAPI()
     try:
         url = server.wait(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
         with temporary_settings(updates={PREFECT_API_URL: url}):
             yield
+            # the run's last logs and events reach the server before it stops (else Prefect's
+            # log worker retries against a closed port)
+            _QueueServiceBase.drain_all(timeout=10, at_exit=False)
     finally:
         server.stop()
 
