@@ -453,6 +453,21 @@ def test_group_sizes_stop_reading_once_every_group_is_large_enough():
     assert group_sizes(iter([batch, batch]), spec, [["gender"]], {"gender": (50, 50)}) == {"gender": (80, 120)}
 
 
+def test_group_sizes_count_per_value_comparisons_of_one_column():
+    """`compare: both` expands an attribute into several that read the same column (the HMDA
+    spec's races): the column is prepared once and each expanded attribute counted."""
+    from aequum.engines.core.validation import group_sizes
+
+    raw = copy.deepcopy(LOAN)
+    raw.pop("scm", None)
+    raw["protected"] = [{"name": "g", "column": "G", "protected_values": [1, 2], "reference_values": [0],
+                         "compare": "both"}]
+    spec = parse_spec({**raw, "engines": {"run": ["outcome"]}})
+    batch = pa.table({"G": pa.array([1, 2, 2, 0, 0, 0, 3])})
+    units = [[p.name] for p in spec.protected]
+    assert group_sizes(iter([batch]), spec, units, {}) == {"g": (3, 3), "g=1": (1, 3), "g=2": (2, 3)}
+
+
 def test_engine_pieces_report_their_progress(tmp_path):
     """Issue 16: a long engine says how many of its pieces are done (here every piece, with a
     zero interval), serially as on a cluster."""

@@ -141,7 +141,8 @@ def group_sizes(batches, spec: AuditSpec, units: list[list[str]], wanted: dict[s
     counts = {"&".join(u): [0, 0] for u in units}
     for batch in batches:
         df = pl.from_arrow(batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))
-        g = _prepare(df.lazy(), df.schema, [p.column for p in spec.protected]).select(
+        columns = list(dict.fromkeys(p.column for p in spec.protected))  # per-value comparisons share one
+        g = _prepare(df.lazy(), df.schema, columns).select(
             [_group(p)[2] for p in spec.protected]).collect()
         for u in units:
             cols = [g[group_column(a)] for a in u]
