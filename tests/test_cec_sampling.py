@@ -110,3 +110,15 @@ def test_match_on_queried_positions_searches_the_whole_pool():
 def test_sample_must_be_positive():
     with pytest.raises(ValueError, match="sample"):
         CECParams(sample=0)
+
+
+def test_the_state_holds_only_the_sampled_factuals_and_their_counterparts():
+    """What the workers receive grows with the sample, not with the dataset."""
+    table = world(n=800, seed=17)
+    data = AuditData(spec_for(NAMES), table, {}, mlp())
+    state = CECEngine().prepare(data, CECParams(sample=40))
+    pairs = pl.from_arrow(run(table, sample=40)["cec_pairs"])
+    involved = set(pairs["record_id"]) | set(pairs["counterpart_id"].drop_nulls())
+    assert sorted(involved) == state.ids.tolist() and len(state.inputs) == len(involved) < 80
+    full = CECEngine().prepare(data, CECParams())
+    assert len(full.ids) == 800

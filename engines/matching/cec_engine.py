@@ -41,9 +41,9 @@ class Unit:
 
 @dataclass
 class State:
-    ids: np.ndarray          # canonical order (sorted ids)
-    inputs: np.ndarray       # model inputs, canonical order
-    decision: np.ndarray     # the model's ŷ per record
+    ids: np.ndarray          # the factuals and counterparts, canonical order (sorted ids)
+    inputs: np.ndarray       # their model inputs
+    decision: np.ndarray     # the model's ŷ per such record
     units: list[Unit]
     names: list[str]         # model input names
     partition_by: str
@@ -62,6 +62,24 @@ def _stratum(data, params: CECParams) -> tuple[np.ndarray, str]:
     if data.decision is None:
         raise ValueError("CEC stratifies on the label or the decision; the spec has neither")
     return data.decision, "decision"
+
+
+def _involved(units: list[Unit], n: int) -> np.ndarray:
+    """The records some piece reads (factuals and their counterparts), in canonical order; the
+    units' positions are renumbered into them, so the state shipped to the workers holds those
+    records only (a sample's, not the whole dataset's)."""
+    used = np.zeros(n, bool)
+    for unit in units:
+        used[unit.matches.factual] = True
+        used[unit.matches.counterpart[unit.matches.counterpart >= 0]] = True
+    keep = np.flatnonzero(used)
+    position = np.full(n, -1, np.int64)
+    position[keep] = np.arange(len(keep))
+    for unit in units:
+        m = unit.matches
+        m.factual = position[m.factual]
+        m.counterpart = np.where(m.counterpart >= 0, position[np.maximum(m.counterpart, 0)], -1)
+    return keep
 
 
 class CECEngine:
@@ -102,7 +120,6 @@ class CECEngine:
                              f"values (e.g. record {np.asarray(data.ids)[order][missing][0]!r})")
         Z = standardise(merit_values)
         stratum = np.asarray(stratum)[order].astype(np.int8)
-        decision = np.asarray(data.model.decide(inputs)).astype(np.int8)
 
         units, notes, population = [], {}, {}
         groups = [[p.name] for p in spec.protected] + [list(g) for g in params.intersections]
@@ -135,7 +152,10 @@ class CECEngine:
                 note.append("no records in either group")
             notes[label] = "; ".join(note)
             units.append(Unit(label, m, base))
-        return State(np.asarray(data.ids)[order].astype(str), inputs, decision, units, names,
+        keep = _involved(units, len(inputs))
+        inputs = inputs[keep]
+        decision = np.asarray(data.model.decide(inputs)).astype(np.int8)
+        return State(np.asarray(data.ids)[order][keep].astype(str), inputs, decision, units, names,
                      partition_by, notes, population, params, data.model)
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
