@@ -16,7 +16,7 @@ import time
 import traceback
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -145,6 +145,29 @@ class Progress:
             self.last = now
 
 
+BROADCAST_LIMIT = 512 * 2 ** 20
+
+
+def state_bytes(obj: Any, depth: int = 0) -> int:
+    """The array bytes an engine's state holds (numpy and Arrow, through dataclasses, lists,
+    tuples and dicts): a state above ``BROADCAST_LIMIT`` runs its pieces in the task that
+    prepared it instead of being copied to every worker (CST's state of 10M HMDA rows, several
+    GB, failed Dask's broadcast and doubled the audit's memory)."""
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, (pa.Table, pa.Array, pa.ChunkedArray)):
+        return obj.nbytes
+    if depth > 6:
+        return 0
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return sum(state_bytes(getattr(obj, f.name), depth + 1) for f in fields(obj))
+    if isinstance(obj, (list, tuple)):
+        return sum(state_bytes(v, depth + 1) for v in obj)
+    if isinstance(obj, dict):
+        return sum(state_bytes(v, depth + 1) for v in obj.values())
+    return 0
+
+
 def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
                       counterfactuals: dict[str, pa.Table] | None, client=None, say=None) -> EngineOutcome:
     """Run one engine over a staged dataset version; pieces fan out on ``client`` if given.
@@ -159,7 +182,7 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
     progress = Progress(name, say or (lambda _message: None))
 
     def run_pieces(st, pieces):
-        if client is None or len(pieces) < 2:
+        if client is None or len(pieces) < 2 or state_bytes(st) > BROADCAST_LIMIT:
             parts = []
             for p in pieces:
                 parts.append(engine.run_piece(st, p))

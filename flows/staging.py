@@ -173,13 +173,17 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
         tmp.parent.mkdir(parents=True, exist_ok=True)
         say(f"writing lake partitions to {lake_path}")
         # the lake's row order is not kept (readers sort by _row when they need it): without
-        # it DuckDB writes the partitions in a bounded amount of memory
+        # it DuckDB writes the partitions in a bounded amount of memory; each thread flushes
+        # its partitions every row group (DuckDB's default, 524,288 rows per thread and
+        # partition, ran out of the 1 GB cap at 10M HMDA rows)
         con.execute("SET preserve_insertion_order = false")
+        con.execute("SET partitioned_write_flush_threshold = 122880")
         try:
             con.table(incoming).to_parquet(str(tmp), partition_by=lake_partitions(spec),
                                            write_partition_columns=True)
         finally:
             con.execute("RESET preserve_insertion_order")
+            con.execute("RESET partitioned_write_flush_threshold")
         cats = {k: sorted(v) for k, v in categories.items()}
         target = staged_table(version)
         with wh.transaction():

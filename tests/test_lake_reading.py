@@ -133,3 +133,36 @@ def test_reasons_reads_only_the_unfavourable_decisions(tmp_path):
     assert denied["_row"].to_pylist() == [r for r, d in zip(table["_row"].to_pylist(),
                                                              table["_decision"].to_pylist()) if d == 0]
     _same_results(spec, ref, table, ["reasons"])
+
+
+def test_a_large_engine_state_runs_its_pieces_where_it_was_prepared(tmp_path, monkeypatch):
+    """A state above the broadcast limit is not scattered to the workers (10M HMDA rows: CST's
+    state of several GB failed Dask's broadcast); its pieces run in the preparing task, with the
+    same results. state_bytes counts the arrays through dataclasses and containers."""
+    import numpy as np
+    import pyarrow as pa
+
+    from aequum.engines.matching.cec_matching import Matches
+    from aequum.flows import audit
+
+    m = Matches(np.zeros(10), np.zeros(10, np.int8), np.zeros(10, np.int8), np.zeros(10, np.int64),
+                np.zeros(10), np.zeros(10, bool), [])
+    assert audit.state_bytes({"u": [m, (np.zeros(100), pa.array([1, 2]))], "n": 3}) == 80 + 20 + 80 + 80 + 10 + 800 + 16
+
+    class NoCluster:
+        def scatter(self, *a, **k):
+            raise AssertionError("broadcast")
+
+    spec, ref, table = staged(tmp_path, "loan.yaml", 400, lambda raw: raw.update(
+        engines={"run": ["cst"], "cst": {"k": [5], "chunk_size": 20}}))
+    model = fit_model(spec, SPECS, table, ref.categories)
+    serial = run_engine_pieces("cst", spec, ref.lake_path, ref.categories, model, None)
+    assert serial.pieces > 1
+    monkeypatch.setattr(audit, "BROADCAST_LIMIT", 0)
+    local = run_engine_pieces("cst", spec, ref.lake_path, ref.categories, model, None, NoCluster())
+    assert local.status == "succeeded"
+    for t, v in serial.tables.items():
+        assert local.tables[t].equals(v), t
+    monkeypatch.setattr(audit, "BROADCAST_LIMIT", 2 ** 62)
+    with pytest.raises(AssertionError, match="broadcast"):
+        run_engine_pieces("cst", spec, ref.lake_path, ref.categories, model, None, NoCluster())

@@ -1,10 +1,10 @@
 """The CEC engine: does the model reason alike for matched people of the two groups?
 
 ``prepare`` puts the records in a canonical order (by id, so results do not depend on row
-order), standardises the merit features F on the audited records, matches every record to its
-nearest other-group record of the same stratum (Algorithm 1) per protected attribute and
-intersection, and computes the label-group baselines b_{y,a}. ``pieces`` are chunks of
-factuals; ``run_piece`` integrates gradients for both members of each matched pair against the
+order), standardises the merit features F on the audited records, matches every record (or the
+spec's stratified sample of factuals, drawn in that order) to its nearest other-group record of
+the same stratum among all records (Algorithm 1) per protected attribute and intersection, and
+computes the label-group baselines b_{y,a}. ``pieces`` are chunks of factuals; ``run_piece`` integrates gradients for both members of each matched pair against the
 factual's baseline (Principle 1) and scores them; ``combine`` adds the summaries, the threshold
 sweep and the feature decomposition.
 
@@ -27,6 +27,7 @@ from aequum.engines.matching.cec_matching import Matches, baselines, match, stan
 from aequum.engines.matching.cec_params import CECParams
 from aequum.engines.matching.cec_scores import (FEATURES, PAIRS, REGIME_SHARES, SUMMARY, delta_cec,
                                          feature_sums, features_table, regimes, summaries)
+from aequum.engines.matching.situation_testing import stratified_sample
 
 
 @dataclass
@@ -40,13 +41,14 @@ class Unit:
 
 @dataclass
 class State:
-    ids: np.ndarray          # canonical order (sorted ids)
-    inputs: np.ndarray       # model inputs, canonical order
-    decision: np.ndarray     # the model's ŷ per record
+    ids: np.ndarray          # the factuals and counterparts, canonical order (sorted ids)
+    inputs: np.ndarray       # their model inputs
+    decision: np.ndarray     # the model's ŷ per such record
     units: list[Unit]
     names: list[str]         # model input names
     partition_by: str
     notes: dict[str, str]
+    population: dict[str, dict[str, int]]  # per unit and group ("all", "protected", "reference"): records before sampling
     params: CECParams
     model: object
 
@@ -60,6 +62,24 @@ def _stratum(data, params: CECParams) -> tuple[np.ndarray, str]:
     if data.decision is None:
         raise ValueError("CEC stratifies on the label or the decision; the spec has neither")
     return data.decision, "decision"
+
+
+def _involved(units: list[Unit], n: int) -> np.ndarray:
+    """The records some piece reads (factuals and their counterparts), in canonical order; the
+    units' positions are renumbered into them, so the state shipped to the workers holds those
+    records only (a sample's, not the whole dataset's)."""
+    used = np.zeros(n, bool)
+    for unit in units:
+        used[unit.matches.factual] = True
+        used[unit.matches.counterpart[unit.matches.counterpart >= 0]] = True
+    keep = np.flatnonzero(used)
+    position = np.full(n, -1, np.int64)
+    position[keep] = np.arange(len(keep))
+    for unit in units:
+        m = unit.matches
+        m.factual = position[m.factual]
+        m.counterpart = np.where(m.counterpart >= 0, position[np.maximum(m.counterpart, 0)], -1)
+    return keep
 
 
 class CECEngine:
@@ -100,20 +120,29 @@ class CECEngine:
                              f"values (e.g. record {np.asarray(data.ids)[order][missing][0]!r})")
         Z = standardise(merit_values)
         stratum = np.asarray(stratum)[order].astype(np.int8)
-        decision = np.asarray(data.model.decide(inputs)).astype(np.int8)
 
-        units, notes = [], {}
+        units, notes, population = [], {}, {}
         groups = [[p.name] for p in spec.protected] + [list(g) for g in params.intersections]
         for attrs in groups:
             label = "&".join(attrs)
             prot = np.logical_and.reduce([data.groups[a][order] == 1 for a in attrs])
             ref = np.logical_and.reduce([data.groups[a][order] == 0 for a in attrs])
             group = np.where(prot, 1, np.where(ref, 0, -1)).astype(np.int8)
-            m = match(Z, group, stratum, params.max_distance)
+            unit_rows = np.flatnonzero(group >= 0)
+            factual = unit_rows if params.sample is None else stratified_sample(
+                unit_rows, stratum[unit_rows].astype(np.int64) * 2 + group[unit_rows], params.sample,
+                params.sample_seed)
+            population[label] = {"all": len(unit_rows), "protected": int((group == 1).sum()),
+                                 "reference": int((group == 0).sum())}
+            m = match(Z, group, stratum, params.max_distance, factual)
             b = baselines(inputs, group, stratum)
             base = np.stack([b[(int(s), int(a))] for s, a in zip(m.stratum, m.group)]) \
                 if len(m) else np.empty((0, len(names)))
             note = []
+            if len(factual) < len(unit_rows):
+                note.append(f"a stratified sample of {len(factual)} of {len(unit_rows)} records (strata: group x "
+                            f"{partition_by}; seed {params.sample_seed}), each matched against the whole "
+                            "other-group pool of its stratum")
             if partition_by == "decision":
                 note.append("no label: matched within the model's decision instead of the label")
             for s, a, n in m.empty:
@@ -123,8 +152,11 @@ class CECEngine:
                 note.append("no records in either group")
             notes[label] = "; ".join(note)
             units.append(Unit(label, m, base))
-        return State(np.asarray(data.ids)[order].astype(str), inputs, decision, units, names,
-                     partition_by, notes, params, data.model)
+        keep = _involved(units, len(inputs))
+        inputs = inputs[keep]
+        decision = np.asarray(data.model.decide(inputs)).astype(np.int8)
+        return State(np.asarray(data.ids)[order][keep].astype(str), inputs, decision, units, names,
+                     partition_by, notes, population, params, data.model)
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
         return chunks([len(unit.matches) for unit in state.units], state.params.chunk_size)
@@ -179,7 +211,7 @@ class CECEngine:
         p = state.params
         out["cec_summary"], out["cec_regimes"] = summaries(
             out["cec_pairs"], attributes, p.thresholds(), p.threshold, state.partition_by, p.integration,
-            p.steps if p.integration == "riemann" else None, state.notes)
+            p.steps if p.integration == "riemann" else None, state.notes, state.population)
         feats = []
         for a in attributes:
             sums = sum((part["_feature_sums"][a] for part in parts if a in part.get("_feature_sums", {})),

@@ -44,14 +44,20 @@ def standardise(X: np.ndarray, reference: np.ndarray | None = None) -> np.ndarra
     return (X - mean) / np.where(sd > 0, sd, 1.0)
 
 
-def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: float = 0.0) -> Matches:
+def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: float = 0.0,
+          factual: np.ndarray | None = None) -> Matches:
     """Algorithm 1 on standardised merit features ``Z``.
 
     ``group``: 1 protected, 0 reference, -1 not in the unit (never matched nor a counterpart).
     ``stratum``: the label (or decision) per record. Queries of partition (s, a) search the
     index of (s, 1 − a); ties go to the smaller position (records come in a canonical order).
+    ``factual``: the positions queried (ascending, all in the unit; default every record of the
+    unit) — a sample still searches the whole other-group pool, so its matches are the full run's.
     """
-    factual = np.flatnonzero(group >= 0)
+    if factual is None:
+        factual = np.flatnonzero(group >= 0)
+    queried = np.zeros(len(group), bool)
+    queried[factual] = True
     counterpart = np.full(len(factual), -1, np.int64)
     distance = np.full(len(factual), np.nan)
     empty = []
@@ -59,7 +65,7 @@ def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: f
     pos[factual] = np.arange(len(factual))
     for s in np.unique(stratum[factual]):
         for a in (1, 0):
-            queries = np.flatnonzero((group == a) & (stratum == s))
+            queries = np.flatnonzero(queried & (group == a) & (stratum == s))
             pool = np.flatnonzero((group == 1 - a) & (stratum == s))
             if len(queries) == 0:
                 continue

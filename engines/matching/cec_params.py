@@ -37,6 +37,14 @@ class CECParams(BaseModel):
         "in all vs reference in all; others are not matched).")
     features_top: int = Field(0, ge=0, description="Keep only the top features per group in "
                               "cec_features (0: all model inputs).")
+    sample: int | None = Field(
+        None, gt=0, description="Explain a stratified random sample of this many factual records per "
+        "attribute or intersection (strata: group × the matching stratum, label or decision; "
+        "proportional allocation, largest remainders). Only the queries are sampled: each is matched "
+        "against the whole other-group pool of its stratum, so its pair is the full run's. Reported "
+        "in cec_summary (records: sampled, population: before sampling); null: every record.")
+    sample_seed: int = Field(0, description="Seed of the factual sample (drawn in record-id order, so "
+                             "the sample does not depend on the order of the rows).")
     chunk_size: int = Field(50_000, gt=0, description="Factual records per parallel piece.")
     batch_pairs: int = Field(512, gt=0, description="Pairs per torch batch inside a piece "
                              "(memory: 2 x batch_pairs paths x their segments or steps).")

@@ -45,6 +45,7 @@ SUMMARY = pa.schema([
     ("regime_c", pa.float64()), ("regime_d", pa.float64()),
     ("completeness_max_error", pa.float64()), ("completeness_mean_error", pa.float64()),
     ("integration", pa.string()), ("steps", pa.int32()), ("note", pa.string()),
+    ("population", pa.int64()),
 ])
 
 
@@ -115,10 +116,12 @@ def _group_frames(pairs: pl.DataFrame):
 
 def summaries(pairs: pa.Table, attributes: list[str], thresholds: list[float], threshold: float,
               partition_by: str, integration: str, steps: int | None,
-              notes: dict[str, str]) -> tuple[pa.Table, pa.Table]:
+              notes: dict[str, str], population: dict[str, dict[str, int]] | None = None
+              ) -> tuple[pa.Table, pa.Table]:
     """cec_summary (coverage, match distances, CEC, PFR, regimes at the threshold, completeness
     with the integration method; steps only for riemann) and cec_regimes (shares over the threshold
-    sweep), per attribute or intersection and group."""
+    sweep), per attribute or intersection and group. ``records`` counts the factuals explained,
+    ``population`` the unit's records before sampling (per attribute and group; default: records)."""
     df = pl.from_arrow(pairs)
     summary, sweep = [], []
     for attribute in attributes:
@@ -144,7 +147,8 @@ def summaries(pairs: pa.Table, attributes: list[str], thresholds: list[float], t
                 "threshold": threshold, **{k: (v if n else None) for k, v in shares.items()},
                 "completeness_max_error": float(comp.max()) if n else None,
                 "completeness_mean_error": float(comp.mean()) if n else None,
-                "integration": integration, "steps": steps, "note": notes.get(attribute, "") or None})
+                "integration": integration, "steps": steps, "note": notes.get(attribute, "") or None,
+                "population": (population or {}).get(attribute, {}).get(group, part.height)})
             for t in thresholds:
                 sweep.append({"attribute": attribute, "group": group, "threshold": t, "pairs": n,
                               **regime_shares(same, delta, t)})
