@@ -145,7 +145,7 @@ class Progress:
             self.last = now
 
 
-BROADCAST_LIMIT = 512 * 2 ** 20
+BROADCAST_LIMIT = 2 * 2 ** 30  # CST at 1M HMDA rows: 0.85 GB (broadcast); at 10M several GB
 
 
 def state_bytes(obj: Any, depth: int = 0) -> int:
