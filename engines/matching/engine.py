@@ -175,7 +175,10 @@ class CSTEngine:
     tables = {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE, "cst_summary": SUMMARY, "cst_sampling": SAMPLING}
 
     def columns(self, spec, params) -> list[str]:
-        return record_columns(spec)  # ids, groups, decisions, labels and every feature
+        # ids, groups, decisions, labels and every feature; with a complainant sample, the
+        # recorded protected values too: they are its strata
+        raw = list(dict.fromkeys(p.column for p in spec.protected)) if params.sample is not None else []
+        return record_columns(spec) + raw
 
     def prepare(self, data, params: CSTParams) -> State:
         spec = data.spec
