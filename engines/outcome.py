@@ -261,7 +261,7 @@ class OutcomeEngine:
         if data.decision is None:
             raise ValueError("outcome metrics need decisions (a decision column or a model)")
         names = [p.name for p in data.spec.protected]
-        combos = params.units_of(data.spec)
+        combos = params.combinations(data.spec)
         scored = data.label is not None and data.model is not None
         todo = units(names, combos)
         if 4 * 3 ** len(names) <= MAX_JOINT_CELLS:  # one pass over the records for every unit

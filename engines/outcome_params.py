@@ -39,21 +39,20 @@ class OutcomeParams(BaseModel):
                     raise ValueError(f"each intersection needs two or more distinct attributes, got {group}")
         return v
 
-    def combinations(self, names: list[str], columns: dict[str, str] | None = None,
-                     per_value: set[str] | frozenset = frozenset()) -> list[tuple[str, ...]]:
-        """The intersections to report, as tuples of attribute names in the spec's order. With
-        ``columns`` (attribute -> source column), a combination never joins two comparisons of
-        one column; ``true`` joins the attributes that are not per-value comparisons
-        (``per_value``, from ``protected[].compare``)."""
-        columns = columns or {n: n for n in names}
+    def combinations(self, spec) -> list[tuple[str, ...]]:
+        """The intersections to report, as tuples of the spec's attribute names in its order. A
+        combination never joins two comparisons of one column; ``true`` joins the attributes
+        that are not per-value comparisons (``protected[].compare``)."""
+        names = [p.name for p in spec.protected]
+        column = {p.name: p.column for p in spec.protected}
 
         def distinct(combo) -> bool:
-            return len({columns[a] for a in combo}) == len(combo)
+            return len({column[a] for a in combo}) == len(combo)
 
         if self.intersections is False or len(names) < 2:
             return []
         if self.intersections is True:
-            written = tuple(n for n in names if n not in per_value)
+            written = tuple(p.name for p in spec.protected if p.of is None)
             return [written] if len(written) >= 2 and distinct(written) else []
         if self.intersections == "all_pairs":
             return [c for c in combinations(names, 2) if distinct(c)]
@@ -65,12 +64,6 @@ class OutcomeParams(BaseModel):
             if combo not in out:
                 out.append(combo)
         return out
-
-    def units_of(self, spec) -> list[tuple[str, ...]]:
-        """The spec's intersections to report (:meth:`combinations` over its attributes)."""
-        protected = spec.protected
-        return self.combinations([p.name for p in protected], {p.name: p.column for p in protected},
-                                 {p.name for p in protected if p.of is not None})
 
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""

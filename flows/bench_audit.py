@@ -54,7 +54,7 @@ def grouping_sets_sql(spec, lake_path: str) -> str:
     from aequum.flows.warehouse import quote_ident
 
     names = [p.name for p in spec.protected]
-    sets = [(n,) for n in names] + list(spec.engines.params("outcome").units_of(spec))
+    sets = [(n,) for n in names] + list(spec.engines.params("outcome").combinations(spec))
     cols = {n: quote_ident(group_column(n)) for n in names}
     grouping = ", ".join("(" + ", ".join(cols[n] for n in s) + ")" for s in sets)
     label = (", sum(_label) AS positive, sum(_label * _decision) AS tp" if spec.label is not None else "")
