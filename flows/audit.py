@@ -148,23 +148,26 @@ class Progress:
 BROADCAST_LIMIT = 2 * 2 ** 30  # CST at 1M HMDA rows: 0.85 GB (broadcast); at 10M several GB
 
 
-def state_bytes(obj: Any, depth: int = 0) -> int:
+def state_bytes(obj: Any, depth: int = 0, seen: set[int] | None = None) -> int:
     """The array bytes an engine's state holds (numpy and Arrow, through dataclasses, lists,
-    tuples and dicts): a state above ``BROADCAST_LIMIT`` runs its pieces in the task that
-    prepared it instead of being copied to every worker (CST's state of 10M HMDA rows, several
-    GB, failed Dask's broadcast and doubled the audit's memory)."""
-    if isinstance(obj, np.ndarray):
-        return obj.nbytes
-    if isinstance(obj, (pa.Table, pa.Array, pa.ChunkedArray)):
+    tuples and dicts), each array once however many parts of the state share it: a state above
+    ``BROADCAST_LIMIT`` runs its pieces in the task that prepared it instead of being copied to
+    every worker (CST's state of 10M HMDA rows, several GB, failed Dask's broadcast and doubled
+    the audit's memory)."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, (np.ndarray, pa.Table, pa.Array, pa.ChunkedArray)):
+        if id(obj) in seen:
+            return 0
+        seen.add(id(obj))
         return obj.nbytes
     if depth > 6:
         return 0
     if is_dataclass(obj) and not isinstance(obj, type):
-        return sum(state_bytes(getattr(obj, f.name), depth + 1) for f in fields(obj))
+        return sum(state_bytes(getattr(obj, f.name), depth + 1, seen) for f in fields(obj))
     if isinstance(obj, (list, tuple)):
-        return sum(state_bytes(v, depth + 1) for v in obj)
+        return sum(state_bytes(v, depth + 1, seen) for v in obj)
     if isinstance(obj, dict):
-        return sum(state_bytes(v, depth + 1) for v in obj.values())
+        return sum(state_bytes(v, depth + 1, seen) for v in obj.values())
     return 0
 
 

@@ -42,23 +42,24 @@ def naive_table_1(data, params) -> dict[tuple[str, int], int]:
     test = state.tests[0]
     F, C = test.factual.metric, test.counterfactual.metric
     prot, ref = np.flatnonzero(test.protected), np.flatnonzero(test.reference)
+    # the state holds the complainants' counterfactuals only: row i of C is complainants[i]'s
     neg, neg_cf = (state.decision == 0).astype(float), (test.decision_cf == 0).astype(float)
     counts: dict[tuple[str, int], int] = {}
-    for c in test.complainants:
+    for i, c in enumerate(test.complainants):
         dc = np.abs(F[prot] - F[c]).sum(1) / F.shape[1]
         dc[prot == c] = np.inf
         ctrl = prot[np.lexsort((prot, dc))]
         ds = np.abs(F[ref] - F[c]).sum(1) / F.shape[1]
         st = ref[np.lexsort((ref, ds))]
-        dt = np.abs(F[ref] - C[c]).sum(1) / F.shape[1]
+        dt = np.abs(F[ref] - C[i]).sum(1) / F.shape[1]
         tst = ref[np.lexsort((ref, dt))]
         for k in params.k:
             pc, pt_st, pt = neg[ctrl[:k]].mean(), neg[st[:k]].mean(), neg[tst[:k]].mean()
             pc_c = (neg[ctrl[:k]].sum() + neg[c]) / (k + 1)
-            pt_c = (neg[tst[:k]].sum() + neg_cf[c]) / (k + 1)
+            pt_c = (neg[tst[:k]].sum() + neg_cf[i]) / (k + 1)
             for method, dp in (("ST", pc - pt_st), ("CST_wo_centres", pc - pt), ("CST", pc_c - pt_c)):
                 counts[(method, k)] = counts.get((method, k), 0) + int(dp > params.tau)
-        counts[("CF", 0)] = counts.get(("CF", 0), 0) + int(neg[c] - neg_cf[c] > params.tau)
+        counts[("CF", 0)] = counts.get(("CF", 0), 0) + int(neg[c] - neg_cf[i] > params.tau)
     return counts
 
 

@@ -342,6 +342,34 @@ def test_sampled_complainants_are_reported_and_independent_of_row_order():
     assert a.equals(b)
 
 
+def test_normalising_some_rows_maps_them_as_the_whole_set_does():
+    from aequum.engines.matching.situation_testing import normalise
+
+    rng = np.random.default_rng(7)
+    values = np.column_stack([rng.normal(size=500), np.round(rng.uniform(0, 4, 500), 1),
+                              rng.integers(0, 5, 500), rng.integers(0, 3, 500)]).astype(float)
+    kinds, levels = ["numeric", "numeric", "ordinal", "categorical"], [None, None, 5, None]
+    rows = np.sort(rng.choice(500, 60, replace=False))
+    for method in ("zscore", "range"):
+        whole = normalise(values, kinds, levels, method, stats=values[::-1] * 1.5)
+        some = normalise(values, kinds, levels, method, stats=values[::-1] * 1.5, rows=rows)
+        part = whole.take(rows)
+        assert np.array_equal(some.metric, part.metric) and np.array_equal(some.nominal, part.nominal)
+        assert np.array_equal(some.codes, part.codes)
+        assert np.array_equal(some.steps, whole.steps, equal_nan=True)  # the lattice of every row
+    # one-decimal grades: the subset alone might look integral, the lattice stays the whole set's
+    grades = np.column_stack([np.r_[np.arange(50.0), 0.5]])
+    assert normalise(grades, ["numeric"], [None], "range", rows=np.arange(50)).steps[0] == pytest.approx(0.1 / 49)
+
+
+def test_the_state_keeps_the_complainants_counterfactuals_only():
+    data = world("affected", n=400)
+    params = data.spec.engines.cst.model_copy(update={"sample": 40, "sample_seed": 3})
+    for test in CSTEngine().prepare(data, params).tests:
+        assert len(test.counterfactual) == len(test.complainants) == len(test.decision_cf) == 40
+        assert len(test.factual) == 400
+
+
 @pytest.mark.parametrize("cid, pn, probable", [("55", 1.0, True), ("150", 0.06, False), ("203", 0.12, False)])
 def test_probability_of_necessity_on_table_2(loan_out, cid, pn, probable):
     """PN = 1 − p_t / p_c (Tian & Pearl 2000): complainant 55 (p_c 0.81, p_t 0) would surely

@@ -149,6 +149,8 @@ def test_a_large_engine_state_runs_its_pieces_where_it_was_prepared(tmp_path, mo
     m = Matches(np.zeros(10), np.zeros(10, np.int8), np.zeros(10, np.int8), np.zeros(10, np.int64),
                 np.zeros(10), np.zeros(10, bool), [])
     assert audit.state_bytes({"u": [m, (np.zeros(100), pa.array([1, 2]))], "n": 3}) == 80 + 20 + 80 + 80 + 10 + 800 + 16
+    shared = np.zeros(1000)  # CST's tests share one factual point set: counted once
+    assert audit.state_bytes([shared, {"a": shared, "b": [shared, np.zeros(10)]}]) == 8000 + 80
 
     class NoCluster:
         def scatter(self, *a, **k):

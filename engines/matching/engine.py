@@ -31,11 +31,11 @@ class Test:
     """One protected attribute (or intersection) ready for situation testing."""
 
     attribute: str
-    factual: object          # Points
-    counterfactual: object   # Points
+    factual: object          # Points of every record
+    counterfactual: object   # Points of the complainants' counterfactuals, row i for complainants[i]
     protected: np.ndarray
     reference: np.ndarray
-    decision_cf: np.ndarray
+    decision_cf: np.ndarray  # ŷ^CF of the complainants, entry i for complainants[i]
     complainants: np.ndarray
     sampling: pa.Table  # per stratum: population and sampled complainants
 
@@ -144,26 +144,26 @@ def _counterfactual_values(data, label: str, attributes: list[str], names: list[
     return np.column_stack([out[f] if f in out else data.column_values(f) for f in names])
 
 
-def _model_inputs(data, names: list[str], M: np.ndarray, intervened: list[str]) -> np.ndarray:
-    """The model's input matrix: declared features from ``M`` (columns ``names``), protected
-    attributes as group indicators, set to the reference value 0 for ``intervened`` ones."""
+def _model_inputs(data, names: list[str], M: np.ndarray, intervened: list[str], rows: np.ndarray) -> np.ndarray:
+    """The model's input matrix for ``rows``: declared features from ``M`` (columns ``names``,
+    one row per entry of ``rows``), protected attributes as group indicators, set to the
+    reference value 0 for ``intervened`` ones."""
     return np.column_stack([M[:, names.index(f)] if f in names
-                            else np.zeros(len(M)) if f in intervened else data.column_values(f)
+                            else np.zeros(len(M)) if f in intervened else data.column_values(f)[rows]
                             for f in data.model.feature_names])
 
 
 def _counterfactual_decision(data, names: list[str], X: np.ndarray, Xcf: np.ndarray,
-                             attributes: list[str], prot: np.ndarray) -> np.ndarray:
-    """ŷ^CF: the recorded decision, changed only where the model's decision changes between
-    the factual and the counterfactual record — do(A := reference) moves the features the SCM
-    says A causes and, when the model reads A itself, A's input. With the production model
-    (which made the recorded decisions) this is simply b(x^CF); with a surrogate of imperfect
-    fidelity it keeps the surrogate's own disagreements with the recorded decisions from posing
-    as effects of A."""
-    factual = data.model.decide(_model_inputs(data, names, X, [])).astype(np.int8)
-    counterfactual = data.model.decide(_model_inputs(data, names, Xcf, attributes)).astype(np.int8)
-    moved = prot & (factual != counterfactual)
-    return np.where(moved, counterfactual, data.decision).astype(np.int8)
+                             attributes: list[str], rows: np.ndarray) -> np.ndarray:
+    """ŷ^CF of the protected ``rows`` (X, Xcf: their factual and counterfactual features): the
+    recorded decision, changed only where the model's decision changes between the factual and
+    the counterfactual record — do(A := reference) moves the features the SCM says A causes
+    and, when the model reads A itself, A's input. With the production model (which made the
+    recorded decisions) this is simply b(x^CF); with a surrogate of imperfect fidelity it keeps
+    the surrogate's own disagreements with the recorded decisions from posing as effects of A."""
+    factual = data.model.decide(_model_inputs(data, names, X, [], rows)).astype(np.int8)
+    counterfactual = data.model.decide(_model_inputs(data, names, Xcf, attributes, rows)).astype(np.int8)
+    return np.where(factual != counterfactual, counterfactual, data.decision[rows]).astype(np.int8)
 
 
 class CSTEngine:
@@ -222,20 +222,23 @@ class CSTEngine:
             if ref.sum() < kmax:
                 raise ValueError(f"reference group of {label!r} has {int(ref.sum())} members; CST with "
                                  f"k={kmax} needs at least {kmax}")
+            comp = np.flatnonzero(prot & ((data.decision == 0) if params.complainants == "negative" else True))
+            comp, sampling = _sample(data, label, attrs, comp, params)
             moved = spec.intervened(attrs)  # do(race=Asian := White) also sets the pooled race
             Xcf = _counterfactual_values(data, label, moved, names, scm, values, supplied.get(label),
                                          params.mediators)
             Xcf = np.where(prot[:, None], Xcf, X)  # only complainants move; others are as observed
             stats = Xcf if params.counterfactual_normalization == "own" else X
-            cf_points = normalise(Xcf[:, :nf], kinds, levels, params.normalization, stats=stats[:, :nf])
+            # the state keeps the counterfactual centres of the complainants only: the search
+            # never reads another record's counterfactual (10M records × 8 tests: ~5 GB)
+            cf_points = normalise(Xcf[:, :nf], kinds, levels, params.normalization, stats=stats[:, :nf], rows=comp)
             fact_points = factual
             others = [data.groups[a] for a in params.protected_in_distance if a not in moved]
             if others:  # other protected attributes as nominal attributes (their group, as observed)
                 fact_points = factual.with_nominal(np.column_stack(others))
-                cf_points = cf_points.with_nominal(np.column_stack(others))
-            decision_cf = _counterfactual_decision(data, names, X, Xcf, moved, prot)
-            comp = np.flatnonzero(prot & ((data.decision == 0) if params.complainants == "negative" else True))
-            comp, sampling = _sample(data, label, attrs, comp, params)
+                cf_points = cf_points.with_nominal(np.column_stack(others)[comp])
+            decision_cf = _counterfactual_decision(data, names, X[comp], Xcf[comp], moved, comp)
+            del Xcf, stats
             tests.append(Test(label, fact_points, cf_points, prot, ref, decision_cf, comp, sampling))
         targets = {eq.target for eq in spec.scm.equations} if spec.scm is not None and spec.scm.equations else None
         return State(np.asarray(data.ids), data.decision, tests, params, params.effect(targets))
@@ -248,8 +251,9 @@ class CSTEngine:
         test = state.tests[t]
         p = state.params
         comp = test.complainants[s:e]
-        hood = search(test.factual, test.counterfactual, test.protected, test.reference, comp, max(p.k))
-        table = claims(state.ids, test.attribute, comp, hood, state.decision, test.decision_cf,
+        hood = search(test.factual, test.counterfactual.take(np.arange(s, e)), test.protected, test.reference,
+                      comp, max(p.k))
+        table = claims(state.ids, test.attribute, comp, hood, state.decision, test.decision_cf[s:e],
                        p.k, p.alpha, p.tau, p.max_distance)
         depth = evidence_depth(table, len(comp), max(p.k), p.evidence)
         return {"cst_claims": table,

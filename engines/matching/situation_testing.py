@@ -63,21 +63,23 @@ CF_NOTE = ("CF compares each complainant with its own counterfactual, one decisi
 
 
 def normalise(values: np.ndarray, kinds: list[str], levels: list[int | None], method: str,
-              stats: np.ndarray | None = None) -> Points:
+              stats: np.ndarray | None = None, rows: np.ndarray | None = None) -> Points:
     """Map raw attribute values to the mixed space of the Thanh et al. distance (Eq. 6).
 
     numeric: z-score or range scaling with the statistics of ``stats`` (default ``values``);
     ordinal: rank / (levels − 1); categorical: kept as nominal codes. Columns whose raw values
     lie on a decimal grid (integers, one-decimal grades, ranks) also get their lattice (integer
     codes and the normalised step), so that equal differences give equal distances
-    (:mod:`engines.core.knn`, "Ties").
+    (:mod:`engines.core.knn`, "Ties"). With ``rows``, the points of those rows only, mapped
+    exactly as in the whole set (statistics and lattice of every row of ``values``).
     """
     stats = values if stats is None else stats
+    rows = np.arange(len(values)) if rows is None else np.asarray(rows)
     metric_cols, nominal_cols, code_cols, steps = [], [], [], []
     for j, kind in enumerate(kinds):
         v = values[:, j]
         if kind == "categorical":
-            nominal_cols.append(v)
+            nominal_cols.append(v[rows])
             continue
         if kind == "ordinal":
             scale, centre = float(max(levels[j] - 1, 1)), 0.0
@@ -91,11 +93,11 @@ def normalise(values: np.ndarray, kinds: list[str], levels: list[int | None], me
                 scale = s.max() - s.min() if len(s) else 0.0
                 centre = s.min() if len(s) else 0.0
             scale = scale if scale > 0 else 1.0
-        metric_cols.append((v - centre) / scale)
+        metric_cols.append((v[rows] - centre) / scale)
         lattice = decimal_lattice(v)
-        code_cols.append(lattice[0] if lattice else np.zeros(len(v), np.int64))
+        code_cols.append(lattice[0][rows] if lattice else np.zeros(len(rows), np.int64))
         steps.append(lattice[1] / scale if lattice else np.nan)
-    n = len(values)
+    n = len(rows)
     metric = np.column_stack(metric_cols) if metric_cols else np.empty((n, 0))
     nominal = np.column_stack(nominal_cols).astype(np.int64) if nominal_cols else np.empty((n, 0), np.int64)
     codes = np.column_stack(code_cols) if code_cols else np.empty((n, 0), np.int64)
@@ -117,7 +119,10 @@ class Neighbourhoods:
 def search(factual: Points, counterfactual: Points, protected: np.ndarray, reference: np.ndarray,
            complainants: np.ndarray, k: int) -> Neighbourhoods:
     """The k nearest control members (protected, excluding c) and test members (reference)
-    around the factual and the counterfactual centres of each complainant."""
+    around the factual and the counterfactual centres of each complainant: ``factual`` holds
+    every record, ``counterfactual`` the complainants' counterfactuals (row i: complainants[i])."""
+    if len(counterfactual) != len(complainants):
+        raise ValueError(f"{len(counterfactual)} counterfactual centres for {len(complainants)} complainants")
     prot = np.flatnonzero(protected)
     ref = np.flatnonzero(reference)
     pos = np.full(len(protected), -1, np.int64)
@@ -126,7 +131,7 @@ def search(factual: Points, counterfactual: Points, protected: np.ndarray, refer
         raise ValueError("every complainant must belong to the protected group")
     ci, cd = knn(factual.take(prot), factual.take(complainants), k, exclude=pos[complainants])
     fi, fd = knn(factual.take(ref), factual.take(complainants), k)
-    ti, td = knn(factual.take(ref), counterfactual.take(complainants), k)
+    ti, td = knn(factual.take(ref), counterfactual, k)
     return Neighbourhoods(prot[ci], cd, ref[fi], fd, ref[ti], td)
 
 
@@ -148,11 +153,11 @@ def claims(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neig
            decision: np.ndarray, decision_cf: np.ndarray, ks: list[int], alpha: float, tau: float,
            max_distance: float | None) -> pa.Table:
     """One row per complainant × method × k (and one CF row, k = 0), in blocks of one row per
-    complainant in the order of ``complainants``."""
+    complainant in the order of ``complainants``; ``decision`` of every record, ``decision_cf``
+    of the complainants (entry i: complainants[i])."""
     neg = (decision == 0).astype(np.float64)
-    neg_cf = (decision_cf == 0).astype(np.float64)
     z_one, z_two = NormalDist().inv_cdf(1 - alpha), NormalDist().inv_cdf(1 - alpha / 2)
-    c_neg, c_neg_cf = neg[complainants], neg_cf[complainants]
+    c_neg, c_neg_cf = neg[complainants], (np.asarray(decision_cf) == 0).astype(np.float64)
     cols: dict[str, list] = {f.name: [] for f in CLAIMS}
     m = len(complainants)
     rid = ids[complainants].astype(str)
@@ -202,7 +207,7 @@ def claims(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neig
     reps = len(ks) * 3 + 1
     cols["protected_attribute"] = [np.full(m * reps, attribute)]
     cols["decision"] = [np.tile(decision[complainants].astype(np.int8), reps)]
-    cols["decision_counterfactual"] = [np.tile(decision_cf[complainants].astype(np.int8), reps)]
+    cols["decision_counterfactual"] = [np.tile(np.asarray(decision_cf).astype(np.int8), reps)]
     arrays = {}
     for f in CLAIMS:
         v = np.concatenate(cols[f.name])
