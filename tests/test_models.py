@@ -108,11 +108,35 @@ def test_surrogate_keeps_a_rare_class_and_the_recorded_rate():
     X = rng.normal(size=(20_000, 3))
     risk = X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.normal(size=len(X))
     y = (risk < np.quantile(risk, 0.93)).astype(int)
-    m = fit_surrogate(X, y, ["a", "b", "c"], hidden=(16, 8), epochs=20, seed=0)
+    m = fit_surrogate(X, y, ["a", "b", "c"], hidden=(16, 8), epochs=20, seed=0, operating_point="matched_rate")
     assert m.fidelity["holdout_balanced_accuracy"] > 0.85
     assert abs(m.fidelity["train_positive_rate"] - y.mean()) < 0.005
     assert 0.9 < m.fidelity["holdout_auc"] <= 1.0
     assert m.decide(X).min() == 0  # denials are predicted
+
+
+def test_balanced_operating_point_is_the_best_threshold_by_brute_force():
+    """Noisy decisions (the lender's are not a function of the inputs we see): the balanced
+    threshold's balanced accuracy on the training rows equals the best over every threshold,
+    exceeds the rate-matched one's, and holds on held-out rows."""
+    from aequum.engines.core.models import balanced_threshold, decision_quality
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(20_000, 3))
+    risk = X[:, 0] + 0.5 * X[:, 1] + 1.2 * rng.normal(size=len(X))  # much unseen noise
+    y = (risk < np.quantile(risk, 0.93)).astype(int)
+    bal = fit_surrogate(X, y, ["a", "b", "c"], hidden=(16, 8), epochs=20, seed=0)
+    rate = fit_surrogate(X, y, ["a", "b", "c"], hidden=(16, 8), epochs=20, seed=0, operating_point="matched_rate")
+    assert bal.fidelity["holdout_balanced_accuracy"] > rate.fidelity["holdout_balanced_accuracy"] + 0.05
+    assert bal.fidelity["holdout_auc"] == pytest.approx(rate.fidelity["holdout_auc"], abs=1e-12)  # same scores
+    score = rng.normal(size=300).round(1)  # ties
+    target = (score + rng.normal(size=300) > 0.8).astype(int)
+    best = max(decision_quality(target, score, t)["balanced_accuracy"] for t in np.r_[score, score.min() - 1])
+    assert decision_quality(target, score, balanced_threshold(target, score))["balanced_accuracy"] == pytest.approx(best, abs=1e-15)
+    flipped = balanced_threshold(target[::-1], score[::-1])  # row order does not matter
+    assert flipped == balanced_threshold(target, score)
+    with pytest.raises(ModelError, match="both classes"):
+        balanced_threshold(np.ones(5), score[:5])
 
 
 def test_decision_quality_against_hand_counts():

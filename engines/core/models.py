@@ -207,15 +207,20 @@ class TorchMLP:
 
 def fit_surrogate(X: np.ndarray, y: np.ndarray, feature_names, hidden=(64, 32), epochs: int = 200,
                   seed: int = 0, lr: float = 1e-2, holdout: float = 0.2, batch_size: int = 4096,
-                  max_steps: int = 3000) -> TorchMLP:
+                  max_steps: int = 3000, operating_point: str = "balanced") -> TorchMLP:
     """Fit a ReLU MLP to recorded decisions (or labels): a surrogate of the lender's model.
 
     * Minibatch Adam on class-balanced BCE (each class weighs half), ``epochs`` passes over the
       training rows but at most ``max_steps`` steps, so a million rows fit in seconds and a
       rare class (denials are 7% of HMDA decisions) is not simply predicted away.
-    * The balanced loss moves the boundary; the decision threshold is then set so that the
-      surrogate approves the same share of training rows as the targets do, and folded into
-      the output bias (``score > 0`` stays the decision rule every engine uses).
+    * The decision threshold is then chosen on the training rows and folded into the output
+      bias (``score > 0`` stays the decision rule every engine uses): ``operating_point``
+      ``balanced``, the threshold of highest balanced accuracy (Youden's J = TPR − FPR, the
+      Bayes rule for classes weighed equally) — the boundary between the applications the
+      lender mostly approves and those it mostly denies, which is where an intervention's
+      effect on the decision shows; ``matched_rate``, the threshold at which the surrogate
+      approves the same share of rows as the targets (for a surrogate that makes the
+      decisions, ``use_for_decisions``: its decisions then keep the recorded approval rate).
     * ``fidelity`` reports, on a held-out ``holdout`` share (and on the training rows):
       accuracy, balanced accuracy, AUC of the score and both positive rates.
 
@@ -270,7 +275,12 @@ def fit_surrogate(X: np.ndarray, y: np.ndarray, feature_names, hidden=(64, 32), 
                 opt.step()
                 step += 1
         model.net.eval()
-        _match_positive_rate(model, model.score(X[train]), positive_share)
+        if operating_point == "matched_rate":
+            _shift_threshold(model, float(np.quantile(model.score(X[train]), 1.0 - positive_share, method="lower")))
+        elif operating_point == "balanced":
+            _shift_threshold(model, balanced_threshold(y_train, model.score(X[train])))
+        else:
+            raise ModelError(f"surrogate: operating_point must be balanced or matched_rate, not {operating_point!r}")
     finally:
         torch.set_num_threads(threads)
     model.fidelity = {f"train_{k}": v for k, v in decision_quality(y_train, model.score(X[train])).items()}
@@ -283,10 +293,27 @@ def fit_surrogate(X: np.ndarray, y: np.ndarray, feature_names, hidden=(64, 32), 
     return model
 
 
-def _match_positive_rate(model: TorchMLP, scores: np.ndarray, positive_share: float) -> None:
-    """Shift the output bias so that ``score > 0`` holds for the targets' share of rows."""
+def balanced_threshold(target: np.ndarray, score: np.ndarray) -> float:
+    """The threshold t of highest balanced accuracy of the decisions ``score > t`` (Youden's
+    J = TPR − FPR; among equal ones the lowest t), t one of the scores or below them all."""
+    target = np.asarray(target).astype(bool)
+    pos, neg = int(target.sum()), int((~target).sum())
+    if not pos or not neg:
+        raise ModelError("a balanced threshold needs both classes among the training rows")
+    order = np.argsort(score, kind="stable")
+    s, t = np.asarray(score, np.float64)[order], target[order]
+    last = np.r_[s[1:] != s[:-1], True]  # the last row of each distinct score
+    # decisions score > s_i: positives above s_i over pos, negatives at or below over neg
+    tpr = (pos - np.cumsum(t)[last]) / pos
+    tnr = np.cumsum(~t)[last] / neg
+    cuts = np.r_[s[0] - 1.0, s[last]]
+    j = np.r_[0.0, tpr + tnr - 1.0]
+    return float(cuts[int(np.argmax(j))])
+
+
+def _shift_threshold(model: TorchMLP, cut: float) -> None:
+    """Shift the output bias so that ``score > 0`` holds where the score was above ``cut``."""
     import torch
-    cut = float(np.quantile(scores, 1.0 - positive_share, method="lower"))
     last = [m for m in model.net if isinstance(m, torch.nn.Linear)][-1]
     with torch.no_grad():
         last.bias -= cut
@@ -345,8 +372,9 @@ def build_model(spec: Any, X_train: np.ndarray | None = None, y_train: np.ndarra
     if spec.kind == "surrogate":
         if X_train is None or y_train is None:
             raise ModelError("a surrogate model needs training rows and targets")
+        point = spec.operating_point or ("matched_rate" if spec.use_for_decisions else "balanced")
         return fit_surrogate(X_train, y_train, spec.features, spec.hidden, spec.epochs, spec.seed,
-                             batch_size=spec.batch_size, max_steps=spec.max_steps)
+                             batch_size=spec.batch_size, max_steps=spec.max_steps, operating_point=point)
     raise ModelError(f"unknown model kind {spec.kind!r}")
 
 

@@ -362,6 +362,12 @@ class ModelSpec(_Model):
     min_balanced_accuracy: float = Field(
         0.6, ge=0, le=1, description="surrogate: below this balanced accuracy on held-out rows the "
         "model cannot stand in for the lender's; the engines that need a model stop with a message.")
+    operating_point: Literal["balanced", "matched_rate"] | None = Field(
+        None, description="surrogate: where its decision threshold sits. balanced: highest balanced "
+        "accuracy against the targets (the default; denials are rare, and the boundary that separates "
+        "them best is where a counterfactual's change of decision means something); matched_rate: "
+        "approves the targets' share of rows (the default with use_for_decisions, so the decisions keep "
+        "the recorded approval rate).")
     seed: int = 0
     use_for_decisions: bool = Field(
         False, description="Take ŷ from the model rather than the decision column.")
@@ -376,6 +382,9 @@ class ModelSpec(_Model):
                 raise ValueError(f"model.coefficients name(s) {sorted(unknown)} not in model.features")
         if self.kind == "mlp" and self.path is None:
             raise ValueError("model.kind 'mlp' needs `path`")
+        if self.kind != "surrogate" and self.operating_point is not None:
+            raise ValueError(f"model.operating_point is the threshold a surrogate is fitted to; a model of "
+                             f"kind {self.kind!r} decides by its own")
         for name in ("input_mean", "input_scale"):
             v = getattr(self, name)
             if v is not None and len(v) != len(self.features):

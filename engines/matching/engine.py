@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aequum.engines.core.data import AuditData, record_columns
+from aequum.engines.core.data import ID, AuditData, record_columns
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.matching.params import CSTParams
 from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
@@ -42,20 +42,21 @@ class Test:
 
 @dataclass
 class State:
-    ids: np.ndarray
+    ids: pa.Array  # record ids (str), in record order
     decision: np.ndarray
     tests: list[Test]
     params: CSTParams
     effect: str  # what CF and CST measure (cst_summary.effect)
 
 
-def record_order(ids: np.ndarray) -> np.ndarray:
+def record_order(ids: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The permutation putting records in record order: by id, as integers when every id is one
     (e.g. source row numbers) and as text otherwise. Ids travel with their records, so the
     order, and with it every tie between equally distant neighbours (:mod:`engines.core.knn`),
     does not depend on the order of the rows. (Without an id column the id is the source row
     number: a file written in another order then holds other records' ids.)"""
-    text = pa.array(np.asarray(ids, dtype=object), pa.string())
+    text = (ids.cast(pa.string()) if isinstance(ids, (pa.Array, pa.ChunkedArray))
+            else pa.array(np.asarray(ids, dtype=object), pa.string()))
     try:
         numbers = pc.cast(text, pa.int64()).to_numpy(zero_copy_only=False)
         if len(np.unique(numbers)) == len(numbers):
@@ -66,7 +67,7 @@ def record_order(ids: np.ndarray) -> np.ndarray:
 
 
 def _in_record_order(data: AuditData) -> AuditData:
-    order = record_order(data.ids)
+    order = record_order(data.column(ID))
     if np.array_equal(order, np.arange(len(order))):
         return data
     cf = data.counterfactuals
@@ -126,22 +127,24 @@ def _fit_scm(data) -> tuple[LinearSCM, dict[str, np.ndarray]]:
 
 def _counterfactual_values(data, label: str, attributes: list[str], names: list[str],
                            scm: LinearSCM | None, values: dict[str, np.ndarray],
-                           table: pa.Table | None, mediators: list[str]) -> np.ndarray:
-    """Raw feature matrix (columns ``names``) of the world do(attributes := reference), with
-    the ``mediators`` held at their factual values (path-specific; a supplied table's
-    mediator columns are replaced by the factual ones)."""
+                           table: pa.Table | None, mediators: list[str], rows: np.ndarray) -> np.ndarray:
+    """Raw feature matrix (columns ``names``) of ``rows`` in the world do(attributes :=
+    reference), with the ``mediators`` held at their factual values (path-specific; a
+    supplied table's mediator columns are replaced by the factual ones). Abduction, action and
+    prediction act record by record, so the rows' counterfactuals are those of the whole set."""
     if table is not None:
         missing = [f for f in names if f not in table.column_names]
         if missing:
             raise ValueError(f"the counterfactual table for {label!r} lacks feature column(s) {missing} "
                              "(map them with scm.counterfactuals.columns)")
-        M = data.feature_values(names, table=table)
+        M = data.feature_values(names, table=table)[rows]
         for f in mediators:
             if f in names:
-                M[:, names.index(f)] = data.column_values(f)
+                M[:, names.index(f)] = data.column_values(f)[rows]
         return M
-    out = scm.counterfactual(values, {a: 0.0 for a in attributes}, hold=mediators)
-    return np.column_stack([out[f] if f in out else data.column_values(f) for f in names])
+    out = scm.counterfactual({k: v[rows] for k, v in values.items()}, {a: 0.0 for a in attributes},
+                             hold=mediators)
+    return np.column_stack([out[f] if f in out else data.column_values(f)[rows] for f in names])
 
 
 def _model_inputs(data, names: list[str], M: np.ndarray, intervened: list[str], rows: np.ndarray) -> np.ndarray:
@@ -225,23 +228,28 @@ class CSTEngine:
             comp = np.flatnonzero(prot & ((data.decision == 0) if params.complainants == "negative" else True))
             comp, sampling = _sample(data, label, attrs, comp, params)
             moved = spec.intervened(attrs)  # do(race=Asian := White) also sets the pooled race
-            Xcf = _counterfactual_values(data, label, moved, names, scm, values, supplied.get(label),
-                                         params.mediators)
-            Xcf = np.where(prot[:, None], Xcf, X)  # only complainants move; others are as observed
-            stats = Xcf if params.counterfactual_normalization == "own" else X
+            members = np.flatnonzero(prot)  # only the protected move; others are as observed
+            cf = _counterfactual_values(data, label, moved, names, scm, values, supplied.get(label),
+                                        params.mediators, members)
+            Xcf = X[:, :nf].copy()
+            Xcf[members] = cf[:, :nf]
+            stats = Xcf if params.counterfactual_normalization == "own" else X[:, :nf]
             # the state keeps the counterfactual centres of the complainants only: the search
             # never reads another record's counterfactual (10M records × 8 tests: ~5 GB)
-            cf_points = normalise(Xcf[:, :nf], kinds, levels, params.normalization, stats=stats[:, :nf], rows=comp)
+            cf_points = normalise(Xcf, kinds, levels, params.normalization, stats=stats, rows=comp)
+            del Xcf, stats
             fact_points = factual
             others = [data.groups[a] for a in params.protected_in_distance if a not in moved]
             if others:  # other protected attributes as nominal attributes (their group, as observed)
                 fact_points = factual.with_nominal(np.column_stack(others))
                 cf_points = cf_points.with_nominal(np.column_stack(others)[comp])
-            decision_cf = _counterfactual_decision(data, names, X[comp], Xcf[comp], moved, comp)
-            del Xcf, stats
+            decision_cf = _counterfactual_decision(data, names, X[comp], cf[np.searchsorted(members, comp)],
+                                                   moved, comp)
+            del cf
             tests.append(Test(label, fact_points, cf_points, prot, ref, decision_cf, comp, sampling))
         targets = {eq.target for eq in spec.scm.equations} if spec.scm is not None and spec.scm.equations else None
-        return State(np.asarray(data.ids), data.decision, tests, params, params.effect(targets))
+        ids = data.column(ID).combine_chunks().cast(pa.string())
+        return State(ids, data.decision, tests, params, params.effect(targets))
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
         return chunks([len(test.complainants) for test in state.tests], state.params.chunk_size)

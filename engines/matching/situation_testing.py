@@ -149,7 +149,15 @@ def _proportions(neg: np.ndarray, idx: np.ndarray, dist: np.ndarray, k: int, max
         return np.where(n > 0, negs / np.maximum(n, 1), np.nan), n
 
 
-def claims(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neighbourhoods,
+def record_ids(ids: pa.Array | np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The ids of ``rows`` as str: ``ids`` as an Arrow string array (a few bytes per record,
+    where numpy's object array holds a Python string each: ~0.5 GB at 10M records) or numpy."""
+    if isinstance(ids, (pa.Array, pa.ChunkedArray)):
+        return np.asarray(ids.take(pa.array(np.asarray(rows, np.int64))).to_numpy(zero_copy_only=False), str)
+    return np.asarray(ids)[rows].astype(str)
+
+
+def claims(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarray, hood: Neighbourhoods,
            decision: np.ndarray, decision_cf: np.ndarray, ks: list[int], alpha: float, tau: float,
            max_distance: float | None) -> pa.Table:
     """One row per complainant × method × k (and one CF row, k = 0), in blocks of one row per
@@ -160,7 +168,7 @@ def claims(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neig
     c_neg, c_neg_cf = neg[complainants], (np.asarray(decision_cf) == 0).astype(np.float64)
     cols: dict[str, list] = {f.name: [] for f in CLAIMS}
     m = len(complainants)
-    rid = ids[complainants].astype(str)
+    rid = record_ids(ids, complainants)
     for k in ks:
         p_ctrl, n_ctrl = _proportions(neg, hood.control, hood.control_dist, k, max_distance, None)
         p_ctrl_c, n_ctrl_c = _proportions(neg, hood.control, hood.control_dist, k, max_distance, c_neg)
@@ -244,7 +252,7 @@ def evidence_depth(claims_table: pa.Table, n: int, kmax: int, mode: str) -> dict
             ("counterfactual", "test"): cst}
 
 
-def evidence(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Neighbourhoods,
+def evidence(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarray, hood: Neighbourhoods,
              depth: dict[tuple[str, str], np.ndarray], max_distance: float | None = None) -> pa.Table:
     """Who each complainant was compared with: rank, neighbour id and distance, for the first
     ``depth[(centre, group)]`` ranks (neighbours beyond ``max_distance`` did not count: left out)."""
@@ -261,11 +269,11 @@ def evidence(ids: np.ndarray, attribute: str, complainants: np.ndarray, hood: Ne
         rows, cols = np.nonzero(keep)
         m = len(rows)
         parts.append(pa.table({
-            "record_id": pa.array(ids[complainants[rows]].astype(str)),
+            "record_id": pa.array(record_ids(ids, complainants[rows])),
             "protected_attribute": pa.array(np.full(m, attribute)),
             "centre": pa.array(np.full(m, centre)), "search_group": pa.array(np.full(m, group)),
             "rank": pa.array(ranks[cols]),
-            "neighbour_id": pa.array(ids[idx[rows, cols]].astype(str)),
+            "neighbour_id": pa.array(record_ids(ids, idx[rows, cols])),
             "distance": pa.array(dist[rows, cols]),
         }, schema=EVIDENCE))
     return pa.concat_tables(parts) if parts else EVIDENCE.empty_table()
