@@ -95,7 +95,8 @@ def _supplied_tables(data: AuditData, units: list[list[str]]) -> dict[str, pa.Ta
             if frozenset(key.split("&")) in labels}
 
 
-def _scm_values(data, names: list[str]) -> dict[str, np.ndarray]:
+def _scm_values(data, names: list[str], known: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The SCM's variables as float64 arrays (``known``: columns already in hand, not copied)."""
     values: dict[str, np.ndarray] = {}
     for p in data.spec.protected:
         # records in neither group enter abduction and prediction as 0: in an additive model
@@ -105,15 +106,15 @@ def _scm_values(data, names: list[str]) -> dict[str, np.ndarray]:
         if data.spec.feature(name).type == "categorical":
             raise SCMError(f"SCM variable {name!r} is categorical: additive-noise equations need numeric "
                            "or ordinal variables (declare it ordinal, or supply scm.counterfactuals)")
-        values[name] = data.column_values(name)
+        values[name] = known[name] if name in known else data.column_values(name)
     return values
 
 
-def _fit_scm(data) -> tuple[LinearSCM, dict[str, np.ndarray]]:
+def _fit_scm(data, known: dict[str, np.ndarray]) -> tuple[LinearSCM, dict[str, np.ndarray]]:
     spec = data.spec
     names = sorted({v for eq in spec.scm.equations for v in [eq.target, *eq.parents]}
                    - {p.name for p in spec.protected})
-    values = _scm_values(data, names)
+    values = _scm_values(data, names, known)
     parents = {v for eq in spec.scm.equations for v in eq.parents}
     # fit on the records whose protected parents are all known (in one of the groups)
     known = np.logical_and.reduce([data.groups[p.name] >= 0 for p in spec.protected
@@ -211,7 +212,7 @@ class CSTEngine:
             if spec.scm is None or not spec.scm.equations:
                 lacking = ["&".join(u) for u in units if "&".join(u) not in supplied]
                 raise ValueError(f"CST tests {lacking}: they need scm.equations or a counterfactual table")
-            scm, values = _fit_scm(data)
+            scm, values = _fit_scm(data, {f: X[:, j] for j, f in enumerate(names)})
 
         tests = []
         kmax = max(params.k)
