@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from aequum.engines.core.data import record_columns
+from aequum.engines.core.data import ID, record_columns
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.matching.attributions import attribute_pairs, normalise, score_function
 from aequum.engines.matching.cec_matching import Matches, baselines, match, standardise
@@ -110,14 +111,15 @@ class CECEngine:
             raise ValueError(f"engines.cec.features: {nominal} are categorical; matching standardises "
                              "the merit features, so they must be numeric or ordinal")
         stratum, partition_by = _stratum(data, params)
-        order = np.argsort(np.asarray(data.ids).astype(str), kind="stable")
+        ids = data.column(ID).cast(pa.string())  # Arrow: no Python string per record
+        order = pc.sort_indices(ids).to_numpy()  # by id as text (UTF-8 bytes: code points), stable
         names = list(data.model.feature_names)
         inputs = data.feature_values(names)[order]
         merit_values = data.feature_values(merit)[order]
         missing = np.isnan(merit_values).any(axis=1)
         if missing.any():
             raise ValueError(f"engines.cec.features: {int(missing.sum())} record(s) have missing merit "
-                             f"values (e.g. record {np.asarray(data.ids)[order][missing][0]!r})")
+                             f"values (e.g. record {ids[int(order[np.argmax(missing)])].as_py()!r})")
         Z = standardise(merit_values)
         stratum = np.asarray(stratum)[order].astype(np.int8)
 
@@ -155,7 +157,8 @@ class CECEngine:
         keep = _involved(units, len(inputs))
         inputs = inputs[keep]
         decision = np.asarray(data.model.decide(inputs)).astype(np.int8)
-        return State(np.asarray(data.ids)[order][keep].astype(str), inputs, decision, units, names,
+        kept_ids = ids.take(pa.array(order[keep])).to_numpy(zero_copy_only=False)
+        return State(np.asarray(kept_ids, str), inputs, decision, units, names,
                      partition_by, notes, population, params, data.model)
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
