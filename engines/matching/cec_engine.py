@@ -92,7 +92,9 @@ class CECEngine:
     uses_model = True  # explains the audited model: not run on a degenerate surrogate
 
     def columns(self, spec, params) -> list[str]:
-        return record_columns(spec)  # ids, groups, decisions, labels and every feature
+        # ids, groups, decisions, labels, the merit features and the model's inputs
+        model = spec.model.features if spec.model is not None else []
+        return record_columns(spec, list(dict.fromkeys([*params.merit_features(spec), *model])))
 
     def prepare(self, data, params: CECParams) -> State:
         spec = data.spec

@@ -179,10 +179,14 @@ class CSTEngine:
     tables = {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE, "cst_summary": SUMMARY, "cst_sampling": SAMPLING}
 
     def columns(self, spec, params) -> list[str]:
-        # ids, groups, decisions, labels and every feature; with a complainant sample, the
-        # recorded protected values too: they are its strata
+        # ids, groups, decisions, labels, the distance's features, the model's inputs and the
+        # SCM's variables; with a complainant sample, the recorded protected values too: they
+        # are its strata
+        scm = [v for eq in (spec.scm.equations if spec.scm is not None else []) for v in [eq.target, *eq.parents]]
+        model = spec.model.features if spec.model is not None else []
+        features = [*(params.features or spec.feature_names), *model, *scm]
         raw = list(dict.fromkeys(p.column for p in spec.protected)) if params.sample is not None else []
-        return record_columns(spec) + raw
+        return record_columns(spec, list(dict.fromkeys(features))) + raw
 
     def prepare(self, data, params: CSTParams) -> State:
         spec = data.spec

@@ -95,7 +95,8 @@ class PBAEngine:
     uses_model = True  # verifies the audited network: not run on a degenerate surrogate
 
     def columns(self, spec, params) -> list[str]:
-        return record_columns(spec)  # ids, groups, decisions, labels and every feature
+        # ids, groups, decisions, labels and the model's inputs
+        return record_columns(spec, spec.model.features if spec.model is not None else [])
 
     def prepare(self, data, params: PBAParams) -> State:
         spec = data.spec
