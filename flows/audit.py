@@ -72,6 +72,7 @@ def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = 
     after the read: an open one keeps the sort's buffers (0.75 GB for 10M HMDA records)."""
     con = duckdb.connect()
     try:
+        con.execute("SET enable_progress_bar = false")
         rel = con.read_parquet(str(Path(lake_path) / "**" / "*.parquet"), hive_partitioning=False)
         missing = [c for c in [*(columns or []), *(where or {})] if c not in rel.columns]
         if missing:
@@ -169,14 +170,20 @@ def state_bytes(obj: Any, depth: int = 0, seen: set[int] | None = None) -> int:
 
 
 def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
-                      counterfactuals: dict[str, pa.Table] | None, client=None, say=None) -> EngineOutcome:
+                      counterfactuals: dict[str, pa.Table] | None, client=None, say=None,
+                      lock: str | None = None) -> EngineOutcome:
     """Run one engine over a staged dataset version; pieces fan out on ``client`` if given.
-    ``say`` receives the pieces' progress."""
+    ``say`` receives the pieces' progress. With ``lock`` (a name on ``client``'s cluster) the
+    engine reads and prepares while holding that lock: the engines of one run then prepare one
+    at a time, so their largest memory (the records read and the arrays built from them: 4-5
+    GB each for CST and CEC at 10M HMDA records) is not needed twice at once, while their
+    pieces still run side by side."""
     engine = get_engine(name)
     params = engine_params(spec, name)
     t0 = time.perf_counter()
-    state = _prepare(engine, params, spec, lake_path, categories, model, counterfactuals)
-    release_memory()  # the records read are gone; the state is what the pieces need
+    with _holding(client, lock):
+        state = _prepare(engine, params, spec, lake_path, categories, model, counterfactuals)
+        release_memory()  # the records read are gone; the state is what the pieces need
     progress = Progress(name, say or (lambda _message: None))
 
     def run_pieces(st, pieces):
@@ -203,6 +210,17 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
                          dict(engine.tables))
 
 
+@contextmanager
+def _holding(client, lock: str | None):
+    if client is None or lock is None:
+        yield
+        return
+    from distributed import Lock
+
+    with Lock(lock):  # on the cluster of the client or worker this runs in
+        yield
+
+
 def _prepare(engine, params, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
              counterfactuals: dict[str, pa.Table] | None):
     """The engine's state from the staged columns and records it declares (read here, so that
@@ -214,8 +232,9 @@ def _prepare(engine, params, spec: AuditSpec, lake_path: str, categories: dict, 
 
 @task(name="engine", cache_policy=NO_CACHE, retries=0)
 def engine_task(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
-                counterfactuals: dict[str, pa.Table] | None) -> EngineOutcome:
-    """One engine as a Prefect task; failures come back as a failed outcome, not an exception."""
+                counterfactuals: dict[str, pa.Table] | None, lock: str | None = None) -> EngineOutcome:
+    """One engine as a Prefect task; failures come back as a failed outcome, not an exception.
+    ``lock``: see :func:`run_engine_pieces`."""
     from distributed import get_worker, worker_client
 
     t0 = time.perf_counter()
@@ -228,7 +247,7 @@ def engine_task(name: str, spec: AuditSpec, lake_path: str, categories: dict, mo
         # worker_client secedes this task's thread while it waits for its pieces, so the
         # pieces can run on the same workers (no deadlock when every thread holds an engine)
         with worker_client() as client:
-            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, client, say)
+            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, client, say, lock)
     except Exception as exc:  # an engine failure is recorded, the other engines still land
         detail = f"{type(exc).__name__}: {exc}"
         get_run_logger().error("engine %s failed: %s\n%s", name, detail, traceback.format_exc())
@@ -325,7 +344,7 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
         del staged
         release_memory()  # the flow's process waits for the engines from here on
         skipped = [n for n in names if problem and getattr(get_engine(n), "uses_model", False)]
-        futures = [engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs)
+        futures = [engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs, f"aequum-prepare-{run_id}")
                    for n in names if n not in skipped]
         outcomes: list[EngineOutcome] = [f.result() for f in futures] + [
             EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]

@@ -150,7 +150,9 @@ class Warehouse:
         delay = 0.05
         while True:
             try:
-                return duckdb.connect(str(self.path), read_only=read_only, config=config)
+                con = duckdb.connect(str(self.path), read_only=read_only, config=config)
+                con.execute("SET enable_progress_bar = false")  # the flow reports its own progress
+                return con
             except duckdb.Error as exc:
                 message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 if _LOCKED not in message:

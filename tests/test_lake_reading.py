@@ -169,3 +169,32 @@ def test_a_large_engine_state_runs_its_pieces_where_it_was_prepared(tmp_path, mo
     monkeypatch.setattr(audit, "BROADCAST_LIMIT", 2 ** 62)
     with pytest.raises(AssertionError, match="broadcast"):
         run_engine_pieces("cst", spec, ref.lake_path, ref.categories, model, None, NoCluster())
+
+
+def test_engines_of_a_run_prepare_one_at_a_time_on_a_cluster():
+    """The prepare lock: two engines' reads and prepares never overlap (their memory peaks
+    would add up: 10M HMDA records), whichever worker thread they run on."""
+    import threading
+    import time
+
+    from distributed import Client
+
+    from aequum.flows.audit import _holding
+
+    spans = []
+    with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
+        def prepare():
+            with _holding(client, "aequum-prepare-test"):
+                start = time.monotonic()
+                time.sleep(0.2)
+                spans.append((start, time.monotonic()))
+
+        threads = [threading.Thread(target=prepare) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    spans.sort()
+    assert len(spans) == 3 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    with _holding(None, "no cluster"):  # serial runs take no lock
+        pass
