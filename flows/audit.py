@@ -348,6 +348,7 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
                    for n in names if n not in skipped]
         outcomes: list[EngineOutcome] = [f.result() for f in futures] + [
             EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
+        del futures  # a worker keeps a task's result (CST's evidence at 10M: ~1 GB) while its future lives
     except BaseException as exc:
         close_failed_run(warehouse, run_id, ref, f"{type(exc).__name__}: {exc}")
         raise
