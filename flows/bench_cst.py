@@ -110,17 +110,24 @@ def generated_hmda(tmp: Path, rows: int) -> tuple[dict, float]:
 
 
 def at_scale(rows: int) -> dict:
+    """CST at k = 100 over every protected applicant of ``rows`` generated HMDA records, its
+    findings scored against the generator's truth as every audit scores them
+    (``flows.ground_truth.score_run``: total effect for CST and CF, direct for ST)."""
+    from types import SimpleNamespace
+
     import polars as pl
-    import pyarrow.parquet as pq
 
     from aequum.engines.core.engine import run_serial
     from aequum.engines.core.spec import parse_spec
     from aequum.engines.matching.engine import CSTEngine
+    from aequum.flows.ground_truth import score_run
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         raw, gen = generated_hmda(tmp, rows)
-        raw["engines"]["cst"].update({"k": [100], "complainants": "all", "evidence": "none"})
+        raw["source"]["truth"] = {"path": "hmda_truth.parquet", "direct": "harmed",
+                                  "total": {p["name"]: f"harmed_total_{p['column']}" for p in raw["protected"]}}
+        raw["engines"]["cst"].update({"k": [100], "complainants": "all", "evidence": "none", "sample": None})
         spec = parse_spec(raw)
         t0 = time.perf_counter()
         data = _stage(spec, tmp, tmp)
@@ -128,25 +135,20 @@ def at_scale(rows: int) -> dict:
         t0 = time.perf_counter()
         out = run_serial(CSTEngine(), data, spec.engines.cst)
         secs = time.perf_counter() - t0
-        truth = pl.from_arrow(pq.read_table(tmp / "hmda_truth.parquet"))
-    claims = pl.from_arrow(out["cst_claims"]).filter(pl.col("protected_attribute") == "race")
-    n_comp = claims.filter(pl.col("method") == "CST").height
-    joined = claims.join(truth.select(pl.col("id").alias("record_id"), "harmed"), on="record_id")
+        det = pl.from_arrow(score_run(spec, tmp, [SimpleNamespace(engine="cst", status="succeeded", tables=out)],
+                                      lambda _m: None))
+    n_comp = pl.from_arrow(out["cst_claims"]).filter(pl.col("method") == "CST").height
     print(f"CST k=100 over {rows:,} HMDA rows: generate {gen:.1f} s, stage + surrogate fit {prep:.1f} s, "
-          f"CST {secs:.1f} s for {pl.from_arrow(out['cst_claims']).filter(pl.col('method') == 'CST').height:,} "
-          f"complainants x 3 attributes; peak RSS {peak_rss_mb():,.0f} MB")
-    res = {"rows": rows, "cst_seconds": secs, "peak_rss_mb": peak_rss_mb(), "race_complainants": n_comp}
-    # only denied applicants can have been harmed: score the claims of denied complainants
-    for method in ("ST", "CST_wo_centres", "CST", "CF"):
-        m = joined.filter((pl.col("method") == method) & (pl.col("decision") == 0))
-        flagged = m.filter(pl.col("significant") if method != "CF" else pl.col("discriminated"))
-        tp = flagged.filter(pl.col("harmed")).height
-        harmed = m.filter(pl.col("harmed")).height
-        prec = tp / flagged.height if flagged.height else float("nan")
-        rec = tp / harmed if harmed else float("nan")
-        print(f"  race, {method:15s} denied complainants flagged {flagged.height:6,d} of {m.height:,}: "
-              f"precision {prec:.3f}  recall {rec:.3f} (harmed by the planted mechanism: {harmed:,})")
-        res[f"{method}_precision"], res[f"{method}_recall"] = prec, rec
+          f"CST {secs:.1f} s for {n_comp:,} complainants (every attribute); peak RSS {peak_rss_mb():,.0f} MB")
+    res = {"rows": rows, "cst_seconds": secs, "peak_rss_mb": peak_rss_mb(), "complainants": n_comp}
+    race = det.filter((pl.col("protected_attribute") == "race") & pl.col("same_kind")
+                      & (pl.col("finding") == pl.when(pl.col("method") == "CF").then(pl.lit("discriminated"))
+                         .otherwise(pl.lit("significant"))))
+    for r in race.sort("method").iter_rows(named=True):
+        print(f"  race, {r['method']:15s} {r['finding']} ({r['effect']} effect): {r['flagged']:,} of "
+              f"{r['population']:,} flagged, precision {r['precision']:.3f} (base rate {r['base_rate']:.3f}), "
+              f"recall {r['recall']:.3f}")
+        res[f"{r['method']}_precision"], res[f"{r['method']}_recall"] = r["precision"], r["recall"]
     return res
 
 
