@@ -174,16 +174,13 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
                       lock: str | None = None) -> EngineOutcome:
     """Run one engine over a staged dataset version; pieces fan out on ``client`` if given.
     ``say`` receives the pieces' progress. With ``lock`` (a name on ``client``'s cluster) the
-    engine reads and prepares while holding that lock: the engines of one run then prepare one
-    at a time, so their largest memory (the records read and the arrays built from them: 4-5
-    GB each for CST and CEC at 10M HMDA records) is not needed twice at once, while their
-    pieces still run side by side."""
+    engine runs while holding that lock: the engines of one run then run one at a time, each
+    fanning its pieces out over every worker, so that the memory of one engine (the records
+    it reads, the arrays built from them, its state on every worker, its results: 4-5 GB for
+    CST or CEC at 10M HMDA records) is never needed next to another's. Its seconds count from
+    when it holds the lock."""
     engine = get_engine(name)
     params = engine_params(spec, name)
-    t0 = time.perf_counter()
-    with _holding(client, lock):
-        state = _prepare(engine, params, spec, lake_path, categories, model, counterfactuals)
-        release_memory()  # the records read are gone; the state is what the pieces need
     progress = Progress(name, say or (lambda _message: None))
 
     def run_pieces(st, pieces):
@@ -201,13 +198,18 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
             progress(done, len(futures))
         return client.gather(futures)  # in piece order, whatever order they finished in
 
-    state, parts, n_pieces = run_rounds(engine, state, run_pieces)
-    out = engine.combine(state, parts)
-    del state, parts
-    tables = {t: conform(out[t], schema, t) for t, schema in engine.tables.items()}
-    release_memory()
-    return EngineOutcome(name, "succeeded", time.perf_counter() - t0, n_pieces, tables,
-                         dict(engine.tables))
+    with _holding(client, lock):
+        t0 = time.perf_counter()
+        state = _prepare(engine, params, spec, lake_path, categories, model, counterfactuals)
+        release_memory()  # the records read are gone; the state is what the pieces need
+        state, parts, n_pieces = run_rounds(engine, state, run_pieces)
+        out = engine.combine(state, parts)
+        del state, parts
+        tables = {t: conform(out[t], schema, t) for t, schema in engine.tables.items()}
+        del out
+        release_memory()
+        seconds = time.perf_counter() - t0
+    return EngineOutcome(name, "succeeded", seconds, n_pieces, tables, dict(engine.tables))
 
 
 @contextmanager
@@ -344,7 +346,7 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
         del staged
         release_memory()  # the flow's process waits for the engines from here on
         skipped = [n for n in names if problem and getattr(get_engine(n), "uses_model", False)]
-        futures = [engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs, f"aequum-prepare-{run_id}")
+        futures = [engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs, f"aequum-engines-{run_id}")
                    for n in names if n not in skipped]
         outcomes: list[EngineOutcome] = [f.result() for f in futures] + [
             EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]

@@ -77,6 +77,25 @@ def test_decimal_lattice_finds_the_recorded_grid():
     assert decimal_lattice(np.array([7947.678089944852, 13852.05])) is None
 
 
+def test_decimal_lattice_in_blocks_equals_the_whole_array_at_once(monkeypatch):
+    """Blocks (for memory at 10M values) change nothing: the first block off a grid, a later
+    block off it, a value too large for the test in the last block."""
+    import aequum.engines.core.knn as knn_module
+
+    rng = np.random.default_rng(5)
+    grid = np.round(rng.uniform(0, 100, 40), 2)
+    cases = [grid, np.r_[grid, 0.123], np.r_[0.1234567, grid], np.r_[np.round(grid), 2.5],
+             np.r_[grid, 3e9 + 0.5], np.r_[grid, 2.0 ** 60], np.r_[grid[:3], 1e12]]
+    whole = [decimal_lattice(c) for c in cases]
+    monkeypatch.setattr(knn_module, "_BLOCK", 7)
+    for case, expected in zip(cases, whole):
+        got = decimal_lattice(case)
+        assert (got is None) == (expected is None)
+        if got is not None:
+            assert got[1] == expected[1] and np.array_equal(got[0], expected[0])
+    assert whole[0][1] == 0.01 and whole[1][1] == 0.001 and whole[3][1] == 0.1 and whole[5] is None
+
+
 def _grid_points(rng, n, d=1):
     """Two numeric columns recorded to d decimals (coarse: many equal differences), z-scored
     as CST does, with their lattice; plus the raw integer codes for an exact reference."""

@@ -171,9 +171,9 @@ def test_a_large_engine_state_runs_its_pieces_where_it_was_prepared(tmp_path, mo
         run_engine_pieces("cst", spec, ref.lake_path, ref.categories, model, None, NoCluster())
 
 
-def test_engines_of_a_run_prepare_one_at_a_time_on_a_cluster():
-    """The prepare lock: two engines' reads and prepares never overlap (their memory peaks
-    would add up: 10M HMDA records), whichever worker thread they run on."""
+def test_engines_of_a_run_run_one_at_a_time_on_a_cluster():
+    """The run's lock: two engines never run at once (their memory would add up: 10M HMDA
+    records), whichever worker thread they run on; their pieces still use every worker."""
     import threading
     import time
 
@@ -184,7 +184,7 @@ def test_engines_of_a_run_prepare_one_at_a_time_on_a_cluster():
     spans = []
     with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
         def prepare():
-            with _holding(client, "aequum-prepare-test"):
+            with _holding(client, "aequum-engines-test"):
                 start = time.monotonic()
                 time.sleep(0.2)
                 spans.append((start, time.monotonic()))

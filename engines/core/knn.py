@@ -48,22 +48,39 @@ def decimal_lattice(values: np.ndarray, max_decimals: int = _MAX_DECIMALS) -> tu
 
     d = 0 needs exact integers (below 2^53); d ≥ 1 allows the rounding of the decimal-to-binary
     conversion (a few ulps) and needs |values| · 10^d ≤ 2^40, where a value off the grid misses
-    by far more than that tolerance.
+    by far more than that tolerance. Checked in blocks of ``_BLOCK`` values (the temporaries of
+    10M values would take ~0.5 GB), the first block off the grid ending the check of a d.
     """
     v = np.asarray(values, np.float64).ravel()
     if len(v) == 0 or not np.all(np.isfinite(v)):
         return None
-    r = np.rint(v)
-    if np.abs(v).max() < 2.0 ** 53 and np.array_equal(v, r):
-        return r.astype(np.int64), 1.0
-    for d in range(1, max_decimals + 1):
-        x = v * 10.0 ** d
+    for d in range(0, max_decimals + 1):
+        fits = _on_grid(v, d)
+        if fits is None:
+            return None
+        if fits:
+            return np.rint(v * 10.0 ** d).astype(np.int64) if d else np.rint(v).astype(np.int64), 10.0 ** -d
+    return None
+
+
+_BLOCK = 1 << 20
+
+
+def _on_grid(v: np.ndarray, d: int) -> bool | None:
+    """Whether every value lies on the grid 10^−d (:func:`decimal_lattice`); None when some
+    value is too large for the grid's test at this d (and so at every larger d)."""
+    for s in range(0, len(v), _BLOCK):
+        block = v[s:s + _BLOCK]
+        if d == 0:
+            if not (np.abs(block).max() < 2.0 ** 53 and np.array_equal(block, np.rint(block))):
+                return False
+            continue
+        x = block * 10.0 ** d
         if np.abs(x).max() > 2.0 ** 40:
             return None
-        r = np.rint(x)
-        if np.all(np.abs(x - r) <= 4 * np.spacing(np.abs(x))):
-            return r.astype(np.int64), 10.0 ** -d
-    return None
+        if not np.all(np.abs(x - np.rint(x)) <= 4 * np.spacing(np.abs(x))):
+            return False
+    return True
 
 
 @dataclass
