@@ -51,8 +51,13 @@ def measure(spec_file: Path, rows: int, label: str, **cst):
         seconds = time.perf_counter() - t0 - staged
     det = pl.from_arrow(score_run(spec, spec_file.parent, [SimpleNamespace(engine="cst", status="succeeded",
                                                                            tables=out)], lambda _m: None))
+    fidelity = getattr(data.model, "fidelity", {})
+    model = (f"; surrogate vs the recorded decisions (held out): balanced accuracy "
+             f"{fidelity['holdout_balanced_accuracy']:.3f}, AUC {fidelity['holdout_auc']:.3f}, approves "
+             f"{fidelity['holdout_positive_rate']:.3f} (lender {fidelity['holdout_target_positive_rate']:.3f})"
+             if "holdout_balanced_accuracy" in fidelity else "")
     print(f"{label}, {rows:,} rows: staged (+ surrogate fit) in {staged:.0f} s, CST in {seconds:.0f} s, "
-          f"peak RSS {peak_rss_mb():,.0f} MB")
+          f"peak RSS {peak_rss_mb():,.0f} MB{model}")
     return det.with_columns(pl.lit(label).alias("spec"))
 
 
