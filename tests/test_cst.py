@@ -432,3 +432,20 @@ def test_mediators_make_the_effect_path_specific():
     raw["engines"]["cst"]["mediators"] = ["unaffected"]
     with pytest.raises(Exception, match=r"not targets of scm.equations"):
         parse_spec(raw)
+
+
+@pytest.mark.parametrize("runs", [True, False])
+def test_stable_sort_by_slices_equals_a_stable_sort(runs):
+    """CST's combine orders the pieces' rows without copying them (runs of slices); scattered
+    rows take the gather path. Both equal polars' order-keeping sort, ties in input order."""
+    from aequum.engines.matching.engine import _stable_sort
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    keys = np.repeat(rng.integers(0, 4, 40), n // 40) if runs else rng.integers(0, 4, n)
+    table = pa.table({"a": keys.astype(str), "b": (np.arange(n) // 700 % 2).astype(np.int32),
+                      "v": np.arange(n)})
+    chunked = pa.concat_tables([table.slice(0, 1234), table.slice(1234)])
+    got = _stable_sort(chunked, ["a", "b"])
+    expected = pl.from_arrow(table).sort(["a", "b"], maintain_order=True)
+    assert pl.from_arrow(got).equals(expected)

@@ -308,9 +308,17 @@ def _sample(data, label: str, attrs: list[str], comp: np.ndarray, params: CSTPar
 
 
 def _stable_sort(table: pa.Table, keys: list[str]) -> pa.Table:
-    import polars as pl
-
-    return pl.from_arrow(table).sort(keys, maintain_order=True).to_arrow().cast(table.schema)
+    """``table`` stably sorted by ``keys``. The pieces' rows come in long runs that keep their
+    order (one per piece and block), so the sorted table is those runs' slices concatenated:
+    no copy of the rows (CST's evidence at 10M HMDA records: 12.5M rows, ~1 GB)."""
+    if table.num_rows < 2:
+        return table
+    order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys]).to_numpy()  # stable
+    breaks = np.flatnonzero(np.diff(order) != 1) + 1
+    if len(breaks) > max(1024, len(order) // 64):  # scattered rows: one gather
+        return table.take(order)
+    starts, ends = np.r_[0, breaks], np.r_[breaks, len(order)]
+    return pa.concat_tables([table.slice(int(order[s]), int(e - s)) for s, e in zip(starts, ends)])
 
 
 def _recorded(data, name: str, rows: np.ndarray) -> np.ndarray:
