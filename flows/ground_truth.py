@@ -27,7 +27,8 @@ def _read(path: Path, columns: list[str]) -> pa.Table:
     else:
         import pyarrow.parquet as pq
 
-        table = pq.read_table(path)
+        have = pq.read_schema(path).names
+        table = pq.read_table(path, columns=[c for c in columns if c in have])  # only what is scored
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise SpecError(f"source.truth: column(s) {missing} are not in {path} (it has {table.column_names})")
