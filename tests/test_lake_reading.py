@@ -182,7 +182,7 @@ def test_engines_of_a_run_run_one_at_a_time_on_a_cluster():
     from aequum.flows.audit import _holding
 
     spans = []
-    with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
+    with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0") as client:
         def prepare():
             with _holding(client, "aequum-engines-test"):
                 start = time.monotonic()
@@ -198,3 +198,15 @@ def test_engines_of_a_run_run_one_at_a_time_on_a_cluster():
     assert len(spans) == 3 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     with _holding(None, "no cluster"):  # serial runs take no lock
         pass
+
+
+def test_a_large_lake_read_gives_duckdbs_buffers_back_and_keeps_its_memory_limit(tmp_path, monkeypatch):
+    from aequum.flows import audit
+
+    spec, ref, table = staged(tmp_path, "loan.yaml", 300)
+    database, _ = audit._lake_database()
+    before = database.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    monkeypatch.setattr(audit, "_KEEP_BYTES", 0)  # every read counts as large
+    again = audit.load_lake(ref.lake_path, ["_row", "_decision"])
+    assert again.num_rows == table.num_rows
+    assert database.execute("SELECT current_setting('memory_limit')").fetchone()[0] == before
