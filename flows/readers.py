@@ -6,10 +6,13 @@ must never abort a 10-million-row ingest at row 9,999,999.
 """
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -59,7 +62,7 @@ def _first_line(exc: BaseException) -> str:
 @dataclass
 class Stream:
     columns: list[str]
-    batches: Iterator[pa.RecordBatch]
+    batches: Iterator[pa.RecordBatch | pa.Table]
 
 
 def sniff_delimiter(path: Path) -> str:
@@ -118,6 +121,75 @@ def source_stamp(source: Source, base_dir: Path) -> str | None:
     return None
 
 
+T = TypeVar("T")
+
+
+@contextmanager
+def read_ahead(items: Iterator[T]) -> Iterator[Iterator[T]]:
+    """``items``, each read in a background thread while the caller works on the one before
+    (DuckDB parses and converts on its own threads without the GIL, so reading the next batch
+    overlaps validating and storing this one). An error while reading is raised to the caller
+    at the item where it happened; leaving the block stops the thread (after the item it is
+    reading) before the caller closes the source. At most two items are held ahead."""
+    ahead: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    end = object()
+
+    def put(entry: tuple) -> bool:
+        while not stop.is_set():
+            try:
+                ahead.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def pump() -> None:
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+            put((end, None))
+        except BaseException as exc:  # handed to the caller, raised there
+            put((end, exc))
+
+    def drain() -> Iterator[T]:
+        while True:
+            item, exc = ahead.get()
+            if exc is not None:
+                raise exc
+            if item is end:
+                return
+            yield item
+
+    worker = threading.Thread(target=pump, name="aequum-read-ahead", daemon=True)
+    worker.start()
+    try:
+        yield drain()
+    finally:
+        stop.set()
+        worker.join()
+
+
+def _regroup(batches: Iterator[pa.RecordBatch], batch_rows: int) -> Iterator[pa.Table]:
+    """Tables of ``batch_rows`` rows (the last one shorter), one contiguous chunk per column,
+    from the reader's batches of whatever size it makes (DuckDB's CSV reader: about 20,000
+    rows): validation then runs once per ``batch_rows``, not once per small chunk."""
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for b in batches:
+        while b.num_rows:
+            take = min(b.num_rows, batch_rows - count)
+            held.append(b.slice(0, take))
+            count += take
+            b = b.slice(take)
+            if count == batch_rows:
+                yield pa.Table.from_batches(held).combine_chunks()
+                held, count = [], 0
+    if count:
+        yield pa.Table.from_batches(held).combine_chunks()
+
+
 def _rename(batches: Iterator[pa.RecordBatch], names: list[str]) -> Iterator[pa.RecordBatch]:
     for b in batches:
         yield b.rename_columns(names)
@@ -166,7 +238,7 @@ def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000,
             from aequum.engines.generators.hmda import normalise_column_name
             names = [normalise_column_name(c) for c in raw]
         rel, kept = _project(rel, raw, names, columns)
-        batches = rel.to_arrow_reader(batch_rows)
+        batches = _regroup(rel.to_arrow_reader(batch_rows), batch_rows)
         if kind == "hmda_lar":
             batches = _rename(batches, kept)
         try:
