@@ -6,6 +6,7 @@ must never abort a 10-million-row ingest at row 9,999,999.
 """
 from __future__ import annotations
 
+import csv
 import queue
 import threading
 from collections.abc import Iterator
@@ -62,7 +63,7 @@ def _first_line(exc: BaseException) -> str:
 @dataclass
 class Stream:
     columns: list[str]
-    batches: Iterator[pa.RecordBatch | pa.Table]
+    batches: Iterator[pa.RecordBatch]
 
 
 def sniff_delimiter(path: Path) -> str:
@@ -78,6 +79,45 @@ def sniff_delimiter(path: Path) -> str:
     if not text.strip():
         raise SourceError(f"{path}: empty file or empty header line")
     return max(DELIMITERS, key=text.count)
+
+
+def header_names(files: list[Path], delimiter: str) -> list[str]:
+    """The column names of delimited text files with a header line, named as DuckDB's CSV
+    reader names them (trimmed; an empty name becomes ``column<i>``, ``i`` zero-padded to the
+    width of the column count; the k-th repeat of a name gets ``_k``, itself made unique the
+    same way). Every
+    file must have the first file's header: :class:`SourceError` names the first that does not."""
+    first: list[str] | None = None
+    for f in files:
+        try:
+            with open(f, encoding="utf-8-sig", errors="replace", newline="") as fh:
+                names = next(csv.reader(fh, delimiter=delimiter, quotechar='"'), [])
+        except (OSError, csv.Error) as exc:
+            raise SourceError(f"cannot read the header line of {f}: {exc}") from None
+        if first is None:
+            first = names
+            if not names:
+                raise SourceError(f"{f}: empty file or empty header line")
+        elif names != first:
+            raise SourceError(f"{f} has another header line than {files[0]} (every file of "
+                              f"source.path must have the same columns in the same order)")
+    assert first is not None
+    width = len(str(len(first) - 1))
+    taken: set[str] = set()
+    repeats: dict[str, int] = {}
+
+    def unique(name: str) -> str:
+        if name not in taken:
+            return name
+        repeats[name] = repeats.get(name, 0) + 1
+        return unique(f"{name}_{repeats[name]}")
+
+    out = []
+    for i, raw in enumerate(first):
+        name = unique(raw.strip() or f"column{i:0{width}d}")
+        taken.add(name)
+        out.append(name)
+    return out
 
 
 def resolve(path: str, base_dir: Path) -> Path:
@@ -171,10 +211,10 @@ def read_ahead(items: Iterator[T]) -> Iterator[Iterator[T]]:
         worker.join()
 
 
-def _regroup(batches: Iterator[pa.RecordBatch], batch_rows: int) -> Iterator[pa.Table]:
-    """Tables of ``batch_rows`` rows (the last one shorter), one contiguous chunk per column,
-    from the reader's batches of whatever size it makes (DuckDB's CSV reader: about 20,000
-    rows): validation then runs once per ``batch_rows``, not once per small chunk."""
+def _regroup(batches: Iterator[pa.RecordBatch], batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """Batches of ``batch_rows`` rows (the last one shorter) from the reader's batches of
+    whatever size it makes (DuckDB's CSV reader: about 20,000 rows), so that a consumer works
+    once per ``batch_rows`` rows, not once per small chunk."""
     held: list[pa.RecordBatch] = []
     count = 0
     for b in batches:
@@ -184,10 +224,10 @@ def _regroup(batches: Iterator[pa.RecordBatch], batch_rows: int) -> Iterator[pa.
             count += take
             b = b.slice(take)
             if count == batch_rows:
-                yield pa.Table.from_batches(held).combine_chunks()
+                yield pa.concat_batches(held)
                 held, count = [], 0
     if count:
-        yield pa.Table.from_batches(held).combine_chunks()
+        yield pa.concat_batches(held)
 
 
 def _rename(batches: Iterator[pa.RecordBatch], names: list[str]) -> Iterator[pa.RecordBatch]:
@@ -222,9 +262,17 @@ def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000,
                 rel = con.read_parquet([str(f) for f in files])
             else:
                 delim = source.delimiter or sniff_delimiter(files[0])
-                named = {"header": False, "names": list(source.header_names)} if source.header_names else {"header": True}
-                rel = con.read_csv([str(f) for f in files], delimiter=delim, all_varchar=True,
-                                   quotechar='"', null_padding=False, **named)
+                if source.header_names:
+                    rel = con.read_csv([str(f) for f in files], delimiter=delim, all_varchar=True,
+                                       quotechar='"', null_padding=False, header=False,
+                                       names=list(source.header_names))
+                else:
+                    # the dialect is known (and the header read here), so DuckDB's sniffer, which
+                    # samples 20,480 rows, is not run; a row with more or fewer fields than the
+                    # header is an error naming its line, as with the sniffer
+                    rel = con.read_csv([str(f) for f in files], delimiter=delim, quotechar='"',
+                                       escapechar='"', header=True, null_padding=False, auto_detect=False,
+                                       columns={n: "VARCHAR" for n in header_names(files, delim)})
         except duckdb.Error as exc:
             con.close()
             if kind == "parquet":
