@@ -211,6 +211,12 @@ def read_ahead(items: Iterator[T]) -> Iterator[Iterator[T]]:
         worker.join()
 
 
+def _arrow_batches(rel: duckdb.DuckDBPyRelation, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The relation's rows as Arrow batches, its query started at the first batch (so that an
+    error in the data, found only when reading, is raised where the batches are read)."""
+    yield from rel.to_arrow_reader(batch_rows)
+
+
 def _regroup(batches: Iterator[pa.RecordBatch], batch_rows: int) -> Iterator[pa.RecordBatch]:
     """Batches of ``batch_rows`` rows (the last one shorter) from the reader's batches of
     whatever size it makes (DuckDB's CSV reader: about 20,000 rows), so that a consumer works
@@ -286,7 +292,7 @@ def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000,
             from aequum.engines.generators.hmda import normalise_column_name
             names = [normalise_column_name(c) for c in raw]
         rel, kept = _project(rel, raw, names, columns)
-        batches = _regroup(rel.to_arrow_reader(batch_rows), batch_rows)
+        batches = _regroup(_arrow_batches(rel, batch_rows), batch_rows)
         if kind == "hmda_lar":
             batches = _rename(batches, kept)
         try:
