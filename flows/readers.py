@@ -1,8 +1,9 @@
 """Source readers: every source kind becomes a stream of Arrow record batches.
 
-CSV and HMDA LAR files are read as text (``all_varchar``) so that validation, not the CSV
+CSV and HMDA LAR files are read as text (every column VARCHAR) so that validation, not the CSV
 sniffer, decides what a bad value is ("NA", "Exempt", "1,000"): a type guess made on a sample
-must never abort a 10-million-row ingest at row 9,999,999.
+must never abort a 10-million-row ingest at row 9,999,999. The header line is read here and
+DuckDB is given the dialect, so its sniffer does not sample the file first.
 """
 from __future__ import annotations
 
@@ -85,8 +86,8 @@ def header_names(files: list[Path], delimiter: str) -> list[str]:
     """The column names of delimited text files with a header line, named as DuckDB's CSV
     reader names them (trimmed; an empty name becomes ``column<i>``, ``i`` zero-padded to the
     width of the column count; the k-th repeat of a name gets ``_k``, itself made unique the
-    same way). Every
-    file must have the first file's header: :class:`SourceError` names the first that does not."""
+    same way). Every file must have the first file's header: :class:`SourceError` names the
+    first that does not."""
     first: list[str] | None = None
     for f in files:
         try:

@@ -8,6 +8,10 @@ Atomicity: rows stream into a private ``staging.incoming_<uuid>`` table; only wh
 has passed are the table renamed, the quarantine written and the version registered, in one
 transaction. The lake copy is written to a temporary folder and renamed into place. A failure
 at any point leaves the warehouse and lake as they were (the incoming table is dropped).
+
+Reading, validating and storing overlap: the source's next batch is read on one thread while
+this one is validated and the one before is inserted on another (:func:`read_ahead`,
+:func:`write_behind`); an error on any of them stops the ingest as above.
 """
 from __future__ import annotations
 
