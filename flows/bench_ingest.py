@@ -3,7 +3,8 @@
 For each size the same file is also handled by DuckDB alone, in the same run, under the same
 memory cap (1 GB, or ``AEQUUM_DUCKDB_MEMORY_LIMIT``) and without keeping the insertion order in
 the partitioned write (as staging writes the lake; with it, DuckDB needs far more memory for
-10M rows under the cap). Each measurement runs in a fresh process so its peak RSS is its own.
+10M rows under the cap). Each measurement runs in a fresh process so its peak RSS is its own;
+up to 1M rows each is the fastest of 3 runs (10M: one run).
 Two DuckDB baselines, neither validating anything:
 
 - **same columns** (the ratio ``x duckdb``): DuckDB's own read of the spec's columns — a CSV
@@ -120,6 +121,18 @@ def _in_subprocess(fn: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _best(repeat: int, fn: str, path: str, out: str, *args: str) -> dict:
+    """The fastest of ``repeat`` runs, each in a fresh process writing to a fresh ``out``
+    (the machine is shared: the fastest run is the least disturbed one)."""
+    runs = []
+    for i in range(repeat):
+        where = Path(f"{out}_{i}")
+        if fn == "_measure_stage":
+            where.mkdir()
+        runs.append(_in_subprocess(fn, path, str(where), *args))
+    return min(runs, key=lambda r: r["seconds"])
+
+
 def run(quick: bool = False) -> list[dict]:
     from aequum.flows.generate import generate_to_file
 
@@ -133,11 +146,10 @@ def run(quick: bool = False) -> list[dict]:
             for fmt in formats:
                 path = str(Path(tmp) / f"hmda_{n}.{fmt}")
                 generate_to_file("hmda", path, rows=n, seed=0, fmt=fmt)
-                base = {layout: _in_subprocess("_measure_baseline", path, str(Path(tmp) / f"{layout}_{n}_{fmt}"),
-                                               layout) for layout in LAYOUTS}
-                work = Path(tmp) / f"stage_{n}_{fmt}"
-                work.mkdir()
-                ours = _in_subprocess("_measure_stage", path, str(work))
+                repeat = 3 if n <= 1_000_000 else 1
+                base = {layout: _best(repeat, "_measure_baseline", path, str(Path(tmp) / f"{layout}_{n}_{fmt}"),
+                                      layout) for layout in LAYOUTS}
+                ours = _best(repeat, "_measure_stage", path, str(Path(tmp) / f"stage_{n}_{fmt}"))
                 row = {
                     "source": f"HMDA LAR {fmt}", "rows": n,
                     "duckdb_read_partition_s": base["columns"]["seconds"],
