@@ -231,10 +231,15 @@ def _regroup(batches: Iterator[pa.RecordBatch], batch_rows: int) -> Iterator[pa.
             count += take
             b = b.slice(take)
             if count == batch_rows:
-                yield pa.concat_batches(held)
+                yield _joined(held)
                 held, count = [], 0
     if count:
-        yield pa.concat_batches(held)
+        yield _joined(held)
+
+
+def _joined(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """One batch of the pieces (a single piece as it is: no copy)."""
+    return pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
 
 
 def _rename(batches: Iterator[pa.RecordBatch], names: list[str]) -> Iterator[pa.RecordBatch]:
