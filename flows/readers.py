@@ -1,15 +1,20 @@
 """Source readers: every source kind becomes a stream of Arrow record batches.
 
-CSV and HMDA LAR files are read as text (``all_varchar``) so that validation, not the CSV
+CSV and HMDA LAR files are read as text (every column VARCHAR) so that validation, not the CSV
 sniffer, decides what a bad value is ("NA", "Exempt", "1,000"): a type guess made on a sample
-must never abort a 10-million-row ingest at row 9,999,999.
+must never abort a 10-million-row ingest at row 9,999,999. The header line is read here and
+DuckDB is given the dialect, so its sniffer does not sample the file first.
 """
 from __future__ import annotations
 
+import csv
+import queue
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -77,6 +82,45 @@ def sniff_delimiter(path: Path) -> str:
     return max(DELIMITERS, key=text.count)
 
 
+def header_names(files: list[Path], delimiter: str) -> list[str]:
+    """The column names of delimited text files with a header line, named as DuckDB's CSV
+    reader names them (trimmed; an empty name becomes ``column<i>``, ``i`` zero-padded to the
+    width of the column count; the k-th repeat of a name gets ``_k``, itself made unique the
+    same way). Every file must have the first file's header: :class:`SourceError` names the
+    first that does not."""
+    first: list[str] | None = None
+    for f in files:
+        try:
+            with open(f, encoding="utf-8-sig", errors="replace", newline="") as fh:
+                names = next(csv.reader(fh, delimiter=delimiter, quotechar='"'), [])
+        except (OSError, csv.Error) as exc:
+            raise SourceError(f"cannot read the header line of {f}: {exc}") from None
+        if first is None:
+            first = names
+            if not names:
+                raise SourceError(f"{f}: empty file or empty header line")
+        elif names != first:
+            raise SourceError(f"{f} has another header line than {files[0]} (every file of "
+                              f"source.path must have the same columns in the same order)")
+    assert first is not None
+    width = len(str(len(first) - 1))
+    taken: set[str] = set()
+    repeats: dict[str, int] = {}
+
+    def unique(name: str) -> str:
+        if name not in taken:
+            return name
+        repeats[name] = repeats.get(name, 0) + 1
+        return unique(f"{name}_{repeats[name]}")
+
+    out = []
+    for i, raw in enumerate(first):
+        name = unique(raw.strip() or f"column{i:0{width}d}")
+        taken.add(name)
+        out.append(name)
+    return out
+
+
 def resolve(path: str, base_dir: Path) -> Path:
     p = Path(path)
     return p if p.is_absolute() else (base_dir / p)
@@ -118,6 +162,86 @@ def source_stamp(source: Source, base_dir: Path) -> str | None:
     return None
 
 
+T = TypeVar("T")
+
+
+@contextmanager
+def read_ahead(items: Iterator[T]) -> Iterator[Iterator[T]]:
+    """``items``, each read in a background thread while the caller works on the one before
+    (DuckDB parses and converts on its own threads without the GIL, so reading the next batch
+    overlaps validating and storing this one). An error while reading is raised to the caller
+    at the item where it happened; leaving the block stops the thread (after the item it is
+    reading) before the caller closes the source. At most two items are held ahead."""
+    ahead: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    end = object()
+
+    def put(entry: tuple) -> bool:
+        while not stop.is_set():
+            try:
+                ahead.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def pump() -> None:
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+            put((end, None))
+        except BaseException as exc:  # handed to the caller, raised there
+            put((end, exc))
+
+    def drain() -> Iterator[T]:
+        while True:
+            item, exc = ahead.get()
+            if exc is not None:
+                raise exc
+            if item is end:
+                return
+            yield item
+
+    worker = threading.Thread(target=pump, name="aequum-read-ahead", daemon=True)
+    worker.start()
+    try:
+        yield drain()
+    finally:
+        stop.set()
+        worker.join()
+
+
+def _arrow_batches(rel: duckdb.DuckDBPyRelation, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The relation's rows as Arrow batches, its query started at the first batch (so that an
+    error in the data, found only when reading, is raised where the batches are read)."""
+    yield from rel.to_arrow_reader(batch_rows)
+
+
+def _regroup(batches: Iterator[pa.RecordBatch], batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """Batches of ``batch_rows`` rows (the last one shorter) from the reader's batches of
+    whatever size it makes (DuckDB's CSV reader: about 20,000 rows), so that a consumer works
+    once per ``batch_rows`` rows, not once per small chunk."""
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for b in batches:
+        while b.num_rows:
+            take = min(b.num_rows, batch_rows - count)
+            held.append(b.slice(0, take))
+            count += take
+            b = b.slice(take)
+            if count == batch_rows:
+                yield _joined(held)
+                held, count = [], 0
+    if count:
+        yield _joined(held)
+
+
+def _joined(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """One batch of the pieces (a single piece as it is: no copy)."""
+    return pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
+
+
 def _rename(batches: Iterator[pa.RecordBatch], names: list[str]) -> Iterator[pa.RecordBatch]:
     for b in batches:
         yield b.rename_columns(names)
@@ -150,9 +274,17 @@ def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000,
                 rel = con.read_parquet([str(f) for f in files])
             else:
                 delim = source.delimiter or sniff_delimiter(files[0])
-                named = {"header": False, "names": list(source.header_names)} if source.header_names else {"header": True}
-                rel = con.read_csv([str(f) for f in files], delimiter=delim, all_varchar=True,
-                                   quotechar='"', null_padding=False, **named)
+                if source.header_names:
+                    rel = con.read_csv([str(f) for f in files], delimiter=delim, all_varchar=True,
+                                       quotechar='"', null_padding=False, header=False,
+                                       names=list(source.header_names))
+                else:
+                    # the dialect is known (and the header read here), so DuckDB's sniffer, which
+                    # samples 20,480 rows, is not run; a row with more or fewer fields than the
+                    # header is an error naming its line, as with the sniffer
+                    rel = con.read_csv([str(f) for f in files], delimiter=delim, quotechar='"',
+                                       escapechar='"', header=True, null_padding=False, auto_detect=False,
+                                       columns={n: "VARCHAR" for n in header_names(files, delim)})
         except duckdb.Error as exc:
             con.close()
             if kind == "parquet":
@@ -166,7 +298,7 @@ def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000,
             from aequum.engines.generators.hmda import normalise_column_name
             names = [normalise_column_name(c) for c in raw]
         rel, kept = _project(rel, raw, names, columns)
-        batches = rel.to_arrow_reader(batch_rows)
+        batches = _regroup(_arrow_batches(rel, batch_rows), batch_rows)
         if kind == "hmda_lar":
             batches = _rename(batches, kept)
         try:

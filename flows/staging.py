@@ -8,15 +8,22 @@ Atomicity: rows stream into a private ``staging.incoming_<uuid>`` table; only wh
 has passed are the table renamed, the quarantine written and the version registered, in one
 transaction. The lake copy is written to a temporary folder and renamed into place. A failure
 at any point leaves the warehouse and lake as they were (the incoming table is dropped).
+
+Reading, validating and storing overlap: the source's next batch is read on one thread while
+this one is validated and the one before is inserted on another (:func:`read_ahead`,
+:func:`write_behind`); an error on any of them stops the ingest as above.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import queue
 import shutil
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +34,7 @@ import pyarrow.parquet as pq
 from aequum.engines.core.data import DECISION, LABEL, group_column
 from aequum.engines.core.spec import AuditSpec
 from aequum.engines.core.validation import QUARANTINE_SCHEMA, check_columns, validate_batch
-from aequum.flows.readers import open_source, source_stamp
+from aequum.flows.readers import open_source, read_ahead, source_stamp
 from aequum.flows.warehouse import Warehouse, load_sql, process_alive, staged_table, this_process
 
 DEFAULT_LAKE = Path("data/lake")
@@ -72,7 +79,7 @@ def lake_partitions(spec: AuditSpec) -> list[str]:
 
 
 def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFAULT_LAKE,
-          batch_rows: int = 1_000_000, progress: Callable[[str], None] | None = None) -> DatasetRef:
+          batch_rows: int = 250_000, progress: Callable[[str], None] | None = None) -> DatasetRef:
     """Ingest ``spec.source`` into the warehouse and lake; return the dataset version."""
     say = progress or (lambda _msg: None)
     con = wh.con
@@ -82,7 +89,6 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
     incoming = (f"staging.incoming_{owner['pid']}_{int((owner['pid_started'] or 0) * 1000)}_"
                 f"{uuid.uuid4().hex[:12]}")
     tmp: Path | None = None
-    created = False
     bad_parts: list[pa.Table] = []
     categories: dict[str, set[str]] = {}
     rows = 0
@@ -101,28 +107,37 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                               json.loads(known["categories"] or "{}"), known["source_fingerprint"],
                               known["rows_read"], known["rows_staged"], known["rows_quarantined"],
                               known["rows_out_of_scope"], reused=True)
+    made = False  # the incoming table exists
+
+    def store(good: pa.Table) -> None:
+        nonlocal made
+        con.register("_aequum_batch", good)
+        try:
+            if made:
+                con.execute(f"INSERT INTO {incoming} SELECT * FROM _aequum_batch")
+            else:
+                con.execute(f"CREATE TABLE {incoming} AS SELECT * FROM _aequum_batch")
+                made = True
+        finally:
+            con.unregister("_aequum_batch")
+
     try:
         with open_source(spec.source, spec_dir, batch_rows, columns=spec.columns()) as stream:
             check_columns(stream.columns, spec)
-            for batch in stream.batches:
-                res = validate_batch(batch, spec, rows)
-                rows += res.rows
-                skipped += res.out_of_scope
-                digest = (digest + res.content_hash) % (1 << 64)
-                if res.bad.num_rows:
-                    bad_parts.append(res.bad)
-                for name, vals in res.categories.items():
-                    categories.setdefault(name, set()).update(vals)
-                con.register("_aequum_batch", res.good)
-                try:
-                    if not created:
-                        con.execute(f"CREATE TABLE {incoming} AS SELECT * FROM _aequum_batch")
-                        created = True
-                    else:
-                        con.execute(f"INSERT INTO {incoming} SELECT * FROM _aequum_batch")
-                finally:
-                    con.unregister("_aequum_batch")
-                say(f"read {rows:,} rows ({rows / max(time.perf_counter() - t0, 1e-9):,.0f} rows/s)")
+            # three steps overlap, each on its own thread (DuckDB and polars release the GIL):
+            # the next batch is read while this one is validated and the one before is stored
+            with read_ahead(stream.batches) as batches, write_behind(store) as hand_over:
+                for batch in batches:
+                    res = validate_batch(batch, spec, rows)
+                    rows += res.rows
+                    skipped += res.out_of_scope
+                    digest = (digest + res.content_hash) % (1 << 64)
+                    if res.bad.num_rows:
+                        bad_parts.append(res.bad)
+                    for name, vals in res.categories.items():
+                        categories.setdefault(name, set()).update(vals)
+                    hand_over(res.good)
+                    say(f"read {rows:,} rows ({rows / max(time.perf_counter() - t0, 1e-9):,.0f} rows/s)")
         if rows == 0:
             raise IngestError(f"source {spec.source.path or spec.source.table or spec.source.kind} has no rows")
 
@@ -195,7 +210,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                 "rows_quarantined": bad.num_rows, "rows_out_of_scope": skipped, "staged_table": target,
                 "lake_path": str(lake_path), "categories": json.dumps(cats),
                 "source_stamp": stamp, "contract_hash": contract})
-            created = False
+            made = False  # it is the staged table now
             if lake_path.exists():
                 shutil.rmtree(lake_path)
             tmp.rename(lake_path)
@@ -204,7 +219,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
         return DatasetRef(version, spec.name, target, str(lake_path), cats, fingerprint, rows,
                           staged_rows, bad.num_rows, skipped)
     finally:
-        if created:
+        if made:
             try:
                 con.execute(f"DROP TABLE IF EXISTS {incoming}")
             except duckdb.Error:
@@ -212,6 +227,39 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         _remove_orphan_tmp(lake_root / spec.name)
+
+
+@contextmanager
+def write_behind(store: Callable[[pa.Table], None]) -> Iterator[Callable[[pa.Table], None]]:
+    """A function that hands a table to ``store``, which runs on a background thread, in the
+    order handed over, while the caller goes on (one table waits at most). An error in
+    ``store`` is raised to the caller at its next hand-over or when the block ends; the block
+    ends only when every table handed over is stored (or has failed)."""
+    pending: queue.Queue = queue.Queue(maxsize=1)
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        while (table := pending.get()) is not None:
+            if not failed:  # after an error the rest is dropped, not stored
+                try:
+                    store(table)
+                except BaseException as exc:  # raised in the caller's thread
+                    failed.append(exc)
+
+    def hand_over(table: pa.Table) -> None:
+        if failed:
+            raise failed[0]
+        pending.put(table)
+
+    worker = threading.Thread(target=work, name="aequum-write-behind", daemon=True)
+    worker.start()
+    try:
+        yield hand_over
+    finally:
+        pending.put(None)
+        worker.join()
+    if failed:
+        raise failed[0]
 
 
 def _intact(wh: Warehouse, known: dict) -> bool:

@@ -260,7 +260,7 @@ def no_prefect(monkeypatch):
 
 @pytest.mark.parametrize("case, message", [
     ("missing_column", "source lacks column(s) named in the spec: 'Ghost'"),
-    ("wrong_delimiter", "with delimiter ';' (source.delimiter)"),
+    ("wrong_delimiter", "it reads as 1 column(s): check source.path and source.delimiter"),
     ("directory", "is a directory"),
     ("not_a_csv", "none of the spec's columns"),
     ("binary", "is not a delimited text file"),
