@@ -75,8 +75,14 @@ def _lake_database() -> tuple[duckdb.DuckDBPyConnection, threading.Lock]:
     'leaked instance' lines)."""
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
-    atexit.register(con.close)
+    atexit.register(_close_lake_database)
     return con, threading.Lock()
+
+
+def _close_lake_database() -> None:
+    if _lake_database.cache_info().currsize:
+        _lake_database()[0].close()
+        _lake_database.cache_clear()  # no reference left for the bindings to report at exit
 
 
 _KEEP_BYTES = 64 * 2 ** 20
