@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from aequum.flows.benchmarking import peak_rss_mb
+from aequum.flows.benchmarking import TreePeak, peak_rss_mb
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC = REPO / "data" / "specs" / "hmda.yaml"
@@ -136,8 +136,6 @@ def _measure_stages(spec_path: str, workdir: str) -> dict:
 def _measure_end_to_end(spec_path: str, workdir: str, workers: str) -> dict:
     from aequum.flows.audit import run_audit
     from aequum.flows.warehouse import Warehouse
-
-    from aequum.flows.benchmarking import TreePeak
 
     t0 = time.perf_counter()
     with TreePeak() as tree:

@@ -59,7 +59,7 @@ def decimal_lattice(values: np.ndarray, max_decimals: int = _MAX_DECIMALS) -> tu
         if fits is None:
             return None
         if fits:
-            return np.rint(v * 10.0 ** d).astype(np.int64) if d else np.rint(v).astype(np.int64), 10.0 ** -d
+            return np.rint(v * 10.0 ** d).astype(np.int64), 10.0 ** -d  # × 1.0 at d = 0: exact
     return None
 
 

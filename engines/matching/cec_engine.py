@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aequum.engines.core.data import ID, record_columns
+from aequum.engines.core.data import record_columns, record_ids
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.matching.attributions import attribute_pairs, normalise, score_function
 from aequum.engines.matching.cec_matching import Matches, baselines, match, standardise
@@ -113,8 +113,8 @@ class CECEngine:
             raise ValueError(f"engines.cec.features: {nominal} are categorical; matching standardises "
                              "the merit features, so they must be numeric or ordinal")
         stratum, partition_by = _stratum(data, params)
-        ids = data.column(ID).cast(pa.string())  # Arrow: no Python string per record
-        order = pc.sort_indices(ids).to_numpy()  # by id as text (UTF-8 bytes: code points), stable
+        ids = data.id_text
+        order = pc.sort_indices(ids).to_numpy()  # by id as text, stable
         names = list(data.model.feature_names)
         inputs = data.feature_values(names)[order]
         merit_values = data.feature_values(merit)[order]
@@ -159,8 +159,7 @@ class CECEngine:
         keep = _involved(units, len(inputs))
         inputs = inputs[keep]
         decision = np.asarray(data.model.decide(inputs)).astype(np.int8)
-        kept_ids = ids.take(pa.array(order[keep])).to_numpy(zero_copy_only=False)
-        return State(np.asarray(kept_ids, str), inputs, decision, units, names,
+        return State(record_ids(ids, order[keep]), inputs, decision, units, names,
                      partition_by, notes, population, params, data.model)
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aequum.engines.core.data import ID, AuditData, record_columns
+from aequum.engines.core.data import AuditData, record_columns
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.matching.params import CSTParams
 from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
@@ -67,7 +67,7 @@ def record_order(ids: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def _in_record_order(data: AuditData) -> AuditData:
-    order = record_order(data.column(ID))
+    order = record_order(data.id_text)
     if np.array_equal(order, np.arange(len(order))):
         return data
     cf = data.counterfactuals
@@ -253,8 +253,7 @@ class CSTEngine:
             del cf
             tests.append(Test(label, fact_points, cf_points, prot, ref, decision_cf, comp, sampling))
         targets = {eq.target for eq in spec.scm.equations} if spec.scm is not None and spec.scm.equations else None
-        ids = data.column(ID).combine_chunks().cast(pa.string())
-        return State(ids, data.decision, tests, params, params.effect(targets))
+        return State(data.id_text, data.decision, tests, params, params.effect(targets))
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
         return chunks([len(test.complainants) for test in state.tests], state.params.chunk_size)

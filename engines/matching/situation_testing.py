@@ -29,6 +29,7 @@ from statistics import NormalDist
 import numpy as np
 import pyarrow as pa
 
+from aequum.engines.core.data import record_ids
 from aequum.engines.core.knn import Points, decimal_lattice, knn
 
 METHODS = ("ST", "CST_wo_centres", "CST", "CF")
@@ -147,14 +148,6 @@ def _proportions(neg: np.ndarray, idx: np.ndarray, dist: np.ndarray, k: int, max
         n += 1
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(n > 0, negs / np.maximum(n, 1), np.nan), n
-
-
-def record_ids(ids: pa.Array | np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The ids of ``rows`` as str: ``ids`` as an Arrow string array (a few bytes per record,
-    where numpy's object array holds a Python string each: ~0.5 GB at 10M records) or numpy."""
-    if isinstance(ids, (pa.Array, pa.ChunkedArray)):
-        return np.asarray(ids.take(pa.array(np.asarray(rows, np.int64))).to_numpy(zero_copy_only=False), str)
-    return np.asarray(ids)[rows].astype(str)
 
 
 def claims(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarray, hood: Neighbourhoods,

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from aequum.engines.core.data import ID, record_columns
+from aequum.engines.core.data import record_columns, record_ids
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.verification import bounds as bnd
 from aequum.engines.verification.box import BoxSpec
@@ -117,12 +117,12 @@ class PBAEngine:
                 unit[j] = float(spec.feature(n).perturbation)
                 low[j], high[j] = _domain(data, n)
         X = data.feature_values(names)
-        ids = data.column(ID).cast(pa.string())  # Arrow: no Python string per record
+        ids = data.id_text
         bad = np.argwhere(~np.isfinite(X))
         if len(bad):
             r, j = bad[0]
             raise ValueError(f"record {ids[int(r)].as_py()!r}: model input {names[j]!r} is missing")
-        order = pc.sort_indices(ids).to_numpy()  # by id as text (UTF-8 bytes: code points), stable
+        order = pc.sort_indices(ids).to_numpy()  # by id as text, stable
         units = []
         for attrs in units_spec:
             # race=Asian flips the model's race input (protected[].compare): for its members
@@ -143,7 +143,7 @@ class PBAEngine:
                 pick = np.sort(np.random.default_rng(params.sample_seed).permutation(len(rows))[:params.sample])
                 rows = rows[pick]
             vals = [g[rows] for g in groups]
-            box.check_inside(X[rows], ids.take(pa.array(rows)).to_numpy(zero_copy_only=False))
+            box.check_inside(X[rows], record_ids(ids, rows))
             units.append(Unit("&".join(attrs), box, shared_neurons(net, list(sens)), rows,
                               _group_labels(vals, attrs), _group_labels([1 - v for v in vals], attrs),
                               population))
@@ -151,8 +151,7 @@ class PBAEngine:
         keep = np.unique(np.concatenate([u.rows for u in units]))
         for u in units:
             u.rows = np.searchsorted(keep, u.rows)
-        kept_ids = np.asarray(ids.take(pa.array(keep)).to_numpy(zero_copy_only=False), str)
-        return State(net, X[keep], kept_ids, truth[keep].astype(np.int8), units, params)
+        return State(net, X[keep], record_ids(ids, keep), truth[keep].astype(np.int8), units, params)
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
         return chunks([len(unit.rows) for unit in state.units], state.params.batch_size)
