@@ -35,6 +35,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from aequum.engines.outcome_stats import wilson_interval
+
 DETECTION = pa.schema([
     ("engine", pa.string()), ("method", pa.string()), ("parameter", pa.string()),
     ("protected_attribute", pa.string()), ("group", pa.string()), ("finding", pa.string()),
@@ -46,7 +48,6 @@ DETECTION = pa.schema([
     ("precision_ci_low", pa.float64()), ("precision_ci_high", pa.float64()),
     ("recall_ci_low", pa.float64()), ("recall_ci_high", pa.float64()),
 ])
-Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
 # the kind of effect each CST method estimates (CF and CST: counterfactual worlds; ST: the
 # same observed features in the other group)
@@ -91,16 +92,6 @@ def _arrow(values, type_: pa.DataType):
     return pa.array(np.asarray(values).astype(str) if type_ == pa.string() else values, type_)
 
 
-def wilson(successes: int, n: int, z: float = Z95) -> tuple[float | None, float | None]:
-    """The Wilson score interval of a proportion (Wilson 1927); (None, None) when n = 0."""
-    if n == 0:
-        return None, None
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return float(max(centre - half, 0.0)), float(min(centre + half, 1.0))
-
-
 def scores(flagged: np.ndarray, harmed: np.ndarray) -> dict[str, float | int | None]:
     """Counts, base rate, precision, recall and F1 of ``flagged`` against ``harmed`` (bools of
     one population), with 95% Wilson intervals for precision and recall (the records as a
@@ -111,7 +102,7 @@ def scores(flagged: np.ndarray, harmed: np.ndarray) -> dict[str, float | int | N
     p = tp / f if f else None
     r = tp / h if h else None
     f1 = 2 * p * r / (p + r) if p is not None and r is not None and p + r > 0 else (0.0 if f and h else None)
-    (p_low, p_high), (r_low, r_high) = wilson(tp, f), wilson(tp, h)
+    (p_low, p_high), (r_low, r_high) = wilson_interval(tp, f, 0.95), wilson_interval(tp, h, 0.95)
     return {"population": n, "flagged": f, "harmed": h, "true_positives": tp,
             "base_rate": h / n if n else None, "precision": p, "recall": r, "f1": f1,
             "precision_ci_low": p_low, "precision_ci_high": p_high, "recall_ci_low": r_low, "recall_ci_high": r_high}

@@ -15,11 +15,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import norm
 
 
 def z_value(confidence: float) -> float:
     """The two-sided standard-normal quantile of a confidence level (1.95996… at 0.95)."""
+    # imported at first use: the audit's process imports this module at start (through
+    # engines.detection), where scipy.stats would add its import time to every audit
+    from scipy.stats import norm
+
     return float(norm.ppf(1 - (1 - confidence) / 2))
 
 

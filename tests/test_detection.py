@@ -277,3 +277,16 @@ def test_cf_holding_every_mediator_recovers_the_direct_effect(tmp_path):
     assert (cf["precision"] >= 0.99).all() and (cf["recall"] >= 0.99).all()
     sex = det.filter((pl.col("method") == "CF") & (pl.col("protected_attribute") == "sex"))
     assert sex["flagged"].max() == 0  # sex reaches the rule only through income: no direct effect
+
+
+def test_detection_intervals_are_the_outcome_metrics_wilson_intervals_exact_at_the_ends():
+    from aequum.engines.detection import scores
+    from aequum.engines.outcome_stats import wilson_interval
+
+    flagged = np.array([True] * 7 + [False] * 5)
+    harmed = np.array([False] * 7 + [True] * 5)  # nothing flagged was harmed: precision 0/7
+    s = scores(flagged, harmed)
+    assert (s["precision_ci_low"], s["precision_ci_high"]) == wilson_interval(0, 7, 0.95)
+    assert s["precision_ci_low"] == 0.0 and s["recall_ci_low"] == 0.0
+    s = scores(harmed, harmed)  # every harmed flagged: recall 5/5
+    assert s["recall_ci_high"] == 1.0 and (s["recall_ci_low"], s["recall_ci_high"]) == wilson_interval(5, 5, 0.95)
