@@ -21,7 +21,6 @@ Sizes: ``--rows N [N ...]`` (default 100k and 1M; ``--quick``: 100k, no end to e
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from aequum.flows.benchmarking import TreePeak, peak_rss_mb
+from aequum.flows.benchmarking import TreePeak, in_fresh_process, peak_rss_mb
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC = REPO / "data" / "specs" / "hmda.yaml"
@@ -148,13 +147,8 @@ def _measure_end_to_end(spec_path: str, workdir: str, workers: str) -> dict:
 
 
 def _in_subprocess(fn: str, *args: str) -> dict:
-    code = f"import json, aequum.flows.bench_audit as b; print('RESULT ' + json.dumps(b.{fn}(*{list(args)!r})))"
     env = {**os.environ, "PREFECT_LOGGING_LEVEL": os.environ.get("PREFECT_LOGGING_LEVEL", "WARNING")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    if out.returncode or not lines:
-        raise RuntimeError(f"bench step {fn} failed:\n{out.stderr[-3000:]}")
-    return json.loads(lines[-1][7:])
+    return in_fresh_process(__name__, fn, *args, env=env)
 
 
 def fixed_cost(tmp: Path) -> dict:

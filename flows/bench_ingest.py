@@ -29,14 +29,11 @@ where the baselines let DuckDB's sniffer find it (about 0.3 s of a 1M-row LAR fi
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from aequum.flows.benchmarking import peak_rss_mb
+from aequum.flows.benchmarking import in_fresh_process, peak_rss_mb
 
 SPEC = Path(__file__).resolve().parent.parent / "data" / "specs" / "hmda.yaml"
 LAYOUTS = ("columns", "layout")
@@ -118,12 +115,7 @@ def _measure_stage(path: str, workdir: str) -> dict:
 
 
 def _in_subprocess(fn: str, *args: str) -> dict:
-    code = f"import json, aequum.flows.bench_ingest as b; print(json.dumps(b.{fn}(*{list(args)!r})))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if out.returncode != 0:
-        tail = "\n".join(out.stderr.strip().splitlines()[-5:])
-        raise RuntimeError(f"{fn}{args!r} failed (exit status {out.returncode}):\n{tail}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return in_fresh_process(__name__, fn, *args)
 
 
 def _best(repeat: int, fn: str, path: str, out: str, *args: str) -> dict:

@@ -1,6 +1,10 @@
 """What every benchmark measures the same way."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 
 def peak_rss_mb() -> float:
     """This process's peak resident memory in MB (VmHWM: reset at exec, unlike getrusage's
@@ -10,6 +14,18 @@ def peak_rss_mb() -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def in_fresh_process(module: str, fn: str, *args: str, env: dict | None = None) -> dict:
+    """``module.fn(*args)`` in a fresh Python process, so that its peak memory is its own; its
+    result (JSON) is read from the line it prints marked ``RESULT``, whatever else it prints.
+    A failure raises RuntimeError naming the step, with the end of the process's error output."""
+    code = f"import json, {module} as m; print('RESULT ' + json.dumps(m.{fn}(*{list(args)!r})))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    if out.returncode or not lines:
+        raise RuntimeError(f"{fn}{args!r} failed (exit status {out.returncode}):\n{out.stderr.strip()[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
 
 
 class TreePeak:

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 
 from aequum.flows.benchmarking import TreePeak
 
@@ -16,3 +17,11 @@ def test_tree_peak_counts_the_memory_of_child_processes():
         subprocess.run([sys.executable, "-c", code], check=True)
     assert tree.peak_mb > own + 280  # the child's 300 MB, which the parent's own peak never sees
     assert any(mb > 280 for mb in tree.per_process_mb.values())
+
+
+def test_a_step_in_a_fresh_process_returns_its_result_or_names_its_failure():
+    from aequum.flows.benchmarking import in_fresh_process
+
+    assert in_fresh_process("json", "loads", "[1, 2]") == [1, 2]
+    with pytest.raises(RuntimeError, match=r"(?s)loads\('not json',\) failed \(exit status 1\).*JSONDecodeError"):
+        in_fresh_process("json", "loads", "not json")
