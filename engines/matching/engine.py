@@ -95,8 +95,8 @@ def _supplied_tables(data: AuditData, units: list[list[str]]) -> dict[str, pa.Ta
             if frozenset(key.split("&")) in labels}
 
 
-def _scm_values(data, names: list[str], known: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The SCM's variables as float64 arrays (``known``: columns already in hand, not copied)."""
+def _scm_values(data, names: list[str], in_hand: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The SCM's variables as float64 arrays (``in_hand``: columns already computed, not copied)."""
     values: dict[str, np.ndarray] = {}
     for p in data.spec.protected:
         # records in neither group enter abduction and prediction as 0: in an additive model
@@ -106,15 +106,19 @@ def _scm_values(data, names: list[str], known: dict[str, np.ndarray]) -> dict[st
         if data.spec.feature(name).type == "categorical":
             raise SCMError(f"SCM variable {name!r} is categorical: additive-noise equations need numeric "
                            "or ordinal variables (declare it ordinal, or supply scm.counterfactuals)")
-        values[name] = known[name] if name in known else data.column_values(name)
+        values[name] = in_hand[name] if name in in_hand else data.column_values(name)
     return values
 
 
-def _fit_scm(data, known: dict[str, np.ndarray]) -> tuple[LinearSCM, dict[str, np.ndarray]]:
+def _scm_variables(spec) -> list[str]:
+    """The SCM's variables other than the protected attributes (features), sorted."""
+    equations = spec.scm.equations if spec.scm is not None else []
+    return sorted({v for eq in equations for v in [eq.target, *eq.parents]} - {p.name for p in spec.protected})
+
+
+def _fit_scm(data, in_hand: dict[str, np.ndarray]) -> tuple[LinearSCM, dict[str, np.ndarray]]:
     spec = data.spec
-    names = sorted({v for eq in spec.scm.equations for v in [eq.target, *eq.parents]}
-                   - {p.name for p in spec.protected})
-    values = _scm_values(data, names, known)
+    values = _scm_values(data, _scm_variables(spec), in_hand)
     parents = {v for eq in spec.scm.equations for v in eq.parents}
     # fit on the records whose protected parents are all known (in one of the groups)
     known = np.logical_and.reduce([data.groups[p.name] >= 0 for p in spec.protected
@@ -182,9 +186,8 @@ class CSTEngine:
         # ids, groups, decisions, labels, the distance's features, the model's inputs and the
         # SCM's variables; with a complainant sample, the recorded protected values too: they
         # are its strata
-        scm = [v for eq in (spec.scm.equations if spec.scm is not None else []) for v in [eq.target, *eq.parents]]
         model = spec.model.features if spec.model is not None else []
-        features = [*(params.features or spec.feature_names), *model, *scm]
+        features = [*(params.features or spec.feature_names), *model, *_scm_variables(spec)]
         raw = list(dict.fromkeys(p.column for p in spec.protected)) if params.sample is not None else []
         return record_columns(spec, list(dict.fromkeys(features))) + raw
 
