@@ -11,13 +11,15 @@ import atexit
 import functools
 import json
 import os
+import shutil
 import sys
 import threading
 import time
 import traceback
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, is_dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
@@ -44,6 +47,12 @@ from aequum.flows.warehouse import DEFAULT_WAREHOUSE, Warehouse, WarehouseError
 
 @dataclass
 class EngineOutcome:
+    """One engine's run: its result tables in ``tables``, or, once :meth:`spool` has written
+    them to Parquet files (``files``, with their ``rows``), there: the worker that ran the
+    engine then hands the flow a few paths instead of its results (CST's evidence: 7M rows at
+    1M HMDA records, 12.5M at 10M), which the flow held all at once, as pickled bytes and as
+    tables, until the end of the run (1.9 GB of its 2.5 GB peak at 1M)."""
+
     engine: str
     status: str
     seconds: float
@@ -51,6 +60,47 @@ class EngineOutcome:
     tables: dict[str, pa.Table]
     schemas: dict[str, pa.Schema]
     error: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+
+    def spool(self, folder: Path) -> EngineOutcome:
+        """The outcome with its tables written to ``folder/<engine>/<table>.parquet``."""
+        if not self.tables:
+            return self
+        where = Path(folder) / self.engine
+        where.mkdir(parents=True, exist_ok=True)
+        files, rows = {}, {}
+        for name, table in self.tables.items():
+            files[name] = str(where / f"{name}.parquet")
+            pq.write_table(table, files[name])
+            rows[name] = table.num_rows
+        return EngineOutcome(self.engine, self.status, self.seconds, self.pieces, {}, self.schemas,
+                             self.error, files, rows)
+
+    def row_counts(self) -> dict[str, int]:
+        return dict(self.rows) if self.files else {t: v.num_rows for t, v in self.tables.items()}
+
+    def results(self) -> Mapping[str, pa.Table]:
+        """Its tables by name, each read from its file when asked for (if spooled)."""
+        return self.tables if not self.files else _SpooledTables(self.files)
+
+    def result(self, name: str) -> pa.Table | str:
+        """A table to insert: in memory, or the path of its Parquet file."""
+        return self.files[name] if self.files else self.tables[name]
+
+
+class _SpooledTables(Mapping):
+    def __init__(self, files: dict[str, str]):
+        self.files = files
+
+    def __getitem__(self, name: str) -> pa.Table:
+        return pq.read_table(self.files[name])
+
+    def __iter__(self):
+        return iter(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
 
 
 def release_memory() -> None:
@@ -201,14 +251,15 @@ def state_bytes(obj: Any, depth: int = 0, seen: set[int] | None = None) -> int:
 
 def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
                       counterfactuals: dict[str, pa.Table] | None, client=None, say=None,
-                      lock: str | None = None) -> EngineOutcome:
+                      lock: str | None = None, spool: str | None = None) -> EngineOutcome:
     """Run one engine over a staged dataset version; pieces fan out on ``client`` if given.
     ``say`` receives the pieces' progress. With ``lock`` (a name on ``client``'s cluster) the
     engine runs while holding that lock: the engines of one run then run one at a time, each
     fanning its pieces out over every worker, so that the memory of one engine (the records
     it reads, the arrays built from them, its state on every worker, its results: 4-5 GB for
     CST or CEC at 10M HMDA records) is never needed next to another's. Its seconds count from
-    when it holds the lock."""
+    when it holds the lock. With ``spool`` (a folder) the results are written there as Parquet
+    before the lock is let go (:meth:`EngineOutcome.spool`)."""
     engine = get_engine(name)
     params = engine_params(spec, name)
     progress = Progress(name, say or (lambda _message: None))
@@ -237,9 +288,12 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
         del state, parts
         tables = {t: conform(out[t], schema, t) for t, schema in engine.tables.items()}
         del out
+        outcome = EngineOutcome(name, "succeeded", time.perf_counter() - t0, n_pieces, tables, dict(engine.tables))
+        del tables
+        if spool is not None:
+            outcome = outcome.spool(Path(spool))
         release_memory()
-        seconds = time.perf_counter() - t0
-    return EngineOutcome(name, "succeeded", seconds, n_pieces, tables, dict(engine.tables))
+    return outcome
 
 
 @contextmanager
@@ -264,9 +318,10 @@ def _prepare(engine, params, spec: AuditSpec, lake_path: str, categories: dict, 
 
 @task(name="engine", cache_policy=NO_CACHE, retries=0)
 def engine_task(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
-                counterfactuals: dict[str, pa.Table] | None, lock: str | None = None) -> EngineOutcome:
+                counterfactuals: dict[str, pa.Table] | None, lock: str | None = None,
+                spool: str | None = None) -> EngineOutcome:
     """One engine as a Prefect task; failures come back as a failed outcome, not an exception.
-    ``lock``: see :func:`run_engine_pieces`."""
+    ``lock``, ``spool``: see :func:`run_engine_pieces`."""
     from distributed import get_worker, worker_client
 
     t0 = time.perf_counter()
@@ -275,11 +330,13 @@ def engine_task(name: str, spec: AuditSpec, lake_path: str, categories: dict, mo
         try:
             get_worker()
         except ValueError:  # not on a Dask worker (another task runner): run the pieces here
-            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, say=say)
+            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, say=say,
+                                     spool=spool)
         # worker_client secedes this task's thread while it waits for its pieces, so the
         # pieces can run on the same workers (no deadlock when every thread holds an engine)
         with worker_client() as client:
-            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, client, say, lock)
+            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, client, say, lock,
+                                     spool)
     except Exception as exc:  # an engine failure is recorded, the other engines still land
         detail = f"{type(exc).__name__}: {exc}"
         get_run_logger().error("engine %s failed: %s\n%s", name, detail, traceback.format_exc())
@@ -356,10 +413,21 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
     spec = load_spec(spec_file)
     run_id = run_id or new_run_id(spec.name)
     names = list(engines or spec.engines.run)
-    logger = get_run_logger()
     with Warehouse(warehouse) as wh:
         wh.start_run(run_id, spec.name, spec.digest(), code_version(),
                      spec.engines.model_dump(mode="json"))
+    # the engines' results until they are in the warehouse; a folder left by a process that
+    # died is removed by the next staging of the spec (flows.staging: orphan .tmp folders)
+    spool = Path(lake).resolve() / spec.name / f".results.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        return _audit(spec, spec_file, run_id, names, warehouse, lake, spool)
+    finally:
+        shutil.rmtree(spool, ignore_errors=True)
+
+
+def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], warehouse: str, lake: str,
+           spool: Path) -> str:
+    logger = get_run_logger()
     ref: DatasetRef | None = None
     try:
         with Warehouse(warehouse) as wh:
@@ -376,11 +444,12 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
         del staged
         release_memory()  # the flow's process waits for the engines from here on
         skipped = [n for n in names if problem and getattr(get_engine(n), "uses_model", False)]
-        futures = [engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs, f"aequum-engines-{run_id}")
+        futures = [engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs,
+                                      f"aequum-engines-{run_id}", str(spool))
                    for n in names if n not in skipped]
         outcomes: list[EngineOutcome] = [f.result() for f in futures] + [
             EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
-        del futures  # a worker keeps a task's result (CST's evidence at 10M: ~1 GB) while its future lives
+        del futures  # a worker keeps a task's result while its future lives
     except BaseException as exc:
         close_failed_run(warehouse, run_id, ref, f"{type(exc).__name__}: {exc}")
         raise
@@ -388,12 +457,12 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
     detection = score_run(spec, spec_file.parent, outcomes, logger.info)  # against the source's truth
     if detection is not None:
         extra["detection"] = (DETECTION, detection)
-    rows = sum(t.num_rows for o in outcomes for t in o.tables.values())
+    rows = sum(n for o in outcomes for n in o.row_counts().values())
     logger.info(f"writing {rows:,} result rows of {len(outcomes)} engine(s) to {warehouse}")
     write_run(warehouse, run_id, outcomes, ref, model, extra)
     for o in outcomes:
         logger.info("engine %s: %s in %.2f s (%d pieces) %s", o.engine, o.status, o.seconds,
-                    o.pieces, o.error or {t: v.num_rows for t, v in o.tables.items()})
+                    o.pieces, o.error or o.row_counts())
     return run_id
 
 
@@ -427,7 +496,7 @@ def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: D
                 for t, (_, tbl) in extra.items():
                     wh.insert_run_rows(t, run_id, tbl)
                 for o in outcomes:
-                    counts = {t: wh.insert_run_rows(t, run_id, tbl) for t, tbl in o.tables.items()}
+                    counts = {t: wh.insert_run_rows(t, run_id, o.result(t)) for t in o.row_counts()}
                     wh.record_engine(run_id, o.engine, o.status, round(o.seconds, 3), o.pieces, counts, o.error)
                 wh.finish_run(run_id, status, ref.version, ref.fingerprint,
                               model_fingerprint(model) if model is not None else None,

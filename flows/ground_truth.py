@@ -104,7 +104,7 @@ def score_run(spec: AuditSpec, spec_dir: Path, outcomes, say) -> pa.Table | None
     truth = load_truth(spec, spec_dir)
     if truth is None:
         return None
-    table = detection_table({o.engine: o.tables for o in outcomes if o.status == "succeeded"}, truth)
+    table = detection_table({o.engine: o.results() for o in outcomes if o.status == "succeeded"}, truth)
     if table.num_rows:
         say(f"scored {table.num_rows} detection row(s) against the ground truth ({truth.source})")
     return table if table.num_rows else None

@@ -298,11 +298,16 @@ class Warehouse:
             self.con.execute(f"DELETE FROM audit.{quote_ident(check_table_name(name))} WHERE run_id = $run_id",
                              {"run_id": run_id})
 
-    def insert_run_rows(self, name: str, run_id: str, table: pa.Table) -> int:
-        """Inside an open transaction, after :meth:`purge_run`: insert ``table`` as the run's
-        rows of ``audit.<name>``."""
+    def insert_run_rows(self, name: str, run_id: str, table: pa.Table | str) -> int:
+        """Inside an open transaction, after :meth:`purge_run`: insert ``table`` (or the Parquet
+        file at that path, read by DuckDB in its memory limit) as the run's rows of
+        ``audit.<name>``."""
         check_table_name(name)
         target = f"audit.{name}"
+        if isinstance(table, str):
+            return self.con.execute(
+                f"INSERT INTO {target} BY NAME SELECT $run_id AS run_id, * FROM read_parquet($path)",
+                {"run_id": run_id, "path": table}).fetchall()[0][0]
         if table.num_rows:
             self.con.register("_aequum_rows", table)
             try:

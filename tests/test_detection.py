@@ -1,8 +1,6 @@
 """Detection quality: engines' individual findings scored against a ground truth of harm."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -16,6 +14,7 @@ from aequum.engines.core.spec import SpecError, load_spec, parse_spec
 from aequum.engines.detection import DETECTION, GroundTruth, cst_detection, detection_table, scores
 from aequum.engines.matching.engine import CSTEngine
 from aequum.engines.matching.situation_testing import CLAIMS
+from aequum.flows.audit import EngineOutcome
 from aequum.flows.ground_truth import load_truth, score_run
 
 REPO_SPEC = "data/specs/hmda.yaml"
@@ -114,8 +113,12 @@ def test_generated_hmda_is_scored_against_its_own_truth(tmp_path):
     spec = load_spec(spec_path)
     data = stage_spec(spec, tmp_path, tmp_path)
     out = run_serial(CSTEngine(), data, spec.engines.cst.model_copy(update={"evidence": "none"}))
-    outcome = SimpleNamespace(engine="cst", status="succeeded", tables=out)
+    outcome = EngineOutcome("cst", "succeeded", 0.0, 1, out, dict(CSTEngine.tables))
     table = score_run(spec, tmp_path, [outcome], lambda _m: None)
+    # as the audit flow scores it: the results written to Parquet by the engine's task
+    spooled = outcome.spool(tmp_path / "spool")
+    assert not spooled.tables and spooled.row_counts() == {t: v.num_rows for t, v in out.items()}
+    assert score_run(spec, tmp_path, [spooled], lambda _m: None).equals(table)
     assert table.schema == DETECTION
     det = pl.from_arrow(table)
     races = {f"race={v}" for v in spec.protected[0].protected_values}  # compare: both
@@ -166,7 +169,7 @@ def test_cf_with_the_lenders_model_recovers_the_total_effect(tmp_path):
     spec = load_spec(tmp_path / "s.yaml")
     data = stage_spec(spec, tmp_path, tmp_path)
     out = run_serial(CSTEngine(), data, spec.engines.cst.model_copy(update={"evidence": "none"}))
-    det = pl.from_arrow(score_run(spec, tmp_path, [SimpleNamespace(engine="cst", status="succeeded", tables=out)],
+    det = pl.from_arrow(score_run(spec, tmp_path, [EngineOutcome("cst", "succeeded", 0.0, 1, out, {})],
                                   lambda _m: None))
     cf = det.filter((pl.col("method") == "CF") & (pl.col("effect") == "total"))
     assert cf.height == 3 and (cf["harmed"] >= 20).all()
@@ -267,7 +270,7 @@ def test_cf_holding_every_mediator_recovers_the_direct_effect(tmp_path):
     out = run_serial(CSTEngine(), data, spec.engines.cst.model_copy(update={"evidence": "none"}))
     assert set(pl.from_arrow(out["cst_summary"]).filter(pl.col("method") == "CF")["effect"]) == {
         "direct: every mediator (log_income, debt_to_income, ltv, credit_score) held at factual values"}
-    det = pl.from_arrow(score_run(spec, tmp_path, [SimpleNamespace(engine="cst", status="succeeded", tables=out)],
+    det = pl.from_arrow(score_run(spec, tmp_path, [EngineOutcome("cst", "succeeded", 0.0, 1, out, {})],
                                   lambda _m: None))
     cf = det.filter((pl.col("method") == "CF") & (pl.col("effect") == "direct")
                     & pl.col("protected_attribute").is_in(["race", "ethnicity"]))

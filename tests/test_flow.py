@@ -1,6 +1,8 @@
 """The audit flow end to end: real Prefect (ephemeral server), real Dask LocalCluster, real files."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from aequum.flows.audit import run_audit
@@ -39,6 +41,7 @@ def test_audit_run_writes_results_and_rerun_replaces_them(prefect_server, tmp_pa
     wh_path, lake = str(tmp_path / "wh.duckdb"), str(tmp_path / "lake")
     run_id = run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="r-1", workers=2)
     assert run_id == "r-1"
+    assert not list(Path(lake).rglob(".results*"))  # the engines' spooled results are gone
     with Warehouse(wh_path, read_only=True) as wh:
         run = wh.run("r-1")
         assert run["status"] == "succeeded", run

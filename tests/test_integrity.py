@@ -173,10 +173,11 @@ def test_an_ingest_removes_only_dead_processes_temporary_lake_folders(tmp_path, 
     spec_lake.mkdir(parents=True)
     mine = spec_lake / f".abc.{os.getpid()}.11111111.tmp"  # another ingest of this process
     orphan = spec_lake / f".abc.{dead_pid()}.22222222.tmp"
-    mine.mkdir()
-    orphan.mkdir()
+    results = spec_lake / f".results.{dead_pid()}.33333333.tmp"  # an audit's spooled results
+    for folder in (mine, orphan, results):
+        folder.mkdir()
     stage(spec, tmp_path, warehouse, tmp_path / "lake")
-    assert mine.exists() and not orphan.exists()
+    assert mine.exists() and not orphan.exists() and not results.exists()
 
 
 # -- dataset versions are reused only when verifiably the same -----------------------------------

@@ -27,6 +27,23 @@ def test_rewriting_a_run_replaces_its_rows(warehouse):
     assert warehouse.result("cst_claims", "r1")["record_id"].to_pylist() == ["100", "101", "102"]
 
 
+def test_rows_from_a_parquet_file_land_as_the_same_rows_from_arrow(warehouse, tmp_path):
+    """The audit flow inserts the engines' spooled results from their Parquet files."""
+    import pyarrow.parquet as pq
+
+    table = rows(1000).take(pa.array(list(range(999, -1, -1))))  # order kept as written
+    pq.write_table(table, tmp_path / "t.parquet")
+    pq.write_table(rows(0), tmp_path / "empty.parquet")
+    warehouse.ensure_result_table("cst_claims", SCHEMA)
+    with warehouse.transaction():
+        assert warehouse.insert_run_rows("cst_claims", "arrow", table) == 1000
+        assert warehouse.insert_run_rows("cst_claims", "file", str(tmp_path / "t.parquet")) == 1000
+        assert warehouse.insert_run_rows("cst_claims", "none", str(tmp_path / "empty.parquet")) == 0
+    assert warehouse.result("cst_claims", "file").drop_columns("run_id").equals(
+        warehouse.result("cst_claims", "arrow").drop_columns("run_id"))
+    assert warehouse.result("cst_claims", "file")["record_id"][0].as_py() == "999"
+
+
 def test_a_failure_mid_write_leaves_the_warehouse_as_before(warehouse):
     warehouse.write_results("r1", {"cst_claims": (SCHEMA, rows(4)), "cst_summary": (SCHEMA, rows(1))})
     before = {t: warehouse.result(t).to_pylist() for t in ("cst_claims", "cst_summary")}
