@@ -18,7 +18,7 @@ import time
 import traceback
 import uuid
 from contextlib import contextmanager
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,10 +31,11 @@ import pyarrow.parquet as pq
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from aequum.engines.core.data import DECISION, AuditData, record_columns
+from aequum.engines.core.data import DECISION, ID, LABEL, ROW, AuditData, group_column, record_columns
 from aequum.engines.core.engine import conform, declared_columns, declared_rows, run_rounds
 from aequum.engines.core.model_quality import QUALITY, degenerate, model_quality
 from aequum.engines.core.models import ModelError
+from aequum.engines.core.sampling import record_order, stratified_sample
 from aequum.engines.core.spec import AuditSpec, SpecError, load_spec
 from aequum.engines.detection import DETECTION
 from aequum.engines.registry import ENGINES, engine_params, get_engine
@@ -139,10 +140,11 @@ _KEEP_BYTES = 64 * 2 ** 20
 
 
 def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = True,
-              where: dict[str, int] | None = None) -> pa.Table:
+              where: dict[str, int] | None = None, rows: pa.Array | None = None) -> pa.Table:
     """A dataset version's staged records from the lake: only ``columns`` (default all) of the
-    records whose columns have the values in ``where`` (default all records), in source row
-    order, or in storage order when ``ordered`` is false (no sort). After a large read DuckDB's
+    records whose columns have the values in ``where`` and whose source row numbers (``_row``)
+    are in ``rows`` (default all records), in source row order, or in storage order when
+    ``ordered`` is false (no sort). After a large read DuckDB's
     buffers are given back (its memory limit shrunk and restored): it would keep the sort's
     blocks, 0.75 GB for 10M HMDA records, for the rest of the process."""
     database, lock = _lake_database()
@@ -155,6 +157,8 @@ def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = 
                 raise ValueError(f"the staged records at {lake_path} lack column(s) {missing}")
             for column, value in (where or {}).items():  # each file holds one partition: most are skipped
                 rel = rel.filter(duckdb.ColumnExpression(column) == duckdb.ConstantExpression(value))
+            if rows is not None:
+                rel = rel.join(con.from_arrow(pa.table({ROW: pa.array(rows, pa.int64())})), ROW, how="semi")
             if ordered:
                 rel = rel.order("_row")
             if columns is not None:
@@ -166,6 +170,79 @@ def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = 
             database.execute("SET memory_limit = '64MB'")
             database.execute("RESET memory_limit")
     return table
+
+
+def lake_blocks(lake_path: str, columns: list[str], rows: int = 1_000_000) -> Iterator[pa.Table]:
+    """``columns`` of every staged record in blocks of about ``rows`` records, in storage order:
+    for a pass over all records in the memory of one block."""
+    database, lock = _lake_database()
+    with lock:
+        con = database.cursor()
+        try:
+            rel = con.read_parquet(str(Path(lake_path) / "**" / "*.parquet"), hive_partitioning=False)
+            batches, held = [], 0
+            for batch in rel.select(*[duckdb.ColumnExpression(c) for c in columns]).to_arrow_reader(rows):
+                batches.append(batch)
+                held += batch.num_rows
+                if held >= rows:
+                    yield pa.Table.from_batches(batches)
+                    batches, held = [], 0
+            if batches:
+                yield pa.Table.from_batches(batches)
+        finally:
+            con.close()
+
+
+def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[Any, pa.Table | None, str | None]:
+    """The run's model, its quality (``audit.model_quality``) and why it cannot stand in for
+    the lender's, if it cannot (:func:`assess_model`). A surrogate is fitted on the staged
+    records, or on a sample of ``model.fit_rows`` of them (:func:`fit_sample`); its quality is
+    measured on every record, read in blocks, so the model step takes the memory and time of
+    ``fit_rows`` records however many were staged."""
+    if spec.model is None:
+        return None, None, None
+    if spec.model.kind != "surrogate":
+        model = fit_model(spec, spec_dir, None, ref.categories)
+    else:
+        picked = fit_sample(spec, ref)
+        table = load_lake(ref.lake_path, record_columns(spec), rows=picked)  # not the raw or reason columns
+        say(f"fitting the surrogate model on {table.num_rows:,} rows" +
+            (f" (a sample of the {ref.rows_staged:,} staged, stratified by target and groups: model.fit_rows)"
+             if picked is not None else ""))
+        t_fit = time.perf_counter()
+        model = fit_model(spec, spec_dir, table, ref.categories)
+        del table
+        release_memory()
+        say(f"model ready in {time.perf_counter() - t_fit:.1f} s")
+    columns = record_columns(spec, list(spec.model.features), ids=False)
+    return (model, *assess_model(spec, lake_blocks(ref.lake_path, columns), ref.categories, model, say))
+
+
+def fit_sample(spec: AuditSpec, ref: DatasetRef) -> pa.Array | None:
+    """The source row numbers of the records a surrogate is fitted on: ``model.fit_rows`` of
+    them, stratified by its target and every protected attribute's group, drawn in record order
+    (:mod:`engines.core.sampling`: the same records and seed give the same sample whatever the
+    rows' order); None (all records) when there are no more than that."""
+    limit = spec.model.fit_rows
+    if limit is None or ref.rows_staged <= limit:
+        return None
+    target = LABEL if spec.model.target == "label" else DECISION
+    groups = [group_column(p.name) for p in spec.protected]
+    keys = load_lake(ref.lake_path, [ID, ROW, target, *groups], ordered=False)
+    order = record_order(keys[ID])
+    stratum = keys[target].to_numpy(zero_copy_only=False).astype(np.int64)
+    for g in groups:  # target x (group + 1) of each attribute, in base 3
+        stratum = stratum * 3 + keys[g].fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+    picked = stratified_sample(order, stratum[order], limit, spec.model.seed)
+    return keys[ROW].take(pa.array(picked))
+
+
+def supplied_counterfactuals(spec: AuditSpec, spec_dir: Path, ref: DatasetRef) -> dict[str, pa.Table] | None:
+    """The counterfactual tables the spec supplies (``scm.counterfactuals``), aligned with the
+    staged records (read for that only)."""
+    if spec.scm is None or spec.scm.counterfactuals is None:
+        return None
+    return load_counterfactuals(spec, spec_dir, load_lake(ref.lake_path, record_columns(spec)))
 
 
 def fit_model(spec: AuditSpec, spec_dir: Path, table: pa.Table, categories: dict):
@@ -183,18 +260,28 @@ def fit_model(spec: AuditSpec, spec_dir: Path, table: pa.Table, categories: dict
                        base_dir=spec_dir)
 
 
-def assess_model(spec: AuditSpec, table: pa.Table, categories: dict, model, say) -> tuple[pa.Table | None, str | None]:
-    """The model's agreement with what it stands for (``audit.model_quality``) and, for a
-    surrogate that cannot stand in for the lender's model, why (the engines that need a model
-    are then not run). A degenerate model that makes the decisions fails the run."""
+def assess_model(spec: AuditSpec, blocks: Iterable[pa.Table], categories: dict, model, say
+                 ) -> tuple[pa.Table | None, str | None]:
+    """The model's agreement with what it stands for (``audit.model_quality``), over the
+    staged records in ``blocks``, and, for a surrogate that cannot stand in for the lender's
+    model, why (the engines that need a model are then not run). A degenerate model that makes
+    the decisions fails the run."""
     if model is None:
         return None, None
-    data = AuditData(spec, table, categories, model)
     fitted_to_label = spec.model.kind == "surrogate" and spec.model.target == "label"
-    target = data.label if fitted_to_label or spec.decision is None else table[DECISION].to_numpy()
-    if target is None:
+    use_label = fitted_to_label or spec.decision is None
+    if use_label and spec.label is None:
         return None, None
-    quality = model_quality(data, np.asarray(target))
+    scores, targets, groups = [], [], {p.name: [] for p in spec.protected}
+    for block in blocks:
+        data = AuditData(spec, block, categories, model)
+        scores.append(data.scores())
+        targets.append(data.label if use_label else block[DECISION].to_numpy())
+        for name, g in data.groups.items():
+            groups[name].append(g)
+    quality = model_quality(np.concatenate(scores), np.concatenate(targets),
+                            {name: np.concatenate(g) for name, g in groups.items()},
+                            getattr(model, "fidelity", None))
     overall = {r["split"]: r for r in quality.to_pylist() if r["attribute"] == "all"}
     for split, r in overall.items():
         say(f"model vs {'label' if fitted_to_label else 'recorded decisions'} ({split}, {r['n']:,} rows): "
@@ -432,16 +519,8 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
     try:
         with Warehouse(warehouse) as wh:
             ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info)
-        staged = load_lake(ref.lake_path, record_columns(spec))  # not the raw or reason columns
-        if spec.model is not None and spec.model.kind == "surrogate":
-            logger.info(f"fitting the surrogate model on {staged.num_rows:,} rows")
-        t_fit = time.perf_counter()
-        model = fit_model(spec, spec_file.parent, staged, ref.categories)
-        if model is not None:
-            logger.info(f"model ready in {time.perf_counter() - t_fit:.1f} s")
-        quality, problem = assess_model(spec, staged, ref.categories, model, logger.info)
-        cfs = load_counterfactuals(spec, spec_file.parent, staged)
-        del staged
+        model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info)
+        cfs = supplied_counterfactuals(spec, spec_file.parent, ref)
         release_memory()  # the flow's process waits for the engines from here on
         skipped = [n for n in names if problem and getattr(get_engine(n), "uses_model", False)]
         futures = [engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs,

@@ -77,11 +77,8 @@ def _measure_stages(spec_path: str, workdir: str) -> dict:
     """The flow's steps in one process (no Prefect, no Dask), timed one by one."""
     import duckdb
 
-    from aequum.engines.core.data import record_columns
     from aequum.engines.core.spec import load_spec
-    from aequum.flows.audit import (assess_model, fit_model, load_lake, new_run_id, run_engine_pieces,
-                                    write_run)
-    from aequum.flows.counterfactuals import load_counterfactuals
+    from aequum.flows.audit import new_run_id, prepare_model, run_engine_pieces, supplied_counterfactuals, write_run
     from aequum.flows.staging import stage
     from aequum.flows.versioning import code_version
     from aequum.flows.warehouse import Warehouse
@@ -104,11 +101,8 @@ def _measure_stages(spec_path: str, workdir: str) -> dict:
         wh.start_run(run_id, spec.name, spec.digest(), code_version(), spec.engines.model_dump(mode="json"))
         ref = stage(spec, spec_file.parent, wh, Path(workdir) / "lake")
     lap("staging")
-    staged = load_lake(ref.lake_path, record_columns(spec))
-    model = fit_model(spec, spec_file.parent, staged, ref.categories)
-    quality, problem = assess_model(spec, staged, ref.categories, model, lambda _m: None)
-    cfs = load_counterfactuals(spec, spec_file.parent, staged)
-    del staged
+    model, quality, problem = prepare_model(spec, spec_file.parent, ref, lambda _m: None)
+    cfs = supplied_counterfactuals(spec, spec_file.parent, ref)
     lap("model")
     outcomes = []
     for name in spec.engines.run:

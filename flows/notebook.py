@@ -63,7 +63,7 @@ def audit(frame: Any, spec: dict | str | Path, engines: list[str] | None = None,
     the id column if the frame has one (default: the row number). ``engines`` overrides
     ``engines.run``. Bad input raises the same errors, naming the field, row or value, as the
     command line reports; ``say`` receives progress lines (``None``: quiet)."""
-    from aequum.flows.audit import assess_model, fit_model
+    from aequum.flows.audit import prepare_model
     from aequum.flows.counterfactuals import load_counterfactuals
     from aequum.flows.staging import stage
     from aequum.flows.warehouse import Warehouse
@@ -85,8 +85,7 @@ def audit(frame: Any, spec: dict | str | Path, engines: list[str] | None = None,
             quarantine = wh.con.sql(
                 "SELECT source_row, record_id, field, value, reason FROM audit.quarantine "
                 "WHERE dataset_version = $v ORDER BY source_row", params={"v": ref.version}).to_arrow_table()
-        model = fit_model(parsed, spec_dir, staged, ref.categories)
-        quality, problem = assess_model(parsed, staged, ref.categories, model, say)
+        model, quality, problem = prepare_model(parsed, spec_dir, ref, say)
         data = AuditData(parsed, staged, ref.categories, model,
                          load_counterfactuals(parsed, spec_dir, staged))
         out: dict[str, pa.Table] = {"quarantine": quarantine}

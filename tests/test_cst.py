@@ -303,7 +303,7 @@ def test_surrogate_disagreements_are_not_counterfactual_effects():
 
 
 def test_stratified_sample_allocates_proportionally():
-    from aequum.engines.matching.situation_testing import stratified_sample
+    from aequum.engines.core.sampling import stratified_sample
 
     cand = np.arange(100) * 3
     strata = np.array(["a"] * 60 + ["b"] * 30 + ["c"] * 10)

@@ -16,7 +16,8 @@ from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.models import LinearRule
 from aequum.engines.core.spec import SpecError, parse_spec
-from aequum.engines.matching.engine import CSTEngine, record_order
+from aequum.engines.core.sampling import record_order
+from aequum.engines.matching.engine import CSTEngine
 from aequum.engines.matching.scm import Equation, LinearSCM
 
 CST_DATA = "counterfactual-situation-testing", "data"

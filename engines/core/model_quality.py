@@ -29,20 +29,20 @@ def _row(attribute: str, group: str, split: str, q: dict) -> dict:
             **{k: (None if q.get(k) is None or math.isnan(q[k]) else q[k]) for k in _MEASURES}}
 
 
-def model_quality(data, target: np.ndarray) -> pa.Table:
-    """One row for the surrogate's held-out rows (when it has them), one for all records, and
-    one per protected attribute × group (all records): the model's decisions ``score > 0``
-    against ``target`` (the recorded decisions, or the label it was fitted to)."""
-    model = data.model
-    score = data.scores()
+def model_quality(score: np.ndarray, target: np.ndarray, groups: dict[str, np.ndarray],
+                  fidelity: dict | None = None) -> pa.Table:
+    """One row for a surrogate's held-out rows (``fidelity``, when it has them), one for all
+    records, and one per protected attribute × group (``groups``: 1 protected, 0 reference):
+    the decisions ``score > 0`` against ``target`` (the recorded decisions, or the label the
+    model was fitted to)."""
     rows = []
-    fid = getattr(model, "fidelity", {}) or {}
+    fid = fidelity or {}
     if "holdout_accuracy" in fid:
         rows.append(_row("all", "all", "holdout", {k: fid.get(f"holdout_{k}") for k in ["n", *_MEASURES]}))
     rows.append(_row("all", "all", "all", decision_quality(target, score)))
-    for attr, groups in data.groups.items():
+    for attr, group in groups.items():
         for g, name in ((1, "protected"), (0, "reference")):
-            mask = groups == g
+            mask = group == g
             rows.append(_row(attr, name, "all", decision_quality(target[mask], score[mask])))
     return pa.Table.from_pylist(rows, schema=QUALITY)
 

@@ -28,7 +28,7 @@ from aequum.engines.matching.cec_matching import Matches, baselines, match, stan
 from aequum.engines.matching.cec_params import CECParams
 from aequum.engines.matching.cec_scores import (FEATURES, PAIRS, REGIME_SHARES, SUMMARY, delta_cec,
                                          feature_sums, features_table, regimes, summaries)
-from aequum.engines.matching.situation_testing import stratified_sample
+from aequum.engines.core.sampling import stratified_sample
 
 
 @dataclass

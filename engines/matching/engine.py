@@ -19,11 +19,11 @@ import pyarrow.compute as pc
 
 from aequum.engines.core.data import AuditData, record_columns
 from aequum.engines.core.engine import Tables, chunks, concat_parts
+from aequum.engines.core.sampling import record_order, stratified_sample
 from aequum.engines.matching.params import CSTParams
 from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
 from aequum.engines.matching.situation_testing import (CLAIMS, EVIDENCE, SAMPLING, SUMMARY, claims, evidence,
-                                                evidence_depth, normalise, search, stratified_sample,
-                                                summary)
+                                                evidence_depth, normalise, search, summary)
 
 
 @dataclass
@@ -47,23 +47,6 @@ class State:
     tests: list[Test]
     params: CSTParams
     effect: str  # what CF and CST measure (cst_summary.effect)
-
-
-def record_order(ids: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """The permutation putting records in record order: by id, as integers when every id is one
-    (e.g. source row numbers) and as text otherwise. Ids travel with their records, so the
-    order, and with it every tie between equally distant neighbours (:mod:`engines.core.knn`),
-    does not depend on the order of the rows. (Without an id column the id is the source row
-    number: a file written in another order then holds other records' ids.)"""
-    text = (ids.cast(pa.string()) if isinstance(ids, (pa.Array, pa.ChunkedArray))
-            else pa.array(np.asarray(ids, dtype=object), pa.string()))
-    try:
-        numbers = pc.cast(text, pa.int64()).to_numpy(zero_copy_only=False)
-        if len(np.unique(numbers)) == len(numbers):
-            return np.argsort(numbers, kind="stable")
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    return pc.sort_indices(text).to_numpy()
 
 
 def _in_record_order(data: AuditData) -> AuditData:

@@ -272,24 +272,6 @@ def evidence(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarra
     return pa.concat_tables(parts) if parts else EVIDENCE.empty_table()
 
 
-def stratified_sample(candidates: np.ndarray, strata: np.ndarray, size: int, seed: int) -> np.ndarray:
-    """A sample of ``size`` of ``candidates`` (indices in record order), stratified by ``strata``
-    (one key per candidate): each stratum gets its proportional share (largest remainders, ties
-    to the larger stratum then the smaller key), drawn without replacement by a seeded
-    permutation. Returned in record order; all candidates when ``size`` ≥ their number."""
-    if size >= len(candidates):
-        return candidates
-    keys, inverse, counts = np.unique(strata, return_inverse=True, return_counts=True)
-    quota = counts * size / len(candidates)
-    alloc = np.floor(quota).astype(np.int64)
-    rest = size - int(alloc.sum())
-    order = np.lexsort((np.arange(len(keys)), -counts, -(quota - alloc)))
-    alloc[order[:rest]] += 1
-    rng = np.random.default_rng(seed)
-    picked = [np.flatnonzero(inverse == s)[rng.permutation(counts[s])[:alloc[s]]] for s in range(len(keys))]
-    return candidates[np.sort(np.concatenate(picked))]
-
-
 def summary(claims_table: pa.Table, population: dict[str, int] | None = None, effect: str = "total") -> pa.Table:
     """Counts and shares of discriminated / significant / probable complainants by attribute × method × k.
     Significance is null where no claim has a test (CF), with a ``note`` saying why;

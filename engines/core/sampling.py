@@ -1,0 +1,45 @@
+"""Reproducible samples of records that do not depend on the order of the rows.
+
+Records are put in record order (by id, :func:`record_order`) before a seeded draw, so the
+same records and seed give the same sample however the source was ordered.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def record_order(ids: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The permutation putting records in record order: by id, as integers when every id is one
+    (e.g. source row numbers) and as text otherwise. Ids travel with their records, so the
+    order, and with it every tie between equally distant neighbours (:mod:`engines.core.knn`),
+    does not depend on the order of the rows. (Without an id column the id is the source row
+    number: a file written in another order then holds other records' ids.)"""
+    text = (ids.cast(pa.string()) if isinstance(ids, (pa.Array, pa.ChunkedArray))
+            else pa.array(np.asarray(ids, dtype=object), pa.string()))
+    try:
+        numbers = pc.cast(text, pa.int64()).to_numpy(zero_copy_only=False)
+        if len(np.unique(numbers)) == len(numbers):
+            return np.argsort(numbers, kind="stable")
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    return pc.sort_indices(text).to_numpy()
+
+
+def stratified_sample(candidates: np.ndarray, strata: np.ndarray, size: int, seed: int) -> np.ndarray:
+    """A sample of ``size`` of ``candidates`` (indices in record order), stratified by ``strata``
+    (one key per candidate): each stratum gets its proportional share (largest remainders, ties
+    to the larger stratum then the smaller key), drawn without replacement by a seeded
+    permutation. Returned in record order; all candidates when ``size`` ≥ their number."""
+    if size >= len(candidates):
+        return candidates
+    keys, inverse, counts = np.unique(strata, return_inverse=True, return_counts=True)
+    quota = counts * size / len(candidates)
+    alloc = np.floor(quota).astype(np.int64)
+    rest = size - int(alloc.sum())
+    order = np.lexsort((np.arange(len(keys)), -counts, -(quota - alloc)))
+    alloc[order[:rest]] += 1
+    rng = np.random.default_rng(seed)
+    picked = [np.flatnonzero(inverse == s)[rng.permutation(counts[s])[:alloc[s]]] for s in range(len(keys))]
+    return candidates[np.sort(np.concatenate(picked))]

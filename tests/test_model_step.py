@@ -1,0 +1,114 @@
+"""The run's model step (flows.audit.prepare_model): a surrogate fitted on a stratified sample of
+``model.fit_rows`` staged records, its quality measured on every record in blocks."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from aequum.engines.core.data import DECISION, ID, ROW, record_columns
+from aequum.engines.core.spec import SpecError, parse_spec
+from aequum.engines.generators.hmda import iter_hmda_batches
+from aequum.flows.audit import assess_model, fit_model, fit_sample, lake_blocks, load_lake, prepare_model
+from aequum.flows.staging import stage
+from aequum.flows.warehouse import Warehouse
+
+SPECS = Path(__file__).resolve().parents[1] / "data" / "specs"
+
+
+def _stage(tmp_path: Path, source: dict, fit_rows, name: str = "wh"):
+    raw = yaml.safe_load((SPECS / "hmda.yaml").read_text())
+    raw["source"] = source
+    raw["model"]["fit_rows"] = fit_rows
+    raw["engines"] = {"run": ["outcome"]}
+    spec = parse_spec(raw)
+    with Warehouse(tmp_path / f"{name}.duckdb") as wh:
+        ref = stage(spec, SPECS, wh, tmp_path / f"lake-{name}")
+    return spec, ref
+
+
+@pytest.fixture(scope="module")
+def lar(tmp_path_factory):
+    """3,000 generated LAR rows with an id column, in generated and in reversed order."""
+    tmp = tmp_path_factory.mktemp("lar")
+    table = pa.Table.from_batches([lar for lar, _truth in iter_hmda_batches(3000, seed=3)])
+    table = table.append_column("app_id", pa.array([f"app-{i:05d}" for i in range(table.num_rows)]))
+    pq.write_table(table, tmp / "lar.parquet")
+    pq.write_table(table.take(pa.array(np.arange(table.num_rows)[::-1])), tmp / "reversed.parquet")
+    return tmp
+
+
+def _source(lar: Path, name: str) -> dict:
+    return {"kind": "parquet", "path": str(lar / name), "id_column": "app_id"}
+
+
+def test_the_fit_sample_is_stratified_reproducible_and_independent_of_row_order(lar, tmp_path):
+    spec, ref = _stage(tmp_path, _source(lar, "lar.parquet"), 1000)
+    assert ref.rows_staged > 1000
+    picked = fit_sample(spec, ref)
+    assert len(picked) == 1000 and len(set(picked.to_pylist())) == 1000
+    assert fit_sample(spec, ref).equals(picked)  # reproducible
+    every = load_lake(ref.lake_path, [ID, ROW, DECISION, *[f"_g_{p.name}" for p in spec.protected]])
+    sample = load_lake(ref.lake_path, [ID, ROW, DECISION, *[f"_g_{p.name}" for p in spec.protected]], rows=picked)
+    assert sample.num_rows == 1000 and sample[ROW].to_pylist() == sorted(picked.to_pylist())
+    # each stratum (decision x every attribute's group) keeps its share, to one record
+    def counts(t):
+        keys = zip(*[t[c].to_pylist() for c in t.column_names if c not in (ID, ROW)])
+        out: dict = {}
+        for k in keys:
+            out[k] = out.get(k, 0) + 1
+        return out
+    whole, drawn = counts(every), counts(sample)
+    for key, n in whole.items():
+        assert abs(drawn.get(key, 0) - n * 1000 / every.num_rows) < 1.0 + 1e-9, key
+    # the same records staged from the file in reverse order: the same records are drawn
+    spec_r, ref_r = _stage(tmp_path, _source(lar, "reversed.parquet"), 1000, "reversed")
+    ids = sorted(load_lake(ref_r.lake_path, [ID], rows=fit_sample(spec_r, ref_r))[ID].to_pylist())
+    assert ids == sorted(sample[ID].to_pylist())
+    # another seed, another sample; no sample when the records fit
+    other = parse_spec({**spec.model_dump(mode="json"), "model": {**spec.model.model_dump(mode="json"), "seed": 1}})
+    assert not fit_sample(other, ref).equals(picked)
+    assert fit_sample(parse_spec({**spec.model_dump(mode="json"),
+                                  "model": {**spec.model.model_dump(mode="json"), "fit_rows": None}}), ref) is None
+
+
+def test_the_model_step_fits_on_the_sample_and_measures_every_record(lar, tmp_path):
+    spec, ref = _stage(tmp_path, _source(lar, "lar.parquet"), 1000)
+    said: list[str] = []
+    model, quality, problem = prepare_model(spec, SPECS, ref, said.append)
+    rows = {r["split"]: r for r in quality.to_pylist() if r["attribute"] == "all"}
+    assert rows["holdout"]["n"] == 200  # the surrogate's held-out 20% of the 1,000 it was fitted on
+    assert rows["all"]["n"] == ref.rows_staged  # its quality: every staged record
+    assert any(f"on 1,000 rows (a sample of the {ref.rows_staged:,} staged" in m for m in said)
+    # the same model as a fit on exactly those records
+    table = load_lake(ref.lake_path, record_columns(spec), rows=fit_sample(spec, ref))
+    refit = fit_model(spec, SPECS, table, ref.categories)
+    X = np.random.default_rng(0).normal(size=(50, len(spec.model.features))) + 1
+    assert np.array_equal(model.score(X), refit.score(X))
+
+
+def test_quality_measured_in_blocks_equals_one_pass(lar, tmp_path):
+    spec, ref = _stage(tmp_path, _source(lar, "lar.parquet"), None)
+    model = fit_model(spec, SPECS, load_lake(ref.lake_path, record_columns(spec)), ref.categories)
+    columns = record_columns(spec, list(spec.model.features), ids=False)
+    blocks = list(lake_blocks(ref.lake_path, columns, rows=700))
+    assert len(blocks) > 1 and sum(b.num_rows for b in blocks) == ref.rows_staged
+    one, _ = assess_model(spec, [load_lake(ref.lake_path, columns)], ref.categories, model, lambda _m: None)
+    blocked, _ = assess_model(spec, blocks, ref.categories, model, lambda _m: None)
+    assert blocked.equals(one)
+    reversed_rows = load_lake(ref.lake_path, columns)
+    reversed_rows = reversed_rows.take(pc.sort_indices(reversed_rows, [(c, "descending") for c in columns]))
+    assert assess_model(spec, [reversed_rows], ref.categories, model, lambda _m: None)[0].equals(one)
+
+
+@pytest.mark.parametrize("value", [0, 1, -5, "many"])
+def test_fit_rows_must_be_a_count_above_one(value):
+    raw = yaml.safe_load((SPECS / "hmda.yaml").read_text())
+    raw["model"]["fit_rows"] = value
+    with pytest.raises(SpecError, match="model.fit_rows"):
+        parse_spec(raw)
