@@ -177,3 +177,19 @@ def test_average_ranks_equal_scipys_with_ties():
     pos, neg = s[y == 1], s[y == 0]
     by_pairs = ((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()) / (len(pos) * len(neg))
     assert auc(y, s) == pytest.approx(by_pairs, abs=1e-12)
+
+
+def test_a_subsets_order_taken_from_the_whole_equals_sorting_the_subset():
+    """model_quality sorts the scores once; each group's ranks come from that order."""
+    from aequum.engines.core.models import auc, average_ranks, subset_order
+
+    rng = np.random.default_rng(11)
+    for values in (rng.normal(size=2000), rng.integers(0, 9, 2000).astype(float)):  # with and without ties
+        order = np.argsort(values, kind="stable")
+        for mask in (rng.random(2000) < 0.3, np.zeros(2000, bool), np.ones(2000, bool)):
+            sub = subset_order(order, mask)
+            assert np.array_equal(sub, np.argsort(values[mask], kind="stable"))
+            assert np.array_equal(average_ranks(values[mask], sub), average_ranks(values[mask]))
+        y = rng.integers(0, 2, 2000)
+        mask = rng.random(2000) < 0.5
+        assert auc(y[mask], values[mask], subset_order(order, mask)) == auc(y[mask], values[mask])

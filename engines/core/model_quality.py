@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pyarrow as pa
 
-from aequum.engines.core.models import decision_quality
+from aequum.engines.core.models import decision_quality, subset_order
 
 QUALITY = pa.schema([
     ("attribute", pa.string()), ("group_name", pa.string()), ("split", pa.string()),
@@ -39,11 +39,13 @@ def model_quality(score: np.ndarray, target: np.ndarray, groups: dict[str, np.nd
     fid = fidelity or {}
     if "holdout_accuracy" in fid:
         rows.append(_row("all", "all", "holdout", {k: fid.get(f"holdout_{k}") for k in ["n", *_MEASURES]}))
-    rows.append(_row("all", "all", "all", decision_quality(target, score)))
+    order = np.argsort(score, kind="stable")  # once: each group's AUC ranks its rows in this order
+    rows.append(_row("all", "all", "all", decision_quality(target, score, order=order)))
     for attr, group in groups.items():
         for g, name in ((1, "protected"), (0, "reference")):
             mask = group == g
-            rows.append(_row(attr, name, "all", decision_quality(target[mask], score[mask])))
+            rows.append(_row(attr, name, "all", decision_quality(target[mask], score[mask],
+                                                                 order=subset_order(order, mask))))
     return pa.Table.from_pylist(rows, schema=QUALITY)
 
 

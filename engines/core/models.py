@@ -319,10 +319,12 @@ def _shift_threshold(model: TorchMLP, cut: float) -> None:
         last.bias -= cut
 
 
-def decision_quality(target: np.ndarray, score: np.ndarray, threshold: float = 0.0) -> dict[str, float]:
+def decision_quality(target: np.ndarray, score: np.ndarray, threshold: float = 0.0,
+                     order: np.ndarray | None = None) -> dict[str, float]:
     """How well decisions ``score > threshold`` reproduce ``target`` (1 = favourable): rows, accuracy,
     balanced accuracy (mean of the two classes' recalls), AUC of the score (Mann–Whitney, ties
-    counted half), true/false positive rates and both positive rates."""
+    counted half), true/false positive rates and both positive rates. ``order``: the scores'
+    stable argsort, if known (:func:`average_ranks`)."""
     target = np.asarray(target).astype(bool)
     decided = np.asarray(score) > threshold
     pos, neg = target.sum(), (~target).sum()
@@ -331,26 +333,28 @@ def decision_quality(target: np.ndarray, score: np.ndarray, threshold: float = 0
     return {"n": float(len(target)),
             "accuracy": float((decided == target).mean()) if len(target) else float("nan"),
             "balanced_accuracy": float(np.nanmean([tpr, tnr])) if pos or neg else float("nan"),
-            "auc": auc(target, score), "tpr": tpr, "fpr": 1.0 - tnr if neg else float("nan"),
+            "auc": auc(target, score, order), "tpr": tpr, "fpr": 1.0 - tnr if neg else float("nan"),
             "positive_rate": float(decided.mean()) if len(target) else float("nan"),
             "target_positive_rate": float(target.mean()) if len(target) else float("nan")}
 
 
-def auc(target: np.ndarray, score: np.ndarray) -> float | None:
+def auc(target: np.ndarray, score: np.ndarray, order: np.ndarray | None = None) -> float | None:
     """Area under the ROC curve of ``score`` for ``target`` (1 = positive) by the rank-sum
-    (Mann–Whitney U) formula, ties counted half; None when one class is absent."""
+    (Mann–Whitney U) formula, ties counted half; None when one class is absent. ``order``: the
+    scores' stable argsort, if known."""
     target = np.asarray(target).astype(bool)
     pos, neg = int(target.sum()), int((~target).sum())
     if not pos or not neg:
         return None
-    ranks = average_ranks(np.asarray(score, dtype=np.float64))
+    ranks = average_ranks(np.asarray(score, dtype=np.float64), order)
     return float((ranks[target].sum() - pos * (pos + 1) / 2) / (pos * neg))
 
 
-def average_ranks(values: np.ndarray) -> np.ndarray:
+def average_ranks(values: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
     """Ranks 1..n of ``values``, tied values sharing their ranks' mean (scipy's
-    ``rankdata(method='average')``, without importing scipy on the audit's path)."""
-    order = np.argsort(values, kind="stable")
+    ``rankdata(method='average')``, without importing scipy on the audit's path). ``order``:
+    the values' stable argsort when the caller has it (:func:`subset_order`)."""
+    order = np.argsort(values, kind="stable") if order is None else order
     ordered = values[order]
     first = np.r_[True, ordered[1:] != ordered[:-1]]
     starts = np.flatnonzero(first)
@@ -358,6 +362,12 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     ranks = np.empty(len(values), dtype=np.float64)
     ranks[order] = ((starts + 1 + ends) / 2.0)[np.cumsum(first) - 1]
     return ranks
+
+
+def subset_order(order: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The stable argsort of ``values[mask]`` from the stable argsort ``order`` of ``values``,
+    without sorting again (the rows of a subset keep their order in the whole)."""
+    return (np.cumsum(mask) - 1)[order[mask[order]]]
 
 
 def build_model(spec: Any, X_train: np.ndarray | None = None, y_train: np.ndarray | None = None,
