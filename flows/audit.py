@@ -652,15 +652,16 @@ def close_cluster(cluster) -> None:
 
 def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
               run_id: str | None = None, engines: list[str] | None = None,
-              dask_address: str | None = None, workers: int | None = None) -> str:
-    """Run ``audit_flow`` on a Dask cluster (the CLI's and the deployment's entry point)."""
-    with dask_runner(dask_address, workers) as runner, flow_api():
+              dask_address: str | None = None, workers: int | None = None, server=None) -> str:
+    """Run ``audit_flow`` on a Dask cluster (the CLI's and the deployment's entry point).
+    ``server``: a temporary Prefect API already starting (see :func:`flow_api`)."""
+    with dask_runner(dask_address, workers) as runner, flow_api(server):
         return audit_flow.with_options(task_runner=runner)(
             spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines)
 
 
 @contextmanager
-def flow_api():
+def flow_api(server=None):
     """A Prefect API URL in the flow's settings, which Dask workers inherit with each task.
 
     prefect-dask ships the flow's settings with every task run. With no ``PREFECT_API_URL``
@@ -670,7 +671,9 @@ def flow_api():
     task runs never reached the flow's. Here a temporary server (``flows.prefect_api``, run as
     Prefect runs its own) is started up front, its URL set for the flow, and it is stopped when
     the run ends: the workers report to it. A configured URL is used as it is, and with
-    ephemeral mode off Prefect's own error stands.
+    ephemeral mode off Prefect's own error stands. ``server``: a ``TemporaryAPI`` the caller
+    started earlier (its start-up, seconds, then overlaps the caller's), used in place of a new
+    one, or stopped unused when the settings configure an API; stopped at the end either way.
     """
     from prefect.settings import (PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED,
                                   PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings)
@@ -678,11 +681,13 @@ def flow_api():
     from aequum.flows.prefect_api import TemporaryAPI
 
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        if server is not None:
+            server.stop()
         yield
         return
     from prefect._internal.concurrency.services import _QueueServiceBase
 
-    server = TemporaryAPI()
+    server = server or TemporaryAPI()
     try:
         url = server.wait(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
         with temporary_settings(updates={PREFECT_API_URL: url}):

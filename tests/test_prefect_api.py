@@ -50,6 +50,24 @@ def test_a_command_line_audit_on_its_own_temporary_server_ends_cleanly(tmp_path)
     assert _servers_of(tmp_path / "prefect") == []
 
 
+def test_a_command_line_audit_that_fails_its_checks_leaves_no_server(tmp_path):
+    """The CLI starts the temporary server before it checks the spec (its start-up overlaps the
+    checks): a spec that fails them still ends with one line, exit 2, and no server left."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "s.yaml").write_text("name: broken\nsource: {kind: csv, path: missing.csv}\n")
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    out = subprocess.run([sys.executable, "-m", "aequum.flows.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
+                          "--warehouse", str(tmp_path / "wh.duckdb"), "--lake", str(tmp_path / "lake")],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert _servers_of(tmp_path / "prefect") == []
+    assert not (tmp_path / "wh.duckdb").exists()
+
+
 def _servers_of(prefect_home) -> list[int]:
     """Prefect API server processes running with ``prefect_home`` as their PREFECT_HOME."""
     from pathlib import Path
