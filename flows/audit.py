@@ -17,7 +17,7 @@ import threading
 import time
 import traceback
 import uuid
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timezone
@@ -215,7 +215,8 @@ def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tupl
         release_memory()
         say(f"model ready in {time.perf_counter() - t_fit:.1f} s")
     columns = record_columns(spec, list(spec.model.features), ids=False)
-    return (model, *assess_model(spec, lake_blocks(ref.lake_path, columns), ref.categories, model, say))
+    with closing(lake_blocks(ref.lake_path, columns)) as blocks:  # its lock is let go on an error too
+        return (model, *assess_model(spec, blocks, ref.categories, model, say))
 
 
 def fit_sample(spec: AuditSpec, ref: DatasetRef) -> pa.Array | None:

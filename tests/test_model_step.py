@@ -112,3 +112,24 @@ def test_fit_rows_must_be_a_count_above_one(value):
     raw["model"]["fit_rows"] = value
     with pytest.raises(SpecError, match="model.fit_rows"):
         parse_spec(raw)
+
+
+def test_a_model_step_that_fails_mid_pass_lets_the_lake_go(lar, tmp_path, monkeypatch):
+    """The pass over the lake's blocks holds the lake's reader; an error in it must let it go
+    (or the next read in the process would wait forever)."""
+    import threading
+
+    from aequum.engines.core.data import AuditData
+
+    spec, ref = _stage(tmp_path, _source(lar, "lar.parquet"), None)
+
+    def failing(self):
+        raise RuntimeError("scoring failed")
+    monkeypatch.setattr(AuditData, "scores", failing)
+    with pytest.raises(RuntimeError, match="scoring failed") as caught:
+        prepare_model(spec, SPECS, ref, lambda _m: None)
+    read = threading.Thread(target=load_lake, args=(ref.lake_path, [ROW]), daemon=True)
+    read.start()
+    read.join(timeout=60)
+    assert not read.is_alive()
+    assert caught.value.__traceback__ is not None  # the failed frames are still held here
