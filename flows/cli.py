@@ -99,18 +99,19 @@ def _print_detection(detection) -> None:
 
 
 def cmd_audit(args) -> int:
+    from aequum.flows.preflight import preflight
     from aequum.flows.prefect_api import TemporaryAPI
     from aequum.flows.warehouse import Warehouse
 
     engines = [e.strip() for e in args.engines.split(",")] if args.engines is not None else None
+    preflight(args.spec, engines)  # a bad spec or source fails here, before Prefect and Dask start
     _prefect_env()
-    # a temporary Prefect API takes seconds to start: it starts now, while the spec and source
-    # are checked and the cluster starts (stopped unused if the settings name an API)
+    # a temporary Prefect API takes seconds to start: it starts now, while Prefect and Dask are
+    # imported and the cluster starts (stopped unused if the settings name an API)
     server = None if os.environ.get("PREFECT_API_URL") else TemporaryAPI()
     try:
-        from aequum.flows.audit import preflight, run_audit  # imports Prefect and Dask: ~1 s
+        from aequum.flows.audit import run_audit  # imports Prefect and Dask: about 1 s
 
-        preflight(args.spec, engines)  # a bad spec or source fails here, before the flow and Dask start
         run_id = run_audit(args.spec, warehouse=args.warehouse, lake=args.lake, run_id=args.run_id,
                            engines=engines, dask_address=args.dask_address, workers=args.workers,
                            server=server)

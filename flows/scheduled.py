@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from prefect import flow
 
-from aequum.flows.audit import preflight, run_audit
+from aequum.flows.audit import run_audit
+from aequum.flows.preflight import preflight
 from aequum.flows.staging import DEFAULT_LAKE
 from aequum.flows.warehouse import DEFAULT_WAREHOUSE
 

@@ -434,7 +434,7 @@ def test_k_larger_than_a_group_is_found_before_prefect(tmp_path, capsys, no_pref
     # --engines without cst: nothing to check
     raw["engines"]["run"] = ["outcome"]
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
-    from aequum.flows.audit import preflight
+    from aequum.flows.preflight import preflight
 
     assert preflight(tmp_path / "s.yaml").name == "loan"
 

@@ -51,8 +51,9 @@ def test_a_command_line_audit_on_its_own_temporary_server_ends_cleanly(tmp_path)
 
 
 def test_a_command_line_audit_that_fails_its_checks_leaves_no_server(tmp_path):
-    """The CLI starts the temporary server before it checks the spec (its start-up overlaps the
-    checks): a spec that fails them still ends with one line, exit 2, and no server left."""
+    """The CLI starts the temporary server early (its start-up overlaps Prefect's and Dask's
+    imports), but only once the spec and source pass their checks: a spec that fails them ends
+    with one line, exit 2, and no server."""
     import os
     import subprocess
     import sys
