@@ -151,6 +151,26 @@ def test_parquet_source_with_typed_columns(tmp_path, warehouse):
     assert warehouse.staged(ref.version)["_decision"].to_pylist() == [1, 0, 0, 1]
 
 
+def test_floats_that_are_no_whole_category_are_quarantined(tmp_path, warehouse):
+    """A Parquet float column holding categories: 1.0 stands for "1"; NaN, 1.5, infinities and a
+    whole number too large for an integer are values outside the categories, not a crash."""
+    raw = spec_for(tmp_path / "d.parquet", kind="parquet").model_dump(mode="json")
+    raw["features"][2] = {"name": "city", "type": "categorical", "categories": ["1", "2"]}
+    spec = parse_spec(raw)
+    odd = [float("nan"), 1.5, 1e30, float("inf"), -float("inf")]
+    cities = [1.0, 2.0, *odd]
+    n = len(cities)
+    table = pa.table({"app id": pa.array(range(n)), SEX: pa.array(["F", "M"] * (n // 2) + ["F"] * (n % 2)),
+                      "income": pa.array([10.0] * n), "grade": pa.array(["A"] * n),
+                      "city": pa.array(cities, pa.float64()), "y": pa.array([1, 0] * (n // 2) + [1] * (n % 2))})
+    pq.write_table(table, tmp_path / "d.parquet")
+    ref = stage(spec, tmp_path, warehouse, tmp_path / "lake")
+    assert warehouse.staged(ref.version)["city"].to_pylist() == ["1", "2"]
+    bad = warehouse.con.execute("SELECT source_row, field, reason FROM audit.quarantine ORDER BY source_row").fetchall()
+    assert [r[0] for r in bad] == list(range(2, n)) and {r[1] for r in bad} == {"city"}
+    assert all("not in the spec's categories" in r[2] for r in bad)
+
+
 def test_duckdb_table_with_hostile_name_and_query(tmp_path, warehouse):
     db = tmp_path / "src.duckdb"
     hostile = 'loans"; DROP TABLE x; --'

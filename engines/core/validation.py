@@ -112,7 +112,9 @@ def _feature_checks(f: Feature, dtype: pl.DataType) -> tuple[pl.Expr, list[Check
     text = _text(f.name)
     if dtype.is_float():
         # 1.0 read from Parquet stands for the category "1" in the spec.
-        text = pl.when(col == col.round(0)).then(col.cast(pl.Int64).cast(pl.Utf8)).otherwise(text)
+        # (NaN, 1.5, infinities and whole numbers beyond 2^53 stay as they read: not a category)
+        whole = (col == col.round(0)) & (col.abs() < 2.0 ** 53)
+        text = pl.when(whole).then(col.cast(pl.Int64, strict=False).cast(pl.Utf8)).otherwise(text)
     allowed = f.order if f.type == "ordinal" else f.categories
     if allowed:
         values = [str(v) for v in allowed]
