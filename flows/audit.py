@@ -17,8 +17,8 @@ import threading
 import time
 import traceback
 import uuid
-from contextlib import closing, contextmanager
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -139,6 +139,24 @@ def _close_lake_database() -> None:
 _KEEP_BYTES = 64 * 2 ** 20
 
 
+@contextmanager
+def _staged_records(lake_path: str, wanted: Iterable[str]):
+    """(the lake database, a cursor of it, a relation over a dataset version's staged records),
+    while holding the lock the process's lake reads take in turn; a column in ``wanted`` that
+    the records lack is an error naming it."""
+    database, lock = _lake_database()
+    with lock:
+        con = database.cursor()
+        try:
+            rel = con.read_parquet(str(Path(lake_path) / "**" / "*.parquet"), hive_partitioning=False)
+            missing = [c for c in wanted if c not in rel.columns]
+            if missing:
+                raise ValueError(f"the staged records at {lake_path} lack column(s) {missing}")
+            yield database, con, rel
+        finally:
+            con.close()
+
+
 def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = True,
               where: dict[str, int] | None = None, rows: pa.Array | None = None) -> pa.Table:
     """A dataset version's staged records from the lake: only ``columns`` (default all) of the
@@ -147,25 +165,16 @@ def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = 
     ``ordered`` is false (no sort). After a large read DuckDB's
     buffers are given back (its memory limit shrunk and restored): it would keep the sort's
     blocks, 0.75 GB for 10M HMDA records, for the rest of the process."""
-    database, lock = _lake_database()
-    with lock:
-        con = database.cursor()
-        try:
-            rel = con.read_parquet(str(Path(lake_path) / "**" / "*.parquet"), hive_partitioning=False)
-            missing = [c for c in [*(columns or []), *(where or {})] if c not in rel.columns]
-            if missing:
-                raise ValueError(f"the staged records at {lake_path} lack column(s) {missing}")
-            for column, value in (where or {}).items():  # each file holds one partition: most are skipped
-                rel = rel.filter(duckdb.ColumnExpression(column) == duckdb.ConstantExpression(value))
-            if rows is not None:
-                rel = rel.join(con.from_arrow(pa.table({ROW: pa.array(rows, pa.int64())})), ROW, how="semi")
-            if ordered:
-                rel = rel.order("_row")
-            if columns is not None:
-                rel = rel.select(*[duckdb.ColumnExpression(c) for c in columns])
-            table = rel.to_arrow_table()
-        finally:
-            con.close()
+    with _staged_records(lake_path, [*(columns or []), *(where or {})]) as (database, con, rel):
+        for column, value in (where or {}).items():  # each file holds one partition: most are skipped
+            rel = rel.filter(duckdb.ColumnExpression(column) == duckdb.ConstantExpression(value))
+        if rows is not None:
+            rel = rel.join(con.from_arrow(pa.table({ROW: pa.array(rows, pa.int64())})), ROW, how="semi")
+        if ordered:
+            rel = rel.order(ROW)
+        if columns is not None:
+            rel = rel.select(*[duckdb.ColumnExpression(c) for c in columns])
+        table = rel.to_arrow_table()
         if table.nbytes > _KEEP_BYTES:
             database.execute("SET memory_limit = '64MB'")
             database.execute("RESET memory_limit")
@@ -175,22 +184,16 @@ def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = 
 def lake_blocks(lake_path: str, columns: list[str], rows: int = 1_000_000) -> Iterator[pa.Table]:
     """``columns`` of every staged record in blocks of about ``rows`` records, in storage order:
     for a pass over all records in the memory of one block."""
-    database, lock = _lake_database()
-    with lock:
-        con = database.cursor()
-        try:
-            rel = con.read_parquet(str(Path(lake_path) / "**" / "*.parquet"), hive_partitioning=False)
-            batches, held = [], 0
-            for batch in rel.select(*[duckdb.ColumnExpression(c) for c in columns]).to_arrow_reader(rows):
-                batches.append(batch)
-                held += batch.num_rows
-                if held >= rows:
-                    yield pa.Table.from_batches(batches)
-                    batches, held = [], 0
-            if batches:
+    with _staged_records(lake_path, columns) as (_database, _con, rel):
+        batches, held = [], 0
+        for batch in rel.select(*[duckdb.ColumnExpression(c) for c in columns]).to_arrow_reader(rows):
+            batches.append(batch)
+            held += batch.num_rows
+            if held >= rows:
                 yield pa.Table.from_batches(batches)
-        finally:
-            con.close()
+                batches, held = [], 0
+        if batches:
+            yield pa.Table.from_batches(batches)
 
 
 def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[Any, pa.Table | None, str | None]:
@@ -201,11 +204,12 @@ def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tupl
     ``fit_rows`` records however many were staged."""
     if spec.model is None:
         return None, None, None
+    columns = record_columns(spec, list(spec.model.features), ids=False)  # the model's inputs and targets
     if spec.model.kind != "surrogate":
         model = fit_model(spec, spec_dir, None, ref.categories)
     else:
         picked = fit_sample(spec, ref)
-        table = load_lake(ref.lake_path, record_columns(spec), rows=picked)  # not the raw or reason columns
+        table = load_lake(ref.lake_path, columns, rows=picked)
         say(f"fitting the surrogate model on {table.num_rows:,} rows" +
             (f" (a sample of the {ref.rows_staged:,} staged, stratified by target and groups: model.fit_rows)"
              if picked is not None else ""))
@@ -214,7 +218,6 @@ def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tupl
         del table
         release_memory()
         say(f"model ready in {time.perf_counter() - t_fit:.1f} s")
-    columns = record_columns(spec, list(spec.model.features), ids=False)
     with closing(lake_blocks(ref.lake_path, columns)) as blocks:  # its lock is let go on an error too
         return (model, *assess_model(spec, blocks, ref.categories, model, say))
 
