@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aequum.engines.core.knn import Points, brute_force, decimal_lattice, knn
+from aequum.engines.core.knn import NeighbourIndex, Points, brute_force, decimal_lattice, knn, knn_in_blocks
 
 
 def random_points(rng, n, c, m, levels=3, grid=None):
@@ -151,3 +151,94 @@ def test_coarse_points_searched_as_distinct_points_equal_brute_force(k):
         i1, d1 = knn(pts, pts, k, exclude=exclude)
         i2, d2 = brute_force(pts, pts, k, exclude=exclude)
         assert np.array_equal(i1, i2) and np.array_equal(d1, d2), (k, exclude is None)
+
+
+# ---- blocked search (CST at 10M: one block's structures in memory, not the group's) --------
+def _search_sets(rng):
+    """Point sets for every path of the search: floats with nominal groups, coarse grid points
+    (searched as distinct points), many nominal groups (brute force), nominal only."""
+    grid, _, _ = _grid_points(rng, 300)
+    return {
+        "floats": random_points(rng, 300, 3, 1),
+        "coarse": Points(grid.metric[:, :1], rng.integers(0, 2, size=(300, 1)), grid.codes[:, :1], grid.steps[:1]),
+        "brute": Points(rng.normal(size=(300, 1)), rng.integers(0, 12, size=(300, 2))),
+        "nominal": Points(np.empty((300, 0)), rng.integers(0, 3, size=(300, 3))),
+    }
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 299, 1000])
+def test_search_in_blocks_equals_one_search_bit_for_bit(block):
+    """knn_in_blocks merges each block's candidates by (distance, index): the same indices and
+    the same distances as one search over all the rows, with and without excluding each
+    query's own point, for any block size, rows in any order and k beyond the rows."""
+    rng = np.random.default_rng(block)
+    for name, pts in _search_sets(rng).items():
+        rows = rng.permutation(len(pts))[:200]
+        others = pts.take(rng.integers(0, len(pts), 30))
+        own = rng.choice(len(rows), 25, replace=False)  # queries that are rows themselves
+        members = pts.take(rows[own])
+        for k in (1, 6, 30, 250):
+            got = knn_in_blocks(pts, rows, [(others, None), (members, own)], k, block=block)
+            for (gi, gd), (queries, exclude) in zip(got, [(others, None), (members, own)]):
+                ei, ed = knn(pts.take(rows), queries, k, exclude=exclude)
+                assert np.array_equal(gi, ei) and np.array_equal(gd, ed), (name, k, exclude is None)
+                assert gi.shape == (len(queries), min(k, 200 - (exclude is not None)))
+
+
+def test_search_in_blocks_of_no_rows_and_a_negative_k():
+    rng = np.random.default_rng(1)
+    pts = random_points(rng, 20, 2, 0)
+    (i, d), = knn_in_blocks(pts, np.array([], np.int64), [(pts, None)], 5)
+    assert i.shape == d.shape == (20, 0)
+    with pytest.raises(ValueError, match="non-negative"):
+        knn_in_blocks(pts, np.arange(20), [(pts, None)], -1)
+
+
+def test_one_index_answers_several_query_sets_as_separate_searches():
+    rng = np.random.default_rng(4)
+    for name, pts in _search_sets(rng).items():
+        index = NeighbourIndex(pts)
+        assert (index._distinct is not None) == (name == "coarse")  # every path is taken
+        assert (index._trees is None) == (name == "nominal")
+        assert (index._trees is not None and index._trees.trees is None) == (name == "brute")
+        for seed in range(3):
+            qs = pts.take(np.random.default_rng(seed).integers(0, len(pts), 20))
+            for a, b in zip(index.query(qs, 9), knn(pts, qs, 9)):
+                assert np.array_equal(a, b)
+
+
+def test_a_bounded_query_keeps_every_neighbour_nearer_than_its_bound():
+    """With a bound per query, the neighbours strictly nearer than it are knn's, in knn's order;
+    any other place holds a point at or beyond the bound, or is empty (index −1, inf)."""
+    rng = np.random.default_rng(9)
+    for name, pts in _search_sets(rng).items():
+        qs = pts.take(rng.integers(0, len(pts), 40))
+        ei, ed = knn(pts, qs, 12)
+        bound = np.where(rng.random(40) < 0.2, np.inf, ed[np.arange(40), rng.integers(0, 12, 40)])
+        bound[0] = 0.0
+        gi, gd = NeighbourIndex(pts).query(qs, 12, bound=bound)
+        near = ed < bound[:, None]
+        assert np.array_equal(np.where(near, gi, -2), np.where(near, ei, -2)), name
+        assert np.all((gd[~near] >= bound[:, None].repeat(12, 1)[~near]) | ((gi[~near] == -1) & np.isinf(gd[~near])))
+        assert not np.isinf(gd[near]).any()
+
+
+def test_lattice_codes_are_narrowed_only_where_they_fit_and_distances_do_not_change():
+    """Codes within int32 are stored as int32 (CST's records at 10M: half the memory) and
+    differenced in int64: a large-valued column (beyond 2^31) keeps int64, and queries with
+    narrow codes against points with wide ones give the exact integer distances."""
+    rng = np.random.default_rng(12)
+    small = rng.integers(0, 1000, size=(200, 2)).astype(np.float64)
+    large = small + np.array([3e9, 0.0])
+    for values, dtype in ((small, np.int32), (large, np.int64)):
+        lattice = [decimal_lattice(values[:, j]) for j in range(2)]
+        pts = Points(values / 100.0, np.zeros((200, 0)), np.column_stack([c for c, _ in lattice]),
+                     np.array([st_ / 100.0 for _, st_ in lattice]))
+        assert pts.codes.dtype == dtype
+    qs = Points(small[:20] / 100.0, np.zeros((20, 0)), small[:20].astype(np.int64), np.array([0.01, 0.01]))
+    far = Points((small + 2.0 ** 40) / 100.0, np.zeros((200, 0)), (small + 2.0 ** 40).astype(np.int64),
+                 np.array([0.01, 0.01]))
+    assert qs.codes.dtype == np.int32 and far.codes.dtype == np.int64
+    i, d = knn(far, qs, 5)
+    exact = np.abs((small + 2.0 ** 40)[None, :, :] - small[:20, None, :]).sum(-1)  # integers, exact in float
+    assert np.array_equal(d, np.sort(exact, axis=1)[:, :5] * 0.01 / 2)

@@ -87,10 +87,11 @@ def _on_grid(v: np.ndarray, d: int) -> bool | None:
 class Points:
     """Points in the mixed space: ``metric`` (n, c) L1 part, ``nominal`` (n, m) integer codes.
 
-    Optional lattice of the metric columns: ``codes`` (n, c) int64 and ``steps`` (c,) with
+    Optional lattice of the metric columns: ``codes`` (n, c) integers and ``steps`` (c,) with
     metric[:, j] = offset_j + codes[:, j] · steps[j] up to rounding; steps[j] = NaN marks a
     column off the lattice. Distances use the exact integer differences where points and
-    queries share a column's step (module docstring, "Ties").
+    queries share a column's step (module docstring, "Ties"). Codes are kept as int32 when
+    they fit (half the memory of CST's records at 10M), and differenced in int64.
     """
 
     metric: np.ndarray
@@ -106,7 +107,9 @@ class Points:
         if (self.codes is None) != (self.steps is None):
             raise ValueError("neighbour search: a lattice needs both codes and steps")
         if self.codes is not None:
-            self.codes = np.ascontiguousarray(self.codes, dtype=np.int64).reshape(self.metric.shape)
+            codes = np.asarray(self.codes).reshape(self.metric.shape)
+            narrow = codes.size == 0 or (codes.min() >= -2 ** 31 and codes.max() < 2 ** 31)
+            self.codes = np.ascontiguousarray(codes, dtype=np.int32 if narrow else np.int64)
             self.steps = np.asarray(self.steps, np.float64).reshape(self.metric.shape[1])
 
     def __len__(self) -> int:
@@ -164,7 +167,7 @@ def _distances(points: Points, queries: Points, plan: _Plan, idx: np.ndarray | N
     if plan.groups:
         codes = gathered(points.codes)
         for cols, step in plan.groups:  # exact integer differences, one multiplication per step
-            d += gap(codes, queries.codes, cols) * step
+            d += gap(codes, queries.codes.astype(np.int64), cols) * step
     if len(plan.free):
         d += gap(gathered(points.metric), queries.metric, plan.free)
     return d
@@ -193,11 +196,23 @@ def brute_force(points: Points, queries: Points, k: int, exclude: np.ndarray | N
     return idx, dist
 
 
-def _tree_knn(tree: cKDTree, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _tree_knn(tree: cKDTree, queries: np.ndarray, k: int,
+              bound: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The tree's k nearest (L1) to each query; with ``bound`` (per query), those within it
+    only, the missing places given index ``tree.n`` and distance inf. The tree takes one bound
+    per call: queries go in groups of similar bounds, each with its group's largest."""
+    nq = len(queries)
     if k == 0:
-        return np.empty((len(queries), 0), np.int64), np.empty((len(queries), 0))
-    d, i = tree.query(queries, k=k, p=1)
-    return np.asarray(i, np.int64).reshape(len(queries), k), np.asarray(d, np.float64).reshape(len(queries), k)
+        return np.empty((nq, 0), np.int64), np.empty((nq, 0))
+    if bound is None:
+        d, i = tree.query(queries, k=k, p=1)
+        return np.asarray(i, np.int64).reshape(nq, k), np.asarray(d, np.float64).reshape(nq, k)
+    idx, dist = np.empty((nq, k), np.int64), np.empty((nq, k))
+    for group in np.array_split(np.argsort(bound, kind="stable"), min(16, nq)):
+        if len(group):
+            d, i = tree.query(queries[group], k=k, p=1, distance_upper_bound=float(bound[group].max()))
+            idx[group], dist[group] = np.reshape(i, (len(group), k)), np.reshape(d, (len(group), k))
+    return idx, dist
 
 
 def knn(points: Points, queries: Points, k: int, exclude: np.ndarray | None = None,
@@ -209,20 +224,104 @@ def knn(points: Points, queries: Points, k: int, exclude: np.ndarray | None = No
     Coarse data (at least half of the points repeat another point exactly) are searched over
     the distinct points, whose members then fill the k places in index order.
     """
+    return NeighbourIndex(points, max_partitions).query(queries, k, exclude)
+
+
+class NeighbourIndex:
+    """The search structures over ``points`` (their distinct points when coarse, KD-trees per
+    nominal group), built once for any number of query sets: ``query`` is :func:`knn`."""
+
+    def __init__(self, points: Points, max_partitions: int = 64):
+        self.points = points
+        self._distinct = _distinct(points) if points.metric.shape[1] else None
+        if not points.metric.shape[1]:  # nominal attributes only: overlap counts, no tree needed
+            self._trees = None
+        elif self._distinct is None:
+            self._trees = _Trees(points, max_partitions)
+        else:
+            first, inverse, _ = self._distinct
+            self._by_point = np.lexsort((np.arange(len(points)), inverse))  # by distinct point, then index
+            self._trees = _Trees(points.take(first), max_partitions)
+
+    def query(self, queries: Points, k: int, exclude: np.ndarray | None = None,
+              bound: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """knn's result; with ``bound`` (per query), points at or beyond it may be left out,
+        their places given index −1 and distance inf (a blocked search needs only the points
+        nearer than the k-th it already has: :func:`knn_in_blocks`)."""
+        points = self.points
+        if k < 0:
+            raise ValueError(f"k must be non-negative, got {k}")
+        if points.metric.shape[1] != queries.metric.shape[1] or points.nominal.shape[1] != queries.nominal.shape[1]:
+            raise ValueError("neighbour search: points and queries have different attributes")
+        kk = min(k, len(points) - (0 if exclude is None else 1))
+        if kk <= 0 or len(queries) == 0:
+            return np.empty((len(queries), max(kk, 0)), np.int64), np.empty((len(queries), max(kk, 0)))
+        if self._trees is None:
+            return brute_force(points, queries, kk, exclude)
+        if self._distinct is None:
+            return self._trees.search(queries, kk, exclude, bound)
+        return self._via_distinct(queries, kk, exclude)
+
+    def _via_distinct(self, queries: Points, kk: int, exclude: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """kNN over the distinct points, expanded to their members (ties: by member index)."""
+        first, inverse, counts = self._distinct
+        n, n_distinct = len(self.points), len(first)
+        extra = 0 if exclude is None else 1
+        width = int(min(kk + extra, counts.max()))  # later members of a point can never be chosen
+        order = self._by_point
+        owner = inverse[order]
+        rank = np.arange(n) - np.searchsorted(owner, np.arange(n_distinct))[owner]
+        keep = rank < width
+        members = np.full((n_distinct, width), -1, np.int64)
+        members[owner[keep], rank[keep]] = order[keep]
+        usable = np.minimum(counts, width)
+        idx = np.empty((len(queries), kk), np.int64)
+        dist = np.empty((len(queries), kk), np.float64)
+        todo, kd = np.arange(len(queries)), min(kk + extra, n_distinct)
+        while len(todo):
+            di, dd = self._trees.search(queries.take(todo), kd, None)
+            own = None if exclude is None else inverse[exclude[todo]]
+            i_s, d_s = _expand(members, usable, di, dd, kk, None if exclude is None else exclude[todo], own)
+            # settled when the farthest distinct point fetched lies beyond the k-th member's
+            # distance: any point not fetched is farther still
+            sure = (dd[:, -1] > d_s[:, -1]) | (kd >= n_distinct)
+            idx[todo[sure]], dist[todo[sure]] = i_s[sure], d_s[sure]
+            todo, kd = todo[~sure], min(4 * kd, n_distinct)
+        return idx, dist
+
+
+def knn_in_blocks(points: Points, rows: np.ndarray, searches: list[tuple[Points, np.ndarray | None]], k: int,
+                  block: int = 1 << 20, max_partitions: int = 64) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each ``(queries, exclude)`` of ``searches``: ``knn(points.take(rows), queries, k,
+    exclude)``, the same indices (positions in ``rows``) and distances, searched ``block`` rows
+    at a time, so that memory holds one block's points and trees, not the whole set's.
+
+    Each block is indexed once for every search. Its k (k + 1 with an exclusion, which is then
+    dropped) nearest by (distance, index) contain every point of the whole set's k nearest that
+    lies in it, and a point's distance does not depend on the set it is searched in
+    (:func:`_distances`), so merging the blocks' candidates by (distance, index) gives knn's
+    result exactly. Blocks come in index order, so a later block's point enters a query's k
+    nearest only if it is strictly nearer than the k-th found so far: later blocks are searched
+    within that bound, which prunes most of their trees.
+    """
     if k < 0:
         raise ValueError(f"k must be non-negative, got {k}")
-    if points.metric.shape[1] != queries.metric.shape[1] or points.nominal.shape[1] != queries.nominal.shape[1]:
-        raise ValueError("neighbour search: points and queries have different attributes")
-    n = len(points)
-    kk = min(k, n - (0 if exclude is None else 1))
-    if kk <= 0 or len(queries) == 0:
-        return np.empty((len(queries), max(kk, 0)), np.int64), np.empty((len(queries), max(kk, 0)))
-    if points.metric.shape[1] == 0:  # nominal attributes only: overlap counts, no tree needed
-        return brute_force(points, queries, kk, exclude)
-    distinct = _distinct(points)
-    if distinct is None:
-        return _search(points, queries, kk, exclude, max_partitions)
-    return _via_distinct(points, queries, kk, exclude, max_partitions, *distinct)
+    rows = np.asarray(rows, np.int64)
+    n = len(rows)
+    best = [(np.empty((len(queries), 0), np.int64), np.empty((len(queries), 0))) for queries, _ in searches]
+    for s in range(0, n, block):
+        index = NeighbourIndex(points.take(rows[s:s + block]), max_partitions)
+        for j, (queries, exclude) in enumerate(searches):
+            extra = 0 if exclude is None else 1
+            kk = max(min(k, n - extra), 0)
+            full = best[j][1].shape[1] == kk > 0
+            i, d = index.query(queries, k + extra, bound=best[j][1][:, -1] if full else None)
+            i, d = np.hstack([best[j][0], np.where(i >= 0, i + s, -1)]), np.hstack([best[j][1], d])
+            if exclude is not None:
+                d = np.where(i == np.asarray(exclude)[:, None], np.inf, d)  # sorts last, then cut
+            order = np.lexsort((i, d), axis=1)[:, :kk]
+            best[j] = np.take_along_axis(i, order, 1), np.take_along_axis(d, order, 1)
+    return best
 
 
 def _distinct(points: Points) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -240,36 +339,6 @@ def _distinct(points: Points) -> tuple[np.ndarray, np.ndarray, np.ndarray] | Non
     if 2 * len(first) > len(points):
         return None
     return first, inverse.ravel(), counts
-
-
-def _via_distinct(points: Points, queries: Points, kk: int, exclude: np.ndarray | None,
-                  max_partitions: int, first: np.ndarray, inverse: np.ndarray,
-                  counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """kNN over the distinct points, expanded to their members (ties: by member index)."""
-    n, n_distinct = len(points), len(first)
-    extra = 0 if exclude is None else 1
-    width = int(min(kk + extra, counts.max()))  # later members of a point can never be chosen
-    order = np.lexsort((np.arange(n), inverse))  # by distinct point, then index
-    owner = inverse[order]
-    rank = np.arange(n) - np.searchsorted(owner, np.arange(n_distinct))[owner]
-    keep = rank < width
-    members = np.full((n_distinct, width), -1, np.int64)
-    members[owner[keep], rank[keep]] = order[keep]
-    usable = np.minimum(counts, width)
-    reps = points.take(first)
-    idx = np.empty((len(queries), kk), np.int64)
-    dist = np.empty((len(queries), kk), np.float64)
-    todo, kd = np.arange(len(queries)), min(kk + extra, n_distinct)
-    while len(todo):
-        di, dd = _search(reps, queries.take(todo), kd, None, max_partitions)
-        own = None if exclude is None else inverse[exclude[todo]]
-        i_s, d_s = _expand(members, usable, di, dd, kk, None if exclude is None else exclude[todo], own)
-        # settled when the farthest distinct point fetched lies beyond the k-th member's
-        # distance: any point not fetched is farther still
-        sure = (dd[:, -1] > d_s[:, -1]) | (kd >= n_distinct)
-        idx[todo[sure]], dist[todo[sure]] = i_s[sure], d_s[sure]
-        todo, kd = todo[~sure], min(4 * kd, n_distinct)
-    return idx, dist
 
 
 def _expand(members: np.ndarray, usable: np.ndarray, di: np.ndarray, dd: np.ndarray, kk: int,
@@ -303,60 +372,76 @@ def _expand(members: np.ndarray, usable: np.ndarray, di: np.ndarray, dd: np.ndar
     return out_i, out_d
 
 
-def _search(points: Points, queries: Points, kk: int, exclude: np.ndarray | None,
-            max_partitions: int) -> tuple[np.ndarray, np.ndarray]:
-    """The kk nearest points (1 ≤ kk ≤ available) by KD-trees per nominal group."""
-    n = len(points)
-    m = max(points.n_attributes, 1)
-    if points.nominal.shape[1]:
-        keys, inverse = np.unique(points.nominal, axis=0, return_inverse=True)
-        if len(keys) > max_partitions:
+class _Trees:
+    """KD-trees over ``points``, one per group of equal nominal values (none beyond
+    ``max_partitions`` groups: blocked brute force instead)."""
+
+    def __init__(self, points: Points, max_partitions: int):
+        self.points = points
+        groups = [np.arange(len(points))]
+        if points.nominal.shape[1]:
+            keys, inverse = np.unique(points.nominal, axis=0, return_inverse=True)
+            groups = [np.flatnonzero(inverse.ravel() == g) for g in range(len(keys))] \
+                if len(keys) <= max_partitions else None
+        self.groups = groups
+        self.trees = None if groups is None else [cKDTree(points.metric[members]) for members in groups]
+        self.scale = float(np.abs(points.metric).max(initial=0.0))
+
+    def search(self, queries: Points, kk: int, exclude: np.ndarray | None,
+               bound: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The kk nearest points (1 ≤ kk ≤ available); within ``bound`` only, when given
+        (:meth:`NeighbourIndex.query`)."""
+        points = self.points
+        if self.trees is None:
             return brute_force(points, queries, kk, exclude)
-        groups = [np.flatnonzero(inverse.ravel() == g) for g in range(len(keys))]
-    else:
-        keys, groups = np.empty((1, 0), np.int64), [np.arange(n)]
+        n = len(points)
+        m = max(points.n_attributes, 1)
+        plan = _plan(points, queries)
+        # the tree's own float distances may differ from the exact ones by rounding: a candidate
+        # list is settled only when its farthest member is beyond the k-th distance by this margin
+        slack = 64 * np.finfo(np.float64).eps * points.metric.shape[1] * max(
+            self.scale, float(np.abs(queries.metric).max(initial=0.0)), 1.0)
+        want = kk + (0 if exclude is None else 1) + _EXTRA
+        idx = np.empty((len(queries), kk), np.int64)
+        dist = np.empty((len(queries), kk), np.float64)
+        todo = np.arange(len(queries))
+        while len(todo):
+            # Fetch `want` candidates per nominal group. If a group's farthest fetched candidate
+            # is not beyond the k-th distance, it may hold more points at exactly that distance
+            # (with smaller indices): fetch again with more candidates until every query is settled.
+            sub = queries.take(todo)
+            ex = None if exclude is None else exclude[todo]
+            # the tree's distances (metric part, unaveraged) of points within the bound are
+            # below it, up to the margin for rounding
+            reach = None if bound is None else bound[todo] * m * (1 + _RTOL) + slack
+            i_s, d_s, unsure = _fetch(points, sub, self.groups, self.trees, want, kk, ex, plan, slack, reach)
+            done = ~unsure
+            idx[todo[done]], dist[todo[done]] = i_s[done], d_s[done]
+            if want >= n:
+                idx[todo[unsure]], dist[todo[unsure]] = i_s[unsure], d_s[unsure]
+                break
+            todo, want = todo[unsure], min(4 * want, n)
+        idx[np.isinf(dist)] = -1  # places left empty by the bound
+        return idx, dist / m
 
-    plan = _plan(points, queries)
-    # the tree's own float distances may differ from the exact ones by rounding: a candidate
-    # list is settled only when its farthest member is beyond the k-th distance by this margin
-    slack = 64 * np.finfo(np.float64).eps * points.metric.shape[1] * max(
-        float(np.abs(points.metric).max(initial=0.0)), float(np.abs(queries.metric).max(initial=0.0)), 1.0)
-    trees = [cKDTree(points.metric[members]) for members in groups]
-    want = kk + (0 if exclude is None else 1) + _EXTRA
-    idx = np.empty((len(queries), kk), np.int64)
-    dist = np.empty((len(queries), kk), np.float64)
-    todo = np.arange(len(queries))
-    while len(todo):
-        # Fetch `want` candidates per nominal group. If a group's farthest fetched candidate is
-        # not beyond the k-th distance, it may hold more points at exactly that distance (with
-        # smaller indices): fetch again with more candidates until every query is settled.
-        sub = queries.take(todo)
-        ex = None if exclude is None else exclude[todo]
-        i_s, d_s, unsure = _fetch(points, sub, keys, groups, trees, want, kk, ex, plan, slack)
-        done = ~unsure
-        idx[todo[done]], dist[todo[done]] = i_s[done], d_s[done]
-        if want >= n:
-            idx[todo[unsure]], dist[todo[unsure]] = i_s[unsure], d_s[unsure]
-            break
-        todo, want = todo[unsure], min(4 * want, n)
-    return idx, dist / m
 
-
-def _fetch(points: Points, queries: Points, keys, groups, trees, want: int, kk: int,
-           exclude: np.ndarray | None, plan: _Plan, slack: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _fetch(points: Points, queries: Points, groups, trees, want: int, kk: int,
+           exclude: np.ndarray | None, plan: _Plan, slack: float,
+           reach: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     cand_i, cand_d, short = [], [], []
-    for key, members, tree in zip(keys, groups, trees):
+    for members, tree in zip(groups, trees):
         kg = min(want, len(members))
-        i, _ = _tree_knn(tree, queries.metric, kg)
-        i = members[i]
+        i, _ = _tree_knn(tree, queries.metric, kg, reach)
+        found = i < len(members)  # beyond the bound: an empty place, distance inf
+        i = members[np.where(found, i, 0)]
         cand_i.append(i)
-        cand_d.append(_distances(points, queries, plan, i))  # exact: ties compare equal
+        cand_d.append(np.where(found, _distances(points, queries, plan, i), np.inf))  # exact: ties compare equal
         short.append(kg < len(members))
     idx, dist = _select(np.concatenate(cand_i, axis=1), np.concatenate(cand_d, axis=1), kk, exclude)
     unsure = np.zeros(len(queries), bool)
     for d_g, cut in zip(cand_d, short):
-        if cut:
-            unsure |= d_g[:, -1] <= dist[:, -1] * (1 + _RTOL) + slack
+        if cut:  # (a group that left places empty gave every point within the bound)
+            unsure |= np.isfinite(d_g[:, -1]) & (d_g[:, -1] <= dist[:, -1] * (1 + _RTOL) + slack)
     return idx, dist, unsure
 
 

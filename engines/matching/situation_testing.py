@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from aequum.engines.core.data import record_ids
-from aequum.engines.core.knn import Points, decimal_lattice, knn
+from aequum.engines.core.knn import Points, decimal_lattice, knn_in_blocks
 
 METHODS = ("ST", "CST_wo_centres", "CST", "CF")
 
@@ -118,10 +118,14 @@ class Neighbourhoods:
 
 
 def search(factual: Points, counterfactual: Points, protected: np.ndarray, reference: np.ndarray,
-           complainants: np.ndarray, k: int) -> Neighbourhoods:
+           complainants: np.ndarray, k: int, block: int = 1 << 20) -> Neighbourhoods:
     """The k nearest control members (protected, excluding c) and test members (reference)
     around the factual and the counterfactual centres of each complainant: ``factual`` holds
-    every record, ``counterfactual`` the complainants' counterfactuals (row i: complainants[i])."""
+    every record, ``counterfactual`` the complainants' counterfactuals (row i: complainants[i]).
+
+    Each group is searched ``block`` records at a time (:func:`knn_in_blocks`, exact), both
+    test searches in one pass: the memory of a search is that of one block, whatever the
+    group's size."""
     if len(counterfactual) != len(complainants):
         raise ValueError(f"{len(counterfactual)} counterfactual centres for {len(complainants)} complainants")
     prot = np.flatnonzero(protected)
@@ -130,9 +134,9 @@ def search(factual: Points, counterfactual: Points, protected: np.ndarray, refer
     pos[prot] = np.arange(len(prot))
     if np.any(pos[complainants] < 0):
         raise ValueError("every complainant must belong to the protected group")
-    ci, cd = knn(factual.take(prot), factual.take(complainants), k, exclude=pos[complainants])
-    fi, fd = knn(factual.take(ref), factual.take(complainants), k)
-    ti, td = knn(factual.take(ref), counterfactual, k)
+    centres = factual.take(complainants)
+    (ci, cd), = knn_in_blocks(factual, prot, [(centres, pos[complainants])], k, block)
+    (fi, fd), (ti, td) = knn_in_blocks(factual, ref, [(centres, None), (counterfactual, None)], k, block)
     return Neighbourhoods(prot[ci], cd, ref[fi], fd, ref[ti], td)
 
 
