@@ -109,6 +109,8 @@ def test_ties_are_taken_in_record_id_order():
 def test_record_order_is_numeric_for_integer_ids_and_text_otherwise():
     assert record_order(np.array(["10", "2", "1"], dtype=object)).tolist() == [2, 1, 0]
     assert record_order(np.array(["b", "a10", "a2"], dtype=object)).tolist() == [1, 2, 0]
+    # ids equal as numbers but not as text ("1", "01"): text order, which tells them apart
+    assert record_order(np.array(["1", "01", "3"], dtype=object)).tolist() == [1, 0, 2]
 
 
 def test_law_school_counts_do_not_depend_on_row_order(tmp_path):
