@@ -1,6 +1,8 @@
 """Engines read only the staged columns they declare, from the Parquet lake (flows.audit.load_lake)."""
 from __future__ import annotations
 
+import time
+
 from pathlib import Path
 
 import numpy as np
@@ -169,6 +171,28 @@ def test_a_large_engine_state_runs_its_pieces_where_it_was_prepared(tmp_path, mo
     monkeypatch.setattr(audit, "BROADCAST_LIMIT", 2 ** 62)
     with pytest.raises(AssertionError, match="broadcast"):
         run_engine_pieces("cst", spec, ref.lake_path, ref.categories, model, None, NoCluster())
+
+
+def test_pieces_on_a_cluster_come_back_in_piece_order_and_leave_nothing_on_the_workers(tmp_path):
+    """Pieces fanned out over two workers give the serial run's tables; each piece's tables
+    are taken as it finishes and its future let go, and the state's copies with them: no
+    piece result or state is left in a worker's memory once the engine is done."""
+    from distributed import Client
+
+    spec, ref, table = staged(tmp_path, "loan.yaml", 400, lambda raw: raw.update(
+        engines={"run": ["cst"], "cst": {"k": [5], "chunk_size": 20}}))
+    model = fit_model(spec, SPECS, table, ref.categories)
+    serial = run_engine_pieces("cst", spec, ref.lake_path, ref.categories, model, None)
+    with Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=":0") as client:
+        fanned = run_engine_pieces("cst", spec, ref.lake_path, ref.categories, model, None, client)
+        deadline = time.monotonic() + 10  # futures are let go by messages the workers act on soon after
+        while sum((held := client.run(lambda dask_worker: len(dask_worker.data))).values()) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert fanned.pieces == serial.pieces > 2
+    for t, v in serial.tables.items():
+        assert fanned.tables[t].equals(v), t
+    assert sum(held.values()) == 0, held
 
 
 def test_engines_of_a_run_run_one_at_a_time_on_a_cluster():
