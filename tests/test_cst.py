@@ -360,6 +360,19 @@ def test_normalising_some_rows_maps_them_as_the_whole_set_does():
     # one-decimal grades: the subset alone might look integral, the lattice stays the whole set's
     grades = np.column_stack([np.r_[np.arange(50.0), 0.5]])
     assert normalise(grades, ["numeric"], [None], "range", rows=np.arange(50)).steps[0] == pytest.approx(0.1 / 49)
+    # a world given a column at a time (CST's counterfactuals) maps as its matrix does,
+    # with its own statistics or another's
+    for method in ("zscore", "range"):
+        for stats in (None, values[::-1] * 1.5):
+            matrix = normalise(values, kinds, levels, method, stats=stats, rows=rows)
+            columns = normalise(lambda j: values[:, j].copy(), kinds, levels, method, stats=stats, rows=rows)
+            for a, b in ((matrix.metric, columns.metric), (matrix.nominal, columns.nominal),
+                         (matrix.codes, columns.codes), (matrix.steps, columns.steps)):
+                assert np.array_equal(a, b, equal_nan=True) and a.dtype == b.dtype
+    # codes beyond int32 (dollar amounts to the cent above 21M) stay exact in int64
+    cents = np.column_stack([np.round(rng.uniform(2.2e7, 2.3e7, 500), 2)])
+    wide = normalise(cents, ["numeric"], [None], "zscore", rows=rows)
+    assert wide.codes.dtype == np.int64 and np.array_equal(wide.codes[:, 0], np.rint(cents[rows, 0] * 100))
 
 
 def test_the_state_keeps_the_complainants_counterfactuals_only():

@@ -145,18 +145,22 @@ class AuditData:
             return None
         return self.model.score(self.feature_values(list(self.model.feature_names)))
 
-    def feature_values(self, names: list[str] | None = None, table: pa.Table | None = None) -> np.ndarray:
+    def feature_values(self, names: list[str] | None = None, table: pa.Table | None = None,
+                       rows: np.ndarray | None = None) -> np.ndarray:
         """Numeric matrix (rows x features, float64) of raw values.
 
         numeric -> the value; ordinal -> rank 0..n-1 in the spec's ``order``; categorical ->
         integer code in ``categories`` order. ``table`` defaults to the staged table (pass the
         counterfactual table to encode it the same way). Nulls (nullable features) become NaN.
+        ``rows``: those rows only, in that order (taken a column at a time, without the whole
+        matrix first).
         """
         table = self.table if table is None else table
         names = self.spec.feature_names if names is None else list(names)
-        out = np.empty((table.num_rows, len(names)), dtype=np.float64)
+        out = np.empty((table.num_rows if rows is None else len(rows), len(names)), dtype=np.float64)
         for j, name in enumerate(names):
-            out[:, j] = self.column_values(name, table)
+            values = self.column_values(name, table)
+            out[:, j] = values if rows is None else values[rows]
         return out
 
     def column_values(self, name: str, table: pa.Table | None = None) -> np.ndarray:

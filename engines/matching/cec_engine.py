@@ -116,13 +116,14 @@ class CECEngine:
         ids = data.id_text
         order = pc.sort_indices(ids).to_numpy()  # by id as text, stable
         names = list(data.model.feature_names)
-        inputs = data.feature_values(names)[order]
-        merit_values = data.feature_values(merit)[order]
+        inputs = data.feature_values(names, rows=order)
+        merit_values = data.feature_values(merit, rows=order)
         missing = np.isnan(merit_values).any(axis=1)
         if missing.any():
             raise ValueError(f"engines.cec.features: {int(missing.sum())} record(s) have missing merit "
                              f"values (e.g. record {ids[int(order[np.argmax(missing)])].as_py()!r})")
         Z = standardise(merit_values)
+        del merit_values, missing
         stratum = np.asarray(stratum)[order].astype(np.int8)
 
         units, notes, population = [], {}, {}

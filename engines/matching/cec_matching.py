@@ -41,7 +41,9 @@ def standardise(X: np.ndarray, reference: np.ndarray | None = None) -> np.ndarra
     X = np.asarray(X, dtype=np.float64)
     R = X if reference is None else np.asarray(reference, dtype=np.float64)
     mean, sd = R.mean(axis=0), R.std(axis=0)
-    return (X - mean) / np.where(sd > 0, sd, 1.0)
+    Z = X - mean
+    Z /= np.where(sd > 0, sd, 1.0)  # in place: one matrix of temporaries fewer (10M records × F)
+    return Z
 
 
 def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: float = 0.0,

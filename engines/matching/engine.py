@@ -79,12 +79,13 @@ def _supplied_tables(data: AuditData, units: list[list[str]]) -> dict[str, pa.Ta
 
 
 def _scm_values(data, names: list[str], in_hand: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The SCM's variables as float64 arrays (``in_hand``: columns already computed, not copied)."""
+    """The SCM's variables (``in_hand``: columns already computed, not copied; the protected
+    attributes as int8 group indicators, which the SCM reads as float64)."""
     values: dict[str, np.ndarray] = {}
     for p in data.spec.protected:
         # records in neither group enter abduction and prediction as 0: in an additive model
         # the value cancels between the two steps, so only the intervened attribute moves them
-        values[p.name] = np.maximum(data.groups[p.name], 0).astype(np.float64)
+        values[p.name] = np.maximum(data.groups[p.name], 0)  # int8: the SCM reads it as float64
     for name in names:
         if data.spec.feature(name).type == "categorical":
             raise SCMError(f"SCM variable {name!r} is categorical: additive-noise equations need numeric "
@@ -222,13 +223,15 @@ class CSTEngine:
             members = np.flatnonzero(prot)  # only the protected move; others are as observed
             cf = _counterfactual_values(data, label, moved, names, scm, values, supplied.get(label),
                                         params.mediators, members)
-            Xcf = X[:, :nf].copy()
-            Xcf[members] = cf[:, :nf]
-            stats = Xcf if params.counterfactual_normalization == "own" else X[:, :nf]
+            def world(j: int) -> np.ndarray:  # feature j of every record in this world
+                column = X[:, j].copy()
+                column[members] = cf[:, j]
+                return column
+
+            stats = None if params.counterfactual_normalization == "own" else X[:, :nf]
             # the state keeps the counterfactual centres of the complainants only: the search
             # never reads another record's counterfactual (10M records × 8 tests: ~5 GB)
-            cf_points = normalise(Xcf, kinds, levels, params.normalization, stats=stats, rows=comp)
-            del Xcf, stats
+            cf_points = normalise(world, kinds, levels, params.normalization, stats=stats, rows=comp)
             fact_points = factual
             others = [data.groups[a] for a in params.protected_in_distance if a not in moved]
             if others:  # other protected attributes as nominal attributes (their group, as observed)

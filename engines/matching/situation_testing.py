@@ -23,6 +23,7 @@ Distances: the Thanh et al. mixed distance (Eq. 6) in :mod:`engines.core.knn`.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -63,8 +64,8 @@ CF_NOTE = ("CF compares each complainant with its own counterfactual, one decisi
            "no sample, so no significance test (significant is null)")
 
 
-def normalise(values: np.ndarray, kinds: list[str], levels: list[int | None], method: str,
-              stats: np.ndarray | None = None, rows: np.ndarray | None = None) -> Points:
+def normalise(values: np.ndarray | Callable[[int], np.ndarray], kinds: list[str], levels: list[int | None],
+              method: str, stats: np.ndarray | None = None, rows: np.ndarray | None = None) -> Points:
     """Map raw attribute values to the mixed space of the Thanh et al. distance (Eq. 6).
 
     numeric: z-score or range scaling with the statistics of ``stats`` (default ``values``);
@@ -73,19 +74,30 @@ def normalise(values: np.ndarray, kinds: list[str], levels: list[int | None], me
     codes and the normalised step), so that equal differences give equal distances
     (:mod:`engines.core.knn`, "Ties"). With ``rows``, the points of those rows only, mapped
     exactly as in the whole set (statistics and lattice of every row of ``values``).
+
+    ``values`` may also be a function giving column j of every row (with ``rows``): a
+    counterfactual world is then built one column at a time, never as a whole matrix. The
+    points are filled in place, a column at a time (at 10M records the columns gathered and
+    stacked took twice the points' memory again).
     """
-    stats = values if stats is None else stats
-    rows = np.arange(len(values)) if rows is None else np.asarray(rows)
-    metric_cols, nominal_cols, code_cols, steps = [], [], [], []
+    column = values if callable(values) else (lambda j: values[:, j])
+    n = len(values) if rows is None else len(rows)
+    on_metric = [j for j, kind in enumerate(kinds) if kind != "categorical"]
+    on_nominal = [j for j, kind in enumerate(kinds) if kind == "categorical"]
+    metric = np.empty((n, len(on_metric)))
+    nominal = np.empty((n, len(on_nominal)), np.int64)
+    codes = np.zeros((n, len(on_metric)), np.int32)
+    steps = np.full(len(on_metric), np.nan)
     for j, kind in enumerate(kinds):
-        v = values[:, j]
+        v = column(j)
+        picked = v if rows is None else v[rows]
         if kind == "categorical":
-            nominal_cols.append(v[rows])
+            nominal[:, on_nominal.index(j)] = picked
             continue
         if kind == "ordinal":
             scale, centre = float(max(levels[j] - 1, 1)), 0.0
         else:
-            s = stats[:, j]
+            s = v if stats is None else stats[:, j]
             s = s[np.isfinite(s)]
             if method == "zscore":
                 scale = s.std(ddof=1) if len(s) > 1 else 0.0
@@ -94,15 +106,16 @@ def normalise(values: np.ndarray, kinds: list[str], levels: list[int | None], me
                 scale = s.max() - s.min() if len(s) else 0.0
                 centre = s.min() if len(s) else 0.0
             scale = scale if scale > 0 else 1.0
-        metric_cols.append((v[rows] - centre) / scale)
+        c = on_metric.index(j)
+        metric[:, c] = (picked - centre) / scale
         lattice = decimal_lattice(v)
-        code_cols.append(lattice[0][rows] if lattice else np.zeros(len(rows), np.int64))
-        steps.append(lattice[1] / scale if lattice else np.nan)
-    n = len(rows)
-    metric = np.column_stack(metric_cols) if metric_cols else np.empty((n, 0))
-    nominal = np.column_stack(nominal_cols).astype(np.int64) if nominal_cols else np.empty((n, 0), np.int64)
-    codes = np.column_stack(code_cols) if code_cols else np.empty((n, 0), np.int64)
-    return Points(metric, nominal, codes, np.array(steps, np.float64))
+        if lattice:
+            code = lattice[0] if rows is None else lattice[0][rows]
+            if len(code) and (code.min() < -2 ** 31 or code.max() >= 2 ** 31):
+                codes = codes.astype(np.int64)  # beyond int32 (:class:`Points` narrows where they fit)
+            codes[:, c] = code
+            steps[c] = lattice[1] / scale
+    return Points(metric, nominal, codes, steps)
 
 
 @dataclass
