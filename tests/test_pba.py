@@ -321,3 +321,19 @@ def test_an_intersection_flips_both_attributes_and_reports_the_combinations():
     wide = inter.pivot(on="setting", index="group_name", values="verified").join(
         inter.filter(pl.col("setting") == "observed").select("group_name", "considered"), on="group_name")
     assert (wide["observed"] + wide["flipped"] <= wide["considered"]).all()
+
+
+def test_population_counted_on_group_codes_equals_counting_the_labels():
+    """pba_summary's population: per group label, in label order, as counting each record's
+    label does, for one attribute and intersections, with a combination nobody has left out."""
+    from aequum.engines.verification.engine import _group_labels, _population
+
+    rng = np.random.default_rng(0)
+    for attrs in (["race"], ["race", "sex"], ["race", "sex", "age"]):
+        values = [rng.integers(0, 2, 500) for _ in attrs]
+        if len(attrs) == 3:
+            values[1][:] = 1  # nobody in sex's reference group
+        labels, counts = np.unique(_group_labels(values, attrs).astype(str), return_counts=True)
+        expected = {str(k): int(v) for k, v in zip(labels, counts)}
+        got = _population(values, attrs)
+        assert got == expected and list(got) == list(expected)

@@ -78,6 +78,18 @@ def _group_labels(values: list[np.ndarray], attrs: list[str]) -> np.ndarray:
     return out
 
 
+def _population(values: list[np.ndarray], attrs: list[str]) -> dict[str, int]:
+    """Records per group label (as :func:`_group_labels` names them), in label order, counted
+    on the group codes (labelling every record first took 2 GB and 15 s at 10M records)."""
+    code = np.zeros(len(values[0]), np.int64)
+    for i, v in enumerate(values):
+        code |= (np.asarray(v) == 1).astype(np.int64) << i
+    counts = np.bincount(code, minlength=1 << len(values))
+    present = np.flatnonzero(counts)
+    labels = _group_labels([(present >> i) & 1 for i in range(len(values))], attrs)
+    return dict(sorted((str(label), int(counts[c])) for label, c in zip(labels, present)))
+
+
 def _domain(data, name: str) -> tuple[float, float]:
     feat = data.spec.feature(name)
     if feat.range is not None:
@@ -137,8 +149,7 @@ class PBAEngine:
             groups = [data.groups[a] for a in attrs]
             eligible = np.logical_and.reduce([g >= 0 for g in groups]) & (truth >= 0)
             rows = order[eligible[order]]
-            label_all = _group_labels([g[rows] for g in groups], attrs)
-            population = {str(k): int(v) for k, v in zip(*np.unique(label_all.astype(str), return_counts=True))}
+            population = _population([g[rows] for g in groups], attrs)
             if params.sample is not None and params.sample < len(rows):
                 pick = np.sort(np.random.default_rng(params.sample_seed).permutation(len(rows))[:params.sample])
                 rows = rows[pick]
