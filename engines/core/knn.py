@@ -83,6 +83,11 @@ def _on_grid(v: np.ndarray, d: int) -> bool | None:
     return True
 
 
+def fits_int32(codes: np.ndarray) -> bool:
+    """Whether integer lattice codes fit int32 (:class:`Points` keeps them so: half the memory)."""
+    return codes.size == 0 or (codes.min() >= -2 ** 31 and codes.max() < 2 ** 31)
+
+
 @dataclass
 class Points:
     """Points in the mixed space: ``metric`` (n, c) L1 part, ``nominal`` (n, m) integer codes.
@@ -108,8 +113,7 @@ class Points:
             raise ValueError("neighbour search: a lattice needs both codes and steps")
         if self.codes is not None:
             codes = np.asarray(self.codes).reshape(self.metric.shape)
-            narrow = codes.size == 0 or (codes.min() >= -2 ** 31 and codes.max() < 2 ** 31)
-            self.codes = np.ascontiguousarray(codes, dtype=np.int32 if narrow else np.int64)
+            self.codes = np.ascontiguousarray(codes, dtype=np.int32 if fits_int32(codes) else np.int64)
             self.steps = np.asarray(self.steps, np.float64).reshape(self.metric.shape[1])
 
     def __len__(self) -> int:

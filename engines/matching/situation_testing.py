@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from aequum.engines.core.data import record_ids
-from aequum.engines.core.knn import Points, decimal_lattice, knn_in_blocks
+from aequum.engines.core.knn import Points, decimal_lattice, fits_int32, knn_in_blocks
 
 METHODS = ("ST", "CST_wo_centres", "CST", "CF")
 
@@ -111,8 +111,8 @@ def normalise(values: np.ndarray | Callable[[int], np.ndarray], kinds: list[str]
         lattice = decimal_lattice(v)
         if lattice:
             code = lattice[0] if rows is None else lattice[0][rows]
-            if len(code) and (code.min() < -2 ** 31 or code.max() >= 2 ** 31):
-                codes = codes.astype(np.int64)  # beyond int32 (:class:`Points` narrows where they fit)
+            if not fits_int32(code):
+                codes = codes.astype(np.int64)
             codes[:, c] = code
             steps[c] = lattice[1] / scale
     return Points(metric, nominal, codes, steps)
@@ -131,12 +131,12 @@ class Neighbourhoods:
 
 
 def search(factual: Points, counterfactual: Points, protected: np.ndarray, reference: np.ndarray,
-           complainants: np.ndarray, k: int, block: int = 1 << 20) -> Neighbourhoods:
+           complainants: np.ndarray, k: int) -> Neighbourhoods:
     """The k nearest control members (protected, excluding c) and test members (reference)
     around the factual and the counterfactual centres of each complainant: ``factual`` holds
     every record, ``counterfactual`` the complainants' counterfactuals (row i: complainants[i]).
 
-    Each group is searched ``block`` records at a time (:func:`knn_in_blocks`, exact), both
+    Each group is searched 1M records at a time (:func:`knn_in_blocks`, exact), both
     test searches in one pass: the memory of a search is that of one block, whatever the
     group's size."""
     if len(counterfactual) != len(complainants):
@@ -148,8 +148,8 @@ def search(factual: Points, counterfactual: Points, protected: np.ndarray, refer
     if np.any(pos[complainants] < 0):
         raise ValueError("every complainant must belong to the protected group")
     centres = factual.take(complainants)
-    (ci, cd), = knn_in_blocks(factual, prot, [(centres, pos[complainants])], k, block)
-    (fi, fd), (ti, td) = knn_in_blocks(factual, ref, [(centres, None), (counterfactual, None)], k, block)
+    (ci, cd), = knn_in_blocks(factual, prot, [(centres, pos[complainants])], k)
+    (fi, fd), (ti, td) = knn_in_blocks(factual, ref, [(centres, None), (counterfactual, None)], k)
     return Neighbourhoods(prot[ci], cd, ref[fi], fd, ref[ti], td)
 
 
