@@ -19,7 +19,7 @@ import traceback
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,8 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from aequum.engines.core.data import DECISION, ID, LABEL, ROW, AuditData, group_column, record_columns
-from aequum.engines.core.engine import conform, declared_columns, declared_rows, run_rounds
+from aequum.engines.core.engine import (Section, assemble, conform, declared_columns, declared_rows, run_piece,
+                                        run_rounds)
 from aequum.engines.core.model_quality import QUALITY, degenerate, model_quality
 from aequum.engines.core.models import ModelError
 from aequum.engines.core.sampling import record_order, stratified_sample
@@ -61,47 +62,50 @@ class EngineOutcome:
     tables: dict[str, pa.Table]
     schemas: dict[str, pa.Schema]
     error: str | None = None
-    files: dict[str, str] = field(default_factory=dict)
+    files: dict[str, list[str]] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
 
     def spool(self, folder: Path) -> EngineOutcome:
-        """The outcome with its tables written to ``folder/<engine>/<table>.parquet``."""
+        """The outcome with its tables in memory written to ``folder/<engine>/<table>.parquet``
+        (a streamed table's pieces are already in files: ``files``)."""
         if not self.tables:
             return self
         where = Path(folder) / self.engine
         where.mkdir(parents=True, exist_ok=True)
-        files, rows = {}, {}
+        files, rows = dict(self.files), dict(self.rows)
         for name, table in self.tables.items():
-            files[name] = str(where / f"{name}.parquet")
-            pq.write_table(table, files[name])
+            files[name] = [str(where / f"{name}.parquet")]
+            pq.write_table(table, files[name][0])
             rows[name] = table.num_rows
         return EngineOutcome(self.engine, self.status, self.seconds, self.pieces, {}, self.schemas,
                              self.error, files, rows)
 
     def row_counts(self) -> dict[str, int]:
-        return dict(self.rows) if self.files else {t: v.num_rows for t, v in self.tables.items()}
+        return {**{t: v.num_rows for t, v in self.tables.items()}, **self.rows}
 
     def results(self) -> Mapping[str, pa.Table]:
-        """Its tables by name, each read from its file when asked for (if spooled)."""
-        return self.tables if not self.files else _SpooledTables(self.files)
+        """Its tables by name, each read from its files when asked for (if spooled)."""
+        return self.tables if not self.files else _SpooledTables(self.tables, self.files)
 
-    def result(self, name: str) -> pa.Table | str:
-        """A table to insert: in memory, or the path of its Parquet file."""
-        return self.files[name] if self.files else self.tables[name]
+    def result(self, name: str) -> pa.Table | list[str]:
+        """A table to insert: in memory, or the paths of its Parquet files (rows in file order)."""
+        return self.files[name] if name in self.files else self.tables[name]
 
 
 class _SpooledTables(Mapping):
-    def __init__(self, files: dict[str, str]):
-        self.files = files
+    def __init__(self, tables: dict[str, pa.Table], files: dict[str, list[str]]):
+        self.tables, self.files = tables, files
 
     def __getitem__(self, name: str) -> pa.Table:
-        return pq.read_table(self.files[name])
+        if name in self.tables:
+            return self.tables[name]
+        return pa.concat_tables([pq.read_table(f) for f in self.files[name]])
 
     def __iter__(self):
-        return iter(self.files)
+        return iter({**self.tables, **self.files})
 
     def __len__(self) -> int:
-        return len(self.files)
+        return len({**self.tables, **self.files})
 
 
 def release_memory() -> None:
@@ -354,18 +358,20 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
     engine = get_engine(name)
     params = engine_params(spec, name)
     progress = Progress(name, say or (lambda _message: None))
+    # a streamed table's rows go to files where each piece ran (engines.core.engine)
+    keep = SectionFiles(str(Path(spool) / name / "sections")) if spool is not None else None
 
     def run_pieces(st, pieces):
         if client is None or len(pieces) < 2 or state_bytes(st) > BROADCAST_LIMIT:
             parts = []
             for p in pieces:
-                parts.append(engine.run_piece(st, p))
+                parts.append(run_piece(engine, st, p, keep))
                 progress(len(parts), len(pieces))
             return parts
         from distributed import as_completed
 
         state_f = client.scatter(st, broadcast=True)
-        futures = {client.submit(engine.run_piece, state_f, p, pure=False): i for i, p in enumerate(pieces)}
+        futures = {client.submit(run_piece, engine, state_f, p, keep, pure=False): i for i, p in enumerate(pieces)}
         parts = [None] * len(pieces)  # in piece order, whatever order they finish in
         # each piece's tables come here as it finishes and its future is let go at once: the
         # worker that ran it does not keep them until the last piece is done (CST at 10M
@@ -381,17 +387,39 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
         t0 = time.perf_counter()
         state = _prepare(engine, params, spec, lake_path, categories, model, counterfactuals)
         release_memory()  # the records read are gone; the state is what the pieces need
-        state, parts, n_pieces = run_rounds(engine, state, run_pieces)
+        state, parts, n_pieces, sections = run_rounds(engine, state, run_pieces)
         out = engine.combine(state, parts)
         del state, parts
-        tables = {t: conform(out[t], schema, t) for t, schema in engine.tables.items()}
+        tables = {t: conform(out[t], schema, t) for t, schema in engine.tables.items() if t not in sections}
         del out
-        outcome = EngineOutcome(name, "succeeded", time.perf_counter() - t0, n_pieces, tables, dict(engine.tables))
+        files, rows = {}, {}
+        for t, found in sections.items():
+            if keep is None or not found:
+                tables[t] = assemble(found, engine.tables[t])
+            else:
+                files[t], rows[t] = [s.path for s in found], sum(s.rows for s in found)
+        outcome = EngineOutcome(name, "succeeded", time.perf_counter() - t0, n_pieces, tables, dict(engine.tables),
+                                files=files, rows=rows)
         del tables
         if spool is not None:
             outcome = outcome.spool(Path(spool))
         release_memory()
     return outcome
+
+
+@dataclass(frozen=True)
+class SectionFiles:
+    """Writes each section of a streamed table to its own Parquet file under ``folder``, on the
+    worker that ran the piece, and hands back the section without its rows."""
+
+    folder: str
+
+    def __call__(self, section: Section) -> Section:
+        where = Path(self.folder) / section.name
+        where.mkdir(parents=True, exist_ok=True)
+        path = str(where / f"{uuid.uuid4().hex}.parquet")
+        pq.write_table(section.table, path)
+        return replace(section, table=None, path=path)
 
 
 @contextmanager

@@ -64,7 +64,7 @@ def _run(engine, data, params, timings: dict | None = None):
                 timings[piece] = time.perf_counter() - t1
         return parts
 
-    state, parts, _ = run_rounds(engine, engine.prepare(data, params), timed)
+    state, parts, _, _ = run_rounds(engine, engine.prepare(data, params), timed)  # FGCE streams nothing
     return state, engine.combine(state, parts)
 
 

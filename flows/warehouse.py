@@ -298,13 +298,15 @@ class Warehouse:
             self.con.execute(f"DELETE FROM audit.{quote_ident(check_table_name(name))} WHERE run_id = $run_id",
                              {"run_id": run_id})
 
-    def insert_run_rows(self, name: str, run_id: str, table: pa.Table | str) -> int:
+    def insert_run_rows(self, name: str, run_id: str, table: pa.Table | str | list[str]) -> int:
         """Inside an open transaction, after :meth:`purge_run`: insert ``table`` (or the Parquet
-        file at that path, read by DuckDB in its memory limit) as the run's rows of
-        ``audit.<name>``."""
+        file(s) at that path or those paths, read by DuckDB in its memory limit, rows in file
+        order) as the run's rows of ``audit.<name>``."""
         check_table_name(name)
         target = f"audit.{name}"
-        if isinstance(table, str):
+        if isinstance(table, (str, list)):
+            if not table:
+                return 0
             return self.con.execute(
                 f"INSERT INTO {target} BY NAME SELECT $run_id AS run_id, * FROM read_parquet($path)",
                 {"run_id": run_id, "path": table}).fetchall()[0][0]

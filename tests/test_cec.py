@@ -432,7 +432,7 @@ def test_pieces_on_a_dask_cluster_equal_the_serial_run():
             f = client.scatter(st, broadcast=True)
             return client.gather([client.submit(engine.run_piece, f, p, pure=False) for p in pieces])
 
-        state, parts, n = run_rounds(engine, state, run_pieces)
+        state, parts, n, _ = run_rounds(engine, state, run_pieces)
     assert n == 5
     out = engine.combine(state, parts)
     for name in ("cec_pairs", "cec_summary", "cec_regimes"):

@@ -195,6 +195,29 @@ def test_pieces_on_a_cluster_come_back_in_piece_order_and_leave_nothing_on_the_w
     assert sum(held.values()) == 0, held
 
 
+def test_cst_evidence_goes_from_the_pieces_to_files_in_the_serial_order(tmp_path):
+    """CST's evidence is streamed: each piece's rows are written where the piece ran, one file
+    per piece and key, never gathered; the files in order hold the serial run's rows in its
+    order, and the other tables are spooled whole as before."""
+    import pyarrow.parquet as pq
+    from distributed import Client
+
+    spec, ref, table = staged(tmp_path, "loan.yaml", 400, lambda raw: raw.update(
+        engines={"run": ["cst"], "cst": {"k": [5, 10], "chunk_size": 20, "evidence": "all"}}))
+    model = fit_model(spec, SPECS, table, ref.categories)
+    serial = run_engine_pieces("cst", spec, ref.lake_path, ref.categories, model, None)
+    with Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=":0") as client:
+        spooled = run_engine_pieces("cst", spec, ref.lake_path, ref.categories, model, None, client,
+                                    spool=str(tmp_path / "spool"))
+    evidence = serial.tables["cst_evidence"]
+    files = spooled.files["cst_evidence"]
+    assert not spooled.tables and len(files) == 3 * spooled.pieces  # three (centre, group) keys each
+    assert pa.concat_tables([pq.read_table(f) for f in files]).equals(evidence)
+    assert spooled.row_counts() == {t: v.num_rows for t, v in serial.tables.items()}
+    for t, v in serial.tables.items():
+        assert spooled.results()[t].equals(v), t
+
+
 def test_engines_of_a_run_run_one_at_a_time_on_a_cluster():
     """The run's lock: two engines never run at once (their memory would add up: 10M HMDA
     records), whichever worker thread they run on; their pieces still use every worker."""

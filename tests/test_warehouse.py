@@ -1,6 +1,7 @@
 """Warehouse: idempotent run writes, all-or-nothing transactions, identifier safety."""
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -42,6 +43,27 @@ def test_rows_from_a_parquet_file_land_as_the_same_rows_from_arrow(warehouse, tm
     assert warehouse.result("cst_claims", "file").drop_columns("run_id").equals(
         warehouse.result("cst_claims", "arrow").drop_columns("run_id"))
     assert warehouse.result("cst_claims", "file")["record_id"][0].as_py() == "999"
+
+
+def test_rows_from_many_parquet_files_land_in_file_order(warehouse, tmp_path):
+    """A streamed table (CST's evidence) arrives as one file per piece and key: its rows land
+    in the order of the files, each file's rows in their order; no file, no rows."""
+    import pyarrow.parquet as pq
+
+    n = 400_000  # several of DuckDB's row groups per file: read in parallel, inserted in order
+    table = rows(n).take(pa.array(np.arange(n)[::-1]))
+    cuts = [0, 1, 150_000, 150_000, 260_000, n - 1, n]  # an empty file among them
+    paths = []
+    for i, (s, e) in enumerate(zip(cuts, cuts[1:])):
+        paths.append(str(tmp_path / f"{i}.parquet"))
+        pq.write_table(table.slice(s, e - s), paths[-1])
+    warehouse.ensure_result_table("cst_claims", SCHEMA)
+    with warehouse.transaction():
+        assert warehouse.insert_run_rows("cst_claims", "files", paths) == n
+        assert warehouse.insert_run_rows("cst_claims", "none", []) == 0
+    got = warehouse.con.sql("SELECT * EXCLUDE (run_id) FROM audit.cst_claims WHERE run_id = 'files' "
+                            "ORDER BY rowid").to_arrow_table()
+    assert got.equals(table.cast(got.schema))
 
 
 def test_a_failure_mid_write_leaves_the_warehouse_as_before(warehouse):

@@ -7,7 +7,8 @@ re-decides it with the spec's model, and normalises both worlds for the distance
 (``engines.cst.mediators``) stay at their factual values (a path-specific effect), and the
 complainants are all, or the spec's stratified sample (``engines.cst.sample``). ``pieces``
 are chunks of complainants; ``run_piece`` searches their control and test groups and writes
-their claims and evidence; ``combine`` adds the Table 1 style summary and the sampling table.
+their claims and evidence; ``combine`` adds the Table 1 style summary and the sampling table
+(the evidence is streamed: it never reaches ``combine``).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aequum.engines.core.data import AuditData, record_columns
-from aequum.engines.core.engine import Tables, chunks, concat_parts
+from aequum.engines.core.engine import Tables, chunks, concat_parts, stable_sort
 from aequum.engines.core.sampling import record_order, stratified_sample
 from aequum.engines.matching.params import CSTParams
 from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
@@ -28,16 +29,26 @@ from aequum.engines.matching.situation_testing import (CLAIMS, EVIDENCE, SAMPLIN
 
 @dataclass
 class Test:
-    """One protected attribute (or intersection) ready for situation testing."""
+    """One protected attribute (or intersection) ready for situation testing. The group masks
+    are kept one bit per record (every worker holds the state: 16 masks of 8.4M records at 10M
+    HMDA rows were 134 MB a copy) and unpacked for a piece."""
 
     attribute: str
     factual: object          # Points of every record
     counterfactual: object   # Points of the complainants' counterfactuals, row i for complainants[i]
-    protected: np.ndarray
-    reference: np.ndarray
+    protected_bits: np.ndarray  # np.packbits of the protected group's mask
+    reference_bits: np.ndarray  # np.packbits of the reference group's mask
     decision_cf: np.ndarray  # ŷ^CF of the complainants, entry i for complainants[i]
     complainants: np.ndarray
     sampling: pa.Table  # per stratum: population and sampled complainants
+
+    @property
+    def protected(self) -> np.ndarray:
+        return np.unpackbits(self.protected_bits, count=len(self.factual)).view(bool)
+
+    @property
+    def reference(self) -> np.ndarray:
+        return np.unpackbits(self.reference_bits, count=len(self.factual)).view(bool)
 
 
 @dataclass
@@ -176,6 +187,9 @@ class CSTEngine:
 
     name = "cst"
     tables = {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE, "cst_summary": SUMMARY, "cst_sampling": SAMPLING}
+    # the evidence (12.5M rows at 10M HMDA records) goes from the pieces to the warehouse
+    # without gathering in one process (engines.core.engine, "streamed")
+    streamed = {"cst_evidence": ("protected_attribute", "centre", "search_group")}
 
     def columns(self, spec, params) -> list[str]:
         # ids, groups, decisions, labels, the distance's features, the model's inputs and the
@@ -247,7 +261,8 @@ class CSTEngine:
             decision_cf = _counterfactual_decision(data, names, X[comp], cf[np.searchsorted(members, comp)],
                                                    moved, comp)
             del cf
-            tests.append(Test(label, fact_points, cf_points, prot, ref, decision_cf, comp, sampling))
+            tests.append(Test(label, fact_points, cf_points, np.packbits(prot), np.packbits(ref), decision_cf, comp,
+                              sampling))
         targets = {eq.target for eq in spec.scm.equations} if spec.scm is not None and spec.scm.equations else None
         return State(data.id_text, data.decision, tests, params, params.effect(targets))
 
@@ -268,10 +283,10 @@ class CSTEngine:
                 "cst_evidence": evidence(state.ids, test.attribute, comp, hood, depth, p.max_distance)}
 
     def combine(self, state: State, parts) -> Tables:
-        out = concat_parts(parts, {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE})
+        out = concat_parts(parts, {"cst_claims": CLAIMS})
         # group rows by their keys, complainants in record order: independent of the chunking
-        out["cst_claims"] = _stable_sort(out["cst_claims"], ["protected_attribute", "method", "k"])
-        out["cst_evidence"] = _stable_sort(out["cst_evidence"], ["protected_attribute", "centre", "search_group"])
+        # (the evidence, streamed, is ordered the same way by its keys)
+        out["cst_claims"] = stable_sort(out["cst_claims"], ["protected_attribute", "method", "k"])
         sampling = pa.concat_tables([t.sampling for t in state.tests])
         population = {}
         for row in sampling.group_by("protected_attribute").aggregate([("population", "sum")]).to_pylist():
@@ -300,20 +315,6 @@ def _sample(data, label: str, attrs: list[str], comp: np.ndarray, params: CSTPar
           .sort(["stratum", "decision"])
           .with_columns(pl.lit(label).alias("protected_attribute")))
     return chosen, df.select([f.name for f in SAMPLING]).to_arrow().cast(SAMPLING)
-
-
-def _stable_sort(table: pa.Table, keys: list[str]) -> pa.Table:
-    """``table`` stably sorted by ``keys``. The pieces' rows come in long runs that keep their
-    order (one per piece and block), so the sorted table is those runs' slices concatenated:
-    no copy of the rows (CST's evidence at 10M HMDA records: 12.5M rows, ~1 GB)."""
-    if table.num_rows < 2:
-        return table
-    order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys]).to_numpy()  # stable
-    breaks = np.flatnonzero(np.diff(order) != 1) + 1
-    if len(breaks) > max(1024, len(order) // 64):  # scattered rows: one gather
-        return table.take(order)
-    starts, ends = np.r_[0, breaks], np.r_[breaks, len(order)]
-    return pa.concat_tables([table.slice(int(order[s]), int(e - s)) for s, e in zip(starts, ends)])
 
 
 def _recorded(data, name: str, rows: np.ndarray) -> np.ndarray:
