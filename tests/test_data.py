@@ -86,3 +86,16 @@ def test_a_protected_attribute_can_be_a_model_input():
     raw["model"].update(features=["income", "race"], coefficients={"income": 1.0, "race": 1.0})
     with pytest.raises(ValueError, match=r"model.features: \['race'\] are neither"):
         parse_spec(raw)
+
+
+def test_id_array_gives_record_ids_as_arrow_strings():
+    """CST's evidence takes ids as Arrow strings (no Python string per id): the same ids as
+    record_ids, from Arrow ids (chunked or not) and from numpy ids, rows repeated and in any order."""
+    from aequum.engines.core.data import id_array, record_ids
+
+    rows = np.array([3, 0, 3, 2])
+    ids = ["a", "01", "1", "zz"]
+    for source in (pa.array(ids), pa.chunked_array([ids[:2], ids[2:]]), np.array(ids, object)):
+        got = id_array(source, rows)
+        assert got.type == pa.string() and got.to_pylist() == list(record_ids(source, rows)) == ["zz", "a", "zz", "1"]
+    assert id_array(pa.array(ids), np.array([], np.int64)).to_pylist() == []

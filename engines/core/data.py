@@ -193,6 +193,16 @@ class AuditData:
         return None
 
 
+def id_array(ids: pa.Array | np.ndarray, rows: np.ndarray) -> pa.Array:
+    """The ids of ``rows`` as an Arrow string array, taken without a Python string or a
+    fixed-width numpy string per id (CST's evidence: 2.7M ids per piece at 10M HMDA records)."""
+    if isinstance(ids, (pa.Array, pa.ChunkedArray)):
+        taken = ids.take(pa.array(np.asarray(rows, np.int64)))
+        taken = taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+        return taken.cast(pa.string())
+    return pa.array(np.asarray(ids)[rows].astype(str), pa.string())
+
+
 def record_ids(ids: pa.Array | np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The ids of ``rows`` as str, from :attr:`AuditData.id_text` (or a numpy array of ids)."""
     if isinstance(ids, (pa.Array, pa.ChunkedArray)):
