@@ -153,8 +153,9 @@ def by_key(table: pa.Table, keys: list[str]) -> list[tuple[tuple, pa.Table]]:
     change[0] = True
     for k in keys:
         col = table[k]
+        null = pc.is_null(col).to_numpy(zero_copy_only=False)
         change[1:] |= pc.not_equal(col[1:], col[:-1]).fill_null(False).to_numpy(zero_copy_only=False)
-        change[1:] |= pc.is_null(col[1:]).to_numpy(zero_copy_only=False) != pc.is_null(col[:-1]).to_numpy(zero_copy_only=False)
+        change[1:] |= null[1:] != null[:-1]  # a value next to a null
     starts = np.flatnonzero(change)
     ends = np.r_[starts[1:], table.num_rows]
     return [(tuple(table[k][int(s)].as_py() for k in keys), table.slice(int(s), int(e - s)))
@@ -167,14 +168,8 @@ def _key_order(key: tuple) -> tuple:
 
 def assemble(sections: Sequence[Section], schema: pa.Schema) -> pa.Table:
     """A streamed table from its sections in memory (in the order :func:`run_rounds` gives)."""
-    tables = [s.table if s.table is not None else _read(s.path) for s in sections]
+    tables = [s.table for s in sections]
     return pa.concat_tables(tables).cast(schema) if tables else schema.empty_table()
-
-
-def _read(path: str) -> pa.Table:
-    import pyarrow.parquet as pq
-
-    return pq.read_table(path)
 
 
 def stable_sort(table: pa.Table, keys: list[str]) -> pa.Table:
