@@ -14,8 +14,10 @@ it stands), each measurement in a fresh process so that its peak memory is its o
   with 2 workers: wall time, the speed-up, and the peak of the summed memory of every process
   of the audit (flow, Dask workers, the temporary Prefect API: ``TreePeak``);
 - **fixed cost**: ``aequum audit --engines outcome`` on 1,000 loan records (the default spec),
-  wall time from the command's start to its exit, with Prefect's temporary server and with a
-  Prefect server already running (``PREFECT_API_URL``), fastest of three each, alternated.
+  wall time from the command's start to its exit, with Prefect's temporary server and a new
+  local cluster, with a Prefect server already running (``PREFECT_API_URL``), and with a
+  running Prefect server and Dask cluster (``AEQUUM_DASK_ADDRESS``, as a deployment has them),
+  fastest of three each, alternated.
 
 Sizes: ``--rows N [N ...]`` (default 100k and 1M; ``--quick``: 100k, no end to end).
 """
@@ -168,17 +170,25 @@ def fixed_cost(tmp: Path) -> dict:
             raise RuntimeError(f"the small audit failed:\n{out.stderr[-3000:]}")
         return time.perf_counter() - t0
 
+    from distributed import LocalCluster
+
     server = TemporaryAPI()  # a running server, as `prefect server start` leaves one
+    # a running Dask cluster, as a deployment's scheduler and workers are (dask_runner's settings)
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                           preload=["aequum.flows.audit"])
     try:
         running = {"PREFECT_API_URL": server.wait(120)}
-        times = {"temporary": [], "running": []}
+        both = {**running, "AEQUUM_DASK_ADDRESS": cluster.scheduler_address}
+        times = {"temporary": [], "running": [], "running_cluster": []}
         for _ in range(FIXED_COST_REPEAT):
             times["temporary"].append(audit({}))
             times["running"].append(audit(running))
+            times["running_cluster"].append(audit(both))
     finally:
         server.stop()
+        cluster.close()
     return {"temporary_server_s": min(times["temporary"]), "running_server_s": min(times["running"]),
-            "runs": times}
+            "running_server_and_cluster_s": min(times["running_cluster"]), "runs": times}
 
 
 FIXED_COST_REPEAT = 3
@@ -194,8 +204,9 @@ def run(quick: bool = False, rows: list[int] | None = None) -> list[dict]:
         cost = fixed_cost(tmp)
         print(f"fixed cost of a small audit (1,000 loan records, outcome only; fastest of "
               f"{FIXED_COST_REPEAT}, alternated): {cost['temporary_server_s']:.1f} s with Prefect's temporary "
-              f"server, {cost['running_server_s']:.1f} s with a running Prefect server (PREFECT_API_URL)",
-              flush=True)
+              f"server and a new local cluster, {cost['running_server_s']:.1f} s with a running Prefect server "
+              f"(PREFECT_API_URL), {cost['running_server_and_cluster_s']:.1f} s with a running Prefect server and "
+              "Dask cluster (AEQUUM_DASK_ADDRESS)", flush=True)
         results.append({"fixed_cost": cost})
         for n in sizes:
             source = generate_to_file("hmda", tmp / f"hmda_{n}.parquet", rows=n, seed=0, fmt="parquet")
