@@ -147,18 +147,25 @@ def _in_subprocess(fn: str, *args: str) -> dict:
     return in_fresh_process(__name__, fn, *args, env=env)
 
 
+FIXED_COST_REPEAT = 3
+
+
 def fixed_cost(tmp: Path) -> dict:
     """Wall time of ``aequum audit --engines outcome`` on 1,000 loan records, start to exit: with
-    Prefect's temporary server (no ``PREFECT_API_URL``: what a first audit on a fresh machine
-    does) and with a Prefect server already running (``PREFECT_API_URL`` set, as a scheduled
-    deployment has it), each the fastest of ``repeat`` runs, alternated."""
+    Prefect's temporary server and a new local cluster (what a first audit on a fresh machine
+    does), with a Prefect server already running (``PREFECT_API_URL``), and with a running
+    Prefect server and Dask cluster (``AEQUUM_DASK_ADDRESS`` too, as a deployment has them);
+    each the fastest of ``FIXED_COST_REPEAT`` runs, alternated. The caller's own settings of
+    either are left out, so that each set-up is the one named."""
+    from distributed import LocalCluster
+
     from aequum.flows.prefect_api import TemporaryAPI
 
     raw = yaml.safe_load(SMALL_SPEC.read_text())
     raw["source"]["rows"] = 1000
     spec = tmp / "loan_small.yaml"
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "AEQUUM_DASK_ADDRESS")}
     env["PREFECT_LOGGING_LEVEL"] = "WARNING"
 
     def audit(extra: dict) -> float:
@@ -169,8 +176,6 @@ def fixed_cost(tmp: Path) -> dict:
         if out.returncode:
             raise RuntimeError(f"the small audit failed:\n{out.stderr[-3000:]}")
         return time.perf_counter() - t0
-
-    from distributed import LocalCluster
 
     server = TemporaryAPI()  # a running server, as `prefect server start` leaves one
     # a running Dask cluster, as a deployment's scheduler and workers are (dask_runner's settings)
@@ -189,9 +194,6 @@ def fixed_cost(tmp: Path) -> dict:
         cluster.close()
     return {"temporary_server_s": min(times["temporary"]), "running_server_s": min(times["running"]),
             "running_server_and_cluster_s": min(times["running_cluster"]), "runs": times}
-
-
-FIXED_COST_REPEAT = 3
 
 
 def run(quick: bool = False, rows: list[int] | None = None) -> list[dict]:
