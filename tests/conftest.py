@@ -36,11 +36,13 @@ def warehouse(tmp_path):
 
 @pytest.fixture(scope="session")
 def prefect_server():
-    """One ephemeral Prefect API for every flow test of the session (~17 s to start)."""
+    """One ephemeral Prefect API for every flow test of the session (~17 s to start); its API
+    URL, for the tests' command-line subprocesses."""
+    from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=180):
-        yield
+        yield PREFECT_API_URL.value()
 
 
 @pytest.fixture
@@ -74,3 +76,9 @@ def small_audit_warehouse(tmp_path_factory):
     from audit_tables import small_audit
 
     return small_audit(tmp_path_factory.mktemp("small_audit"))
+
+
+def pytest_collection_modifyitems(items):
+    """The long Prefect tests first: with the suite in two processes (.ci/test, pytest-xdist by
+    file) the quick tests then fill the other process instead of one process ending alone."""
+    items.sort(key=lambda item: item.get_closest_marker("prefect") is None)

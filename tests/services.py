@@ -1,4 +1,4 @@
-"""Real services for the scheduling tests: a Prefect server, Dask processes, on loopback ports.
+"""Real services for the scheduling tests: Dask processes on loopback ports, commands run to the end.
 
 Every service runs in its own process group, is waited for with a deadline and is killed with
 everything it started when the block ends.
@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Callable, Iterator
@@ -83,34 +82,11 @@ def service(cmd: list[str], env: dict[str, str], log: Path, ready: Callable[[], 
         stop_tree(proc)
 
 
-def http_ok(url: str) -> Callable[[], bool]:
-    def ready() -> bool:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-    return ready
-
-
 def port_open(port: int) -> Callable[[], bool]:
     def ready() -> bool:
         with socket.socket() as s:
             return s.connect_ex(("127.0.0.1", port)) == 0
     return ready
-
-
-@contextmanager
-def prefect_server(root: Path) -> Iterator[dict[str, str]]:
-    """A Prefect server on a free loopback port; yields the environment that points at it."""
-    port = free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = base_env(root / "prefect-home", PREFECT_API_URL=api)
-    (root / "prefect-home").mkdir(exist_ok=True)
-    with service([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                 env | {"PREFECT_UI_ENABLED": "false"}, root / "prefect-server.log",
-                 http_ok(f"{api}/health"), "prefect server"):
-        yield env
 
 
 def run(cmd: list[str], env: dict[str, str], timeout: float, cwd: Path = REPO) -> str:

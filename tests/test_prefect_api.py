@@ -1,43 +1,77 @@
-"""The temporary Prefect API server of a command-line run (flows/prefect_api.py)."""
+"""The temporary Prefect API server of a command-line run (flows/prefect_api.py), and engines on
+an external Dask scheduler reporting to it."""
 from __future__ import annotations
 
+import os
+import sqlite3
+import subprocess
+import sys
+from contextlib import suppress
+from pathlib import Path
 
-def test_a_command_line_audit_on_its_own_temporary_server_ends_cleanly(tmp_path):
-    """`aequum audit` with no Prefect server configured: it starts one (TemporaryAPI: a free port,
-    answered health checks), reports to it, drains its logs before stopping it and leaves
-    nothing running or complaining at exit."""
-    import os
-    import subprocess
-    import sys
+import psutil
+import pytest
+import yaml
 
-    import yaml
+from conftest import REPO
+from aequum.flows.warehouse import Warehouse
+from services import BIN, base_env, free_port, port_open, service
 
-    from conftest import REPO
+pytestmark = pytest.mark.prefect
 
+
+def test_a_command_line_audit_on_its_own_temporary_server_with_an_external_scheduler(tmp_path):
+    """`aequum audit` with no Prefect server configured and its engines on an external Dask
+    scheduler and worker: it starts its own server (TemporaryAPI: a free port, answered health
+    checks), the worker starts none and reports the engine task runs to the flow's server, and
+    the CLI drains its logs before stopping the server, leaving nothing running or complaining."""
     raw = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
     raw["source"]["rows"] = 400
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
-    out = subprocess.run([sys.executable, "-m", "aequum.flows.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
-                          "--engines", "outcome", "--warehouse", str(tmp_path / "wh.duckdb"),
-                          "--lake", str(tmp_path / "lake")], capture_output=True, text=True, env=env, timeout=300)
+    home = tmp_path / "prefect"
+    env = base_env(home)
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    worker_log = tmp_path / "dask-worker.log"
+    with service([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                  "--no-dashboard"], env, tmp_path / "dask-scheduler.log", port_open(port),
+                 "dask scheduler"), \
+         service([str(BIN / "dask"), "worker", address, "--host", "127.0.0.1", "--nworkers", "1",
+                  "--nthreads", "2", "--no-dashboard"], env, worker_log,
+                 lambda: "Registered to" in worker_log.read_text(), "dask worker") as worker:
+        out = subprocess.run([sys.executable, "-m", "aequum.flows.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
+                              "--engines", "outcome,raguel", "--dask-address", address,
+                              "--warehouse", str(tmp_path / "wh.duckdb"), "--lake", str(tmp_path / "lake")],
+                             capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+        started = _descendants(worker.pid)
+        log = worker_log.read_text()
     assert out.returncode == 0, out.stderr[-3000:]
     assert ": succeeded" in out.stdout
     for noise in ("Error logging to API", "leaked", "Traceback"):
         assert noise not in out.stderr, out.stderr[-3000:]
-    # its server was stopped, not left behind
-    assert _servers_of(tmp_path / "prefect") == []
+    assert _servers_of(home) == []  # its server was stopped, not left behind
+    assert not [c for c in started if "uvicorn" in c or "prefect.server" in c], started
+    assert "Starting temporary server" not in log
+    assert "Task run 'engine-" in log  # the engine tasks did run on this worker
+
+    # what the flow's server recorded (its database stays in PREFECT_HOME)
+    with sqlite3.connect(home / "prefect.db") as db:
+        flows = db.execute("SELECT id, state_type FROM flow_run").fetchall()
+        tasks = db.execute("SELECT name, flow_run_id, state_type FROM task_run").fetchall()
+    [(flow_id, flow_state)] = flows
+    assert flow_state == "COMPLETED"
+    assert sorted(name.split("-")[0] for name, _, _ in tasks) == ["engine", "engine"], tasks
+    assert {(f, s) for _, f, s in tasks} == {(flow_id, "COMPLETED")}, tasks
+    with Warehouse(tmp_path / "wh.duckdb", read_only=True) as wh:
+        [(run_id, status)] = wh.con.execute("SELECT run_id, status FROM audit.runs").fetchall()
+        assert status == "succeeded"
+        assert {e["status"] for e in wh.engine_status(run_id).values()} == {"succeeded"}
 
 
 def test_a_command_line_audit_that_fails_its_checks_leaves_no_server(tmp_path):
     """The CLI starts the temporary server early (its start-up overlaps Prefect's and Dask's
     imports), but only once the spec and source pass their checks: a spec that fails them ends
     with one line, exit 2, and no server."""
-    import os
-    import subprocess
-    import sys
-
     (tmp_path / "s.yaml").write_text("name: broken\nsource: {kind: csv, path: missing.csv}\n")
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
@@ -51,8 +85,6 @@ def test_a_command_line_audit_that_fails_its_checks_leaves_no_server(tmp_path):
 
 def _servers_of(prefect_home) -> list[int]:
     """Prefect API server processes running with ``prefect_home`` as their PREFECT_HOME."""
-    from pathlib import Path
-
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
@@ -63,3 +95,12 @@ def _servers_of(prefect_home) -> list[int]:
         if b"prefect.server.api.server:create_app" in args and f"PREFECT_HOME={prefect_home}".encode() in env:
             found.append(int(proc.name))
     return found
+
+
+def _descendants(pid: int) -> list[str]:
+    """The command lines of every live process below ``pid``."""
+    lines = []
+    for p in psutil.Process(pid).children(recursive=True):
+        with suppress(psutil.Error):  # exited (or a zombie) meanwhile
+            lines.append(" ".join(p.cmdline()))
+    return lines
