@@ -18,7 +18,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -605,17 +605,30 @@ def dask_runner(address: str | None = None, workers: int | None = None):
         close_cluster(cluster)
 
 
-async def finish_worker() -> None:
-    """Ready a local worker process to exit at once when its cluster closes: send what its
-    Prefect services still hold (task run logs, events) to the API, then have the process end
-    with ``os._exit`` as its first exit step instead of tearing down torch and Prefect
-    module by module, which on a loaded machine outlasts the nanny's 4 s and gets it killed.
+async def drain_worker() -> None:
+    """Send what a worker's Prefect services still hold (task run logs, events) to the API.
     Run on the worker's event loop by ``Client.run``."""
-    import atexit
-
     from prefect._internal.concurrency.services import _QueueServiceBase
 
     await _QueueServiceBase.drain_all(timeout=5)
+
+
+def drain_workers(address: str) -> None:
+    """Every worker's last task run logs and events to the flow's Prefect API while it still
+    answers (a temporary one stops when the flow ends, before the cluster closes)."""
+    from distributed import Client
+
+    with Client(address, set_as_default=False) as client:
+        client.run(drain_worker)
+
+
+async def finish_worker() -> None:
+    """Ready a local worker process to exit at once when its cluster closes: drain its Prefect
+    services (``drain_worker``), then have the process end with ``os._exit`` as its first exit
+    step instead of tearing down torch and Prefect module by module, which on a loaded machine
+    outlasts the nanny's 4 s and gets it killed. Run on the worker's event loop by
+    ``Client.run``."""
+    await drain_worker()
     atexit.register(_exit_now)  # registered last, so run first
 
 
@@ -642,8 +655,12 @@ def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str
     """Run ``audit_flow`` on a Dask cluster (the CLI's and the deployment's entry point).
     ``server``: a temporary Prefect API already starting (see :func:`flow_api`)."""
     with dask_runner(dask_address, workers) as runner, flow_api(server):
-        return audit_flow.with_options(task_runner=runner)(
-            spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines)
+        try:
+            return audit_flow.with_options(task_runner=runner)(
+                spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines)
+        finally:
+            with suppress(OSError):  # a cluster that is gone has nothing left to send
+                drain_workers(runner.address)
 
 
 @contextmanager

@@ -6,6 +6,8 @@ line and exit 2; only bugs print tracebacks.
 from __future__ import annotations
 
 import argparse
+import atexit
+import logging
 import os
 import sys
 import tempfile
@@ -282,5 +284,29 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def program() -> None:
+    """``aequum`` as a command (the console script, ``python -m aequum.flows.cli``): ``main``,
+    then an exit that skips the interpreter's teardown of the loaded libraries, 1.3–1.6 s in
+    native code (measured on a small audit, of a fixed cost of about 10 s). The exit runs as
+    the last exit handler (registered before Prefect and Dask are imported, and exit handlers
+    run last in, first out), after theirs have drained logs and events, with every file,
+    warehouse and service already closed by ``main``; logging and the standard streams are
+    flushed first. The handlers it pre-empts are the in-process clean-ups of libraries imported
+    earlier (polars' runtime, pyarrow's S3 finaliser, logging's, done here). An exception
+    escaping ``main`` exits the ordinary way, with its traceback."""
+    finished: list[int] = []
+
+    def exit_now() -> None:
+        if finished:
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(finished[0])
+
+    atexit.register(exit_now)
+    finished.append(main())
+    sys.exit(finished[0])
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    program()

@@ -21,7 +21,7 @@ def test_the_package_list_covers_every_folder_of_code():
                           for top in ("engines", "flows") for p in (REPO / top).rglob("__init__.py")}
     assert listed == found
     assert conf["tool"]["setuptools"]["package-dir"] == {"aequum": "."}
-    assert conf["project"]["scripts"]["aequum"] == "aequum.flows.cli:main"
+    assert conf["project"]["scripts"]["aequum"] == "aequum.flows.cli:program"
 
 
 def test_no_code_imports_a_top_level_engines_or_flows():

@@ -53,6 +53,7 @@ def test_a_command_line_audit_on_its_own_temporary_server_with_an_external_sched
     assert not [c for c in started if "uvicorn" in c or "prefect.server" in c], started
     assert "Starting temporary server" not in log
     assert "Task run 'engine-" in log  # the engine tasks did run on this worker
+    assert "Error logging to API" not in log  # drained before the flow's server stopped
 
     # what the flow's server recorded (its database stays in PREFECT_HOME)
     with sqlite3.connect(home / "prefect.db") as db:
