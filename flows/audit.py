@@ -596,7 +596,9 @@ def dask_runner(address: str | None = None, workers: int | None = None):
     from distributed import LocalCluster
 
     n = workers or max(1, min(2, os.cpu_count() or 1))
-    cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=None,
+    # the scheduler's HTTP server (its dashboard when bokeh is installed) on a free port: with
+    # None it still takes 8787, and a second audit at the same time warned that it was in use
+    cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=":0",
                            preload=[__name__])
     try:
         cluster.scale(n)

@@ -179,7 +179,7 @@ def fixed_cost(tmp: Path) -> dict:
 
     server = TemporaryAPI()  # a running server, as `prefect server start` leaves one
     # a running Dask cluster, as a deployment's scheduler and workers are (dask_runner's settings)
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                            preload=["aequum.flows.audit"])
     try:
         running = {"PREFECT_API_URL": server.wait(120)}
