@@ -304,7 +304,7 @@ def program() -> None:
             os._exit(finished[0])
 
     atexit.register(exit_now)
-    finished.append(main())
+    finished.append(main() or 0)
     sys.exit(finished[0])
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from conftest import REPO
 from aequum.flows.cli import main
+from aequum.flows.warehouse import Warehouse
 
 
 def test_generate_ingest_runs_show(tmp_path, capsys):
@@ -76,3 +77,35 @@ def test_surrogate_for_decisions_fits_the_recorded_ones(staged_data, tmp_path):
     recorded = data.table["_decision"].to_numpy()
     assert data.model.fidelity["train"] > 0.9
     assert (data.decision == recorded).mean() > 0.9
+
+
+def test_the_command_exits_with_mains_code_and_all_its_output(tmp_path):
+    """``aequum`` as a process (``program``: ends by ``os._exit`` after the exit handlers):
+    the exit code is main's, output to a pipe (held in Python's buffer until flushed) arrives,
+    a warehouse it wrote opens with what it wrote, and an exception escaping main still exits
+    1 with its traceback."""
+    import subprocess
+    import sys
+
+    def aequum(*args: str, code: str = "from aequum.flows.cli import program; program()"):
+        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                              timeout=300, cwd=tmp_path)
+
+    out = tmp_path / "loan.csv"
+    done = aequum("generate", "loan", "--rows", "3000", "--out", str(out), "--format", "csv")
+    assert done.returncode == 0 and done.stdout.strip() == str(out), done.stderr[-2000:]
+    spec = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
+    spec["source"] = {"kind": "csv", "path": str(out), "id_column": "id"}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    wh = str(tmp_path / "wh.duckdb")
+    done = aequum("ingest", "--spec", str(tmp_path / "s.yaml"), "--warehouse", wh, "--lake", str(tmp_path / "lake"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "3,000 rows staged" in done.stdout and "warehouse:" in done.stdout.splitlines()[-1]
+    with Warehouse(wh, read_only=True) as opened:
+        [(version, staged)] = opened.con.execute(
+            "SELECT dataset_version, rows_staged FROM audit.datasets").fetchall()
+        assert staged == 3000 and opened.staged(version).num_rows == 3000
+    assert aequum("runs", "--warehouse", str(tmp_path / "none.duckdb")).returncode == 2
+    crash = aequum(code="import sys; from aequum.flows import cli; "
+                        "cli.main = lambda: 1 / 0; cli.program()")
+    assert crash.returncode == 1 and "ZeroDivisionError" in crash.stderr
