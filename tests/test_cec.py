@@ -427,7 +427,7 @@ def test_pieces_on_a_dask_cluster_equal_the_serial_run():
     serial = run_serial(CECEngine(), data, CECParams())
     engine = CECEngine()
     state = pickle.loads(pickle.dumps(engine.prepare(data, CECParams(chunk_size=64))))
-    with Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None) as client:
+    with Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=":0") as client:
         def run_pieces(st, pieces):
             f = client.scatter(st, broadcast=True)
             return client.gather([client.submit(engine.run_piece, f, p, pure=False) for p in pieces])
