@@ -2,7 +2,6 @@
 an external Dask scheduler reporting to it."""
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import sys
@@ -74,8 +73,7 @@ def test_a_command_line_audit_that_fails_its_checks_leaves_no_server(tmp_path):
     imports), but only once the spec and source pass their checks: a spec that fails them ends
     with one line, exit 2, and no server."""
     (tmp_path / "s.yaml").write_text("name: broken\nsource: {kind: csv, path: missing.csv}\n")
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env = base_env(tmp_path / "prefect")
     out = subprocess.run([sys.executable, "-m", "aequum.flows.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
                           "--warehouse", str(tmp_path / "wh.duckdb"), "--lake", str(tmp_path / "lake")],
                          capture_output=True, text=True, env=env, timeout=120)
