@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -33,15 +34,47 @@ def staged(tmp_path, name: str, rows: int, edit=None):
     return spec, ref, table
 
 
+def decoded(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary-encoded columns as plain values."""
+    return pa.table([c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in table.columns],
+                    names=table.column_names)
+
+
 def test_load_lake_reads_the_columns_asked_for_in_row_order(tmp_path):
     spec, ref, table = staged(tmp_path, "loan.yaml", 500)
-    assert load_lake(ref.lake_path).equals(table)
-    cols = ["_decision", "_g_gender", "_id"]  # _row not among them: still in source row order
-    assert load_lake(ref.lake_path, cols).equals(table.select(cols))
+    read = load_lake(ref.lake_path)
+    assert decoded(read).equals(table)
+    # text other than the ids comes dictionary-encoded: a category's value is stored once
+    assert read.schema.field("Gender").type == pa.dictionary(pa.int32(), pa.string())
+    assert read.schema.field("_id").type == pa.string()
+    cols = ["_decision", "Gender", "_g_gender", "_id"]  # _row not among them: still in source row order
+    assert decoded(load_lake(ref.lake_path, cols)).equals(table.select(cols))
+    assert load_lake(ref.lake_path, [*cols, "_decision"]).column_names == cols  # a column asked twice: once
     unordered = load_lake(ref.lake_path, ["_row", "_decision"], ordered=False)
     assert unordered.sort_by("_row").equals(table.select(["_row", "_decision"]))
     with pytest.raises(ValueError, match=r"lack column\(s\) \['nope'\]"):
         load_lake(ref.lake_path, ["_id", "nope"])
+
+
+def test_load_lake_orders_rows_across_files_and_keeps_nulls_in_encoded_text(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 5000
+    rows = rng.permutation(n)
+    grade = np.array(["A", "B", None, "C"], object)[rng.integers(0, 4, n)]
+    table = pa.table({"_id": pa.array([f"r{r}" for r in rows]), "_row": pa.array(rows, pa.int64()),
+                      "grade": pa.array(grade, pa.string()), "x": pa.array(rng.normal(size=n))})
+    for i, part in enumerate(np.array_split(np.arange(n), 7)):  # several files, each its own order
+        folder = tmp_path / f"_g=x{i % 3}"
+        folder.mkdir(exist_ok=True)
+        pq.write_table(table.take(part), folder / f"part{i}.parquet")
+    read = load_lake(str(tmp_path), ["_id", "grade", "x"])
+    expected = table.take(np.argsort(rows)).select(["_id", "grade", "x"])
+    assert decoded(read).equals(expected)
+    assert read["grade"].null_count == expected["grade"].null_count > 0
+    unordered = load_lake(str(tmp_path), ["_row", "grade"], ordered=False)
+    assert sorted(unordered["_row"].to_pylist()) == list(range(n))
+    assert load_lake(str(tmp_path), ["_id", "grade"], where={"_row": -1}).num_rows == 0  # none: still typed
+    assert load_lake(str(tmp_path), ["grade"], where={"_row": -1}).schema.field("grade").type.value_type == pa.string()
 
 
 def _same_results(spec, ref, table, names):
