@@ -146,7 +146,12 @@ def oracle(df: pl.DataFrame, harmed: str, posterior: str, flagged: int) -> dict[
 
 
 def _with_truth(table: pa.Table, truth: GroundTruth) -> pl.DataFrame:
-    return pl.from_arrow(table).join(truth.frame, on="record_id", how="left")
+    """``table``'s rows with the truth of their records. The truth is first cut to those
+    records (a pass over it with a set of the few scored ids): joined whole, the truth's 10M
+    HMDA records were hashed, 1 GB, for the 0.16M records CST scores."""
+    df = pl.from_arrow(table)
+    scored = truth.frame.filter(pl.col("record_id").is_in(df["record_id"].unique().implode()))
+    return df.join(scored, on="record_id", how="left")
 
 
 def cst_detection(claims: pa.Table, truth: GroundTruth, summary: pa.Table | None = None) -> list[dict]:
