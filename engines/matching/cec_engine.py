@@ -116,19 +116,19 @@ class CECEngine:
         ids = data.id_text
         order = pc.sort_indices(ids).to_numpy()  # by id as text, stable
         names = list(data.model.feature_names)
-        inputs = data.feature_values(names, rows=order)
         merit_values = data.feature_values(merit, rows=order)
         missing = np.isnan(merit_values).any(axis=1)
         if missing.any():
             raise ValueError(f"engines.cec.features: {int(missing.sum())} record(s) have missing merit "
                              f"values (e.g. record {ids[int(order[np.argmax(missing)])].as_py()!r})")
-        Z = standardise(merit_values)
-        del merit_values, missing
+        del missing
+        Z = standardise(merit_values, overwrite=True)
         stratum = np.asarray(stratum)[order].astype(np.int8)
 
-        units, notes, population = [], {}, {}
-        groups = [[p.name] for p in spec.protected] + [list(g) for g in params.intersections]
-        for attrs in groups:
+        # every unit is matched before the model inputs are built: the matching's indices and
+        # the inputs of every record (10M records × inputs each) are never held together
+        matched, population = [], {}
+        for attrs in [[p.name] for p in spec.protected] + [list(g) for g in params.intersections]:
             label = "&".join(attrs)
             prot = np.logical_and.reduce([data.groups[a][order] == 1 for a in attrs])
             ref = np.logical_and.reduce([data.groups[a][order] == 0 for a in attrs])
@@ -139,13 +139,18 @@ class CECEngine:
                 params.sample_seed)
             population[label] = {"all": len(unit_rows), "protected": int((group == 1).sum()),
                                  "reference": int((group == 0).sum())}
-            m = match(Z, group, stratum, params.max_distance, factual)
+            matched.append((label, group, len(unit_rows), match(Z, group, stratum, params.max_distance, factual)))
+        del Z, merit_values
+
+        inputs = data.feature_values(names, rows=order)
+        units, notes = [], {}
+        for label, group, n_unit, m in matched:
             b = baselines(inputs, group, stratum)
             base = np.stack([b[(int(s), int(a))] for s, a in zip(m.stratum, m.group)]) \
                 if len(m) else np.empty((0, len(names)))
             note = []
-            if len(factual) < len(unit_rows):
-                note.append(f"a stratified sample of {len(factual)} of {len(unit_rows)} records (strata: group x "
+            if len(m) < n_unit:
+                note.append(f"a stratified sample of {len(m)} of {n_unit} records (strata: group x "
                             f"{partition_by}; seed {params.sample_seed}), each matched against the whole "
                             "other-group pool of its stratum")
             if partition_by == "decision":
@@ -157,6 +162,7 @@ class CECEngine:
                 note.append("no records in either group")
             notes[label] = "; ".join(note)
             units.append(Unit(label, m, base))
+        del matched
         keep = _involved(units, len(inputs))
         inputs = inputs[keep]
         decision = np.asarray(data.model.decide(inputs)).astype(np.int8)

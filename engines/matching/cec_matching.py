@@ -35,14 +35,15 @@ class Matches:
         return len(self.factual)
 
 
-def standardise(X: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
+def standardise(X: np.ndarray, reference: np.ndarray | None = None, overwrite: bool = False) -> np.ndarray:
     """z-scores with the records' own mean and standard deviation (σ = 0 -> 1), or with those of
-    ``reference`` (Algorithm 1: training statistics for held-out records)."""
+    ``reference`` (Algorithm 1: training statistics for held-out records). ``overwrite``: in
+    ``X``'s own memory (a float64 matrix the caller no longer needs: 10M records × F)."""
     X = np.asarray(X, dtype=np.float64)
     R = X if reference is None else np.asarray(reference, dtype=np.float64)
     mean, sd = R.mean(axis=0), R.std(axis=0)
-    Z = X - mean
-    Z /= np.where(sd > 0, sd, 1.0)  # in place: one matrix of temporaries fewer (10M records × F)
+    Z = np.subtract(X, mean, out=X if overwrite else None)
+    Z /= np.where(sd > 0, sd, 1.0)  # in place: one matrix of temporaries fewer
     return Z
 
 
