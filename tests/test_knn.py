@@ -242,3 +242,31 @@ def test_lattice_codes_are_narrowed_only_where_they_fit_and_distances_do_not_cha
     i, d = knn(far, qs, 5)
     exact = np.abs((small + 2.0 ** 40)[None, :, :] - small[:20, None, :]).sum(-1)  # integers, exact in float
     assert np.array_equal(d, np.sort(exact, axis=1)[:, :5] * 0.01 / 2)
+
+
+def test_queries_searched_in_groups_equal_one_group_bit_for_bit(monkeypatch):
+    """The tree search takes its queries a group at a time (memory of one group's candidates):
+    the same indices and distances as every query at once, on coarse points where ties at the
+    k-th distance make queries fetch more candidates, with exclusion and with a bound."""
+    import aequum.engines.core.knn as knn_module
+
+    rng = np.random.default_rng(11)
+    pts = Points(rng.integers(0, 6, size=(2000, 3)) / 5, np.empty((2000, 0)))
+    qs = Points(rng.integers(0, 6, size=(700, 3)) / 5 + rng.normal(0, 0.01, size=(700, 3)), np.empty((700, 0)))
+    own = rng.integers(0, 2000, 700)
+    bound = rng.uniform(0.05, 0.5, 700)
+    index = NeighbourIndex(pts)
+    own = own % len(index._trees.points)
+    whole = [index._trees.search(qs, 20, None), index._trees.search(qs, 20, own), index._trees.search(qs, 20, None, bound)]
+    monkeypatch.setattr(knn_module, "_QUERIES", 64)
+    grouped = [index._trees.search(qs, 20, None), index._trees.search(qs, 20, own), index._trees.search(qs, 20, None, bound)]
+    for (wi, wd), (gi, gd) in zip(whole[:2], grouped[:2]):
+        assert np.array_equal(wi, gi) and np.array_equal(wd, gd)
+    # bounded: every neighbour nearer than the bound is found, the same (places beyond it may be
+    # filled by other points: the tree is asked with the largest bound of a group of queries)
+    (wi, wd), (gi, gd) = whole[2], grouped[2]
+    near = wd < bound[:, None]
+    assert np.array_equal(near, gd < bound[:, None]) and near.any() and not near.all()
+    assert np.array_equal(wi[near], gi[near]) and np.array_equal(wd[near], gd[near])
+    searched = index._trees.points  # the distinct points when most repeat another (these do)
+    assert len(searched) < len(pts) and np.array_equal(whole[0][0], brute_force(searched, qs, 20)[0])
