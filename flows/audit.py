@@ -35,7 +35,7 @@ from prefect.cache_policies import NO_CACHE
 
 from aequum.engines.core.data import DECISION, ID, LABEL, ROW, AuditData, group_column, record_columns
 from aequum.engines.core.engine import (Section, assemble, conform, declared_columns, declared_rows, run_piece,
-                                        run_rounds)
+                                        run_rounds, spill)
 from aequum.engines.core.model_quality import QUALITY, degenerate, model_quality
 from aequum.engines.core.models import ModelError
 from aequum.engines.core.sampling import record_order, stratified_sample
@@ -416,6 +416,7 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
     with _holding(client, lock):
         t0 = time.perf_counter()
         state = _prepare(engine, params, spec, lake_path, categories, model, counterfactuals)
+        state = spill(engine, state, str(Path(spool) / name / "state") if spool is not None else None)
         release_memory()  # the records read are gone; the state is what the pieces need
         state, parts, n_pieces, sections = run_rounds(engine, state, run_pieces)
         out = engine.combine(state, parts)

@@ -249,6 +249,8 @@ def test_cst_evidence_goes_from_the_pieces_to_files_in_the_serial_order(tmp_path
     assert spooled.row_counts() == {t: v.num_rows for t, v in serial.tables.items()}
     for t, v in serial.tables.items():
         assert spooled.results()[t].equals(v), t
+    # the pieces read the points of every record from files, one set for all the tests
+    assert sorted(p.name for p in (tmp_path / "spool" / "cst" / "state").iterdir()) == ["points0"]
 
 
 def test_engines_of_a_run_run_one_at_a_time_on_a_cluster():

@@ -40,6 +40,12 @@ keeps in memory or writes to files on the worker that ran the piece, and the tab
 sections in (key, round, piece) order (:func:`run_rounds`, :func:`assemble`), so its rows never
 gather in one process.
 
+An engine whose state holds large arrays every piece reads may define ``spill(state, folder)
+-> state``: the state with those arrays moved to files in ``folder`` (CST's points of every
+record, 0.4 GB a worker at 10M HMDA records). The orchestration layer calls it, with a folder
+every worker reads, before the state is sent to the workers; in-process runs keep the state
+as it is (:func:`spill`).
+
 Result tables carry no ``run_id``: the warehouse writer adds it and writes every table of
 the run in one transaction. Table names are global (``cst_claims``, ``fgce_curves`` ...) and
 become ``audit.<name>`` in the warehouse.
@@ -81,6 +87,13 @@ def declared_rows(engine: Engine, spec: Any, params: Any) -> dict[str, int] | No
     """The staged column values an engine's records must have (None: every record)."""
     rows = getattr(engine, "rows", None)
     return None if rows is None else rows(spec, params)
+
+
+def spill(engine: Engine, state: Any, folder: str | None) -> Any:
+    """The engine's state with its large arrays in files under ``folder`` (the engine's
+    ``spill``), or as it is (no folder, or an engine without ``spill``)."""
+    move = getattr(engine, "spill", None)
+    return state if move is None or folder is None else move(state, folder)
 
 
 def chunks(lengths: Sequence[int], size: int) -> list[tuple[int, int, int]]:

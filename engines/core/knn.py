@@ -300,6 +300,8 @@ def knn_in_blocks(points: Points, rows: np.ndarray, searches: list[tuple[Points,
     """For each ``(queries, exclude)`` of ``searches``: ``knn(points.take(rows), queries, k,
     exclude)``, the same indices (positions in ``rows``) and distances, searched ``block`` rows
     at a time, so that memory holds one block's points and trees, not the whole set's.
+    ``points`` may also be a :class:`~engines.core.points_file.PointsFile`: each block is then
+    read from its files.
 
     Each block is indexed once for every search. Its k (k + 1 with an exclusion, which is then
     dropped) nearest by (distance, index) contain every point of the whole set's k nearest that

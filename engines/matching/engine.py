@@ -8,11 +8,13 @@ re-decides it with the spec's model, and normalises both worlds for the distance
 complainants are all, or the spec's stratified sample (``engines.cst.sample``). ``pieces``
 are chunks of complainants; ``run_piece`` searches their control and test groups and writes
 their claims and evidence; ``combine`` adds the Table 1 style summary and the sampling table
-(the evidence is streamed: it never reaches ``combine``).
+(the evidence is streamed: it never reaches ``combine``). On a cluster the points of every
+record go to files before the state is sent to the workers (``spill``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +22,7 @@ import pyarrow.compute as pc
 
 from aequum.engines.core.data import AuditData, record_columns
 from aequum.engines.core.engine import Tables, chunks, concat_parts, stable_sort
+from aequum.engines.core.points_file import PointsFile
 from aequum.engines.core.sampling import record_order, stratified_sample
 from aequum.engines.matching.params import CSTParams
 from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
@@ -34,7 +37,7 @@ class Test:
     HMDA rows were 134 MB a copy) and unpacked for a piece."""
 
     attribute: str
-    factual: object          # Points of every record
+    factual: object          # Points (or a PointsFile, once spilled) of every record
     counterfactual: object   # Points of the complainants' counterfactuals, row i for complainants[i]
     protected_bits: np.ndarray  # np.packbits of the protected group's mask
     reference_bits: np.ndarray  # np.packbits of the reference group's mask
@@ -265,6 +268,18 @@ class CSTEngine:
                               sampling))
         targets = {eq.target for eq in spec.scm.equations} if spec.scm is not None and spec.scm.equations else None
         return State(data.id_text, data.decision, tests, params, params.effect(targets))
+
+    def spill(self, state: State, folder: str) -> State:
+        """The state with the tests' points of every record in files (one set per distinct
+        points: tests that share them share the files); each piece reads them a block at a
+        time (``engines.core.points_file``)."""
+        written: dict[int, PointsFile] = {}
+        for test in state.tests:
+            key = id(test.factual)
+            if key not in written:
+                written[key] = PointsFile.write(test.factual, Path(folder) / f"points{len(written)}")
+            test.factual = written[key]
+        return state
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
         return chunks([len(test.complainants) for test in state.tests], state.params.chunk_size)
