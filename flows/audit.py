@@ -198,7 +198,7 @@ def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = 
     columns_in_order = []
     for name in names:  # each column is let go as soon as its copy in row order is made
         columns_in_order.append(table[name].combine_chunks().take(order))  # chunked take: 1.3x slower
-        table = table.drop_columns([name]) if name != ROW else table
+        table = table.drop_columns([name])
     return pa.table(columns_in_order, schema=pa.schema([schema.field(n) for n in names]))
 
 
