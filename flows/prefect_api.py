@@ -5,6 +5,7 @@ subprocess spent as long importing it again.
 """
 from __future__ import annotations
 
+import http.client
 import importlib.util
 import os
 import socket
@@ -66,7 +67,10 @@ class TemporaryAPI:
                 with urllib.request.urlopen(f"{self.api_url}/health", timeout=1) as response:
                     if response.status == 200:
                         return self.api_url
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
+            except (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException):
+                # not answering yet, or another process took the port between its choice and the
+                # server's start (a Dask listener answered its own protocol): the server then
+                # exits with PORT_IN_USE and starts again on another port
                 pass
             time.sleep(0.1)
         self.stop()

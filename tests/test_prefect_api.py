@@ -103,3 +103,40 @@ def _descendants(pid: int) -> list[str]:
         with suppress(psutil.Error):  # exited (or a zombie) meanwhile
             lines.append(" ".join(p.cmdline()))
     return lines
+
+
+def test_the_temporary_server_starts_on_another_port_when_its_port_is_taken_by_another_protocol(tmp_path, monkeypatch):
+    """Between choosing a free port and the server binding it, another process may take it (in
+    CI a Dask worker's listener did): the health check then meets a non-HTTP answer, and the
+    server, unable to bind, starts again on another free port."""
+    import socket
+    import threading
+
+    from aequum.flows import prefect_api
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+
+    def answer_garbage():  # as a Dask comm greets: not an HTTP status line
+        while True:
+            try:
+                conn, _ = taken.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"\x00\x00\x00*\x00\x00compression pickle-protocol\r\n\r\n")
+
+    threading.Thread(target=answer_garbage, daemon=True).start()
+    ports = [taken.getsockname()[1]]
+    real = prefect_api._free_port
+    monkeypatch.setattr(prefect_api, "_free_port", lambda: ports.pop() if ports else real())
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    server = prefect_api.TemporaryAPI()
+    try:
+        url = server.wait(180)
+        assert server.port != taken.getsockname()[1] and url.endswith(f":{server.port}/api")
+    finally:
+        server.stop()
+        taken.close()
