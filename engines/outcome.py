@@ -74,12 +74,18 @@ def joint_counts(groups: list[np.ndarray], decision: np.ndarray, label: np.ndarr
     shape ``(3,) * len(groups) + (2, 2)``, indexed ``[g₁ + 1, …, ŷ, y]``. One pass of
     ``np.bincount`` over the records: every group's counts are sums over it (the same counts
     as SQL's GROUPING SETS)."""
-    key = (decision == 1).astype(np.int32) * 2
+    cells = 4 * 3 ** len(groups)
+    kind = np.min_scalar_type(cells - 1)  # uint8 up to 3 attributes: a quarter of int32's memory traffic
+    key = (decision == 1).astype(kind)
+    key *= 2
     if label is not None:
         key += label == 1
+    term = np.empty(len(key), kind)
     for i, g in enumerate(groups):
-        key += (g.astype(np.int32) + 1) * (4 * 3 ** (len(groups) - 1 - i))
-    counts = np.bincount(key, minlength=4 * 3 ** len(groups))
+        np.add(g, 1, out=term, casting="unsafe")  # −1, 0, 1 → 0, 1, 2
+        term *= kind.type(4 * 3 ** (len(groups) - 1 - i))
+        key += term
+    counts = np.bincount(key, minlength=cells)
     return counts.astype(np.int64).reshape((3,) * len(groups) + (2, 2))
 
 

@@ -13,10 +13,12 @@ Both adjustments are those of ``statsmodels.stats.multitest.multipletests`` ('ho
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
 
+@lru_cache(maxsize=16)  # asked for every group of a run, always at the run's one confidence
 def z_value(confidence: float) -> float:
     """The two-sided standard-normal quantile of a confidence level (1.95996… at 0.95)."""
     # imported at first use: the audit's process imports this module at start (through

@@ -103,3 +103,24 @@ def test_shipped_generated_specs_stage_and_measure(staged_data, name):
     if name == "hmda":  # the planted penalty shows up as a large race gap in outcomes
         race = next(g for g in gaps if g["attribute"] == "race")
         assert race["spd"] < -0.03 and race["spd_p_value"] < 1e-6
+
+
+@pytest.mark.parametrize("attributes", [1, 3, 4, 6])  # keys in uint8 up to 3 attributes, uint16 beyond
+@pytest.mark.parametrize("labelled", [False, True])
+def test_joint_counts_equal_counting_each_cell(attributes, labelled):
+    from aequum.engines.outcome import joint_counts
+
+    rng = np.random.default_rng(attributes)
+    n = 5_000
+    groups = [rng.integers(-1, 2, n).astype(np.int8) for _ in range(attributes)]
+    decision = rng.integers(0, 2, n).astype(np.int8)
+    label = rng.integers(0, 2, n).astype(np.int8) if labelled else None
+    counts = joint_counts(groups, decision, label)
+    assert counts.shape == (3,) * attributes + (2, 2) and counts.dtype == np.int64
+    expected = np.zeros_like(counts)
+    for i in range(n):  # one record at a time: the definition
+        cell = tuple(int(g[i]) + 1 for g in groups) + (int(decision[i]), int(label[i]) if labelled else 0)
+        expected[cell] += 1
+    assert (counts == expected).all()
+    reversed_rows = joint_counts([g[::-1] for g in groups], decision[::-1], None if label is None else label[::-1])
+    assert (reversed_rows == counts).all()

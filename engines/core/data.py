@@ -110,7 +110,7 @@ class AuditData:
     @cached_property
     def groups(self) -> dict[str, np.ndarray]:
         """Per protected attribute: int8 array, 1 protected, 0 reference, -1 neither."""
-        return {p.name: self.column(group_column(p.name)).fill_null(-1).to_numpy().astype(np.int8)
+        return {p.name: self.column(group_column(p.name)).fill_null(-1).to_numpy().astype(np.int8, copy=False)
                 for p in self.spec.protected}
 
     @cached_property
@@ -133,14 +133,14 @@ class AuditData:
             return self.model.decide(self.feature_values(m.features)).astype(np.int8)
         if self.spec.decision is None:
             return None
-        return self.column(DECISION).to_numpy().astype(np.int8)
+        return self.column(DECISION).to_numpy().astype(np.int8, copy=False)
 
     @cached_property
     def label(self) -> np.ndarray | None:
         """Ground truth as int8 (1 = positive) or None."""
         if self.spec.label is None:
             return None
-        return self.column(LABEL).to_numpy().astype(np.int8)
+        return self.column(LABEL).to_numpy().astype(np.int8, copy=False)
 
     def scores(self) -> np.ndarray | None:
         """The model's score (margin / logit) per record, or None without a model."""

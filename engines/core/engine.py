@@ -113,7 +113,8 @@ def concat_parts(parts: Sequence[Tables], schemas: Mapping[str, pa.Schema]) -> T
 
 def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
     """Select and cast ``table`` to the declared ``schema``; name the table and column on error."""
-    missing = [f.name for f in schema if f.name not in table.column_names]
+    present = set(table.column_names)  # a new list at each access of ``column_names``
+    missing = [f.name for f in schema if f.name not in present]
     if missing:
         raise ValueError(f"engine table {name!r} lacks declared column(s) {missing}")
     try:
