@@ -18,7 +18,6 @@ import time
 import traceback
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import datetime, timezone
@@ -29,6 +28,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -124,43 +124,21 @@ def release_memory() -> None:
         pass
 
 
-@functools.cache
-def _lake_database() -> tuple[duckdb.DuckDBPyConnection, threading.Lock]:
-    """One in-memory DuckDB per process for reading the lake (starting one costs 30-40 ms, as
-    much as counting 1M records' groups), with the lock its reads take in turn. Closed at exit
-    (a connection alive at interpreter shutdown makes DuckDB's bindings print a page of
-    'leaked instance' lines)."""
-    con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
-    atexit.register(_close_lake_database)
-    return con, threading.Lock()
+_LAKE_READS = threading.Lock()  # a process's reads of the lake, one at a time: each may hold GBs
+_KEEP_BYTES = 64 * 2 ** 20  # a read larger than this gives back the memory of its steps
 
 
-def _close_lake_database() -> None:
-    if _lake_database.cache_info().currsize:
-        _lake_database()[0].close()
-        _lake_database.cache_clear()  # no reference left for the bindings to report at exit
-
-
-_KEEP_BYTES = 64 * 2 ** 20
-
-
-@contextmanager
-def _staged_records(lake_path: str, wanted: Iterable[str]):
-    """(the lake database, a cursor of it, a relation over a dataset version's staged records),
-    while holding the lock the process's lake reads take in turn; a column in ``wanted`` that
-    the records lack is an error naming it."""
-    database, lock = _lake_database()
-    with lock:
-        con = database.cursor()
-        try:
-            rel = con.read_parquet(str(Path(lake_path) / "**" / "*.parquet"), hive_partitioning=False)
-            missing = [c for c in wanted if c not in rel.columns]
-            if missing:
-                raise ValueError(f"the staged records at {lake_path} lack column(s) {missing}")
-            yield database, con, rel
-        finally:
-            con.close()
+def _lake_files(lake_path: str, wanted: Iterable[str]) -> tuple[list[str], pa.Schema]:
+    """A dataset version's Parquet files and their schema; a column in ``wanted`` that the
+    records lack is an error naming it."""
+    files = sorted(str(p) for p in Path(lake_path).rglob("*.parquet"))
+    if not files:
+        raise ValueError(f"no staged records at {lake_path}")
+    schema = pq.read_schema(files[0])
+    missing = [c for c in dict.fromkeys(wanted) if c not in schema.names]
+    if missing:
+        raise ValueError(f"the staged records at {lake_path} lack column(s) {missing}")
+    return files, schema
 
 
 def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = True,
@@ -168,66 +146,75 @@ def load_lake(lake_path: str, columns: list[str] | None = None, ordered: bool = 
     """A dataset version's staged records from the lake: only ``columns`` (default all) of the
     records whose columns have the values in ``where`` and whose source row numbers (``_row``)
     are in ``rows`` (default all records), in source row order, or in storage order when
-    ``ordered`` is false. Text columns other than the ids come dictionary-encoded (a staged
-    text column is a category, a grade, a code: at 10M HMDA records the three recorded
-    protected values took 409 MB as strings, 101 MB so).
+    ``ordered`` is false. Text columns other than the ids come dictionary-encoded, as Parquet
+    stores them (a staged text column is a category, a grade, a code: at 10M HMDA records the
+    three recorded protected values took 409 MB as strings, 101 MB so).
 
-    The records are streamed from DuckDB in storage order and put in row order here, a column
-    at a time, by the order of their ``_row``: DuckDB's ``ORDER BY`` held its sort of every
-    column (2.6 GB for the 0.94 GB CST reads at 10M HMDA records). After a large read DuckDB's
-    buffers are given back (its memory limit shrunk and restored)."""
-    with _staged_records(lake_path, [*(columns or []), *(where or {})]) as (database, con, rel):
-        for column, value in (where or {}).items():  # each file holds one partition: most are skipped
-            rel = rel.filter(duckdb.ColumnExpression(column) == duckdb.ConstantExpression(value))
-        if rows is not None:
-            rel = rel.join(con.from_arrow(pa.table({ROW: pa.array(rows, pa.int64())})), ROW, how="semi")
-        names = list(dict.fromkeys(columns)) if columns is not None else list(rel.columns)
-        read = list(dict.fromkeys([*names, *([ROW] if ordered else [])]))
-        reader = rel.select(*[duckdb.ColumnExpression(c) for c in read]).to_arrow_reader(_READ_ROWS)
-        schema = pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type)) if _encoded(f) else f
-                            for f in reader.schema])
-        with ThreadPoolExecutor(2) as pool:  # batches are encoded while DuckDB reads the next
-            table = pa.Table.from_batches(list(pool.map(functools.partial(_encode, schema=schema), reader)), schema)
+    Read with Arrow's Parquet reader into Arrow's memory, and put in row order a column at a
+    time, each column let go (and its memory given back) once its copy in row order is made.
+    Through DuckDB, whose allocator kept what it had freed, the CST read at 10M HMDA records
+    (0.58 GB) peaked at 1.85 GB; so, at 1.1 GB."""
+    files, schema = _lake_files(lake_path, [*(columns or []), *(where or {})])
+    names = list(dict.fromkeys(columns)) if columns is not None else list(schema.names)
+    read = list(dict.fromkeys([*names, *([ROW] if ordered else [])]))
+    text = [f.name for f in schema if _encoded(f)]
+    dataset = ds.dataset(files, schema=_read_schema(schema), format=ds.ParquetFileFormat(
+        read_options=ds.ParquetReadOptions(dictionary_columns=text)))
+    condition = None
+    for column, value in (where or {}).items():  # each file holds one partition: most are skipped
+        term = ds.field(column) == value
+        condition = term if condition is None else condition & term
+    if rows is not None:
+        term = ds.field(ROW).isin(pa.array(rows, pa.int64()))
+        condition = term if condition is None else condition & term
+    pool = pa.default_memory_pool()
+    with _LAKE_READS:
+        table = dataset.to_table(columns=read, filter=condition)
+        if ordered:
+            fields = {f.name: f for f in table.schema}
+            order = pa.array(np.argsort(table[ROW].to_numpy(), kind="stable"))
+            columns_in_order = []
+            for name in names:  # each column is let go as soon as its copy in row order is made
+                # combining unifies a column's row groups' dictionaries; a chunked take is 1.3x slower
+                columns_in_order.append(table[name].combine_chunks().take(order))
+                table = table.drop_columns([name])
+                pool.release_unused()  # else the freed columns stay with the allocator
+            table = pa.table(columns_in_order, schema=pa.schema([fields[n] for n in names]))
+            del columns_in_order
         if table.nbytes > _KEEP_BYTES:
-            database.execute("SET memory_limit = '64MB'")
-            database.execute("RESET memory_limit")
-    if not ordered:
-        return table
-    order = pa.array(np.argsort(table[ROW].to_numpy(), kind="stable"))
-    columns_in_order = []
-    for name in names:  # each column is let go as soon as its copy in row order is made
-        # combining unifies a column's batch dictionaries; a chunked take is 1.3x slower
-        columns_in_order.append(table[name].combine_chunks().take(order))
-        table = table.drop_columns([name])
-    return pa.table(columns_in_order, schema=pa.schema([schema.field(n) for n in names]))
+            release_memory()
+    return table
 
 
-_READ_ROWS = 1 << 20
+def _read_schema(stored: pa.Schema) -> pa.Schema:
+    """The columns as read: every column nullable (the staged files mark some required; the
+    tables of one engine are put together whatever they were read from) and text other than
+    the ids dictionary-encoded."""
+    return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type) if _encoded(f) else f.type)
+                      for f in stored])
 
 
 def _encoded(field: pa.Field) -> bool:
-    """Whether :func:`load_lake` dictionary-encodes a staged column: text other than the ids."""
+    """Whether :func:`load_lake` reads a staged column dictionary-encoded: text other than the ids."""
     return field.name != ID and (pa.types.is_string(field.type) or pa.types.is_large_string(field.type))
-
-
-def _encode(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pc.dictionary_encode(a) if _encoded(f) else a
-                                       for f, a in zip(batch.schema, batch.columns)], schema=schema)
 
 
 def lake_blocks(lake_path: str, columns: list[str], rows: int = 1_000_000) -> Iterator[pa.Table]:
     """``columns`` of every staged record in blocks of about ``rows`` records, in storage order:
     for a pass over all records in the memory of one block."""
-    with _staged_records(lake_path, columns) as (_database, _con, rel):
-        batches, held = [], 0
-        for batch in rel.select(*[duckdb.ColumnExpression(c) for c in columns]).to_arrow_reader(rows):
-            batches.append(batch)
-            held += batch.num_rows
-            if held >= rows:
-                yield pa.Table.from_batches(batches)
-                batches, held = [], 0
-        if batches:
-            yield pa.Table.from_batches(batches)
+    files, schema = _lake_files(lake_path, columns)
+    plain = pa.schema([f.with_nullable(True) for f in schema])  # as load_lake's, text as it is
+    batches = ds.dataset(files, schema=plain, format="parquet").to_batches(columns=list(columns), batch_size=rows,
+                                                             batch_readahead=1, fragment_readahead=1)
+    with _LAKE_READS:
+        held: list[pa.RecordBatch] = []
+        for batch in batches:
+            held.append(batch)
+            if sum(b.num_rows for b in held) >= rows:
+                yield pa.Table.from_batches(held)
+                held = []
+        if held:
+            yield pa.Table.from_batches(held)
 
 
 def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[Any, pa.Table | None, str | None]:
@@ -466,11 +453,13 @@ def _holding(client, lock: str | None):
 
 def _prepare(engine, params, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
              counterfactuals: dict[str, pa.Table] | None):
-    """The engine's state from the staged columns and records it declares (read here, so that
-    they are freed when the state is ready)."""
-    table = load_lake(lake_path, declared_columns(engine, spec, params), getattr(engine, "row_order", True),
-                      declared_rows(engine, spec, params))
-    return engine.prepare(AuditData(spec, table, categories, model, counterfactuals), params)
+    """The engine's state from the staged columns and records it declares (read here and held
+    by the engine's data only, so that a column the engine lets go is freed at once and the
+    rest when the state is ready)."""
+    read = functools.partial(load_lake, lake_path, declared_columns(engine, spec, params),
+                             getattr(engine, "row_order", True), declared_rows(engine, spec, params))
+    # no name here holds the records: the engine's data alone does
+    return engine.prepare(AuditData(spec, read(), categories, model, counterfactuals), params)
 
 
 @task(name="engine", cache_policy=NO_CACHE, retries=0)
