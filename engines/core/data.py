@@ -92,6 +92,15 @@ class AuditData:
                              f"{' ...' if table.num_columns > 12 else ''})")
         return table[name]
 
+    def let_go(self, columns: Iterable[str]) -> None:
+        """Drop staged ``columns`` this view no longer needs (an engine holding their values
+        elsewhere, e.g. in its feature matrix): their memory goes with them (CST at 10M HMDA
+        records: its four features and the row numbers, 0.3 GB). The groups, decisions and
+        labels are taken first (a model making the decisions reads the features); a later use
+        of a dropped column is an error naming it."""
+        _taken = self.groups, self.decision, self.label
+        self.table = self.table.drop_columns([c for c in dict.fromkeys(columns) if c in self.table.column_names])
+
     @cached_property
     def ids(self) -> np.ndarray:
         """Record ids as a numpy array of str (object dtype)."""
@@ -177,14 +186,18 @@ class AuditData:
             return np.maximum(column.fill_null(-1).to_numpy().astype(np.int8), 0).astype(np.float64)
         feat = self.spec.feature(name)
         col = self.column(name, table)
-        if feat.type == "numeric":
-            return col.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
+        if feat.type == "numeric":  # a float64 column without nulls is used as it is
+            return np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)
         values = feat.order if feat.type == "ordinal" else self.categories.get(name, feat.categories)
         if values is None:
             raise ValueError(f"categorical feature {name!r} has no categories recorded")
-        codes = pc.index_in(col.cast(pa.string()), value_set=pa.array([str(v) for v in values]))
-        arr = codes.to_numpy(zero_copy_only=False)
-        return np.where(pc.is_null(codes).to_numpy(zero_copy_only=False), np.nan, arr).astype(np.float64)
+        value_set = pa.array([str(v) for v in values])
+        if pa.types.is_dictionary(col.type):  # look up each distinct value once, not each record's text
+            col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+            codes = pc.index_in(col.dictionary.cast(pa.string()), value_set=value_set).take(col.indices)
+        else:
+            codes = pc.index_in(col.cast(pa.string()), value_set=value_set)
+        return np.asarray(codes.cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)  # null: NaN
 
     def levels(self, name: str) -> list[str] | None:
         """The ordered raw values of an ordinal/categorical feature (None for numeric)."""

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aequum.engines.core.data import AuditData, record_columns
+from aequum.engines.core.data import ROW, AuditData, record_columns
 from aequum.engines.core.engine import Tables, chunks, concat_parts, stable_sort
 from aequum.engines.core.points_file import PointsFile
 from aequum.engines.core.sampling import record_order, stratified_sample
@@ -64,9 +64,11 @@ class State:
 
 
 def _in_record_order(data: AuditData) -> AuditData:
+    """The records in record order, as a view of the engine's own (``prepare`` lets columns go
+    from it; the caller's view keeps them)."""
     order = record_order(data.id_text)
     if np.array_equal(order, np.arange(len(order))):
-        return data
+        return AuditData(data.spec, data.table, data.categories, data.model, data.counterfactuals)
     cf = data.counterfactuals
     if isinstance(cf, dict):
         cf = {key: table.take(order) for key, table in cf.items()}
@@ -128,26 +130,27 @@ def _fit_scm(data, in_hand: dict[str, np.ndarray]) -> tuple[LinearSCM, dict[str,
     return scm, values
 
 
-def _counterfactual_values(data, label: str, attributes: list[str], names: list[str],
+def _counterfactual_values(data, label: str, attributes: list[str], names: list[str], X: np.ndarray,
                            scm: LinearSCM | None, values: dict[str, np.ndarray],
                            table: pa.Table | None, mediators: list[str], rows: np.ndarray) -> np.ndarray:
     """Raw feature matrix (columns ``names``) of ``rows`` in the world do(attributes :=
     reference), with the ``mediators`` held at their factual values (path-specific; a
-    supplied table's mediator columns are replaced by the factual ones). Abduction, action and
-    prediction act record by record, so the rows' counterfactuals are those of the whole set."""
+    supplied table's mediator columns are replaced by the factual ones, from ``X``, the
+    factual matrix of columns ``names``). Abduction, action and prediction act record by
+    record, so the rows' counterfactuals are those of the whole set."""
     if table is not None:
         missing = [f for f in names if f not in table.column_names]
         if missing:
             raise ValueError(f"the counterfactual table for {label!r} lacks feature column(s) {missing} "
                              "(map them with scm.counterfactuals.columns)")
-        M = data.feature_values(names, table=table)[rows]
+        M = data.feature_values(names, table=table, rows=rows)
         for f in mediators:
             if f in names:
-                M[:, names.index(f)] = data.column_values(f)[rows]
+                M[:, names.index(f)] = X[rows, names.index(f)]
         return M
     out = scm.counterfactual({k: v[rows] for k, v in values.items()}, {a: 0.0 for a in attributes},
                              hold=mediators)
-    return np.column_stack([out[f] if f in out else data.column_values(f)[rows] for f in names])
+    return np.column_stack([out[f] if f in out else X[rows, j] for j, f in enumerate(names)])
 
 
 def _world(X: np.ndarray, members: np.ndarray, cf: np.ndarray):
@@ -222,6 +225,8 @@ class CSTEngine:
                             if f in spec.feature_names and f not in features]
         X = data.feature_values(names)
         nf = len(features)
+        # from here the features are read from X: their staged columns (and the row numbers) go
+        data.let_go([*names, ROW])
         factual = normalise(X[:, :nf], kinds, levels, params.normalization)
 
         units = [[p.name] for p in spec.protected] + [list(g) for g in params.intersections]
@@ -249,7 +254,7 @@ class CSTEngine:
             comp, sampling = _sample(data, label, attrs, comp, params)
             moved = spec.intervened(attrs)  # do(race=Asian := White) also sets the pooled race
             members = np.flatnonzero(prot)  # only the protected move; others are as observed
-            cf = _counterfactual_values(data, label, moved, names, scm, values, supplied.get(label),
+            cf = _counterfactual_values(data, label, moved, names, X, scm, values, supplied.get(label),
                                         params.mediators, members)
             stats = None if params.counterfactual_normalization == "own" else X[:, :nf]
             # the state keeps the counterfactual centres of the complainants only: the search

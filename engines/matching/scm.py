@@ -96,8 +96,10 @@ class LinearSCM:
             if eq.intercept is not None:
                 continue
             y = scm._transform(eq, np.asarray(values[eq.target], np.float64)[use])
-            X = np.column_stack([np.ones(use.sum())] + [np.asarray(values[p], np.float64)[use]
-                                                        for p in eq.parents])
+            X = np.empty((len(y), 1 + len(eq.parents)))  # filled a column at a time: no stacked copies
+            X[:, 0] = 1.0
+            for j, p in enumerate(eq.parents, start=1):
+                X[:, j] = np.asarray(values[p])[use]
             if use.sum() <= X.shape[1]:
                 raise SCMError(f"too few records ({int(use.sum())}) to fit the equation for {eq.target!r}")
             if np.linalg.matrix_rank(X) < X.shape[1]:

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from aequum.engines.core.data import id_array, record_ids
-from aequum.engines.core.knn import Points, decimal_lattice, fits_int32, knn_in_blocks
+from aequum.engines.core.knn import Points, knn_in_blocks, lattice_codes, lattice_decimals
 
 METHODS = ("ST", "CST_wo_centres", "CST", "CF")
 
@@ -98,7 +98,8 @@ def normalise(values: np.ndarray | Callable[[int], np.ndarray], kinds: list[str]
             scale, centre = float(max(levels[j] - 1, 1)), 0.0
         else:
             s = v if stats is None else stats[:, j]
-            s = s[np.isfinite(s)]
+            if not np.isfinite(s).all():  # else the statistics are those of the column as it is
+                s = s[np.isfinite(s)]
             if method == "zscore":
                 scale = s.std(ddof=1) if len(s) > 1 else 0.0
                 centre = s.mean() if len(s) else 0.0
@@ -106,15 +107,18 @@ def normalise(values: np.ndarray | Callable[[int], np.ndarray], kinds: list[str]
                 scale = s.max() - s.min() if len(s) else 0.0
                 centre = s.min() if len(s) else 0.0
             scale = scale if scale > 0 else 1.0
+            del s
         c = on_metric.index(j)
-        metric[:, c] = (picked - centre) / scale
-        lattice = decimal_lattice(v)
-        if lattice:
-            code = lattice[0] if rows is None else lattice[0][rows]
-            if not fits_int32(code):
-                codes = codes.astype(np.int64)
-            codes[:, c] = code
-            steps[c] = lattice[1] / scale
+        np.subtract(picked, centre, out=metric[:, c])  # (picked − centre) / scale, without temporaries
+        metric[:, c] /= scale
+        d = lattice_decimals(v)
+        if d is not None:
+            if len(picked):  # the codes' bounds: wider than int32, every code in int64
+                low, high = np.rint(np.array([picked.min(), picked.max()]) * 10.0 ** d)
+                if not (low >= -2 ** 31 and high < 2 ** 31):
+                    codes = codes.astype(np.int64)
+            lattice_codes(picked, d, codes[:, c])
+            steps[c] = 10.0 ** -d / scale
     return Points(metric, nominal, codes, steps)
 
 
