@@ -140,19 +140,18 @@ def search(factual: Points, counterfactual: Points, protected: np.ndarray, refer
     around the factual and the counterfactual centres of each complainant: ``factual`` holds
     every record, ``counterfactual`` the complainants' counterfactuals (row i: complainants[i]).
 
-    Each group is searched 1M records at a time (:func:`knn_in_blocks`, exact), both
+    Each group is searched a block of records at a time (:func:`knn_in_blocks`, exact), both
     test searches in one pass: the memory of a search is that of one block, whatever the
     group's size."""
     if len(counterfactual) != len(complainants):
         raise ValueError(f"{len(counterfactual)} counterfactual centres for {len(complainants)} complainants")
     prot = np.flatnonzero(protected)
     ref = np.flatnonzero(reference)
-    pos = np.full(len(protected), -1, np.int64)
-    pos[prot] = np.arange(len(prot))
-    if np.any(pos[complainants] < 0):
+    own = np.searchsorted(prot, complainants)  # each complainant's place among the protected
+    if np.any(own >= len(prot)) or np.any(prot[np.minimum(own, len(prot) - 1)] != complainants):
         raise ValueError("every complainant must belong to the protected group")
     centres = factual.take(complainants)
-    (ci, cd), = knn_in_blocks(factual, prot, [(centres, pos[complainants])], k)
+    (ci, cd), = knn_in_blocks(factual, prot, [(centres, own)], k)
     (fi, fd), (ti, td) = knn_in_blocks(factual, ref, [(centres, None), (counterfactual, None)], k)
     return Neighbourhoods(prot[ci], cd, ref[fi], fd, ref[ti], td)
 
@@ -177,9 +176,9 @@ def claims(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarray,
     """One row per complainant × method × k (and one CF row, k = 0), in blocks of one row per
     complainant in the order of ``complainants``; ``decision`` of every record, ``decision_cf``
     of the complainants (entry i: complainants[i])."""
-    neg = (decision == 0).astype(np.float64)
+    neg = decision == 0  # counted as integers, then as floats (a float per record: 67 MB at 10M)
     z_one, z_two = NormalDist().inv_cdf(1 - alpha), NormalDist().inv_cdf(1 - alpha / 2)
-    c_neg, c_neg_cf = neg[complainants], (np.asarray(decision_cf) == 0).astype(np.float64)
+    c_neg, c_neg_cf = neg[complainants].astype(np.float64), (np.asarray(decision_cf) == 0).astype(np.float64)
     cols: dict[str, list] = {f.name: [] for f in CLAIMS}
     m = len(complainants)
     rid = record_ids(ids, complainants)
