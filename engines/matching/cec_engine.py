@@ -15,13 +15,13 @@ whose indicator coordinate is the factual's group (a mean over records of group 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aequum.engines.core.data import record_columns, record_ids
+from aequum.engines.core.data import ROW, record_columns, record_ids
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.matching.attributions import attribute_pairs, normalise, score_function
 from aequum.engines.matching.cec_matching import Matches, baselines, match, standardise
@@ -112,6 +112,7 @@ class CECEngine:
         if nominal:
             raise ValueError(f"engines.cec.features: {nominal} are categorical; matching standardises "
                              "the merit features, so they must be numeric or ordinal")
+        data = replace(data)  # the engine's own view: it lets columns go, the caller's keeps them
         stratum, partition_by = _stratum(data, params)
         ids = data.id_text
         order = pc.sort_indices(ids).to_numpy()  # by id as text, stable
@@ -123,6 +124,8 @@ class CECEngine:
                              f"values (e.g. record {ids[int(order[np.argmax(missing)])].as_py()!r})")
         del missing
         Z = standardise(merit_values, overwrite=True)
+        # the merit features only matching reads, and the row numbers, go (from the engine's view)
+        data.let_go([*(f for f in merit if f not in names), ROW])
         stratum = np.asarray(stratum)[order].astype(np.int8)
 
         # every unit is matched before the model inputs are built: the matching's indices and

@@ -64,8 +64,6 @@ def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: f
     counterpart = np.full(len(factual), -1, np.int64)
     distance = np.full(len(factual), np.nan)
     empty = []
-    pos = np.full(len(group), -1, np.int64)
-    pos[factual] = np.arange(len(factual))
     for s in np.unique(stratum[factual]):
         for a in (1, 0):
             queries = np.flatnonzero(queried & (group == a) & (stratum == s))
@@ -76,8 +74,9 @@ def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: f
                 empty.append((int(s), a, len(queries)))
                 continue
             i, d = euclidean_knn(Z[pool], Z[queries], 1)
-            counterpart[pos[queries]] = pool[i[:, 0]]
-            distance[pos[queries]] = d[:, 0]
+            at = np.searchsorted(factual, queries)  # the queries' places among the factuals
+            counterpart[at] = pool[i[:, 0]]
+            distance[at] = d[:, 0]
     matched = counterpart >= 0
     if max_distance > 0:
         matched &= distance <= max_distance

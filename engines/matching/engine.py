@@ -13,7 +13,7 @@ record go to files before the state is sent to the workers (``spill``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +68,7 @@ def _in_record_order(data: AuditData) -> AuditData:
     from it; the caller's view keeps them)."""
     order = record_order(data.id_text)
     if np.array_equal(order, np.arange(len(order))):
-        return AuditData(data.spec, data.table, data.categories, data.model, data.counterfactuals)
+        return replace(data)
     cf = data.counterfactuals
     if isinstance(cf, dict):
         cf = {key: table.take(order) for key, table in cf.items()}
