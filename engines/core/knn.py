@@ -313,13 +313,13 @@ class NeighbourIndex:
 
 
 def knn_in_blocks(points: Points, rows: np.ndarray, searches: list[tuple[Points, np.ndarray | None]], k: int,
-                  block: int = 1 << 19, max_partitions: int = 64) -> list[tuple[np.ndarray, np.ndarray]]:
+                  block: int = 1 << 20, max_partitions: int = 64) -> list[tuple[np.ndarray, np.ndarray]]:
     """For each ``(queries, exclude)`` of ``searches``: ``knn(points.take(rows), queries, k,
     exclude)``, the same indices (positions in ``rows``) and distances, searched ``block`` rows
-    at a time, so that memory holds one block's points and trees, not the whole set's. The
-    default block holds the reference group of 1M HMDA records, so a search at 10M holds what
-    one at 1M does (a CST piece at 10M: 0.63 GB above its state with blocks of 2^20, 0.47 GB
-    with 2^19, for 15% more time).
+    at a time, so that memory holds one block's points and trees, not the whole set's. (Blocks
+    of 2^19 took a CST piece at 10M HMDA records from 0.63 to 0.47 GB above its state alone,
+    but the 10M audit's pieces phase peaked at 3.72 GB either way, and its pieces took 1.38x
+    the time: 2^20 it is.)
     ``points`` may also be a :class:`~engines.core.points_file.PointsFile`: each block is then
     read from its files.
 
