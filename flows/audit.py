@@ -201,20 +201,21 @@ def _encoded(field: pa.Field) -> bool:
 
 def lake_blocks(lake_path: str, columns: list[str], rows: int = 1_000_000) -> Iterator[pa.Table]:
     """``columns`` of every staged record in blocks of about ``rows`` records, in storage order:
-    for a pass over all records in the memory of one block."""
+    for a pass over all records in the memory of one block (files read one after another, a
+    row group at a time)."""
     files, schema = _lake_files(lake_path, columns)
-    plain = pa.schema([f.with_nullable(True) for f in schema])  # as load_lake's, text as it is
-    batches = ds.dataset(files, schema=plain, format="parquet").to_batches(columns=list(columns), batch_size=rows,
-                                                             batch_readahead=1, fragment_readahead=1)
+    plain = pa.schema([schema.field(c).with_nullable(True) for c in columns])  # as load_lake's, text as stored
     with _LAKE_READS:
         held: list[pa.RecordBatch] = []
-        for batch in batches:
-            held.append(batch)
-            if sum(b.num_rows for b in held) >= rows:
-                yield pa.Table.from_batches(held)
-                held = []
+        for path in files:
+            with pq.ParquetFile(path) as file:
+                for batch in file.iter_batches(batch_size=rows, columns=list(columns)):
+                    held.append(batch)
+                    if sum(b.num_rows for b in held) >= rows:
+                        yield pa.Table.from_batches(held).cast(plain)
+                        held = []
         if held:
-            yield pa.Table.from_batches(held)
+            yield pa.Table.from_batches(held).cast(plain)
 
 
 def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[Any, pa.Table | None, str | None]:
@@ -240,7 +241,9 @@ def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tupl
         release_memory()
         say(f"model ready in {time.perf_counter() - t_fit:.1f} s")
     with closing(lake_blocks(ref.lake_path, columns)) as blocks:  # its lock is let go on an error too
-        return (model, *assess_model(spec, blocks, ref.categories, model, say))
+        quality, problem = assess_model(spec, blocks, ref.categories, model, say)
+    release_memory()  # the blocks read, kept by the allocators, go back for the rest of the run
+    return model, quality, problem
 
 
 def fit_sample(spec: AuditSpec, ref: DatasetRef) -> pa.Array | None:
