@@ -8,7 +8,6 @@ read the dataset version from the Parquet lake, never from the warehouse file.
 from __future__ import annotations
 
 import atexit
-import functools
 import json
 import os
 import shutil
@@ -466,10 +465,11 @@ def _prepare(engine, params, spec: AuditSpec, lake_path: str, categories: dict, 
     """The engine's state from the staged columns and records it declares (read here and held
     by the engine's data only, so that a column the engine lets go is freed at once and the
     rest when the state is ready)."""
-    read = functools.partial(load_lake, lake_path, declared_columns(engine, spec, params),
-                             getattr(engine, "row_order", True), declared_rows(engine, spec, params))
     # no name here holds the records: the engine's data alone does
-    return engine.prepare(AuditData(spec, read(), categories, model, counterfactuals), params)
+    return engine.prepare(AuditData(spec, load_lake(lake_path, declared_columns(engine, spec, params),
+                                                    getattr(engine, "row_order", True),
+                                                    declared_rows(engine, spec, params)),
+                                    categories, model, counterfactuals), params)
 
 
 @task(name="engine", cache_policy=NO_CACHE, retries=0)
