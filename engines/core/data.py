@@ -111,10 +111,7 @@ class AuditData:
         """Record ids as one Arrow string array: a few bytes per record, where ``ids`` holds a
         Python string each (~0.5 GB at 10M records). Take rows with :func:`record_ids`; sort
         by id as text with ``pc.sort_indices`` (stable; UTF-8 bytes order as code points)."""
-        column = self.column(ID)
-        # one chunk is used as it is: combining copies even a single chunk (93 MB at 10M records)
-        ids = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-        return ids.cast(pa.string())
+        return one_array(self.column(ID)).cast(pa.string())
 
     @cached_property
     def groups(self) -> dict[str, np.ndarray]:
@@ -193,7 +190,7 @@ class AuditData:
             raise ValueError(f"categorical feature {name!r} has no categories recorded")
         value_set = pa.array([str(v) for v in values])
         if pa.types.is_dictionary(col.type):  # look up each distinct value once, not each record's text
-            col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+            col = one_array(col)
             codes = pc.index_in(col.dictionary.cast(pa.string()), value_set=value_set).take(col.indices)
         else:
             codes = pc.index_in(col.cast(pa.string()), value_set=value_set)
@@ -207,6 +204,12 @@ class AuditData:
         if feat.type == "categorical":
             return [str(v) for v in self.categories.get(name, feat.categories or [])]
         return None
+
+
+def one_array(column: pa.ChunkedArray) -> pa.Array:
+    """A column as one array: a single chunk as it is (combining copies even one chunk: the
+    ids took 93 MB at 10M records), several combined (dictionaries unified)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def id_array(ids: pa.Array | np.ndarray, rows: np.ndarray) -> pa.Array:
