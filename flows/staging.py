@@ -4,14 +4,16 @@ A dataset version is the hash of the spec's record contract and the source finge
 count + order-independent content hash), so re-ingesting the same data under the same spec
 reuses the staged copy, and a run can always name exactly the records it audited.
 
-Atomicity: rows stream into a private ``staging.incoming_<uuid>`` table; only when every check
-has passed are the table renamed, the quarantine written and the version registered, in one
-transaction. The lake copy is written to a temporary folder and renamed into place. A failure
-at any point leaves the warehouse and lake as they were (the incoming table is dropped).
+Atomicity: rows stream into a private ``staging.incoming_<uuid>`` table and a temporary lake
+folder; only when every check has passed are the table renamed, the quarantine written and the
+version registered, in one transaction, and the folder renamed into place. A failure at any
+point leaves the warehouse and lake as they were (the incoming table and folder are removed).
 
 Reading, validating and storing overlap: the source's next batch is read on one thread while
-this one is validated and the one before is inserted on another (:func:`read_ahead`,
-:func:`write_behind`); an error on any of them stops the ingest as above.
+this one is validated and the ones before are inserted into the warehouse on another and
+written to the lake on a third (:func:`read_ahead`, :func:`write_behind`,
+:class:`~aequum.flows.lake_writer.PartitionedWriter`); an error on any of them stops the
+ingest as above.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ import pyarrow.parquet as pq
 from aequum.engines.core.data import DECISION, LABEL, group_column
 from aequum.engines.core.spec import AuditSpec
 from aequum.engines.core.validation import QUARANTINE_SCHEMA, check_columns, validate_batch
+from aequum.flows.lake_writer import PartitionedWriter
 from aequum.flows.readers import open_source, read_ahead, source_stamp
 from aequum.flows.warehouse import Warehouse, load_sql, process_alive, staged_table, this_process
 
@@ -122,11 +125,15 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
             con.unregister("_aequum_batch")
 
     try:
+        tmp = lake_root / spec.name / f".incoming.{owner['pid']}.{uuid.uuid4().hex[:12]}.tmp"
+        lake = PartitionedWriter(tmp, lake_partitions(spec))
         with open_source(spec.source, spec_dir, batch_rows, columns=spec.columns()) as stream:
             check_columns(stream.columns, spec)
-            # three steps overlap, each on its own thread (DuckDB and polars release the GIL):
-            # the next batch is read while this one is validated and the one before is stored
-            with read_ahead(stream.batches) as batches, write_behind(store) as hand_over:
+            # four steps overlap, each on its own thread (DuckDB, polars and Arrow release the
+            # GIL): the next batch is read while this one is validated and the ones before are
+            # stored in the warehouse and written to the lake
+            with (read_ahead(stream.batches) as batches, lake, write_behind(store) as insert,
+                  write_behind(lake.write) as write):
                 for batch in batches:
                     res = validate_batch(batch, spec, rows)
                     rows += res.rows
@@ -136,7 +143,8 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                         bad_parts.append(res.bad)
                     for name, vals in res.categories.items():
                         categories.setdefault(name, set()).update(vals)
-                    hand_over(res.good)
+                    insert(res.good)
+                    write(res.good)
                     say(f"read {rows:,} rows ({rows / max(time.perf_counter() - t0, 1e-9):,.0f} rows/s)")
         if rows == 0:
             raise IngestError(f"source {spec.source.path or spec.source.table or spec.source.kind} has no rows")
@@ -184,21 +192,10 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                 f"First: {shown}. All bad rows: audit.quarantine where dataset_version = '{version}'")
 
         lake_path = lake_root / spec.name / version
-        tmp = lake_root / spec.name / f".{version}.{owner['pid']}.{uuid.uuid4().hex[:8]}.tmp"
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        say(f"writing lake partitions to {lake_path}")
-        # the lake's row order is not kept (readers sort by _row when they need it): without
-        # it DuckDB writes the partitions in a bounded amount of memory; each thread flushes
-        # its partitions every row group (DuckDB's default, 524,288 rows per thread and
-        # partition, ran out of the 1 GB cap at 10M HMDA rows)
-        con.execute("SET preserve_insertion_order = false")
-        con.execute("SET partitioned_write_flush_threshold = 122880")
-        try:
-            con.table(incoming).to_parquet(str(tmp), partition_by=lake_partitions(spec),
-                                           write_partition_columns=True)
-        finally:
-            con.execute("RESET preserve_insertion_order")
-            con.execute("RESET partitioned_write_flush_threshold")
+        if dups is not None and dups.num_rows:  # the lake written as the rows came holds them
+            say(f"writing lake partitions to {lake_path} again, without the duplicate ids")
+            shutil.rmtree(tmp, ignore_errors=True)
+            _write_lake(con, incoming, tmp, lake_partitions(spec))
         cats = {k: sorted(v) for k, v in categories.items()}
         target = staged_table(version)
         with wh.transaction():
@@ -227,6 +224,22 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         _remove_orphan_tmp(lake_root / spec.name)
+
+
+def _write_lake(con: duckdb.DuckDBPyConnection, table: str, folder: Path, keys: list[str]) -> None:
+    """The lake copy of a staged table, written by DuckDB in :mod:`~aequum.flows.lake_writer`'s
+    layout."""
+    # the lake's row order is not kept (readers sort by _row when they need it): without
+    # it DuckDB writes the partitions in a bounded amount of memory; each thread flushes
+    # its partitions every row group (DuckDB's default, 524,288 rows per thread and
+    # partition, ran out of the 1 GB cap at 10M HMDA rows)
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("SET partitioned_write_flush_threshold = 122880")
+    try:
+        con.table(table).to_parquet(str(folder), partition_by=keys, write_partition_columns=True)
+    finally:
+        con.execute("RESET preserve_insertion_order")
+        con.execute("RESET partitioned_write_flush_threshold")
 
 
 @contextmanager
@@ -297,7 +310,8 @@ def _forget(wh: Warehouse, known: dict) -> None:
 
 
 def _remove_orphan_tmp(spec_lake: Path) -> None:
-    """Remove temporary lake folders (``.<version>.<pid>.<id>.tmp``) whose process is gone."""
+    """Remove temporary lake folders (``.incoming.<pid>.<id>.tmp``; before session 12's streamed
+    lake, ``.<version>.<pid>.<id>.tmp``) whose process is gone."""
     if not spec_lake.is_dir():
         return
     for leftover in spec_lake.glob(".*.tmp"):
