@@ -47,6 +47,22 @@ def test_the_same_columns_baseline_partitions_by_the_raw_columns(tmp_path):
         bench_ingest._measure_baseline(str(path), str(tmp_path / "x"), "other")
 
 
+def test_the_baseline_writes_its_table_in_the_warehouses_storage_format(tmp_path):
+    """Same output as staging: a file DuckDB 1.x opens (v1.0.0). The table in DuckDB 2's own
+    format, cheaper to write, is the separate 'default' run."""
+    path = tmp_path / "hmda.parquet"
+    generate_to_file("hmda", str(path), rows=1_000, seed=0, fmt="parquet")
+    formats = {}
+    for storage in bench_ingest.STORAGES:
+        bench_ingest._measure_baseline(str(path), str(tmp_path / storage), "columns", storage)
+        with duckdb.connect(str(tmp_path / f"{storage}.duckdb"), read_only=True) as con:
+            formats[storage] = con.execute("SELECT tags['storage_version'] FROM duckdb_databases() "
+                                           "WHERE database_name = current_database()").fetchall()[0][0]
+    assert formats["warehouse"] == "v1.0.0+" and formats["default"] != "v1.0.0+"
+    with pytest.raises(ValueError, match="storage must be one of"):
+        bench_ingest._measure_baseline(str(path), str(tmp_path / "x"), "columns", "other")
+
+
 def test_a_baseline_that_runs_out_of_memory_is_reported_not_fatal(monkeypatch, capsys):
     """At 10M rows DuckDB's raw-column layout can exceed the 1 GB cap: the bench says so and
     still reports the other figures."""
@@ -55,7 +71,7 @@ def test_a_baseline_that_runs_out_of_memory_is_reported_not_fatal(monkeypatch, c
     monkeypatch.setattr(generate, "generate_to_file", lambda *a, **k: None)
 
     def fake(fn, path, out, *args):
-        if args == ("columns",):
+        if args == ("columns", "warehouse"):
             raise RuntimeError(f"{fn} failed (exit status 1):\nOutOfMemoryException: Out of Memory Error")
         return {"seconds": 2.0, "peak_rss_mb": 100.0, "staged": 8, "quarantined": 1, "out_of_scope": 1}
 
