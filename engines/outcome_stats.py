@@ -17,14 +17,16 @@ from functools import lru_cache
 
 import numpy as np
 
+from aequum.engines.core.imports import load
+
 
 @lru_cache(maxsize=16)  # asked for every group of a run, always at the run's one confidence
 def z_value(confidence: float) -> float:
     """The two-sided standard-normal quantile of a confidence level (1.95996… at 0.95)."""
     # imported at first use: the audit's process imports this module at start (through
-    # engines.detection), where scipy.stats would add its import time to every audit
-    from scipy.stats import norm
-
+    # engines.detection), where scipy.stats would add its import time to every audit; and
+    # one import at a time, for other engines may be importing scipy on other threads
+    norm = load("scipy.stats").norm
     return float(norm.ppf(1 - (1 - confidence) / 2))
 
 

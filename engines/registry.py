@@ -6,9 +6,8 @@ the spec's ``engines.<name>`` section through :func:`engines.core.spec.register_
 """
 from __future__ import annotations
 
-from importlib import import_module
-
 from aequum.engines.core.engine import Engine
+from aequum.engines.core.imports import load
 from aequum.engines.core.spec import register_engine_params
 
 ENGINES: dict[str, tuple[str, str]] = {
@@ -24,7 +23,7 @@ ENGINES: dict[str, tuple[str, str]] = {
 
 def _load(target: str):
     module, name = target.split(":")
-    return getattr(import_module(module), name)
+    return getattr(load(module), name)  # engines of one worker load at once: one import at a time
 
 
 def get_engine(name: str) -> Engine:

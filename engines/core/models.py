@@ -21,6 +21,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from aequum.engines.core.imports import load
+
 
 class ModelError(ValueError):
     """A model that cannot be built or loaded; the message names the file, tensor or shape."""
@@ -76,7 +78,7 @@ class LinearRule:
 
 
 def _mlp(d_in: int, hidden: list[int], outputs: int) -> torch.nn.Sequential:
-    import torch
+    torch = load("torch")
     layers: list[torch.nn.Module] = []
     prev = d_in
     for h in hidden:
@@ -118,12 +120,12 @@ class TorchMLP:
         return out[:, 0] if self.outputs == 1 else out[:, 1] - out[:, 0]
 
     def _inputs(self, X: np.ndarray) -> torch.Tensor:
-        import torch
+        torch = load("torch")
         X = _check_X(X, len(self.feature_names))
         return torch.from_numpy((X - self.input_mean) / self.input_scale)
 
     def score(self, X: np.ndarray, batch_rows: int = 262_144) -> np.ndarray:
-        import torch
+        torch = load("torch")
         X = _check_X(X, len(self.feature_names))
         out = np.empty(len(X), dtype=np.float64)
         with torch.no_grad():
@@ -142,7 +144,7 @@ class TorchMLP:
 
     def relu_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Affine layers (W, b) on raw inputs; ReLU between them; last layer gives the score."""
-        import torch
+        torch = load("torch")
         lin = [m for m in self.net if isinstance(m, torch.nn.Linear)]
         mats = [(m.weight.detach().numpy().astype(np.float64).copy(),
                  m.bias.detach().numpy().astype(np.float64).copy()) for m in lin]
@@ -155,7 +157,7 @@ class TorchMLP:
 
     # -- files ----------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
-        import torch
+        torch = load("torch")
         state = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
         state["input_mean"] = torch.from_numpy(self.input_mean.copy())
         state["input_scale"] = torch.from_numpy(self.input_scale.copy())
@@ -165,7 +167,7 @@ class TorchMLP:
     def load(cls, path: str | Path, feature_names, hidden, outputs: int = 1, input_mean=None,
              input_scale=None) -> "TorchMLP":
         """Load a state dict safely (``weights_only=True``): tensors only, never pickled code."""
-        import torch
+        torch = load("torch")
         path = Path(path)
         if not path.exists():
             raise ModelError(f"model file not found: {path}")
@@ -226,7 +228,7 @@ def fit_surrogate(X: np.ndarray, y: np.ndarray, feature_names, hidden=(64, 32), 
 
     Deterministic for a seed (single-threaded fit, seeded batches).
     """
-    import torch
+    torch = load("torch")
     X = _check_X(X, len(feature_names))
     y = np.asarray(y).astype(np.float64)
     if len(y) != len(X):
@@ -313,7 +315,7 @@ def balanced_threshold(target: np.ndarray, score: np.ndarray) -> float:
 
 def _shift_threshold(model: TorchMLP, cut: float) -> None:
     """Shift the output bias so that ``score > 0`` holds where the score was above ``cut``."""
-    import torch
+    torch = load("torch")
     last = [m for m in model.net if isinstance(m, torch.nn.Linear)][-1]
     with torch.no_grad():
         last.bias -= cut

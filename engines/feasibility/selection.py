@@ -30,6 +30,8 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from aequum.engines.core.imports import load
+
 __all__ = [
     "Reach", "Selection", "MinCostResult", "K0Result", "Allocation", "Infeasible",
     "greedy", "greedy_by_component", "max_coverage_mip", "min_cost_mip",
@@ -388,7 +390,7 @@ def _solve_mip(c, lb, ub, integer, A: sp.csr_matrix, row_lb, row_ub, maximize=Fa
 
     ``start``: optional feasible point handed to HiGHS as the first incumbent.
     """
-    import highspy
+    highspy = load("highspy")
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
@@ -709,7 +711,7 @@ class K0Result:
 
 def _bipartite_components(cov: sp.csr_matrix) -> tuple[int, np.ndarray, np.ndarray]:
     """Connected components of the factual–candidate bipartite coverage graph."""
-    from scipy.sparse.csgraph import connected_components
+    connected_components = load("scipy.sparse.csgraph").connected_components
 
     n_f, n_c = cov.shape
     B = sp.bmat([[None, cov], [cov.T, None]], format="csr") if n_f and n_c else \

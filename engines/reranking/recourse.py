@@ -17,6 +17,8 @@ from itertools import combinations
 
 import numpy as np
 
+from aequum.engines.core.imports import load
+
 
 class NotRepairable(ValueError):
     """No feasible action reaches the boundary (every attribute it depends on is immutable)."""
@@ -155,7 +157,7 @@ class LinearRecourse:
     def _mip(self, x: np.ndarray, subset: tuple[int, ...], g_lo: float, g_hi: float) -> np.ndarray | None:
         """Combination of attributes: min Σ w_j·|Δ_j| over whole steps n_j ≥ 1 within bounds,
         subject to the margin gain in (g_lo, g_hi] — a small MIP on HiGHS."""
-        import highspy
+        highspy = load("highspy")
         act = self.act
         units, caps, integral = [], [], []
         for j in subset:

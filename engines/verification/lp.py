@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from aequum.engines.core.imports import load
 from aequum.engines.verification.network import Network
 
 # HiGHS solves to feasibility/optimality tolerances of 1e-7; a bound is reported this much
@@ -93,7 +94,7 @@ def solve(net: Network, copies: list[Copy], lo: np.ndarray, hi: np.ndarray, sens
     ``lo``/``hi``: the box (d,) of the non-sensitive inputs (lo = hi: fixed); sensitive inputs
     take each copy's own value. ``shared``: per hidden layer, neurons common to all copies.
     """
-    import highspy
+    highspy = load("highspy")
 
     b = _Builder()
     moving = np.flatnonzero(hi > lo)
@@ -203,7 +204,7 @@ def solve(net: Network, copies: list[Copy], lo: np.ndarray, hi: np.ndarray, sens
 
 def new_highs():
     """A quiet, single-threaded, seeded HiGHS instance (reused across the LPs of a piece)."""
-    import highspy
+    highspy = load("highspy")
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
