@@ -310,8 +310,8 @@ def _forget(wh: Warehouse, known: dict) -> None:
 
 
 def _remove_orphan_tmp(spec_lake: Path) -> None:
-    """Remove temporary lake folders (``.incoming.<pid>.<id>.tmp``; before session 12's streamed
-    lake, ``.<version>.<pid>.<id>.tmp``) whose process is gone."""
+    """Remove temporary lake folders (``.incoming.<pid>.<id>.tmp``, or ``.<version>.<pid>.<id>.tmp``
+    as earlier versions named them) whose process is gone."""
     if not spec_lake.is_dir():
         return
     for leftover in spec_lake.glob(".*.tmp"):
