@@ -41,6 +41,7 @@ from aequum.engines.core.sampling import record_order, stratified_sample
 from aequum.engines.core.spec import AuditSpec, load_spec
 from aequum.engines.detection import DETECTION
 from aequum.engines.registry import engine_params, get_engine
+from aequum.flows.child_process import run_in_child
 from aequum.flows.counterfactuals import load_counterfactuals
 from aequum.flows.ground_truth import score_run
 from aequum.flows.staging import DEFAULT_LAKE, DatasetRef, stage
@@ -224,14 +225,28 @@ def lake_blocks(lake_path: str, columns: list[str], rows: int = 1_000_000) -> It
             yield pa.Table.from_batches(held).cast(plain)
 
 
+# staged records above which the model step runs in a process of its own: it then costs the
+# start of a process (3-5 s) and the flow's process keeps nothing of its reads (0.4-0.5 GB at
+# 8.4M records, held through every engine after it: flows.child_process)
+OWN_PROCESS_ROWS = 500_000
+
+
 def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[Any, pa.Table | None, str | None]:
     """The run's model, its quality (``audit.model_quality``) and why it cannot stand in for
-    the lender's, if it cannot (:func:`assess_model`). A surrogate is fitted on the staged
-    records, or on a sample of ``model.fit_rows`` of them (:func:`fit_sample`); its quality is
-    measured on every record, read in blocks, so the model step takes the memory and time of
-    ``fit_rows`` records however many were staged."""
+    the lender's, if it cannot (:func:`model_step`); in a process of its own when more than
+    ``OWN_PROCESS_ROWS`` records were staged."""
     if spec.model is None:
         return None, None, None
+    if ref.rows_staged > OWN_PROCESS_ROWS:
+        return run_in_child(model_step, (spec, spec_dir, ref), say)
+    return model_step(spec, spec_dir, ref, say)
+
+
+def model_step(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[Any, pa.Table | None, str | None]:
+    """:func:`prepare_model`'s work. A surrogate is fitted on the staged records, or on a
+    sample of ``model.fit_rows`` of them (:func:`fit_sample`); its quality is measured on every
+    record, read in blocks (:func:`assess_model`), so the step takes the memory and time of
+    ``fit_rows`` records however many were staged."""
     columns = record_columns(spec, list(spec.model.features), ids=False)  # the model's inputs and targets
     if spec.model.kind != "surrogate":
         model = fit_model(spec, spec_dir, None, ref.categories)

@@ -91,6 +91,23 @@ def test_the_model_step_fits_on_the_sample_and_measures_every_record(lar, tmp_pa
     assert np.array_equal(model.score(X), refit.score(X))
 
 
+def test_the_model_step_in_a_process_of_its_own_is_the_step_in_place(lar, tmp_path, monkeypatch):
+    """Above ``OWN_PROCESS_ROWS`` staged records the step runs in a spawned process: the same
+    model, quality and progress."""
+    from aequum.flows import audit
+
+    spec, ref = _stage(tmp_path, _source(lar, "lar.parquet"), 1000)
+    here: list[str] = []
+    model, quality, problem = prepare_model(spec, SPECS, ref, here.append)
+    monkeypatch.setattr(audit, "OWN_PROCESS_ROWS", ref.rows_staged - 1)
+    there: list[str] = []
+    child_model, child_quality, child_problem = prepare_model(spec, SPECS, ref, there.append)
+    X = np.random.default_rng(0).normal(size=(50, len(spec.model.features))) + 1
+    assert np.array_equal(model.score(X), child_model.score(X))
+    assert child_quality.equals(quality) and child_problem == problem
+    assert [m.split(" in ")[0] for m in there] == [m.split(" in ")[0] for m in here]
+
+
 def test_quality_measured_in_blocks_equals_one_pass(lar, tmp_path):
     spec, ref = _stage(tmp_path, _source(lar, "lar.parquet"), None)
     model = fit_model(spec, SPECS, load_lake(ref.lake_path, record_columns(spec)), ref.categories)
