@@ -4,7 +4,7 @@ what the step's reads left behind.
 Arrow's Parquet reader leaves memory behind in a process outside Arrow's own pool, which
 neither ``release_memory`` nor glibc's tunables give back: after the model step of the 10M
 HMDA audit (a 1M-record sample read, the surrogate's fit, a pass over 8.4M records) the flow's
-process held 0.40-0.50 GB more than before it, through every engine that followed (in one
+process held 0.45-0.53 GB more than before it, through every engine that followed (in one
 process: a 1M-record sampled read from the 10M lake kept 0.26-0.34 GB after it was dropped,
 0.14-0.21 GB without the row filter; one row group at a time, 0.14-0.22 GB). A spawned process
 gives all of it back when it ends.
@@ -27,11 +27,12 @@ def run_in_child(fn: Callable[..., Any], args: tuple, say: Callable[[str], None]
     """``fn(*args, say)`` in a spawned process. ``fn`` must be a module-level function and its
     arguments and result picklable. Each message ``fn`` says is passed to ``say`` as it comes
     (progress stays live); its result is returned; the exception it raised is raised here (or
-    a RuntimeError with its type, message and traceback when the exception cannot be pickled)."""
+    a RuntimeError with its type, message and traceback when the exception cannot travel)."""
     ctx = mp.get_context("spawn")
     channel = ctx.Queue()
     child = ctx.Process(target=_child, args=(fn, args, channel), name=f"aequum-{fn.__name__}", daemon=True)
     child.start()
+    answered = False  # the child gave its result or its error, and is ending
     try:
         while True:
             try:
@@ -44,12 +45,13 @@ def run_in_child(fn: Callable[..., Any], args: tuple, say: Callable[[str], None]
                 continue
             if kind == "say":
                 say(payload)
-            elif kind == "done":
+                continue
+            answered = True
+            if kind == "done":
                 return pickle.loads(payload)
-            else:
-                raise pickle.loads(payload)
+            raise pickle.loads(payload)
     finally:
-        child.join(timeout=10)
+        child.join(timeout=10 if answered else 0)  # left early (an interrupt): stopped at once
         if child.is_alive():
             child.kill()
             child.join()
