@@ -226,7 +226,7 @@ def lake_blocks(lake_path: str, columns: list[str], rows: int = 1_000_000) -> It
 
 
 # staged records above which the model step runs in a process of its own: it then costs the
-# start of a process (3-5 s) and the flow's process keeps nothing of its reads (0.4-0.5 GB at
+# start of a process (3-5 s) and the flow's process keeps nothing of its reads (0.45-0.53 GB at
 # 8.4M records, held through every engine after it: flows.child_process)
 OWN_PROCESS_ROWS = 500_000
 
