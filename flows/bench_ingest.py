@@ -32,7 +32,9 @@ What aequum does beyond both: validation of every value (a failing row is quaran
 its field, value and reason; the checks run in polars on Arrow batches that DuckDB reads and
 that go back into DuckDB), the derived columns of the staged-record contract (record id,
 source row, one group indicator per comparison), the content fingerprint and the version
-registration. For a CSV it also reads the header line itself and passes DuckDB the dialect,
+registration. With row numbers as ids (the LAR has no record id) the staged table's ``_id``
+is a virtual column computed from ``_row`` (the same values; not stored twice). For a CSV it
+also reads the header line itself and passes DuckDB the dialect,
 where the baselines let DuckDB's sniffer find it (about 0.3 s of a 1M-row LAR file).
 """
 from __future__ import annotations

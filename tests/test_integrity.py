@@ -341,15 +341,18 @@ def test_the_warehouse_file_opens_in_duckdb_1x(tmp_path):
         wh.start_run("r", "s", "h", "v", {})
         wh.write_results("r", {"cst_claims": (pa.schema([("x", pa.int64())]), pa.table({"x": [7]}))})
         assert wh.storage_version == "v1.0.0+"
+        # a staged table with row numbers as ids: its `_id` is a virtual column (flows.staging)
+        ref = stage(small_csv_spec(tmp_path, id_column=None), tmp_path, wh, tmp_path / "lake")
     if not (duckdb1 / "duckdb").is_dir():
         pytest.skip(f"DuckDB 1.x is not installed at {duckdb1} (.ci/setup installs it)")
     probe = ("import duckdb, sys; assert duckdb.__version__.startswith('1.'), duckdb.__version__; "
              "c = duckdb.connect(sys.argv[1], read_only=True); "
              "print(duckdb.__version__, c.sql('SELECT x FROM audit.cst_claims').fetchall(), "
-             "c.sql('SELECT status FROM audit.runs').fetchall())")
-    out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(duckdb1)}, check=True).stdout
-    assert "[(7,)] [('running',)]" in out
+             "c.sql('SELECT status FROM audit.runs').fetchall(), "
+             "c.sql(f'SELECT _id, _row FROM {sys.argv[2]} ORDER BY _row LIMIT 2').fetchall())")
+    out = subprocess.run([sys.executable, "-c", probe, str(path), ref.staged_table], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(duckdb1)}, check=True).stdout
+    assert "[(7,)] [('running',)] [('0', 0), ('1', 1)]" in out
 
 
 # -- a model worth auditing (issue 16) ----------------------------------------------------------

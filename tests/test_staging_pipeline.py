@@ -93,6 +93,30 @@ def test_the_lake_holds_the_staged_records_in_any_batch_size(tmp_path, warehouse
     assert max(pq.ParquetFile(f).metadata.num_row_groups for f in Path(ref.lake_path).rglob("*.parquet")) > 1
 
 
+def _table_sql(warehouse, table: str) -> str:
+    schema, name = table.split(".")
+    return warehouse.con.execute("SELECT sql FROM duckdb_tables() WHERE schema_name = $s AND table_name = $t",
+                                 {"s": schema, "t": name}).fetchall()[0][0]
+
+
+def test_row_number_ids_are_computed_from_the_row_not_stored_again(tmp_path, warehouse):
+    """With ``id_column: null`` the staged table's ``_id`` is a virtual column, the text of
+    ``_row``: it reads as the ids validation gives (and the lake holds), through every batch's
+    insert; a source with its own ids stores them (they are not row numbers)."""
+    src = write_csv(tmp_path / "d.csv", GOOD_ROWS * 3 + [r for r, _, _ in BAD_ROWS[:3]] + GOOD_ROWS)
+    ref = stage(spec_for(src, id_column=None), tmp_path, warehouse, tmp_path / "lake", batch_rows=4)
+    staged = warehouse.staged(ref.version)
+    assert staged.num_rows == ref.rows_staged == 16
+    assert staged["_id"].to_pylist() == [str(r) for r in staged["_row"].to_pylist()]
+    assert staged["_id"].to_pylist()[12:] == ["15", "16", "17", "18"]  # after the 3 quarantined rows
+    assert "GENERATED ALWAYS AS" in _table_sql(warehouse, ref.staged_table)
+    lake = load_lake(ref.lake_path)
+    assert {c: lake[c].to_pylist() for c in lake.column_names} == staged.to_pydict()
+    own = stage(spec_for(src, max_bad=0.9), tmp_path, warehouse, tmp_path / "lake", batch_rows=4)
+    assert "GENERATED" not in _table_sql(warehouse, own.staged_table)
+    assert warehouse.staged(own.version)["_id"].to_pylist()[:4] == ["1", "2", "3", "4"]
+
+
 def test_a_csv_stream_comes_in_batches_of_the_rows_asked_for(tmp_path):
     src = write_csv(tmp_path / "d.csv", GOOD_ROWS * 3)
     with open_source(spec_for(src).source, tmp_path, batch_rows=5) as stream:
