@@ -121,3 +121,52 @@ def test_raguel_and_fgce_run_in_the_flow(prefect_server, tmp_path):
         assert {r["group_name"] for r in wh.result("fgce_k0d0", "r-3").to_pylist()} == {"protected", "reference"}
         assert wh.con.execute("SELECT count(*) FROM audit.fgce_trends").fetchall()[0][0] == 2
         assert wh.con.execute("SELECT count(*) FROM audit.raguel_trends").fetchall()[0][0] == 2
+
+
+def test_a_large_audit_runs_each_engine_on_fresh_workers_of_its_own_cluster(prefect_server, tmp_path, monkeypatch):
+    """Above ``OWN_PROCESS_ROWS`` staged records (0 here), on a cluster the run started, the
+    engines run one at a time and every worker is restarted between two of them (what one
+    engine's preparation left in a worker is not held beside the next one's), with the same
+    results; the workers of a cluster the run did not start are never restarted."""
+    import os
+
+    from distributed import Client, LocalCluster
+
+    from aequum.flows import audit
+
+    spec = write_case(tmp_path, engines="[outcome, raguel]")
+    spec.write_text(spec.read_text().replace(
+        "features: [{name: income, range: [0, 100000]}]",
+        "features: [{name: income, range: [0, 100000], recourse_weight: 1.0, step: 10}]").replace(
+        "engines: {run: [outcome, raguel]}",
+        "engines: {run: [outcome, raguel], raguel: {boundary: linear, coefficients: {income: 1.0}, "
+        "intercept: -4000, block_size: 10, sweep_tolerances: [0.5]}}"))
+    wh_path, lake = str(tmp_path / "wh.duckdb"), str(tmp_path / "lake")
+    run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="together", workers=2)
+
+    def pids(address):
+        with Client(address, set_as_default=False) as client:
+            return set(client.run(os.getpid).values())
+
+    renewed, real = [], audit.renew_workers
+
+    def renew(address, say):
+        before = pids(address)
+        real(address, say)
+        renewed.append((before, pids(address)))
+
+    monkeypatch.setattr(audit, "renew_workers", renew)
+    monkeypatch.setattr(audit, "OWN_PROCESS_ROWS", 0)
+    run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="fresh", workers=2)
+    assert len(renewed) == 1
+    before, after = renewed[0]
+    assert len(before) == len(after) == 2 and not before & after
+    with Warehouse(wh_path, read_only=True) as wh:
+        for name in ("outcome", "raguel"):
+            assert wh.engine_status("fresh")[name]["status"] == "succeeded"
+        for table in ("outcome_gaps", "raguel_ranking"):
+            fresh, together = (wh.result(table, r).drop_columns(["run_id"]) for r in ("fresh", "together"))
+            assert fresh.num_rows and fresh.equals(together), table
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="external", dask_address=cluster.scheduler_address)
+    assert len(renewed) == 1
