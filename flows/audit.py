@@ -227,9 +227,13 @@ def lake_blocks(lake_path: str, columns: list[str], rows: int = 1_000_000) -> It
 
 # staged records above which the model step runs in a process of its own: it then costs the
 # start of a process (3-5 s) and the flow's process keeps nothing of its reads (0.45-0.53 GB at
-# 8.4M records, held through every engine after it: flows.child_process); and above which each
-# engine runs on fresh workers of the run's own cluster (renew_workers)
+# 8.4M records, held through every engine after it: flows.child_process)
 OWN_PROCESS_ROWS = 500_000
+# staged records above which each engine runs on fresh workers of the run's own cluster
+# (renew_workers). The four renewals of an HMDA audit take 25-29 s, and the new workers import
+# torch again: at 8.4M records that saved 0.61 GB (3.70 -> 3.09 GB) in a 10-11 min run; at 0.84M,
+# 0.34 GB (2.54 -> 2.20) in runs of 228-258 s (session 12's, without renewals: 176-183 s)
+RENEW_WORKERS_ROWS = 2_000_000
 
 
 def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[Any, pa.Table | None, str | None]:
@@ -562,7 +566,7 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
                                       f"aequum-engines-{run_id}", str(spool))
 
         outcomes: list[EngineOutcome] = []
-        own = owned_cluster() if ref.rows_staged > OWN_PROCESS_ROWS else None
+        own = owned_cluster() if ref.rows_staged > RENEW_WORKERS_ROWS else None
         if own is not None:
             for i, n in enumerate(runnable):  # one engine at a time, each on fresh workers
                 if i:

@@ -124,7 +124,7 @@ def test_raguel_and_fgce_run_in_the_flow(prefect_server, tmp_path):
 
 
 def test_a_large_audit_runs_each_engine_on_fresh_workers_of_its_own_cluster(prefect_server, tmp_path, monkeypatch):
-    """Above ``OWN_PROCESS_ROWS`` staged records (0 here), on a cluster the run started, the
+    """Above ``RENEW_WORKERS_ROWS`` staged records (0 here), on a cluster the run started, the
     engines run one at a time and every worker is restarted between two of them (what one
     engine's preparation left in a worker is not held beside the next one's), with the same
     results; the workers of a cluster the run did not start are never restarted."""
@@ -156,7 +156,7 @@ def test_a_large_audit_runs_each_engine_on_fresh_workers_of_its_own_cluster(pref
         renewed.append((before, pids(address)))
 
     monkeypatch.setattr(audit, "renew_workers", renew)
-    monkeypatch.setattr(audit, "OWN_PROCESS_ROWS", 0)
+    monkeypatch.setattr(audit, "RENEW_WORKERS_ROWS", 0)
     run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="fresh", workers=2)
     assert len(renewed) == 1
     before, after = renewed[0]
