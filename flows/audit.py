@@ -565,17 +565,17 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
             return engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs,
                                       f"aequum-engines-{run_id}", str(spool))
 
-        outcomes: list[EngineOutcome] = []
         own = owned_cluster() if ref.rows_staged > RENEW_WORKERS_ROWS else None
-        if own is not None:
+        if own is None:
+            futures = [submit(n) for n in runnable]
+            outcomes: list[EngineOutcome] = [f.result() for f in futures]
+            del futures  # a worker keeps a task's result while its future lives
+        else:
+            outcomes = []
             for i, n in enumerate(runnable):  # one engine at a time, each on fresh workers
                 if i:
                     renew_workers(own, logger.info)
                 outcomes.append(submit(n).result())
-        else:
-            futures = [submit(n) for n in runnable]
-            outcomes = [f.result() for f in futures]
-            del futures  # a worker keeps a task's result while its future lives
         outcomes += [EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
     except BaseException as exc:
         close_failed_run(warehouse, run_id, ref, f"{type(exc).__name__}: {exc}")
@@ -674,17 +674,16 @@ def dask_runner(address: str | None = None, workers: int | None = None):
 _OWN_CLUSTERS: dict[str, Any] = {}  # the local clusters dask_runner started in this process, by scheduler
 
 
-def owned_cluster() -> str | None:
-    """The scheduler address of the flow run's Dask cluster if :func:`dask_runner` started it
-    in this process (its workers are the run's alone), else None (another task runner, or an
-    external cluster, whose workers may serve others)."""
+def owned_cluster():
+    """The flow run's Dask cluster if :func:`dask_runner` started it in this process (its
+    workers are the run's alone), else None (another task runner, or an external cluster,
+    whose workers may serve others)."""
     from prefect.context import get_run_context
 
-    address = getattr(get_run_context().task_runner, "address", None)
-    return address if address in _OWN_CLUSTERS else None
+    return _OWN_CLUSTERS.get(getattr(get_run_context().task_runner, "address", None))
 
 
-def renew_workers(address: str, say) -> None:
+def renew_workers(cluster, say) -> None:
     """New worker processes for the run's own cluster between two engines of a large audit. An
     engine's preparation over millions of records leaves its worker holding memory that no
     allocator call gives back: at 8.4M staged records, 0.6 GB above a fresh worker after CST
@@ -697,7 +696,6 @@ def renew_workers(address: str, say) -> None:
     from distributed import Client
 
     t0 = time.perf_counter()
-    cluster = _OWN_CLUSTERS[address]
     n = len(cluster.worker_spec)
     with Client(cluster, set_as_default=False) as client:
         client.run(drain_worker)

@@ -150,10 +150,10 @@ def test_a_large_audit_runs_each_engine_on_fresh_workers_of_its_own_cluster(pref
 
     renewed, real = [], audit.renew_workers
 
-    def renew(address, say):
-        before = pids(address)
-        real(address, say)
-        renewed.append((before, pids(address)))
+    def renew(cluster, say):
+        before = pids(cluster.scheduler_address)
+        real(cluster, say)
+        renewed.append((before, pids(cluster.scheduler_address)))
 
     monkeypatch.setattr(audit, "renew_workers", renew)
     monkeypatch.setattr(audit, "RENEW_WORKERS_ROWS", 0)
