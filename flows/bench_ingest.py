@@ -29,8 +29,9 @@ the same work in v1.0.0). It is shown, not used in a ratio: it is not the output
 give.
 
 What aequum does beyond both: validation of every value (a failing row is quarantined with
-its field, value and reason; the checks run in polars on Arrow batches that DuckDB reads and
-that go back into DuckDB), the derived columns of the staged-record contract (record id,
+its field, value and reason; the checks run in polars on Arrow batches that go into DuckDB: a
+CSV's read by DuckDB, a Parquet file's by Arrow with its text columns as the file's
+dictionaries, so that each distinct value is stripped and parsed once), the derived columns of the staged-record contract (record id,
 source row, one group indicator per comparison), the content fingerprint and the version
 registration. With row numbers as ids (the LAR has no record id) the staged table's ``_id``
 is a virtual column computed from ``_row`` (the same values; not stored twice). For a CSV it

@@ -1,9 +1,12 @@
 """Source readers: every source kind becomes a stream of Arrow record batches.
 
-CSV and HMDA LAR files are read as text (every column VARCHAR) so that validation, not the CSV
-sniffer, decides what a bad value is ("NA", "Exempt", "1,000"): a type guess made on a sample
-must never abort a 10-million-row ingest at row 9,999,999. The header line is read here and
-DuckDB is given the dialect, so its sniffer does not sample the file first.
+CSV and HMDA LAR files are read by DuckDB as text (every column VARCHAR) so that validation,
+not the CSV sniffer, decides what a bad value is ("NA", "Exempt", "1,000"): a type guess made
+on a sample must never abort a 10-million-row ingest at row 9,999,999. The header line is read
+here and DuckDB is given the dialect, so its sniffer does not sample the file first.
+
+Parquet files are read by Arrow's reader, which can hand a dictionary-encoded text column over
+as it is stored (:func:`_parquet`); DuckDB's reader builds every row's string.
 """
 from __future__ import annotations
 
@@ -258,37 +261,37 @@ def _project(rel: duckdb.DuckDBPyRelation, raw_names: list[str], names: list[str
 
 @contextmanager
 def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000,
-                columns: list[str] | None = None) -> Iterator[Stream]:
+                columns: list[str] | None = None, text_as_dictionary: bool = False) -> Iterator[Stream]:
     """Open a source as a :class:`Stream`; connections close when the block ends.
 
     ``columns``: the (normalised) column names the caller needs; file and DuckDB sources then
     read only those (projection pushdown). ``Stream.columns`` always lists every column.
+    ``text_as_dictionary``: a Parquet file's dictionary-encoded text columns come as Arrow
+    dictionary arrays, as they are stored (see :func:`_parquet`).
     """
     kind = source.kind
-    if kind in ("csv", "hmda_lar", "parquet"):
+    if kind == "parquet":
+        yield _parquet(_files(resolve(source.path, base_dir)), columns, batch_rows, text_as_dictionary,
+                       source.id_column)
+    elif kind in ("csv", "hmda_lar"):
         path = resolve(source.path, base_dir)
         files = _files(path)
         con = duckdb.connect()
         try:
-            if kind == "parquet":
-                rel = con.read_parquet([str(f) for f in files])
+            delim = source.delimiter or sniff_delimiter(files[0])
+            if source.header_names:
+                rel = con.read_csv([str(f) for f in files], delimiter=delim, all_varchar=True,
+                                   quotechar='"', null_padding=False, header=False,
+                                   names=list(source.header_names))
             else:
-                delim = source.delimiter or sniff_delimiter(files[0])
-                if source.header_names:
-                    rel = con.read_csv([str(f) for f in files], delimiter=delim, all_varchar=True,
-                                       quotechar='"', null_padding=False, header=False,
-                                       names=list(source.header_names))
-                else:
-                    # the dialect is known (and the header read here), so DuckDB's sniffer, which
-                    # samples 20,480 rows, is not run; a row with more or fewer fields than the
-                    # header is an error naming its line, as with the sniffer
-                    rel = con.read_csv([str(f) for f in files], delimiter=delim, quotechar='"',
-                                       escapechar='"', header=True, null_padding=False, auto_detect=False,
-                                       columns={n: "VARCHAR" for n in header_names(files, delim)})
+                # the dialect is known (and the header read here), so DuckDB's sniffer, which
+                # samples 20,480 rows, is not run; a row with more or fewer fields than the
+                # header is an error naming its line, as with the sniffer
+                rel = con.read_csv([str(f) for f in files], delimiter=delim, quotechar='"',
+                                   escapechar='"', header=True, null_padding=False, auto_detect=False,
+                                   columns={n: "VARCHAR" for n in header_names(files, delim)})
         except duckdb.Error as exc:
             con.close()
-            if kind == "parquet":
-                raise SourceError(f"cannot read {path} as Parquet: {_first_line(exc)}") from None
             raise SourceError(f"cannot read {path} as a delimited text file with delimiter {delim!r} "
                               f"({'source.delimiter' if source.delimiter else 'sniffed'}): "
                               f"{_first_line(exc)}") from None
@@ -329,6 +332,69 @@ def open_source(source: Source, base_dir: Path, batch_rows: int = 1_000_000,
         yield _generated(source, batch_rows)
     else:  # pragma: no cover - the spec's Literal forbids it
         raise SourceError(f"unknown source kind {kind!r}")
+
+
+def _parquet(files: list[Path], wanted: list[str] | None, batch_rows: int, dictionaries: bool,
+             id_column: str | None) -> Stream:
+    """Parquet files read by Arrow's reader, the columns of the first file's schema (every
+    file must have the ones read; a type that differs is cast to the first file's).
+
+    With ``dictionaries``, each text column that the first file stores dictionary-encoded in
+    every row group (not the record ids) comes as the file holds it, the rows' indices into a
+    few distinct values, without building every row's string: staging then strips and parses
+    each distinct value once (:func:`~aequum.engines.core.validation.validate_batch`). At 1M
+    generated LAR rows the read took 0.15 CPU-s instead of DuckDB's 0.71."""
+    import pyarrow.parquet as pq
+
+    try:
+        first = pq.ParquetFile(files[0])
+    except (OSError, pa.ArrowException) as exc:
+        raise SourceError(f"cannot read {files[0]} as Parquet: {_first_line(exc)}") from None
+    schema = first.schema_arrow
+    names = schema.names
+    keep = names if wanted is None or not set(wanted) <= set(names) else [n for n in names if n in set(wanted)]
+    text = []
+    if dictionaries:
+        meta = first.metadata
+        leaf = {first.schema.column(i).path: i for i in range(meta.num_columns)}
+        text = [n for n in keep if n != id_column and n in leaf
+                and (pa.types.is_string(schema.field(n).type) or pa.types.is_large_string(schema.field(n).type))
+                and all(meta.row_group(g).column(leaf[n]).has_dictionary_page for g in range(meta.num_row_groups))]
+    target = pa.schema([pa.field(n, pa.dictionary(pa.int32(), schema.field(n).type) if n in text
+                                 else schema.field(n).type) for n in keep])
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for i, f in enumerate(files):
+            try:
+                pf = first if i == 0 else pq.ParquetFile(f)
+            except (OSError, pa.ArrowException) as exc:
+                raise SourceError(f"cannot read {f} as Parquet: {_first_line(exc)}") from None
+            here = pf.schema_arrow
+            lacking = [n for n in keep if n not in here.names]
+            if lacking:
+                raise SourceError(f"Parquet file {f} lacks column(s) {lacking} that {files[0]} has")
+            coded = [n for n in text if here.field(n).type == schema.field(n).type]
+            pf = pq.ParquetFile(f, read_dictionary=coded) if coded else pf
+            for batch in pf.iter_batches(batch_size=batch_rows, columns=keep):
+                yield batch if batch.schema == target else _conform(batch, target)
+
+    where = str(files[0]) if len(files) == 1 else f"{files[0]} and {len(files) - 1} more file(s)"
+    return Stream(names, _guard(_regroup(batches(), batch_rows), where))
+
+
+def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """A later file's batch with the first file's column types (text that is to come as a
+    dictionary but is stored otherwise in this file: cast to text, then encoded)."""
+    columns = []
+    for field in target:  # by name: a later file may order its columns otherwise
+        column = batch.column(field.name)
+        if column.type != field.type:
+            if pa.types.is_dictionary(field.type) and not pa.types.is_dictionary(column.type):
+                column = column.cast(field.type.value_type).dictionary_encode().cast(field.type)
+            else:
+                column = column.cast(field.type)
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=target)
 
 
 def _guard(batches, where: str) -> Iterator[pa.RecordBatch]:

@@ -131,7 +131,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
     try:
         tmp = lake_root / spec.name / f".incoming.{owner['pid']}.{uuid.uuid4().hex[:12]}.tmp"
         lake = PartitionedWriter(tmp, lake_partitions(spec))
-        with open_source(spec.source, spec_dir, batch_rows, columns=spec.columns()) as stream:
+        with open_source(spec.source, spec_dir, batch_rows, columns=spec.columns(), text_as_dictionary=True) as stream:
             check_columns(stream.columns, spec)
             # four steps overlap, each on its own thread (DuckDB, polars and Arrow release the
             # GIL): the next batch is read while this one is validated and the ones before are

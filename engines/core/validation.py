@@ -55,15 +55,46 @@ def _number(name: str) -> pl.Expr:
     return pl.col(NUMBER + name)
 
 
-def _prepare(lf: pl.LazyFrame, schema, names: list[str]) -> pl.LazyFrame:
+def _prepare(lf: pl.LazyFrame, schema, names: list[str], done: frozenset[str] = frozenset()) -> pl.LazyFrame:
     """Each column's stripped text and its value as a number, as columns that the checks and
     the staged values share, so that every column is stripped and parsed once per batch (the
-    ones nothing uses are never computed: the plan drops them)."""
+    ones nothing uses are never computed: the plan drops them). The columns ``done`` have
+    both already (:func:`_frame`)."""
+    names = [c for c in dict.fromkeys(names) if c not in done]
     return lf.with_columns(
         pl.col(c).cast(pl.Utf8).str.strip_chars().alias(TEXT + c) for c in names
     ).with_columns(
         (pl.col(TEXT + c) if schema[c] == pl.Utf8 else pl.col(c)).cast(pl.Float64, strict=False).alias(NUMBER + c)
         for c in names)
+
+
+def _frame(batch: pa.RecordBatch | pa.Table, names: list[str]) -> tuple[pl.DataFrame, frozenset[str]]:
+    """The batch as a polars frame, and which of ``names`` came dictionary-encoded (a Parquet
+    source's text, :func:`aequum.flows.readers._parquet`). Such a column is decoded to plain
+    text (its values are what the content hash and the quarantine read), and its stripped
+    text and number (:func:`_prepare`) are computed on the dictionary's few distinct values
+    once: the number is gathered by the rows' indices, the stripped text stays a dictionary
+    (a polars Categorical, which the membership checks compare by code and the staged
+    batch passes on as an Arrow dictionary). The values are those of the decoded text."""
+    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    done = []
+    for c in dict.fromkeys(names):
+        column = table[c]
+        if not (pa.types.is_dictionary(column.type) and (pa.types.is_string(column.type.value_type)
+                                                          or pa.types.is_large_string(column.type.value_type))):
+            continue
+        plain, text, number = [], [], []
+        for chunk in column.chunks:
+            stripped = pl.Series(chunk.dictionary).str.strip_chars()
+            plain.append(chunk.dictionary.take(chunk.indices))
+            text.append(pa.DictionaryArray.from_arrays(chunk.indices, stripped.to_arrow()))
+            number.append(stripped.cast(pl.Float64, strict=False).to_arrow().take(chunk.indices))
+        table = table.set_column(table.schema.get_field_index(c), c, pa.chunked_array(plain, column.type.value_type))
+        table = table.append_column(TEXT + c, pa.chunked_array(text, text[0].type) if text else
+                                    pa.chunked_array([], pa.dictionary(pa.int32(), pa.large_string())))
+        table = table.append_column(NUMBER + c, pa.chunked_array(number, pa.float64()))
+        done.append(c)
+    return pl.from_arrow(table), frozenset(done)
 
 
 def _membership(name: str, values: list) -> pl.Expr:
@@ -142,9 +173,9 @@ def group_sizes(batches, spec: AuditSpec, units: list[list[str]], wanted: dict[s
     quarantine are included."""
     counts = {"&".join(u): [0, 0] for u in units}
     for batch in batches:
-        df = pl.from_arrow(batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))
         columns = list(dict.fromkeys(p.column for p in spec.protected))  # per-value comparisons share one
-        g = _prepare(df.lazy(), df.schema, columns).select(
+        df, decoded = _frame(batch, columns)
+        g = _prepare(df.lazy(), df.schema, columns, decoded).select(
             [_group(p)[2] for p in spec.protected]).collect()
         for u in units:
             cols = [g[group_column(a)] for a in u]
@@ -171,7 +202,7 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
 
     ``row_offset`` is the 0-based source row number of the batch's first row.
     """
-    df = pl.from_arrow(batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))
+    df, decoded = _frame(batch, spec.columns())
     n = df.height
     content_hash = _content_hash(df.select(spec.columns()), spec.source.id_column is None, row_offset)
     schema = df.schema
@@ -227,7 +258,7 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
     # First failing check per row (its index), computed in one lazy pass shared by both outputs.
     first = pl.min_horizontal([pl.when(c.bad.fill_null(False)).then(pl.lit(i, pl.Int32))
                                for i, c in enumerate(checks)])
-    marked = _prepare(df.lazy(), schema, spec.columns()).with_columns(
+    marked = _prepare(df.lazy(), schema, spec.columns(), decoded).with_columns(
         pl.int_range(row_offset, row_offset + n, dtype=pl.Int64).alias("_src_row"),
     ).with_columns(first.alias("_first"), in_scope.alias("_in_scope"))
     good_lf = marked.filter(pl.col("_first").is_null() & pl.col("_in_scope")).select(derived)
