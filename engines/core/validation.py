@@ -255,14 +255,17 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
     else:
         in_scope = pl.lit(True)
 
-    # First failing check per row (its index), computed in one lazy pass shared by both outputs.
+    # Whether a row fails any check, for every row (a few bitmaps or'ed); which check fails
+    # first (its index), only for the failing rows, which the quarantine lists (a minimum
+    # over every check's index for every row took a tenth of validation's time).
+    failing = pl.any_horizontal([c.bad.fill_null(False) for c in checks]) if checks else pl.lit(False)
     first = pl.min_horizontal([pl.when(c.bad.fill_null(False)).then(pl.lit(i, pl.Int32))
                                for i, c in enumerate(checks)])
     marked = _prepare(df.lazy(), schema, spec.columns(), decoded).with_columns(
         pl.int_range(row_offset, row_offset + n, dtype=pl.Int64).alias("_src_row"),
-    ).with_columns(first.alias("_first"), in_scope.alias("_in_scope"))
-    good_lf = marked.filter(pl.col("_first").is_null() & pl.col("_in_scope")).select(derived)
-    bad_lf = marked.filter(pl.col("_first").is_not_null() & pl.col("_in_scope")).select(
+    ).with_columns(failing.alias("_failing"), in_scope.alias("_in_scope"))
+    good_lf = marked.filter(~pl.col("_failing") & pl.col("_in_scope")).select(derived)
+    bad_lf = marked.filter(pl.col("_failing") & pl.col("_in_scope")).with_columns(first.alias("_first")).select(
         pl.col("_src_row").alias("source_row"), id_text.alias("record_id"),
         pl.col("_first").replace_strict(list(range(len(checks))), [c.field for c in checks],
                                         return_dtype=pl.Utf8).alias("field"),
