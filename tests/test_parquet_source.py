@@ -8,13 +8,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from aequum.engines.core.spec import parse_spec
 from aequum.engines.core.validation import group_sizes, validate_batch
 from aequum.flows.readers import SourceError, open_source
 from aequum.flows.staging import stage
 from aequum.flows.warehouse import Warehouse
-
-SEX = 'sex"; DROP TABLE audit.runs; --'
+from test_ingest import SEX, spec_for
 
 # every value text, as a LAR file keeps them: padded values, values that strip to the same
 # category (" x", "x"), nulls, numbers as text and a value that is not one ("NA")
@@ -39,18 +37,7 @@ def _table(rows=ROWS) -> pa.Table:
 
 
 def _spec(path):
-    return parse_spec({
-        "name": "t",
-        "source": {"kind": "parquet", "path": str(path), "id_column": "app id"},
-        "protected": [{"name": "sex", "column": SEX, "protected_values": ["F"], "reference_values": ["M"]}],
-        "decision": {"column": "y", "favourable": [1], "unfavourable": [0]},
-        "features": [
-            {"name": "income", "type": "numeric", "range": [0, 1000]},
-            {"name": "grade", "type": "ordinal", "order": ["C", "B", "A"]},
-            {"name": "city", "type": "categorical"},
-        ],
-        "ingest": {"max_bad_fraction": 0.9},
-    })
+    return spec_for(path, kind="parquet")
 
 
 def _staged(tmp_path, name: str, **write) -> tuple:
