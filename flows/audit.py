@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import pickle
 import shutil
 import sys
 import threading
@@ -236,15 +237,48 @@ OWN_PROCESS_ROWS = 500_000
 RENEW_WORKERS_ROWS = 2_000_000
 
 
-def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[Any, pa.Table | None, str | None]:
+@dataclass(frozen=True)
+class PackedModel:
+    """A model as the pickle its own process made and its fingerprint. The flow's process hands
+    it to the engines, which unpack it where they run (:func:`_prepare`), and records its
+    fingerprint, without unpickling it itself: unpickled, the surrogate imports torch into a
+    process with no use for it (0.15 GB of the flow's process at 1M HMDA records, held through
+    every engine and the write)."""
+
+    payload: bytes
+    fingerprint: str
+
+    def unpack(self) -> Any:
+        return pickle.loads(self.payload)
+
+
+def unpacked(model: Any) -> Any:
+    """The model itself, whether packed (:class:`PackedModel`) or not."""
+    return model.unpack() if isinstance(model, PackedModel) else model
+
+
+def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say,
+                  packed: bool = False) -> tuple[Any, pa.Table | None, str | None]:
     """The run's model, its quality (``audit.model_quality``) and why it cannot stand in for
     the lender's, if it cannot (:func:`model_step`); in a process of its own when more than
-    ``OWN_PROCESS_ROWS`` records were staged."""
+    ``OWN_PROCESS_ROWS`` records were staged, and then, with ``packed``, as a
+    :class:`PackedModel`."""
     if spec.model is None:
         return None, None, None
     if ref.rows_staged > OWN_PROCESS_ROWS:
-        return run_in_child(model_step, (spec, spec_dir, ref), say)
+        model, quality, problem = run_in_child(_packed_model_step, (spec, spec_dir, ref), say)
+        return (model if packed else unpacked(model)), quality, problem
     return model_step(spec, spec_dir, ref, say)
+
+
+def _packed_model_step(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[Any, pa.Table | None, str | None]:
+    """:func:`model_step` with its model packed (:class:`PackedModel`), in the child process."""
+    from aequum.engines.core.models import model_fingerprint
+
+    model, quality, problem = model_step(spec, spec_dir, ref, say)
+    if model is not None:
+        model = PackedModel(pickle.dumps(model), model_fingerprint(model))
+    return model, quality, problem
 
 
 def model_step(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[Any, pa.Table | None, str | None]:
@@ -489,7 +523,7 @@ def _prepare(engine, params, spec: AuditSpec, lake_path: str, categories: dict, 
     return engine.prepare(AuditData(spec, load_lake(lake_path, declared_columns(engine, spec, params),
                                                     getattr(engine, "row_order", True),
                                                     declared_rows(engine, spec, params)),
-                                    categories, model, counterfactuals), params)
+                                    categories, unpacked(model), counterfactuals), params)
 
 
 @task(name="engine", cache_policy=NO_CACHE, retries=0)
@@ -555,7 +589,7 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
     try:
         with Warehouse(warehouse) as wh:
             ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info)
-        model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info)
+        model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info, packed=True)
         cfs = supplied_counterfactuals(spec, spec_file.parent, ref)
         release_memory()  # the flow's process waits for the engines from here on
         skipped = [n for n in names if problem and getattr(get_engine(n), "uses_model", False)]
@@ -626,7 +660,8 @@ def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: D
                     counts = {t: wh.insert_run_rows(t, run_id, o.result(t)) for t in o.row_counts()}
                     wh.record_engine(run_id, o.engine, o.status, round(o.seconds, 3), o.pieces, counts, o.error)
                 wh.finish_run(run_id, status, ref.version, ref.fingerprint,
-                              model_fingerprint(model) if model is not None else None,
+                              None if model is None else model.fingerprint if isinstance(model, PackedModel)
+                              else model_fingerprint(model),
                               None if not failed else f"engine(s) failed: {', '.join(failed)}")
             wh.create_views()
     except (duckdb.Error, OSError) as exc:

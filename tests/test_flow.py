@@ -170,3 +170,36 @@ def test_a_large_audit_runs_each_engine_on_fresh_workers_of_its_own_cluster(pref
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
         run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="external", dask_address=cluster.scheduler_address)
     assert len(renewed) == 1
+
+
+def test_a_model_made_in_its_own_process_reaches_the_engines_packed(prefect_server, tmp_path, monkeypatch):
+    """Above ``OWN_PROCESS_ROWS`` staged records (0 here) the model step runs in a process of its
+    own and the flow holds its model packed (``PackedModel``: never unpickled in the flow's
+    process); the engines unpack it where they run, with the same results and the same model
+    fingerprint as the model made in the flow's process."""
+    from aequum.flows import audit
+
+    spec = write_case(tmp_path, engines="[cst]")
+    spec.write_text(spec.read_text().replace("engines: {run: [cst]}", "engines: {run: [cst], cst: {k: [5]}}") + (
+        "scm: {equations: [{target: income, parents: [sex]}]}\n"
+        "model: {kind: linear, features: [income], coefficients: {income: 1.0}, intercept: -3000}\n"))
+    wh_path, lake = str(tmp_path / "wh.duckdb"), str(tmp_path / "lake")
+    run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="here", workers=2)
+    packed = []
+    real = audit.prepare_model
+
+    def prepare(*args, **kwargs):
+        out = real(*args, **kwargs)
+        packed.append(isinstance(out[0], audit.PackedModel))
+        return out
+
+    monkeypatch.setattr(audit, "prepare_model", prepare)
+    monkeypatch.setattr(audit, "OWN_PROCESS_ROWS", 0)
+    run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="packed", workers=2)
+    assert packed == [True]
+    with Warehouse(wh_path, read_only=True) as wh:
+        assert wh.engine_status("packed")["cst"]["status"] == "succeeded"
+        assert wh.run("packed")["model_fingerprint"] == wh.run("here")["model_fingerprint"] is not None
+        for table in ("cst_claims", "cst_summary"):
+            a, b = (wh.result(table, r).drop_columns(["run_id"]) for r in ("packed", "here"))
+            assert a.num_rows and a.equals(b), table

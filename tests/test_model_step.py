@@ -13,7 +13,9 @@ import yaml
 from aequum.engines.core.data import DECISION, ID, ROW, record_columns
 from aequum.engines.core.spec import SpecError, parse_spec
 from aequum.engines.generators.hmda import iter_hmda_batches
-from aequum.flows.audit import assess_model, fit_model, fit_sample, lake_blocks, load_lake, prepare_model
+from aequum.engines.core.models import model_fingerprint
+from aequum.flows.audit import (PackedModel, assess_model, fit_model, fit_sample, lake_blocks, load_lake,
+                                prepare_model)
 from aequum.flows.staging import stage
 from aequum.flows.warehouse import Warehouse
 
@@ -106,6 +108,37 @@ def test_the_model_step_in_a_process_of_its_own_is_the_step_in_place(lar, tmp_pa
     assert np.array_equal(model.score(X), child_model.score(X))
     assert child_quality.equals(quality) and child_problem == problem
     assert [m.split(" in ")[0] for m in there] == [m.split(" in ")[0] for m in here]
+    # packed, as the audit flow takes it: the same model once unpacked, its fingerprint with it
+    packed, packed_quality, _ = prepare_model(spec, SPECS, ref, lambda _m: None, packed=True)
+    assert isinstance(packed, PackedModel) and packed.fingerprint == model_fingerprint(model)
+    assert np.array_equal(packed.unpack().score(X), model.score(X)) and packed_quality.equals(quality)
+
+
+def test_the_flow_holds_a_model_made_in_its_own_process_without_torch(lar, tmp_path):
+    """The flow's process never unpickles the model (which imports torch: 0.15 GB it has no use
+    for); an engine's preparation on a worker unpacks it (``_prepare``)."""
+    import subprocess
+    import sys
+
+    spec, ref = _stage(tmp_path, _source(lar, "lar.parquet"), 1000)
+    script = f"""
+import sys
+from pathlib import Path
+from aequum.engines.core.spec import parse_spec
+from aequum.flows import audit
+from aequum.flows.staging import DatasetRef
+audit.OWN_PROCESS_ROWS = 0
+spec = parse_spec({spec.model_dump(mode="json")!r})
+ref = DatasetRef(**{ref.__dict__!r})
+model, quality, problem = audit.prepare_model(spec, Path({str(SPECS)!r}), ref, lambda _m: None, packed=True)
+assert isinstance(model, audit.PackedModel), type(model)
+assert "torch" not in sys.modules, "the flow's process imported torch"
+print(model.fingerprint)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    model, _, _ = prepare_model(spec, SPECS, ref, lambda _m: None)
+    assert done.stdout.strip().splitlines()[-1] == model_fingerprint(model)
 
 
 def test_quality_measured_in_blocks_equals_one_pass(lar, tmp_path):
