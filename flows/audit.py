@@ -243,7 +243,8 @@ class PackedModel:
     it to the engines, which unpack it where they run (:func:`_prepare`), and records its
     fingerprint, without unpickling it itself: unpickled, the surrogate imports torch into a
     process with no use for it (0.15 GB of the flow's process at 1M HMDA records, held through
-    every engine and the write)."""
+    every engine and the write). The pickle is the run's own, passed between its processes as
+    Dask passes every task's arguments; it is never written to or read from a file."""
 
     payload: bytes
     fingerprint: str
