@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from aequum.engines.core.data import DECISION, ID, LABEL, ROW, AuditData, group_column, record_columns
+from aequum.engines.core.data import DECISION, ID, LABEL, ROW, AuditData, group_column, is_text, record_columns
 from aequum.engines.core.engine import (Section, assemble, conform, declared_columns, declared_rows, run_piece,
                                         run_rounds, spill)
 from aequum.engines.core.model_quality import QUALITY, degenerate, model_quality
@@ -204,7 +204,7 @@ def _read_schema(stored: pa.Schema) -> pa.Schema:
 
 def _encoded(field: pa.Field) -> bool:
     """Whether :func:`load_lake` reads a staged column dictionary-encoded: text other than the ids."""
-    return field.name != ID and (pa.types.is_string(field.type) or pa.types.is_large_string(field.type))
+    return field.name != ID and is_text(field.type)
 
 
 def lake_blocks(lake_path: str, columns: list[str], rows: int = 1_000_000) -> Iterator[pa.Table]:

@@ -22,6 +22,7 @@ from typing import TypeVar
 import duckdb
 import pyarrow as pa
 
+from aequum.engines.core.data import is_text
 from aequum.engines.core.spec import Source
 from aequum.flows.warehouse import quote_qualified
 
@@ -357,8 +358,7 @@ def _parquet(files: list[Path], wanted: list[str] | None, batch_rows: int, dicti
     if dictionaries:
         meta = first.metadata
         leaf = {first.schema.column(i).path: i for i in range(meta.num_columns)}
-        text = [n for n in keep if n != id_column and n in leaf
-                and (pa.types.is_string(schema.field(n).type) or pa.types.is_large_string(schema.field(n).type))
+        text = [n for n in keep if n != id_column and n in leaf and is_text(schema.field(n).type)
                 and all(meta.row_group(g).column(leaf[n]).has_dictionary_page for g in range(meta.num_row_groups))]
     target = pa.schema([pa.field(n, pa.dictionary(pa.int32(), schema.field(n).type) if n in text
                                  else schema.field(n).type) for n in keep])

@@ -32,6 +32,11 @@ from aequum.engines.core.spec import AuditSpec
 ID, ROW, DECISION, LABEL = "_id", "_row", "_decision", "_label"
 
 
+def is_text(dtype: pa.DataType) -> bool:
+    """Whether an Arrow type holds text (Arrow's two string layouts)."""
+    return pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
+
+
 def group_column(attribute: str) -> str:
     """The staged column holding the 0/1 group of a protected attribute."""
     return f"_g_{attribute}"

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from aequum.engines.core.data import DECISION, ID, LABEL, ROW, group_column
+from aequum.engines.core.data import DECISION, ID, LABEL, ROW, group_column, is_text
 from aequum.engines.core.spec import AuditSpec, Feature
 
 QUARANTINE_SCHEMA = pa.schema([
@@ -80,8 +80,7 @@ def _frame(batch: pa.RecordBatch | pa.Table, names: list[str]) -> tuple[pl.DataF
     done = []
     for c in dict.fromkeys(names):
         column = table[c]
-        if not (pa.types.is_dictionary(column.type) and (pa.types.is_string(column.type.value_type)
-                                                          or pa.types.is_large_string(column.type.value_type))):
+        if not (pa.types.is_dictionary(column.type) and is_text(column.type.value_type)):
             continue
         plain, text, number = [], [], []
         for chunk in column.chunks:
