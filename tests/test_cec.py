@@ -13,7 +13,7 @@ from aequum.engines.core.models import LinearRule, TorchMLP
 from aequum.engines.core.spec import SpecError, parse_spec
 from aequum.engines.matching.attributions import attribute_pairs, completeness_error
 from aequum.engines.matching.cec_engine import CECEngine
-from aequum.engines.matching.cec_matching import match, standardise
+from aequum.engines.matching.cec_matching import Standardised, baselines, column_baselines, match, standardise
 from aequum.engines.matching.cec_params import CECParams
 from aequum.engines.matching.cec_scores import delta_cec, regimes
 
@@ -372,6 +372,35 @@ def test_a_model_that_is_not_differentiable_is_refused():
 def test_standardise_uses_the_audited_records():
     X = np.array([[1.0, 5.0], [3.0, 5.0]])
     assert np.allclose(standardise(X), [[-1, 0], [1, 0]])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rows_standardised_on_demand_equal_the_whole_matrix_bit_for_bit(seed):
+    """Matching reads z-scores of the rows it needs (Standardised): they must be the very bits
+    standardise gives the whole matrix, a constant column included (σ = 0 -> 1)."""
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([rng.lognormal(4, 1, 5000), rng.normal(0, 1e-3, 5000), np.full(5000, 7.0),
+                         rng.integers(0, 19, 5000).astype(float)])
+    whole = standardise(X.copy())
+    lazy = Standardised(X)
+    rows = rng.choice(5000, 900, replace=False)
+    assert np.array_equal(lazy[rows], whole[rows])
+    assert np.array_equal(lazy[np.sort(rows)], whole[np.sort(rows)])
+    assert np.array_equal(lazy[np.arange(5000)], whole)
+    assert np.array_equal(lazy.raw, X)  # the raw values are kept as they are
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_baselines_gathered_a_column_at_a_time_equal_the_matrix_mean_bit_for_bit(seed):
+    rng = np.random.default_rng(seed)
+    M = np.column_stack([rng.lognormal(4, 1, 20000), rng.normal(size=20000), rng.integers(0, 2, 20000)])
+    group = rng.choice([-1, 0, 1], 20000, p=[0.2, 0.5, 0.3]).astype(np.int8)
+    stratum = rng.integers(0, 2, 20000).astype(np.int8)
+    got = column_baselines(lambda j: np.ascontiguousarray(M[:, j]), 3, group, stratum)
+    assert set(got) == {(s, a) for s in (0, 1) for a in (0, 1)}
+    for (s, a), b in got.items():
+        assert np.array_equal(b, M[(group == a) & (stratum == s)].mean(axis=0))
+    assert all(np.array_equal(got[k], v) for k, v in baselines(M, group, stratum).items())
 
 
 # ---- HMDA: the surrogate of a generated LAR ------------------------------------------------

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from aequum.engines.core.data import ROW, record_columns, record_ids
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.matching.attributions import attribute_pairs, normalise, score_function
-from aequum.engines.matching.cec_matching import Matches, baselines, match, standardise
+from aequum.engines.matching.cec_matching import Matches, Standardised, column_baselines, match
 from aequum.engines.matching.cec_params import CECParams
 from aequum.engines.matching.cec_scores import (FEATURES, PAIRS, REGIME_SHARES, SUMMARY, delta_cec,
                                          feature_sums, features_table, regimes, summaries)
@@ -123,13 +123,14 @@ class CECEngine:
             raise ValueError(f"engines.cec.features: {int(missing.sum())} record(s) have missing merit "
                              f"values (e.g. record {ids[int(order[np.argmax(missing)])].as_py()!r})")
         del missing
-        Z = standardise(merit_values, overwrite=True)
-        # the merit features only matching reads, and the row numbers, go (from the engine's view)
-        data.let_go([*(f for f in merit if f not in names), ROW])
+        # the merit features are held once, raw: matching standardises the rows it reads and the
+        # model inputs among them are read from there; their staged columns (and the row numbers) go
+        Z = Standardised(merit_values)
+        data.let_go([*merit, ROW])
         stratum = np.asarray(stratum)[order].astype(np.int8)
 
-        # every unit is matched before the model inputs are built: the matching's indices and
-        # the inputs of every record (10M records × inputs each) are never held together
+        # every unit is matched before the model inputs are gathered: the matching's indices and
+        # the inputs of the records (10M records × inputs each) are never held together
         matched, population = [], {}
         for attrs in [[p.name] for p in spec.protected] + [list(g) for g in params.intersections]:
             label = "&".join(attrs)
@@ -143,12 +144,17 @@ class CECEngine:
             population[label] = {"all": len(unit_rows), "protected": int((group == 1).sum()),
                                  "reference": int((group == 0).sum())}
             matched.append((label, group, len(unit_rows), match(Z, group, stratum, params.max_distance, factual)))
-        del Z, merit_values
+        del Z
 
-        inputs = data.feature_values(names, rows=order)
+        # model input j of every record in canonical order: a merit feature's column of the merit
+        # values, any other input computed once (e.g. a group indicator)
+        others = {f: data.column_values(f)[order] for f in names if f not in merit}
+        def column(j: int) -> np.ndarray:
+            return merit_values[:, merit.index(names[j])] if names[j] in merit else others[names[j]]
+
         units, notes = [], {}
         for label, group, n_unit, m in matched:
-            b = baselines(inputs, group, stratum)
+            b = column_baselines(column, len(names), group, stratum)
             base = np.stack([b[(int(s), int(a))] for s, a in zip(m.stratum, m.group)]) \
                 if len(m) else np.empty((0, len(names)))
             note = []
@@ -166,8 +172,11 @@ class CECEngine:
             notes[label] = "; ".join(note)
             units.append(Unit(label, m, base))
         del matched
-        keep = _involved(units, len(inputs))
-        inputs = inputs[keep]
+        keep = _involved(units, len(order))
+        inputs = np.empty((len(keep), len(names)))
+        for j in range(len(names)):
+            inputs[:, j] = column(j)[keep]
+        del merit_values, others
         decision = np.asarray(data.model.decide(inputs)).astype(np.int8)
         return State(record_ids(ids, order[keep]), inputs, decision, units, names,
                      partition_by, notes, population, params, data.model)

@@ -41,15 +41,44 @@ def standardise(X: np.ndarray, reference: np.ndarray | None = None, overwrite: b
     ``X``'s own memory (a float64 matrix the caller no longer needs: 10M records × F)."""
     X = np.asarray(X, dtype=np.float64)
     R = X if reference is None else np.asarray(reference, dtype=np.float64)
+    mean, scale = _z_statistics(R)
+    return _z(np.subtract(X, mean, out=X if overwrite else None), scale)
+
+
+def _z_statistics(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mean, sd = R.mean(axis=0), R.std(axis=0)
-    Z = np.subtract(X, mean, out=X if overwrite else None)
-    Z /= np.where(sd > 0, sd, 1.0)  # in place: one matrix of temporaries fewer
-    return Z
+    return mean, np.where(sd > 0, sd, 1.0)
+
+
+def _z(centred: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    centred /= scale  # in place: one matrix of temporaries fewer
+    return centred
+
+
+class Standardised:
+    """:func:`standardise` of ``X`` (the records' raw merit values), computed for the rows asked
+    for: ``Z[rows]`` equals ``standardise(X)[rows]`` bit for bit (the same statistics, the same
+    elementwise steps), while the records' raw values are all that is held. At 10M HMDA records
+    matching then holds one matrix of merit values instead of the z-scores beside the raw
+    columns the model inputs are later built from."""
+
+    def __init__(self, X: np.ndarray):
+        self.raw = np.asarray(X, dtype=np.float64)
+        self.mean, self.scale = _z_statistics(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        """The z-scores of the records at positions ``rows`` (integers or a mask)."""
+        rows = np.asarray(rows)
+        picked = self.raw.take(np.flatnonzero(rows) if rows.dtype == bool else rows, axis=0)  # a copy
+        return _z(np.subtract(picked, self.mean, out=picked), self.scale)
 
 
 def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: float = 0.0,
           factual: np.ndarray | None = None) -> Matches:
-    """Algorithm 1 on standardised merit features ``Z``.
+    """Algorithm 1 on standardised merit features ``Z`` (a matrix, or :class:`Standardised`).
 
     ``group``: 1 protected, 0 reference, -1 not in the unit (never matched nor a counterpart).
     ``stratum``: the label (or decision) per record. Queries of partition (s, a) search the
@@ -104,10 +133,20 @@ def match_to(Zq: np.ndarray, group_q: np.ndarray, stratum_q: np.ndarray, Zp: np.
 
 def baselines(M: np.ndarray, group: np.ndarray, stratum: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
     """b_{y,a}: the mean model input of the records in stratum y and group a (Principle 1)."""
+    return column_baselines(lambda j: M[:, j], M.shape[1], group, stratum)
+
+
+def column_baselines(column, width: int, group: np.ndarray, stratum: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
+    """:func:`baselines` of the model inputs whose column j is ``column(j)`` (every record), without
+    the inputs of every record as one matrix: each partition's rows are gathered a column at a
+    time into the matrix ``M[rows]`` would be, and averaged as it would be (bit for bit)."""
     out = {}
     for s in np.unique(stratum[group >= 0]):
         for a in (0, 1):
             rows = (group == a) & (stratum == s)
             if rows.any():
-                out[(int(s), a)] = M[rows].mean(axis=0)
+                part = np.empty((int(rows.sum()), width))
+                for j in range(width):
+                    part[:, j] = column(j)[rows]
+                out[(int(s), a)] = part.mean(axis=0)
     return out
