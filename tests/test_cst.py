@@ -293,6 +293,47 @@ def test_multiple_and_intersectional_attributes():
     assert cf["a&b"] > cf["a"] > 0  # two penalties undone at once move more decisions
 
 
+def test_counterfactuals_in_blocks_change_nothing(monkeypatch):
+    """The SCM's steps run a block of members at a time (engine._BLOCK): bit for bit the same
+    tables as one block, with a log link, a mediator, an intersection and another protected
+    attribute in the distance (its test's factual points get that column; the others share one)."""
+    import aequum.engines.matching.engine as cst
+
+    rng = np.random.default_rng(8)
+    n = 900
+    a, b = (rng.random(n) < 0.4).astype(int), (rng.random(n) < 0.5).astype(int)
+    income = np.exp(rng.normal(4, 0.5, n) - 0.3 * a - 0.2 * b)
+    debt = rng.normal(30, 5, n) + 0.05 * income + 3 * a
+    spec = parse_spec({
+        "name": "w", "source": {"kind": "csv", "path": "w.csv", "id_column": "id"},
+        "protected": [{"name": "a", "column": "a", "protected_values": [1], "reference_values": [0]},
+                      {"name": "b", "column": "b", "protected_values": [1], "reference_values": [0]}],
+        "model": {"kind": "linear", "features": ["income", "debt"],
+                  "coefficients": {"income": 0.05, "debt": -0.1}, "intercept": 0.0, "use_for_decisions": True},
+        "features": [{"name": "income"}, {"name": "debt"}],
+        "scm": {"equations": [{"target": "income", "parents": ["a", "b"], "link": "log"},
+                              {"target": "debt", "parents": ["a", "income"]}]},
+        "engines": {"run": ["cst"], "cst": {"k": [10], "intersections": [["a", "b"]], "evidence": "all",
+                                            "protected_in_distance": ["b"]}},
+    })
+    table = pa.table({"_id": [f"r{i}" for i in range(n)], "_row": np.arange(n), "_g_a": pa.array(a, pa.int8()),
+                      "_g_b": pa.array(b, pa.int8()), "income": income, "debt": debt})
+    data = AuditData(spec, table, {}, LinearRule({"income": 0.05, "debt": -0.1}, 0.0))
+    for mediators in ([], ["income"]):
+        params = spec.engines.cst.model_copy(update={"mediators": mediators})
+        whole = run_serial(CSTEngine(), data, params)
+        monkeypatch.setattr(cst, "_BLOCK", 7)
+        blocks = run_serial(CSTEngine(), data, params)
+        tests = CSTEngine().prepare(data, params).tests
+        monkeypatch.undo()
+        assert whole["cst_claims"].num_rows > 0
+        for name, t in whole.items():
+            assert t.equals(blocks[name]), (mediators, name)
+        by = {t.attribute: t.factual for t in tests}
+        assert by["a"].nominal.shape == (n, 1) and by["b"].nominal.shape == (n, 0)
+        assert by["b"] is by["a&b"] and np.array_equal(by["a"].metric, by["b"].metric)
+
+
 def test_surrogate_disagreements_are_not_counterfactual_effects():
     data = world("unaffected", n=400)
     # a "surrogate" that disagrees with the recorded decisions on everything but reads no
