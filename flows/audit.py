@@ -104,6 +104,16 @@ class _SpooledTables(Mapping):
             return self.tables[name]
         return pa.concat_tables([pq.read_table(f) for f in self.files[name]])
 
+    def __contains__(self, name: object) -> bool:  # without reading the table
+        return name in self.tables or name in self.files
+
+    def column(self, name: str, column: str) -> pa.ChunkedArray:
+        """One column of a table, only that column read from its files."""
+        if name in self.tables:
+            return self.tables[name][column]
+        return pa.chunked_array([c for f in self.files[name] for c in pq.read_table(f, columns=[column])[column].chunks],
+                                pq.read_schema(self.files[name][0]).field(column).type)
+
     def __iter__(self):
         return iter({**self.tables, **self.files})
 

@@ -106,6 +106,32 @@ def test_truth_spec_fields_are_checked(tmp_path):
         load_truth(spec, tmp_path)
 
 
+def test_only_the_scored_records_of_a_truth_file_are_read(tmp_path):
+    """score_run reads the truth of the records some finding names (a 10M-record truth is not
+    held for 0.16M scored): Parquet with integer ids and CSV score as the whole truth does, a
+    duplicate id among records no engine examined does not matter, one among them is an error."""
+    claims = _claims([("0", "ST", 15, True, True), ("1", "ST", 15, True, False), ("3", "ST", 15, False, None),
+                      ("0", "CF", 0, True, None), ("1", "CF", 0, False, None), ("3", "CF", 0, True, None)])
+    harmed = [True, False, True, True, False, True, False, True, False, True]
+    total = [True, True, None, False, True, False, True, False, True, False]
+    whole = detection_table({"cst": {"cst_claims": claims}},
+                            GroundTruth(np.arange(10).astype(str), np.array(harmed), {"race": pa.array(total, pa.bool_())}))
+    truth = pa.table({"id": list(range(10)) + [7], "harmed": harmed + [True], "tot": total + [None]})
+    outcome = EngineOutcome("cst", "succeeded", 0.0, 1, {"cst_claims": claims}, {"cst_claims": CLAIMS})
+    for name, write in (("t.parquet", lambda t, p: pq.write_table(t, p)),
+                        ("t.csv", lambda t, p: pl.from_arrow(t).write_csv(p))):
+        write(truth, tmp_path / name)
+        spec = load_spec(_hmda_spec(tmp_path, path=name, direct="harmed", total={"race": "tot"}))
+        assert score_run(spec, tmp_path, [outcome], lambda _m: None).equals(whole), name
+        assert score_run(spec, tmp_path, [outcome.spool(tmp_path / f"spool_{name}")], lambda _m: None).equals(whole), name
+        read = load_truth(spec, tmp_path, pa.array(["3", "1"]))
+        assert sorted(read.frame["record_id"].to_list()) == ["1", "3"]
+    pq.write_table(pa.table({"id": ["0", "1", "3", "3"], "harmed": [True] * 4}), tmp_path / "d.parquet")
+    spec = load_spec(_hmda_spec(tmp_path, path="d.parquet", direct="harmed"))
+    with pytest.raises(ValueError, match="duplicate ids"):
+        score_run(spec, tmp_path, [outcome], lambda _m: None)
+
+
 def test_generated_hmda_is_scored_against_its_own_truth(tmp_path):
     """The generated source's truth is its generator's; the table agrees with a direct join, and
     a named truth file (the same truth, written by ``aequum generate``) gives the same table."""
