@@ -96,6 +96,23 @@ def test_a_layer_other_than_linear_or_relu_is_named():
 
 # -- bad input ----------------------------------------------------------------------------
 
+def test_a_missing_model_input_names_the_first_record_and_input():
+    """Checked a column at a time, the error still names the first record in staged order with
+    a missing input and, in it, the first such input; the sampled inputs equal the records'."""
+    data = audit_data(mlp(), sample=40, sample_seed=1)
+    x1, x2 = data.table["x1"].to_numpy().copy(), data.table["x2"].to_numpy().copy()
+    x2[30], x1[57], x2[57], x1[90] = np.nan, np.nan, np.nan, np.nan
+    for cols, record, name in (((x1, x2), "r0030", "x2"), ((x1, np.where(np.arange(160) == 30, 0.0, x2)), "r0057", "x1")):
+        table = data.table.set_column(data.table.schema.get_field_index("x1"), "x1", pa.array(cols[0]))
+        table = table.set_column(table.schema.get_field_index("x2"), "x2", pa.array(cols[1]))
+        with pytest.raises(ValueError, match=f"record '{record}': model input '{name}' is missing"):
+            PBAEngine().prepare(AuditData(data.spec, table, data.categories, data.model), data.spec.engines.pba)
+    state = PBAEngine().prepare(data, data.spec.engines.pba)
+    everyone = data.feature_values(list(state.net.feature_names))
+    position = {r: i for i, r in enumerate(data.table["_id"].to_pylist())}
+    assert np.array_equal(state.X, everyone[[position[r] for r in state.ids]])
+
+
 def test_sensitive_attribute_must_be_a_model_input():
     with pytest.raises(SpecError, match=r"no protected attribute \['sex'\] is a model input"):
         parse_spec(raw_spec(model_features=["x1", "x2", "cat"]))
