@@ -390,6 +390,20 @@ def test_rows_standardised_on_demand_equal_the_whole_matrix_bit_for_bit(seed):
     assert np.array_equal(lazy.raw, X)  # the raw values are kept as they are
 
 
+@pytest.mark.parametrize("n, block", [(1, 7), (5, 7), (70_001, 4096), (200_000, 1 << 16), (9_999, 10_000)])
+def test_statistics_in_blocks_equal_numpys_bit_for_bit(n, block):
+    """The merit columns' mean and σ, a block of rows at a time, are numpy's mean and std over
+    axis 0 of the whole matrix exactly (values of very different magnitudes: any other order
+    of addition would show in the last bits)."""
+    from aequum.engines.matching.cec_matching import _blocked_statistics, _z_statistics
+
+    rng = np.random.default_rng(n)
+    X = np.column_stack([rng.lognormal(4, 2, n), rng.normal(1e9, 1, n), rng.normal(0, 1e-6, n),
+                         rng.integers(0, 19, n).astype(float), np.full(n, 3.0)])
+    for got, want in zip(_blocked_statistics(X, block), _z_statistics(X)):
+        assert np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_baselines_gathered_a_column_at_a_time_equal_the_matrix_mean_bit_for_bit(seed):
     rng = np.random.default_rng(seed)

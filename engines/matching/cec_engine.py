@@ -65,6 +65,14 @@ def _stratum(data, params: CECParams) -> tuple[np.ndarray, str]:
     return data.decision, "decision"
 
 
+def _unit_group(data, attrs: list[str], order: np.ndarray) -> np.ndarray:
+    """Per record in canonical order: 1 protected in every attribute of ``attrs``, 0 reference
+    in every one, -1 otherwise (not in the unit)."""
+    prot = np.logical_and.reduce([data.groups[a][order] == 1 for a in attrs])
+    ref = np.logical_and.reduce([data.groups[a][order] == 0 for a in attrs])
+    return np.where(prot, 1, np.where(ref, 0, -1)).astype(np.int8)
+
+
 def _involved(units: list[Unit], n: int) -> np.ndarray:
     """The records some piece reads (factuals and their counterparts), in canonical order; the
     units' positions are renumbered into them, so the state shipped to the workers holds those
@@ -134,16 +142,15 @@ class CECEngine:
         matched, population = [], {}
         for attrs in [[p.name] for p in spec.protected] + [list(g) for g in params.intersections]:
             label = "&".join(attrs)
-            prot = np.logical_and.reduce([data.groups[a][order] == 1 for a in attrs])
-            ref = np.logical_and.reduce([data.groups[a][order] == 0 for a in attrs])
-            group = np.where(prot, 1, np.where(ref, 0, -1)).astype(np.int8)
+            group = _unit_group(data, attrs, order)
             unit_rows = np.flatnonzero(group >= 0)
             factual = unit_rows if params.sample is None else stratified_sample(
                 unit_rows, stratum[unit_rows].astype(np.int64) * 2 + group[unit_rows], params.sample,
                 params.sample_seed)
             population[label] = {"all": len(unit_rows), "protected": int((group == 1).sum()),
                                  "reference": int((group == 0).sum())}
-            matched.append((label, group, len(unit_rows), match(Z, group, stratum, params.max_distance, factual)))
+            matched.append((label, attrs, len(unit_rows), match(Z, group, stratum, params.max_distance, factual)))
+            del group  # made again for the baselines: not one per unit held through the matching
         del Z
 
         # model input j of every record in canonical order: a merit feature's column of the merit
@@ -153,8 +160,8 @@ class CECEngine:
             return merit_values[:, merit.index(names[j])] if names[j] in merit else others[names[j]]
 
         units, notes = [], {}
-        for label, group, n_unit, m in matched:
-            b = column_baselines(column, len(names), group, stratum)
+        for label, attrs, n_unit, m in matched:
+            b = column_baselines(column, len(names), _unit_group(data, attrs, order), stratum)
             base = np.stack([b[(int(s), int(a))] for s, a in zip(m.stratum, m.group)]) \
                 if len(m) else np.empty((0, len(names)))
             note = []

@@ -46,7 +46,28 @@ def standardise(X: np.ndarray, reference: np.ndarray | None = None, overwrite: b
 
 
 def _z_statistics(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The columns' mean and standard deviation (σ = 0 -> 1) of a records × features matrix."""
     mean, sd = R.mean(axis=0), R.std(axis=0)
+    return mean, np.where(sd > 0, sd, 1.0)
+
+
+def _row_sum(rows, width: int) -> np.ndarray:
+    """Σ over the rows of the blocks ``rows`` yields, added in row order: numpy's sum over
+    axis 0 of a C-ordered matrix adds its rows one after another, so the blocks' sum is the
+    whole matrix's bit for bit (``_blocked_statistics`` is tested against ``_z_statistics``)."""
+    total = None
+    for block in rows:
+        total = block.sum(axis=0) if total is None else np.add.reduce(np.vstack([total[None], block]), axis=0)
+    return np.zeros(width) if total is None else total
+
+
+def _blocked_statistics(R: np.ndarray, block: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_z_statistics` a block of rows at a time: numpy's ``std`` squares the deviations
+    of the whole matrix at once (at 10M HMDA records, 0.34 GB beside the merit values)."""
+    n, width = R.shape
+    mean = _row_sum((R[s:s + block] for s in range(0, n, block)), width) / n
+    squares = _row_sum((np.square(R[s:s + block] - mean) for s in range(0, n, block)), width)
+    sd = np.sqrt(squares / n)
     return mean, np.where(sd > 0, sd, 1.0)
 
 
@@ -63,8 +84,8 @@ class Standardised:
     columns the model inputs are later built from."""
 
     def __init__(self, X: np.ndarray):
-        self.raw = np.asarray(X, dtype=np.float64)
-        self.mean, self.scale = _z_statistics(self.raw)
+        self.raw = np.ascontiguousarray(X, dtype=np.float64)
+        self.mean, self.scale = _blocked_statistics(self.raw)
 
     def __len__(self) -> int:
         return len(self.raw)
