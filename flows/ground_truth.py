@@ -33,10 +33,11 @@ def _read(path: Path, columns: list[str], ids: pa.Array | None) -> pa.Table:
     else:
         import pyarrow.dataset as ds
 
-        have = ds.dataset(path, format="parquet").schema.names
+        dataset = ds.dataset(path, format="parquet")
+        have = dataset.schema.names
         read = [c for c in columns if c in have]  # only what is scored
         rows = ds.field(columns[0]).cast(pa.string()).isin(ids) if ids is not None and columns[0] in have else None
-        table = ds.dataset(path, format="parquet").to_table(columns=read, filter=rows)
+        table = dataset.to_table(columns=read, filter=rows)
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise SpecError(f"source.truth: column(s) {missing} are not in {path} (it has {table.column_names})")

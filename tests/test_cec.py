@@ -13,7 +13,7 @@ from aequum.engines.core.models import LinearRule, TorchMLP
 from aequum.engines.core.spec import SpecError, parse_spec
 from aequum.engines.matching.attributions import attribute_pairs, completeness_error
 from aequum.engines.matching.cec_engine import CECEngine
-from aequum.engines.matching.cec_matching import Standardised, baselines, column_baselines, match, standardise
+from aequum.engines.matching.cec_matching import Standardised, baselines, gathered_baselines, match, standardise
 from aequum.engines.matching.cec_params import CECParams
 from aequum.engines.matching.cec_scores import delta_cec, regimes
 
@@ -306,6 +306,22 @@ def test_pieces_equal_one_piece_and_row_order_does_not_matter():
     assert np.allclose(a["share_of_delta"].to_numpy(), b["share_of_delta"].to_numpy(), atol=1e-12)
 
 
+def test_model_inputs_gathered_in_blocks_change_nothing(monkeypatch):
+    """The preparation gathers the model inputs a block of records at a time
+    (cec_engine._GATHER) for the baselines and the involved records: every table is the same
+    with blocks of 7 records, with an input that is not a merit feature (the group indicator)."""
+    import aequum.engines.matching.cec_engine as engine
+
+    table = world(n=500, seed=6)
+    spec = spec_for(["x1", "x2", "p", "a"])
+    model = TorchMLP(["x1", "x2", "p", "a"], [8], 1)
+    whole, _ = cec(table, spec, model)
+    monkeypatch.setattr(engine, "_GATHER", 7)
+    blocks, _ = cec(table, spec, model)
+    for name, t in whole.items():
+        assert t.equals(blocks[name]), name
+
+
 def test_intersections_and_no_label_partition_by_decision():
     table = world(n=300, seed=5).drop_columns(["_label"])
     rng = np.random.default_rng(5)
@@ -405,12 +421,12 @@ def test_statistics_in_blocks_equal_numpys_bit_for_bit(n, block):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_baselines_gathered_a_column_at_a_time_equal_the_matrix_mean_bit_for_bit(seed):
+def test_baselines_of_gathered_rows_equal_the_matrix_mean_bit_for_bit(seed):
     rng = np.random.default_rng(seed)
     M = np.column_stack([rng.lognormal(4, 1, 20000), rng.normal(size=20000), rng.integers(0, 2, 20000)])
     group = rng.choice([-1, 0, 1], 20000, p=[0.2, 0.5, 0.3]).astype(np.int8)
     stratum = rng.integers(0, 2, 20000).astype(np.int8)
-    got = column_baselines(lambda j: np.ascontiguousarray(M[:, j]), 3, group, stratum)
+    got = gathered_baselines(lambda rows: np.column_stack([M[rows, j] for j in range(3)]), group, stratum)
     assert set(got) == {(s, a) for s in (0, 1) for a in (0, 1)}
     for (s, a), b in got.items():
         assert np.array_equal(b, M[(group == a) & (stratum == s)].mean(axis=0))

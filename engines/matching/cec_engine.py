@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from aequum.engines.core.data import ROW, record_columns, record_ids
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.matching.attributions import attribute_pairs, normalise, score_function
-from aequum.engines.matching.cec_matching import Matches, Standardised, column_baselines, match
+from aequum.engines.matching.cec_matching import Matches, Standardised, gathered_baselines, match
 from aequum.engines.matching.cec_params import CECParams
 from aequum.engines.matching.cec_scores import (FEATURES, PAIRS, REGIME_SHARES, SUMMARY, delta_cec,
                                          feature_sums, features_table, regimes, summaries)
@@ -65,9 +65,14 @@ def _stratum(data, params: CECParams) -> tuple[np.ndarray, str]:
     return data.decision, "decision"
 
 
+_GATHER = 1 << 18  # records whose model inputs are gathered at a time
+
+
 def _unit_group(data, attrs: list[str], order: np.ndarray) -> np.ndarray:
     """Per record in canonical order: 1 protected in every attribute of ``attrs``, 0 reference
     in every one, -1 otherwise (not in the unit)."""
+    if len(attrs) == 1:  # the attribute's own groups
+        return data.groups[attrs[0]][order].astype(np.int8, copy=False)
     prot = np.logical_and.reduce([data.groups[a][order] == 1 for a in attrs])
     ref = np.logical_and.reduce([data.groups[a][order] == 0 for a in attrs])
     return np.where(prot, 1, np.where(ref, 0, -1)).astype(np.int8)
@@ -153,15 +158,23 @@ class CECEngine:
             del group  # made again for the baselines: not one per unit held through the matching
         del Z
 
-        # model input j of every record in canonical order: a merit feature's column of the merit
-        # values, any other input computed once (e.g. a group indicator)
+        # the model inputs of records (positions in canonical order): a merit feature's column
+        # from the merit values (their rows gathered at once), any other input computed once for
+        # every record (e.g. a group indicator)
         others = {f: data.column_values(f)[order] for f in names if f not in merit}
-        def column(j: int) -> np.ndarray:
-            return merit_values[:, merit.index(names[j])] if names[j] in merit else others[names[j]]
+
+        def gather(rows: np.ndarray) -> np.ndarray:
+            out = np.empty((len(rows), len(names)))
+            for s in range(0, len(rows), _GATHER):  # a block of rows of the merit values at a time
+                block = rows[s:s + _GATHER]
+                picked = merit_values.take(block, axis=0)
+                for j, f in enumerate(names):
+                    out[s:s + _GATHER, j] = picked[:, merit.index(f)] if f in merit else others[f][block]
+            return out
 
         units, notes = [], {}
         for label, attrs, n_unit, m in matched:
-            b = column_baselines(column, len(names), _unit_group(data, attrs, order), stratum)
+            b = gathered_baselines(gather, _unit_group(data, attrs, order), stratum)
             base = np.stack([b[(int(s), int(a))] for s, a in zip(m.stratum, m.group)]) \
                 if len(m) else np.empty((0, len(names)))
             note = []
@@ -180,9 +193,7 @@ class CECEngine:
             units.append(Unit(label, m, base))
         del matched
         keep = _involved(units, len(order))
-        inputs = np.empty((len(keep), len(names)))
-        for j in range(len(names)):
-            inputs[:, j] = column(j)[keep]
+        inputs = gather(keep)
         del merit_values, others
         decision = np.asarray(data.model.decide(inputs)).astype(np.int8)
         return State(record_ids(ids, order[keep]), inputs, decision, units, names,

@@ -154,20 +154,18 @@ def match_to(Zq: np.ndarray, group_q: np.ndarray, stratum_q: np.ndarray, Zp: np.
 
 def baselines(M: np.ndarray, group: np.ndarray, stratum: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
     """b_{y,a}: the mean model input of the records in stratum y and group a (Principle 1)."""
-    return column_baselines(lambda j: M[:, j], M.shape[1], group, stratum)
+    return gathered_baselines(lambda rows: M[rows], group, stratum)
 
 
-def column_baselines(column, width: int, group: np.ndarray, stratum: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
-    """:func:`baselines` of the model inputs whose column j is ``column(j)`` (every record), without
-    the inputs of every record as one matrix: each partition's rows are gathered a column at a
-    time into the matrix ``M[rows]`` would be, and averaged as it would be (bit for bit)."""
+def gathered_baselines(gather, group: np.ndarray, stratum: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
+    """:func:`baselines` of the model inputs that ``gather(rows)`` gives for the records at
+    positions ``rows`` (a C-ordered matrix, the rows of ``M``), so that the inputs of every
+    record are never one matrix: each partition's rows are gathered and averaged as ``M[rows]``
+    would be (bit for bit)."""
     out = {}
     for s in np.unique(stratum[group >= 0]):
         for a in (0, 1):
-            rows = (group == a) & (stratum == s)
-            if rows.any():
-                part = np.empty((int(rows.sum()), width))
-                for j in range(width):
-                    part[:, j] = column(j)[rows]
-                out[(int(s), a)] = part.mean(axis=0)
+            rows = np.flatnonzero((group == a) & (stratum == s))
+            if len(rows):
+                out[(int(s), a)] = gather(rows).mean(axis=0)
     return out
