@@ -169,8 +169,8 @@ class PBAEngine:
         keep = np.unique(np.concatenate([u.rows for u in units]))
         X = data.feature_values(names, rows=keep)
         for u in units:
-            u.box.check_inside(X[np.searchsorted(keep, u.rows)], record_ids(ids, u.rows))
-            u.rows = np.searchsorted(keep, u.rows)
+            u.rows = np.searchsorted(keep, u.rows)  # positions in the state's records
+            u.box.check_inside(X[u.rows], record_ids(ids, keep[u.rows]))
         return State(net, X, record_ids(ids, keep), truth[keep].astype(np.int8), units, params)
 
     def pieces(self, state: State) -> list[tuple[int, int, int]]:
