@@ -10,6 +10,14 @@ The installed package is this repository's root: ``aequum.engines`` (pure comput
 runs the same staging, model and engines as ``aequum audit``, in-process (no Prefect server,
 no Dask cluster), and returns every result table as a polars DataFrame.
 """
-from aequum.flows.notebook import audit
-
 __all__ = ["audit"]
+
+
+def __getattr__(name: str):
+    """``aequum.audit``, imported on first use (PEP 562): importing ``aequum`` for the command
+    line or an engine then does not import the notebook's polars, staging and model step."""
+    if name == "audit":
+        from aequum.flows.notebook import audit
+
+        return audit
+    raise AttributeError(f"module 'aequum' has no attribute {name!r}")

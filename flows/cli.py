@@ -14,12 +14,7 @@ import tempfile
 from importlib import import_module
 from pathlib import Path
 
-from aequum.engines.core.models import ModelError
-from aequum.engines.core.spec import SpecError
-from aequum.engines.core.validation import SourceSchemaError
-from aequum.flows.readers import SourceError
-from aequum.flows.staging import DEFAULT_LAKE, IngestError
-from aequum.flows.warehouse import DEFAULT_WAREHOUSE, WarehouseError
+from aequum.flows.paths import DEFAULT_LAKE, DEFAULT_WAREHOUSE
 
 BENCHMARKS = {
     "ingest": "aequum.flows.bench_ingest",
@@ -31,8 +26,20 @@ BENCHMARKS = {
     "detection": "aequum.flows.bench_detection",
     "audit": "aequum.flows.bench_audit",
 }
-USER_ERRORS = (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError,
-               FileNotFoundError)
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The errors a user can act on: one line and exit 2. Imported when an error comes, not
+    when the command starts (they pull in DuckDB, Arrow, polars and pydantic: about 1.5 s
+    before ``aequum audit`` could start Prefect's temporary API)."""
+    from aequum.engines.core.models import ModelError
+    from aequum.engines.core.spec import SpecError
+    from aequum.engines.core.validation import SourceSchemaError
+    from aequum.flows.readers import SourceError
+    from aequum.flows.staging import IngestError
+    from aequum.flows.warehouse import WarehouseError
+
+    return SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError, FileNotFoundError
 
 
 def _prefect_env() -> None:
@@ -276,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except USER_ERRORS as exc:
+    except Exception as exc:
+        if not isinstance(exc, user_errors()):
+            raise
         print(f"aequum: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -37,11 +37,11 @@ from aequum.engines.core.data import DECISION, ID, LABEL, ROW, group_column
 from aequum.engines.core.spec import AuditSpec
 from aequum.engines.core.validation import QUARANTINE_SCHEMA, check_columns, validate_batch
 from aequum.flows.lake_writer import PartitionedWriter
+from aequum.flows.paths import DEFAULT_LAKE
 from aequum.flows.readers import open_source, read_ahead, source_stamp
 from aequum.flows.warehouse import (Warehouse, load_sql, process_alive, quote_ident, staged_table,
                                     this_process)
 
-DEFAULT_LAKE = Path("data/lake")
 
 
 class IngestError(ValueError):

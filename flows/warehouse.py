@@ -19,8 +19,9 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from aequum.flows.paths import DEFAULT_WAREHOUSE
+
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
-DEFAULT_WAREHOUSE = Path("data/warehouse/aequum.duckdb")
 _TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _VERSION = re.compile(r"^[0-9a-f]{16}$")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")

@@ -1,6 +1,9 @@
 """The command line: clean one-line errors for user mistakes, generate/ingest/runs/show work."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import yaml
 import pyarrow.parquet as pq
 import pytest
@@ -109,3 +112,47 @@ def test_the_command_exits_with_mains_code_and_all_its_output(tmp_path):
     crash = aequum(code="import sys; from aequum.flows import cli; "
                         "cli.main = lambda: 1 / 0; cli.program()")
     assert crash.returncode == 1 and "ZeroDivisionError" in crash.stderr
+
+
+def test_the_command_line_starts_without_the_data_libraries():
+    """``aequum`` parses its arguments before importing DuckDB, Arrow, polars, pydantic or
+    Prefect (they cost about 1.5 s, before ``audit`` could start Prefect's temporary API, and
+    made ``aequum --help`` take as long); ``aequum.audit`` is still there, imported on use."""
+    code = """
+import sys
+import aequum.flows.cli as cli
+cli.parser().parse_args(["audit", "--spec", "x.yaml"])
+heavy = sorted(m for m in ("duckdb", "pyarrow", "polars", "pydantic", "prefect", "numpy", "distributed") if m in sys.modules)
+assert not heavy, heavy
+import aequum
+assert callable(aequum.audit) and aequum.audit.__module__ == "aequum.flows.notebook"
+try:
+    aequum.nothing
+except AttributeError as exc:
+    assert "nothing" in str(exc)
+else:
+    raise AssertionError("aequum.nothing resolved")
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr[-2000:]
+
+
+def test_a_user_error_is_one_line_and_a_bug_a_traceback(tmp_path, capsys, monkeypatch):
+    """The user errors are imported when an error comes: one still ends in one line and exit
+    2; any other exception still propagates."""
+    import argparse
+
+    import aequum.flows.cli as cli
+
+    assert main(["audit", "--spec", str(tmp_path / "missing.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "missing.yaml" in err
+
+    class Parsed:
+        def parse_args(self, argv):
+            return argparse.Namespace(func=lambda _args: 1 / 0)
+
+    monkeypatch.setattr(cli, "parser", Parsed)
+    with pytest.raises(ZeroDivisionError):
+        cli.main([])
