@@ -17,7 +17,10 @@ it stands), each measurement in a fresh process so that its peak memory is its o
   wall time from the command's start to its exit, with Prefect's temporary server and a new
   local cluster, with a Prefect server already running (``PREFECT_API_URL``), and with a
   running Prefect server and Dask cluster (``AEQUUM_DASK_ADDRESS``, as a deployment has them),
-  fastest of three each, alternated.
+  fastest of three each, alternated; beside them, in the same run, the floors of those
+  set-ups on this machine (:func:`start_floors`): Prefect's temporary API alone from its
+  start to its first answer, a fresh process starting the local cluster of an audit until its
+  workers are ready, and a fresh process importing the flow's modules.
 
 Sizes: ``--rows N [N ...]`` (default 100k and 1M; ``--quick``: 100k, no end to end).
 """
@@ -165,6 +168,9 @@ def fixed_cost(tmp: Path) -> dict:
     raw["source"]["rows"] = 1000
     spec = tmp / "loan_small.yaml"
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    from aequum.flows.cli import _prefect_env
+
+    _prefect_env()  # the command line's Prefect settings (its PREFECT_HOME) for every server here
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "AEQUUM_DASK_ADDRESS")}
     env["PREFECT_LOGGING_LEVEL"] = "WARNING"
 
@@ -193,7 +199,49 @@ def fixed_cost(tmp: Path) -> dict:
         server.stop()
         cluster.close()
     return {"temporary_server_s": min(times["temporary"]), "running_server_s": min(times["running"]),
-            "running_server_and_cluster_s": min(times["running_cluster"]), "runs": times}
+            "running_server_and_cluster_s": min(times["running_cluster"]), "runs": times,
+            **start_floors(env)}
+
+
+_CLUSTER_START = (
+    "from distributed import Client, LocalCluster\n"
+    "cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=':0', "
+    "preload=['aequum.flows.audit'])\n"
+    "Client(cluster).wait_for_workers(2)\n"
+    "import os; os._exit(0)\n")  # the audit's own exit skips the teardown too (flows.cli: program)
+
+
+def start_floors(env: dict) -> dict:
+    """What the fixed cost of each set-up cannot go below on this machine, each the fastest of
+    ``FIXED_COST_REPEAT``: ``server_start_s``, Prefect's temporary API (as ``aequum audit``
+    starts it) from its start to its first answer (the audit with a temporary server waits for
+    it, and its process is then still starting the API's services); ``cluster_start_s``, a fresh
+    Python process starting a local cluster of two workers that import the flow's modules, as
+    the audit's does, until both are ready, then exiting; ``flow_import_s``, a fresh process
+    importing the flow's modules (Prefect, Dask, the engines' core) and exiting: the audit's
+    own process does that before it can start anything."""
+    from aequum.flows.prefect_api import TemporaryAPI
+
+    def wall(code: str) -> float:
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, env=env)
+        return time.perf_counter() - t0
+
+    def server() -> float:
+        t0 = time.perf_counter()
+        api = TemporaryAPI()
+        try:
+            api.wait(120)
+            return time.perf_counter() - t0
+        finally:
+            api.stop()
+
+    floors = {"server_start_s": [], "cluster_start_s": [], "flow_import_s": []}
+    for _ in range(FIXED_COST_REPEAT):
+        floors["server_start_s"].append(server())
+        floors["cluster_start_s"].append(wall(_CLUSTER_START))
+        floors["flow_import_s"].append(wall("import aequum.flows.audit"))
+    return {name: min(times) for name, times in floors.items()}
 
 
 def run(quick: bool = False, rows: list[int] | None = None) -> list[dict]:
@@ -209,6 +257,12 @@ def run(quick: bool = False, rows: list[int] | None = None) -> list[dict]:
               f"server and a new local cluster, {cost['running_server_s']:.1f} s with a running Prefect server "
               f"(PREFECT_API_URL), {cost['running_server_and_cluster_s']:.1f} s with a running Prefect server and "
               "Dask cluster (AEQUUM_DASK_ADDRESS)", flush=True)
+        print(f"  floors on this machine (fastest of {FIXED_COST_REPEAT}): Prefect's temporary API alone, start to "
+              f"first answer {cost['server_start_s']:.1f} s; a local 2-worker cluster from a fresh process "
+              f"{cost['cluster_start_s']:.1f} s; importing the flow's modules {cost['flow_import_s']:.1f} s; "
+              f"ratios: temporary server x{cost['temporary_server_s'] / cost['server_start_s']:.2f}, running server "
+              f"x{cost['running_server_s'] / cost['cluster_start_s']:.2f}, running server and cluster "
+              f"x{cost['running_server_and_cluster_s'] / cost['flow_import_s']:.2f}", flush=True)
         results.append({"fixed_cost": cost})
         for n in sizes:
             source = generate_to_file("hmda", tmp / f"hmda_{n}.parquet", rows=n, seed=0, fmt="parquet")

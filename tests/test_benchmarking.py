@@ -25,3 +25,52 @@ def test_a_step_in_a_fresh_process_returns_its_result_or_names_its_failure():
     assert in_fresh_process("json", "loads", "[1, 2]") == [1, 2]
     with pytest.raises(RuntimeError, match=r"(?s)loads\('not json',\) failed \(exit status 1\).*JSONDecodeError"):
         in_fresh_process("json", "loads", "not json")
+
+
+def test_the_fixed_cost_floors_are_each_the_fastest_start_and_the_servers_stop(monkeypatch):
+    """``bench audit``'s floors: each the fastest of its runs; every temporary API started is
+    stopped, also when it fails to answer; the cluster's and the imports' code runs in a fresh
+    interpreter with the environment given."""
+    import itertools
+
+    from aequum.flows import bench_audit, prefect_api
+
+    clock = itertools.count()
+    monkeypatch.setattr(bench_audit.time, "perf_counter", lambda: next(clock))
+    started, stopped, ran = [], [], []
+
+    class FakeAPI:
+        def __init__(self):
+            started.append(self)
+
+        def wait(self, timeout):
+            next(clock)  # the answer takes one tick more in each run
+            for _ in range(len(started) - 1):
+                next(clock)
+            return "http://127.0.0.1:1/api"
+
+        def stop(self):
+            stopped.append(self)
+
+    def run(args, check, capture_output, env):
+        ran.append((args[0], args[1], env["MARK"]))
+        if "LocalCluster" in args[2]:
+            next(clock)
+
+    monkeypatch.setattr(prefect_api, "TemporaryAPI", FakeAPI)
+    monkeypatch.setattr(bench_audit.subprocess, "run", run)
+    floors = bench_audit.start_floors({"MARK": "x"})
+    assert floors == {"server_start_s": 2, "cluster_start_s": 2, "flow_import_s": 1}
+    assert len(started) == bench_audit.FIXED_COST_REPEAT and stopped == started
+    assert {r for r in ran} == {(sys.executable, "-c", "x")}
+    assert "wait_for_workers(2)" in bench_audit._CLUSTER_START and "aequum.flows.audit" in bench_audit._CLUSTER_START
+
+    class Silent(FakeAPI):
+        def wait(self, timeout):
+            raise RuntimeError("did not answer")
+
+    started.clear(), stopped.clear()
+    monkeypatch.setattr(prefect_api, "TemporaryAPI", Silent)
+    with pytest.raises(RuntimeError, match="did not answer"):
+        bench_audit.start_floors({"MARK": "x"})
+    assert stopped == started and len(started) == 1
