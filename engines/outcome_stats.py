@@ -22,12 +22,15 @@ from aequum.engines.core.imports import load
 
 @lru_cache(maxsize=16)  # asked for every group of a run, always at the run's one confidence
 def z_value(confidence: float) -> float:
-    """The two-sided standard-normal quantile of a confidence level (1.95996… at 0.95)."""
-    # imported at first use: the audit's process imports this module at start (through
-    # engines.detection), where scipy.stats would add its import time to every audit; and
-    # one import at a time, for other engines may be importing scipy on other threads
-    norm = load("scipy.stats").norm
-    return float(norm.ppf(1 - (1 - confidence) / 2))
+    """The two-sided standard-normal quantile of a confidence level (1.95996… at 0.95):
+    Φ⁻¹(1 − (1−c)/2) by ``scipy.special.ndtri``, the function ``scipy.stats.norm.ppf``
+    computes it with (the same value, bit for bit: tests/test_outcome_stats.py)."""
+    # imported at first use, one import at a time (other engines may be importing scipy on
+    # other threads); scipy.special alone, not scipy.stats: importing scipy.stats took 3.2 s
+    # against 1.0 s, on the worker of a small audit's outcome engine and in the flow's process
+    # for detection's intervals
+    ndtri = load("scipy.special").ndtri
+    return float(ndtri(1 - (1 - confidence) / 2))
 
 
 def wilson_interval(k: int, n: int, confidence: float) -> tuple[float | None, float | None]:
