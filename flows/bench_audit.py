@@ -160,6 +160,18 @@ def fixed_cost(tmp: Path) -> dict:
     Prefect server and Dask cluster (``AEQUUM_DASK_ADDRESS`` too, as a deployment has them);
     each the fastest of ``FIXED_COST_REPEAT`` runs, alternated. The caller's own settings of
     either are left out, so that each set-up is the one named."""
+    from unittest.mock import patch
+
+    from aequum.flows.cli import _prefect_env
+
+    # the command line's Prefect settings (its PREFECT_HOME) for every server here, and for
+    # this measurement only: the stages measured after it keep the bench process's own
+    with patch.dict(os.environ):
+        _prefect_env()
+        return _fixed_cost(tmp)
+
+
+def _fixed_cost(tmp: Path) -> dict:
     from distributed import LocalCluster
 
     from aequum.flows.prefect_api import TemporaryAPI
@@ -168,9 +180,6 @@ def fixed_cost(tmp: Path) -> dict:
     raw["source"]["rows"] = 1000
     spec = tmp / "loan_small.yaml"
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
-    from aequum.flows.cli import _prefect_env
-
-    _prefect_env()  # the command line's Prefect settings (its PREFECT_HOME) for every server here
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "AEQUUM_DASK_ADDRESS")}
     env["PREFECT_LOGGING_LEVEL"] = "WARNING"
 

@@ -159,7 +159,10 @@ def _best(repeat: int, fn: str, path: str, out: str, *args: str, cap: str) -> di
 def _caps(first: str) -> list[str]:
     """``first`` and then twice, four and eight times it (``1GB`` -> 2GB, 4GB, 8GB): the caps
     tried, in order, until the same-columns baseline runs under one."""
-    number, unit = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([A-Za-z]+)", first.strip()).groups()
+    from aequum.flows.warehouse import _memory
+
+    # the warehouse's own check of the setting first: a malformed one is named, not a crash here
+    number, unit = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([A-Za-z]+)", _memory(first)).groups()
     return [f"{float(number) * k:g}{unit}" for k in (1, 2, 4, 8)]
 
 

@@ -43,7 +43,6 @@ from aequum.flows.warehouse import (Warehouse, load_sql, process_alive, quote_id
                                     this_process)
 
 
-
 class IngestError(ValueError):
     """The ingest failed its validation policy; the message says how and where."""
 

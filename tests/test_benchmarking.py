@@ -74,3 +74,20 @@ def test_the_fixed_cost_floors_are_each_the_fastest_start_and_the_servers_stop(m
     with pytest.raises(RuntimeError, match="did not answer"):
         bench_audit.start_floors({"MARK": "x"})
     assert stopped == started and len(started) == 1
+
+
+def test_the_fixed_cost_uses_the_command_lines_prefect_settings_and_leaves_the_process_its_own(monkeypatch, tmp_path):
+    """The servers of the fixed cost run under the command line's PREFECT_HOME and logging
+    level; the stages the bench measures afterwards see the bench process's settings again."""
+    import os
+
+    from aequum.flows import bench_audit
+
+    monkeypatch.delenv("PREFECT_HOME", raising=False)
+    monkeypatch.delenv("PREFECT_LOGGING_LEVEL", raising=False)
+    seen = {}
+    monkeypatch.setattr(bench_audit, "_fixed_cost", lambda tmp: seen.update(
+        home=os.environ.get("PREFECT_HOME"), level=os.environ.get("PREFECT_LOGGING_LEVEL")) or {"ok": True})
+    assert bench_audit.fixed_cost(tmp_path) == {"ok": True}
+    assert seen["home"] and "aequum-prefect" in seen["home"] and seen["level"] == "INFO"
+    assert "PREFECT_HOME" not in os.environ and "PREFECT_LOGGING_LEVEL" not in os.environ

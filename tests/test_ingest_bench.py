@@ -116,3 +116,11 @@ def test_the_measurement_process_gets_the_cap(tmp_path):
                                     cap="1MB")
     assert bench_ingest._in_subprocess("_measure_baseline", str(path), str(tmp_path / "y"), "columns",
                                        "warehouse", cap="1GB")["rows"] == 20_000
+
+
+def test_a_malformed_cap_is_named_by_the_warehouse_check(monkeypatch):
+    from aequum.flows.warehouse import WarehouseError
+
+    assert bench_ingest._caps("1GB") == ["1GB", "2GB", "4GB", "8GB"]
+    with pytest.raises(WarehouseError, match="'lots'"):
+        bench_ingest._caps("lots")
