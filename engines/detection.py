@@ -24,8 +24,11 @@ shows (the HMDA generator's ``p_harmed*``: the Bayes posterior given the underwr
 variables, knowing the generator), ``oracle_precision`` / ``oracle_recall`` are those of
 flagging the same number of the same population by that posterior — the best any method
 reading those variables could do with as many findings, so that an engine's figures can be
-told apart from what the data allow. Pure computation over the engines' output tables and
-the truth columns; no I/O.
+told apart from what the data allow — and ``oracle_precision_half_recall`` that of flagging
+by the posterior until half of the harmed are flagged: the highest precision any method
+reading those variables can expect at recall 0.5 (ranking by the posterior maximises the
+expected number of harmed among any number flagged). Pure computation over the engines'
+output tables and the truth columns; no I/O.
 """
 from __future__ import annotations
 
@@ -46,6 +49,7 @@ DETECTION = pa.schema([
     ("base_rate", pa.float64()), ("precision", pa.float64()), ("recall", pa.float64()),
     ("f1", pa.float64()), ("note", pa.string()),
     ("oracle_precision", pa.float64()), ("oracle_recall", pa.float64()),
+    ("oracle_precision_half_recall", pa.float64()),
     ("precision_ci_low", pa.float64()), ("precision_ci_high", pa.float64()),
     ("recall_ci_low", pa.float64()), ("recall_ci_high", pa.float64()),
 ])
@@ -138,11 +142,16 @@ def _score_groups(df: pl.DataFrame, keys: list[str], flag: str, fixed: dict, eff
 
 def oracle(df: pl.DataFrame, harmed: str, posterior: str, flagged: int) -> dict[str, float | None]:
     """Precision and recall of flagging the ``flagged`` records of ``df`` with the highest
-    ``posterior`` (ties by record id), scored against ``harmed``."""
-    top = df.sort([posterior, "record_id"], descending=[True, False], nulls_last=True).head(flagged)
-    hit, total = int(top[harmed].sum()), int(df[harmed].sum())
+    ``posterior`` (ties by record id), scored against ``harmed``; and the precision of
+    flagging in that order until half of the harmed are flagged (null without harmed)."""
+    ranked = df.sort([posterior, "record_id"], descending=[True, False], nulls_last=True)[harmed]
+    hits = np.cumsum(ranked.cast(pl.Int64).to_numpy())
+    total = int(hits[-1]) if len(hits) else 0
+    hit = int(hits[flagged - 1]) if flagged else 0
+    half = int(np.searchsorted(hits, -(-total // 2))) + 1  # the fewest flagged holding half the harmed
     return {"oracle_precision": hit / flagged if flagged else None,
-            "oracle_recall": hit / total if total else None}
+            "oracle_recall": hit / total if total else None,
+            "oracle_precision_half_recall": int(hits[half - 1]) / half if total else None}
 
 
 def _with_truth(table: pa.Table, truth: GroundTruth) -> pl.DataFrame:

@@ -13,7 +13,9 @@ CF at k = 15, 50):
 Each method's findings against the generator's truth of its own kind (engines/detection.py):
 base rate of harm among the complainants, precision, lift (precision / base rate), recall,
 and the oracle's precision — flagging as many by the Bayes posterior of harm given the exact
-underwriting variables, the best any method reading the LAR's variables can do.
+underwriting variables, the best any method reading the LAR's variables can do — and its
+precision when it has flagged half of the harmed (``oracle_precision_half_recall``, and its lift):
+the ceiling of a method's precision at recall 0.5.
 """
 from __future__ import annotations
 
@@ -74,9 +76,12 @@ def run(quick: bool = False) -> list[dict]:
     shown = (det.filter(pl.col("same_kind") & ((pl.col("method") == "CF") | pl.col("finding").is_in(["significant", "probable"])))
              .with_columns(pl.when(pl.col("base_rate") > 0).then(pl.col("precision") / pl.col("base_rate")).alias("lift"),
                            pl.when(pl.col("base_rate") > 0).then(pl.col("oracle_precision") / pl.col("base_rate"))
-                           .alias("oracle_lift"))
+                           .alias("oracle_lift"),
+                           pl.when(pl.col("base_rate") > 0).then(pl.col("oracle_precision_half_recall")
+                                                                 / pl.col("base_rate")).alias("oracle_lift_half_recall"))
              .select(["spec", "protected_attribute", "method", "parameter", "finding", "effect", "population",
-                      "flagged", "base_rate", "precision", "lift", "recall", "f1", "oracle_precision", "oracle_lift"])
+                      "flagged", "base_rate", "precision", "lift", "recall", "f1", "oracle_precision", "oracle_lift",
+                      "oracle_precision_half_recall", "oracle_lift_half_recall"])
              .sort(["spec", "protected_attribute", "method", "parameter", "finding"]))
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=250, float_precision=3,
                    tbl_hide_column_data_types=True, tbl_hide_dataframe_shape=True):

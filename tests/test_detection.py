@@ -282,6 +282,63 @@ def test_oracle_flags_the_highest_posteriors():
     # two flagged; the two highest posteriors are records 3 (0.9) and 2 (0.5, before 4 by id)
     assert row["flagged"] == 2 and row["precision"] == 0.5
     assert row["oracle_precision"] == 0.5 and row["oracle_recall"] == pytest.approx(1 / 3)
+    # half of the 3 harmed is 2: records 3 (harmed), 2 (not), 4 (harmed) -> 2 of 3
+    assert row["oracle_precision_half_recall"] == pytest.approx(2 / 3)
+
+
+def _half_recall_by_hand(posterior, harmed, ids) -> float | None:
+    """Flag one record at a time, highest posterior first (ties: the smaller id as text), until
+    the flagged hold at least half of the harmed."""
+    order = sorted(range(len(ids)), key=lambda i: (-posterior[i], ids[i]))
+    total, hit = int(sum(harmed)), 0
+    for m, i in enumerate(order, start=1):
+        hit += int(harmed[i])
+        if total and 2 * hit >= total:
+            return hit / m
+    return None
+
+
+def test_oracle_half_recall_is_the_shortest_ranked_prefix_holding_half_the_harmed():
+    from aequum.engines.detection import oracle
+
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 5, 40, 301):
+        posterior = np.round(rng.random(n), 1)  # many ties, broken by record id
+        harmed = rng.random(n) < posterior
+        ids = [str(i) for i in rng.permutation(n)]
+        df = pl.DataFrame({"record_id": ids, "h": harmed, "p": posterior})
+        got = oracle(df, "h", "p", min(n, 3))["oracle_precision_half_recall"]
+        want = _half_recall_by_hand(posterior, harmed, ids)
+        assert got == (pytest.approx(want) if want is not None else None)
+        # the rows' order does not matter
+        assert oracle(df.reverse(), "h", "p", min(n, 3)) == oracle(df, "h", "p", min(n, 3))
+    perfect = pl.DataFrame({"record_id": ["a", "b", "c", "d"], "h": [True, False, True, True],
+                            "p": [1.0, 0.0, 1.0, 1.0]})
+    assert oracle(perfect, "h", "p", 1)["oracle_precision_half_recall"] == 1.0
+    assert oracle(perfect.with_columns(pl.lit(False).alias("h")), "h", "p", 1)["oracle_precision_half_recall"] is None
+
+
+def test_no_ranking_beats_the_posteriors_precision_at_half_recall_on_average():
+    """The ceiling the detection table reports: when harm follows the posterior, flagging by it
+    finds half of the harmed with a higher precision, on average over draws, than flagging by a
+    noisier score, a random order or the reverse."""
+    from aequum.engines.detection import oracle
+
+    rng = np.random.default_rng(3)
+    n = 500
+    posterior = rng.beta(0.6, 1.2, n)
+    ids = [f"{i:04d}" for i in range(n)]
+    others = {"noisy": posterior + rng.normal(0, 0.15, n), "random": rng.random(n), "reverse": -posterior}
+    mean = dict.fromkeys(["posterior", *others], 0.0)
+    draws = 200
+    for _ in range(draws):
+        harmed = rng.random(n) < posterior
+        for name, score in {"posterior": posterior, **others}.items():
+            df = pl.DataFrame({"record_id": ids, "h": harmed, "p": score})
+            mean[name] += oracle(df, "h", "p", 1)["oracle_precision_half_recall"] / draws
+    base = float(posterior.mean())
+    assert mean["posterior"] > mean["noisy"] + 0.01 > mean["random"] > mean["reverse"]
+    assert mean["random"] == pytest.approx(base, abs=0.02)  # random order: the base rate
 
 
 def test_cf_holding_every_mediator_recovers_the_direct_effect(tmp_path):

@@ -130,7 +130,9 @@ def _effect_sampling_truth(run: Run, sec: Section, summary: list[dict]) -> None:
                 "method's findings against the truth of its kind (CF and CST: the total effect; ST: the "
                 "direct effect). Lift = precision / base rate; 1 is no better than flagging at random. "
                 "Best possible precision: flagging as many by the truth's posterior of harm given "
-                "the data's variables, where the truth gives it.</p>",
+                "the data's variables, where the truth gives it; at recall 0.5: flagging by that "
+                "posterior until half of the harmed are flagged, the ceiling of any method's "
+                "precision at that recall.</p>",
                 table([{"attribute": d["protected_attribute"], "group": d["group"], "method": d["method"],
                         "k": d["parameter"], "finding": d["finding"], "truth": d["effect"],
                         "complainants": d["population"], "flagged": d["flagged"], "harmed": d["harmed"],
@@ -139,4 +141,6 @@ def _effect_sampling_truth(run: Run, sec: Section, summary: list[dict]) -> None:
                         else f"{d['precision_ci_low']:.2f} to {d['precision_ci_high']:.2f}",
                         "lift": None if not d["precision"] or not d["base_rate"] else d["precision"] / d["base_rate"],
                         "recall": d["recall"], "F1": d["f1"],
-                        "best possible precision": d.get("oracle_precision")} for d in rows]))
+                        "best possible precision": d.get("oracle_precision"),
+                        "best possible precision at recall 0.5": d.get("oracle_precision_half_recall")}
+                       for d in rows]))
