@@ -22,7 +22,6 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 from aequum.flows.benchmarking import peak_rss_mb
 
@@ -38,6 +37,7 @@ def measure(spec_file: Path, rows: int, label: str, **cst):
     from aequum.engines.core.engine import run_serial
     from aequum.engines.core.spec import parse_spec
     from aequum.engines.matching.engine import CSTEngine
+    from aequum.flows.audit import EngineOutcome
     from aequum.flows.bench_cst import _stage
     from aequum.flows.ground_truth import score_run
 
@@ -51,8 +51,8 @@ def measure(spec_file: Path, rows: int, label: str, **cst):
         staged = time.perf_counter() - t0
         out = run_serial(CSTEngine(), data, spec.engines.cst)
         seconds = time.perf_counter() - t0 - staged
-    det = pl.from_arrow(score_run(spec, spec_file.parent, [SimpleNamespace(engine="cst", status="succeeded",
-                                                                           tables=out)], lambda _m: None))
+    outcome = EngineOutcome("cst", "succeeded", seconds, 1, out, dict(CSTEngine.tables))
+    det = pl.from_arrow(score_run(spec, spec_file.parent, [outcome], lambda _m: None))
     fidelity = getattr(data.model, "fidelity", {})
     model = (f"; surrogate vs the recorded decisions (held out): balanced accuracy "
              f"{fidelity['holdout_balanced_accuracy']:.3f}, AUC {fidelity['holdout_auc']:.3f}, approves "

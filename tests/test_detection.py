@@ -376,3 +376,20 @@ def test_detection_intervals_are_the_outcome_metrics_wilson_intervals_exact_at_t
     assert s["precision_ci_low"] == 0.0 and s["recall_ci_low"] == 0.0
     s = scores(harmed, harmed)  # every harmed flagged: recall 5/5
     assert s["recall_ci_high"] == 1.0 and (s["recall_ci_low"], s["recall_ci_high"]) == wilson_interval(5, 5, 0.95)
+
+
+def test_bench_detection_measures_a_spec(capsys):
+    """``aequum bench detection``'s measurement, at a small size: the detection table of the
+    lender's own spec, CF's findings recovering the total effect, and the ceiling at recall 0.5
+    at least the base rate."""
+    from pathlib import Path
+
+    from aequum.flows.bench_detection import measure
+
+    det = measure(Path("data/specs/hmda_lender.yaml"), 20_000, "lender", k=[15])
+    assert set(det.columns) == {*DETECTION.names, "spec"} and set(det["spec"]) == {"lender"}
+    cf = det.filter((pl.col("method") == "CF") & (pl.col("effect") == "total")
+                    & (pl.col("protected_attribute") == "race"))
+    assert cf["precision"][0] >= 0.9 and cf["recall"][0] >= 0.9
+    assert (cf["oracle_precision_half_recall"] >= cf["base_rate"]).all()
+    assert "lender, 20,000 rows" in capsys.readouterr().out
