@@ -113,13 +113,12 @@ def at_scale(rows: int) -> dict:
     """CST at k = 100 over every protected applicant of ``rows`` generated HMDA records, its
     findings scored against the generator's truth as every audit scores them
     (``flows.ground_truth.score_run``: total effect for CST and CF, direct for ST)."""
-    from types import SimpleNamespace
-
     import polars as pl
 
     from aequum.engines.core.engine import run_serial
     from aequum.engines.core.spec import parse_spec
     from aequum.engines.matching.engine import CSTEngine
+    from aequum.flows.audit import EngineOutcome
     from aequum.flows.ground_truth import score_run
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,8 +134,8 @@ def at_scale(rows: int) -> dict:
         t0 = time.perf_counter()
         out = run_serial(CSTEngine(), data, spec.engines.cst)
         secs = time.perf_counter() - t0
-        det = pl.from_arrow(score_run(spec, tmp, [SimpleNamespace(engine="cst", status="succeeded", tables=out)],
-                                      lambda _m: None))
+        outcome = EngineOutcome("cst", "succeeded", secs, 1, out, dict(CSTEngine.tables))
+        det = pl.from_arrow(score_run(spec, tmp, [outcome], lambda _m: None))
     n_comp = pl.from_arrow(out["cst_claims"]).filter(pl.col("method") == "CST").height
     print(f"CST k=100 over {rows:,} HMDA rows: generate {gen:.1f} s, stage + surrogate fit {prep:.1f} s, "
           f"CST {secs:.1f} s for {n_comp:,} complainants (every attribute); peak RSS {peak_rss_mb():,.0f} MB")
