@@ -1,5 +1,6 @@
-"""``aequum bench cst``'s measurement at scale at its quick size (100k; smaller sizes leave the rarest races below k = 100 members): CST over generated HMDA records,
-scored against the generator's truth as an audit scores it."""
+"""``aequum bench cst``'s measurement at scale, at its quick size (100k records; fewer leave
+the rarest races below k = 100 members): CST over generated HMDA records, scored against the
+generator's truth as an audit scores it."""
 from __future__ import annotations
 
 from aequum.flows.bench_cst import at_scale
