@@ -600,6 +600,7 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
     try:
         with Warehouse(warehouse) as wh:
             ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info)
+        size_workers(owned_cluster(), ref.rows_staged, logger.info)
         model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info, packed=True)
         cfs = supplied_counterfactuals(spec, spec_file.parent, ref)
         release_memory()  # the flow's process waits for the engines from here on
@@ -693,9 +694,13 @@ def dask_runner(address: str | None = None, workers: int | None = None):
 
     The local workers start in the background (``scale`` does not wait for them), each
     importing this module meanwhile (``preload``: Prefect, the engines' core, torch), so their
-    start overlaps the Prefect API's and the staging; the engine tasks wait for them. At the
-    end each worker first drains its Prefect log and event queues, so that it exits when asked
-    instead of being killed after a timeout."""
+    start overlaps the Prefect API's and the staging; the engine tasks wait for them. With the
+    default number of workers only one starts here, and the others once staging shows at
+    least ``ONE_WORKER_ROWS`` records (:func:`size_workers`): on two cores a second worker's
+    start (about 2 CPU-s of imports) delayed the Prefect API's, which a small audit waits for,
+    and a small audit's engines do not need it. At the end each worker first drains its
+    Prefect log and event queues, so that it exits when asked instead of being killed after a
+    timeout."""
     from prefect_dask import DaskTaskRunner
 
     if address:
@@ -709,15 +714,31 @@ def dask_runner(address: str | None = None, workers: int | None = None):
     cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=":0",
                            preload=[__name__])
     _OWN_CLUSTERS[cluster.scheduler_address] = cluster
+    _PLANNED_WORKERS[cluster.scheduler_address] = n
     try:
-        cluster.scale(n)
+        cluster.scale(n if workers else 1)
         yield DaskTaskRunner(address=cluster.scheduler_address)
     finally:
         _OWN_CLUSTERS.pop(cluster.scheduler_address, None)
+        _PLANNED_WORKERS.pop(cluster.scheduler_address, None)
         close_cluster(cluster)
 
 
 _OWN_CLUSTERS: dict[str, Any] = {}  # the local clusters dask_runner started in this process, by scheduler
+_PLANNED_WORKERS: dict[str, int] = {}  # their number of workers once the audit's size is known
+ONE_WORKER_ROWS = 20_000  # below this many staged records a default local cluster keeps one worker
+
+
+def size_workers(cluster, rows: int, say) -> None:
+    """Start the rest of the workers of the run's own default cluster (:func:`dask_runner`)
+    when the audit has at least ``ONE_WORKER_ROWS`` staged records; their start overlaps the
+    model step. Nothing for another cluster, or one that has its workers."""
+    if cluster is None or rows < ONE_WORKER_ROWS:
+        return
+    planned, running = _PLANNED_WORKERS.get(cluster.scheduler_address, 0), len(cluster.worker_spec)
+    if running < planned:
+        cluster.scale(planned)
+        say(f"{rows:,} staged records: starting {planned - running} more Dask worker(s)")
 
 
 def owned_cluster():

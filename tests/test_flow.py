@@ -172,6 +172,38 @@ def test_a_large_audit_runs_each_engine_on_fresh_workers_of_its_own_cluster(pref
     assert len(renewed) == 1
 
 
+def test_a_default_cluster_starts_its_other_workers_only_for_an_audit_that_needs_them(prefect_server, tmp_path,
+                                                                                     monkeypatch):
+    """With the default number of workers the run's own cluster starts one; the others start
+    after staging, and only when the audit has at least ``ONE_WORKER_ROWS`` staged records;
+    a number given starts them all at once. The results are the same either way."""
+    import os
+
+    from aequum.flows import audit
+
+    seen, real = [], audit.size_workers
+
+    def size(cluster, rows, say):
+        before = len(cluster.worker_spec)
+        real(cluster, rows, say)
+        seen.append((before, len(cluster.worker_spec)))
+
+    monkeypatch.setattr(audit, "size_workers", size)
+    spec = write_case(tmp_path, engines="[outcome]")
+    wh_path, lake = str(tmp_path / "wh.duckdb"), str(tmp_path / "lake")
+    run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="small")
+    monkeypatch.setattr(audit, "ONE_WORKER_ROWS", 0)
+    run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="grown")
+    run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="given", workers=2)
+    n = max(1, min(2, os.cpu_count() or 1))
+    assert seen == [(1, 1), (1, n), (2, 2)]
+    with Warehouse(wh_path, read_only=True) as wh:
+        small = wh.result("outcome_gaps", "small").drop_columns(["run_id"])
+        assert small.num_rows
+        for run in ("grown", "given"):
+            assert wh.result("outcome_gaps", run).drop_columns(["run_id"]).equals(small)
+
+
 def test_a_model_made_in_its_own_process_reaches_the_engines_packed(prefect_server, tmp_path, monkeypatch):
     """Above ``OWN_PROCESS_ROWS`` staged records (0 here) the model step runs in a process of its
     own and the flow holds its model packed (``PackedModel``: never unpickled in the flow's
