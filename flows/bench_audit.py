@@ -19,8 +19,8 @@ it stands), each measurement in a fresh process so that its peak memory is its o
   running Prefect server and Dask cluster (``AEQUUM_DASK_ADDRESS``, as a deployment has them),
   fastest of three each, alternated; beside them, in the same run, the floors of those
   set-ups on this machine (:func:`start_floors`): Prefect's temporary API alone from its
-  start to its first answer, a fresh process starting the local cluster of an audit until its
-  workers are ready, and a fresh process importing the flow's modules.
+  start to its first answer, a fresh process starting the local cluster of a small audit (one
+  worker) until it is ready, and a fresh process importing the flow's modules.
 
 Sizes: ``--rows N [N ...]`` (default 100k and 1M; ``--quick``: 100k, no end to end).
 """
@@ -212,11 +212,11 @@ def _fixed_cost(tmp: Path) -> dict:
             **start_floors(env)}
 
 
-_CLUSTER_START = (
+_CLUSTER_START = (  # one worker: a default cluster's for an audit below flows.audit.ONE_WORKER_ROWS
     "from distributed import Client, LocalCluster\n"
-    "cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=':0', "
+    "cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=':0', "
     "preload=['aequum.flows.audit'])\n"
-    "Client(cluster).wait_for_workers(2)\n"
+    "Client(cluster).wait_for_workers(1)\n"
     "import os; os._exit(0)\n")  # the audit's own exit skips the teardown too (flows.cli: program)
 
 
@@ -225,8 +225,8 @@ def start_floors(env: dict) -> dict:
     ``FIXED_COST_REPEAT``: ``server_start_s``, Prefect's temporary API (as ``aequum audit``
     starts it) from its start to its first answer (the audit with a temporary server waits for
     it, and its process is then still starting the API's services); ``cluster_start_s``, a fresh
-    Python process starting a local cluster of two workers that import the flow's modules, as
-    the audit's does, until both are ready, then exiting; ``flow_import_s``, a fresh process
+    Python process starting a local cluster of one worker that imports the flow's modules, as
+    a small audit's does, until it is ready, then exiting; ``flow_import_s``, a fresh process
     importing the flow's modules (Prefect, Dask, the engines' core) and exiting: the audit's
     own process does that before it can start anything."""
     from aequum.flows.prefect_api import TemporaryAPI
@@ -267,7 +267,7 @@ def run(quick: bool = False, rows: list[int] | None = None) -> list[dict]:
               f"(PREFECT_API_URL), {cost['running_server_and_cluster_s']:.1f} s with a running Prefect server and "
               "Dask cluster (AEQUUM_DASK_ADDRESS)", flush=True)
         print(f"  floors on this machine (fastest of {FIXED_COST_REPEAT}): Prefect's temporary API alone, start to "
-              f"first answer {cost['server_start_s']:.1f} s; a local 2-worker cluster from a fresh process "
+              f"first answer {cost['server_start_s']:.1f} s; a local 1-worker cluster from a fresh process "
               f"{cost['cluster_start_s']:.1f} s; importing the flow's modules {cost['flow_import_s']:.1f} s; "
               f"ratios: temporary server x{cost['temporary_server_s'] / cost['server_start_s']:.2f}, running server "
               f"x{cost['running_server_s'] / cost['cluster_start_s']:.2f}, running server and cluster "
