@@ -25,9 +25,10 @@ variables, knowing the generator), ``oracle_precision`` / ``oracle_recall`` are 
 flagging the same number of the same population by that posterior — the best any method
 reading those variables could do with as many findings, so that an engine's figures can be
 told apart from what the data allow — and ``oracle_precision_half_recall`` that of flagging
-by the posterior until half of the harmed are flagged: the highest precision any method
-reading those variables can expect at recall 0.5 (ranking by the posterior maximises the
-expected number of harmed among any number flagged). Pure computation over the engines'
+by the posterior until half of the harmed are flagged: in a population of thousands, the
+highest precision any method reading those variables can expect at recall 0.5 (ranking by
+the posterior maximises the expected number of harmed among any number flagged, and the
+number that holds half of them varies little). Pure computation over the engines'
 output tables and the truth columns; no I/O.
 """
 from __future__ import annotations
