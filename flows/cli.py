@@ -113,13 +113,12 @@ def cmd_audit(args) -> int:
     from aequum.flows.warehouse import Warehouse
 
     engines = [e.strip() for e in args.engines.split(",")] if args.engines is not None else None
+    preflight(args.spec, engines)  # a bad spec or source fails here, before Prefect and Dask start
     _prefect_env()
-    # a temporary Prefect API takes seconds to start: it starts first, while the spec and
-    # source are checked, Prefect and Dask are imported and the cluster starts (stopped unused
-    # if the settings name an API, and at once if the checks fail)
+    # a temporary Prefect API takes seconds to start: it starts now, while Prefect and Dask are
+    # imported and the cluster starts (stopped unused if the settings name an API)
     server = None if os.environ.get("PREFECT_API_URL") else TemporaryAPI()
     try:
-        preflight(args.spec, engines)  # a bad spec or source fails here, before the flow and Dask start
         from aequum.flows.audit import run_audit  # imports Prefect and Dask: about 1 s
 
         run_id = run_audit(args.spec, warehouse=args.warehouse, lake=args.lake, run_id=args.run_id,

@@ -157,28 +157,3 @@ def test_a_user_error_is_one_line_and_a_bug_a_traceback(tmp_path, capsys, monkey
     with pytest.raises(ZeroDivisionError):
         cli.main([])
 
-
-def test_a_spec_that_fails_its_checks_stops_the_temporary_api(tmp_path, capsys, monkeypatch):
-    """``aequum audit`` starts Prefect's temporary API before it checks the spec and source (its
-    start overlaps the checks); a check that fails stops it, and the error is one line."""
-    from aequum.flows import cli, prefect_api
-
-    started = []
-
-    class API:
-        def __init__(self):
-            self.stopped = False
-            started.append(self)
-
-        def stop(self):
-            self.stopped = True
-
-    monkeypatch.setattr(prefect_api, "TemporaryAPI", API)
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("name: x\nsource: {kind: csv}\n")
-    assert cli.main(["audit", "--spec", str(bad), "--warehouse", str(tmp_path / "w.duckdb")]) == 2
-    assert capsys.readouterr().err.startswith("aequum: error: invalid audit spec")
-    assert len(started) == 1 and started[0].stopped
-    assert not (tmp_path / "w.duckdb").exists()
