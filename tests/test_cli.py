@@ -156,4 +156,3 @@ def test_a_user_error_is_one_line_and_a_bug_a_traceback(tmp_path, capsys, monkey
     monkeypatch.setattr(cli, "parser", Parsed)
     with pytest.raises(ZeroDivisionError):
         cli.main([])
-
