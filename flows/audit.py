@@ -713,19 +713,18 @@ def dask_runner(address: str | None = None, workers: int | None = None):
     # None it still takes 8787, and a second audit at the same time warned that it was in use
     cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=":0",
                            preload=[__name__])
-    _OWN_CLUSTERS[cluster.scheduler_address] = cluster
-    _PLANNED_WORKERS[cluster.scheduler_address] = n
+    _OWN_CLUSTERS[cluster.scheduler_address] = (cluster, n)
     try:
         cluster.scale(n if workers else 1)
         yield DaskTaskRunner(address=cluster.scheduler_address)
     finally:
         _OWN_CLUSTERS.pop(cluster.scheduler_address, None)
-        _PLANNED_WORKERS.pop(cluster.scheduler_address, None)
         close_cluster(cluster)
 
 
-_OWN_CLUSTERS: dict[str, Any] = {}  # the local clusters dask_runner started in this process, by scheduler
-_PLANNED_WORKERS: dict[str, int] = {}  # their number of workers once the audit's size is known
+# the local clusters dask_runner started in this process, by scheduler, each with its number
+# of workers once the audit's size is known
+_OWN_CLUSTERS: dict[str, tuple[Any, int]] = {}
 ONE_WORKER_ROWS = 20_000  # below this many staged records a default local cluster keeps one worker
 
 
@@ -735,7 +734,7 @@ def size_workers(cluster, rows: int, say) -> None:
     model step. Nothing for another cluster, or one that has its workers."""
     if cluster is None or rows < ONE_WORKER_ROWS:
         return
-    planned, running = _PLANNED_WORKERS.get(cluster.scheduler_address, 0), len(cluster.worker_spec)
+    planned, running = _OWN_CLUSTERS[cluster.scheduler_address][1], len(cluster.worker_spec)
     if running < planned:
         cluster.scale(planned)
         say(f"{rows:,} staged records: starting {planned - running} more Dask worker(s)")
@@ -747,7 +746,8 @@ def owned_cluster():
     whose workers may serve others)."""
     from prefect.context import get_run_context
 
-    return _OWN_CLUSTERS.get(getattr(get_run_context().task_runner, "address", None))
+    own = _OWN_CLUSTERS.get(getattr(get_run_context().task_runner, "address", None))
+    return own[0] if own else None
 
 
 def renew_workers(cluster, say) -> None:

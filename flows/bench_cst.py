@@ -95,6 +95,19 @@ def table_1() -> dict:
     return {"table1_seconds": fast, "naive_seconds": slow, "speedup": slow / fast, "identical": same}
 
 
+def score(spec, spec_dir: Path, out: dict, seconds: float):
+    """CST's tables from ``run_serial`` scored against the source's truth as the audit flow
+    scores an engine's outcome (``flows.ground_truth.score_run``), as a polars frame."""
+    import polars as pl
+
+    from aequum.engines.matching.engine import CSTEngine
+    from aequum.flows.audit import EngineOutcome
+    from aequum.flows.ground_truth import score_run
+
+    outcome = EngineOutcome("cst", "succeeded", seconds, 1, out, dict(CSTEngine.tables))
+    return pl.from_arrow(score_run(spec, spec_dir, [outcome], lambda _m: None))
+
+
 def generated_hmda(tmp: Path, rows: int) -> tuple[dict, float]:
     """Generate ``rows`` HMDA LAR records into ``tmp``; return the HMDA spec (as a dict, source
     pointed at the file) and the seconds it took."""
@@ -118,8 +131,6 @@ def at_scale(rows: int) -> dict:
     from aequum.engines.core.engine import run_serial
     from aequum.engines.core.spec import parse_spec
     from aequum.engines.matching.engine import CSTEngine
-    from aequum.flows.audit import EngineOutcome
-    from aequum.flows.ground_truth import score_run
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -134,8 +145,7 @@ def at_scale(rows: int) -> dict:
         t0 = time.perf_counter()
         out = run_serial(CSTEngine(), data, spec.engines.cst)
         secs = time.perf_counter() - t0
-        outcome = EngineOutcome("cst", "succeeded", secs, 1, out, dict(CSTEngine.tables))
-        det = pl.from_arrow(score_run(spec, tmp, [outcome], lambda _m: None))
+        det = score(spec, tmp, out, secs)
     n_comp = pl.from_arrow(out["cst_claims"]).filter(pl.col("method") == "CST").height
     print(f"CST k=100 over {rows:,} HMDA rows: generate {gen:.1f} s, stage + surrogate fit {prep:.1f} s, "
           f"CST {secs:.1f} s for {n_comp:,} complainants (every attribute); peak RSS {peak_rss_mb():,.0f} MB")

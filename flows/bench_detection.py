@@ -37,9 +37,7 @@ def measure(spec_file: Path, rows: int, label: str, **cst):
     from aequum.engines.core.engine import run_serial
     from aequum.engines.core.spec import parse_spec
     from aequum.engines.matching.engine import CSTEngine
-    from aequum.flows.audit import EngineOutcome
-    from aequum.flows.bench_cst import _stage
-    from aequum.flows.ground_truth import score_run
+    from aequum.flows.bench_cst import _stage, score
 
     raw = yaml.safe_load(spec_file.read_text())
     raw["source"]["rows"] = rows
@@ -51,8 +49,7 @@ def measure(spec_file: Path, rows: int, label: str, **cst):
         staged = time.perf_counter() - t0
         out = run_serial(CSTEngine(), data, spec.engines.cst)
         seconds = time.perf_counter() - t0 - staged
-    outcome = EngineOutcome("cst", "succeeded", seconds, 1, out, dict(CSTEngine.tables))
-    det = pl.from_arrow(score_run(spec, spec_file.parent, [outcome], lambda _m: None))
+    det = score(spec, spec_file.parent, out, seconds)
     fidelity = getattr(data.model, "fidelity", {})
     model = (f"; surrogate vs the recorded decisions (held out): balanced accuracy "
              f"{fidelity['holdout_balanced_accuracy']:.3f}, AUC {fidelity['holdout_auc']:.3f}, approves "
