@@ -14,6 +14,14 @@ reference group are compared by the two-sided Mann–Whitney U test (ordinal fea
 rank in the spec's order), with the groups' medians in raw units and the share of each group's
 unfavourable decisions that cite the code. P-values are adjusted across every attribute × reason
 of the run (Holm by default). Table ``reason_consistency``.
+
+Which way is a penalty? A reason is cited at the variable's worse values (a debt-to-income
+denial at a high DTI), so the worse side is read from the denials themselves: the mean value
+(ordinal rank) of the denials citing the code against the denials not citing it, both groups
+together (``worse_values``: "higher" or "lower"). The protected group's denials citing the code
+at *better* values than the reference group's is the penalty direction (``penalty_direction``),
+what a stricter standard for them produces; only that direction is flagged as a finding
+(``sql/views/findings_reasons.sql``). The other direction and equal medians are reported.
 """
 from __future__ import annotations
 
@@ -34,8 +42,21 @@ CONSISTENCY = pa.schema([
     ("protected_median", pa.string()), ("reference_median", pa.string()),
     ("protected_median_value", pa.float64()), ("reference_median_value", pa.float64()),
     ("p_value", pa.float64()), ("p_adjusted", pa.float64()), ("confidence", pa.float64()),
-    ("significant", pa.bool_()), ("direction", pa.string()), ("note", pa.string()),
+    ("significant", pa.bool_()), ("direction", pa.string()), ("worse_values", pa.string()),
+    ("penalty_direction", pa.bool_()), ("note", pa.string()),
 ])
+
+
+def worse_values(values: np.ndarray, citing: np.ndarray) -> str | None:
+    """"higher" when the decisions citing a reason have the higher mean value of the variable
+    it cites than the decisions not citing it, "lower" for the reverse, None when either set is
+    empty or the means are equal (``values``: the variable over the unfavourable decisions,
+    NaN where unknown; ``citing``: which of them cite the reason)."""
+    known = ~np.isnan(values)
+    a, b = values[known & citing], values[known & ~citing]
+    if not len(a) or not len(b) or a.mean() == b.mean():
+        return None
+    return "higher" if a.mean() > b.mean() else "lower"
 
 
 def _median_label(data, feature: str, value: float | None) -> str | None:
@@ -89,6 +110,7 @@ class ReasonsEngine:
             for code, feature in reasons.codes.items():
                 citing = np.logical_or.reduce([c == str(code) for c in codes])
                 values = data.column_values(feature)
+                worse = worse_values(values[denied], citing[denied])
                 vp, vr = values[prot & citing], values[ref & citing]
                 vp, vr = vp[~np.isnan(vp)], vr[~np.isnan(vr)]
                 mp = float(np.median(vp)) if len(vp) else None
@@ -104,7 +126,7 @@ class ReasonsEngine:
                     "protected_median": _median_label(data, feature, mp),
                     "reference_median": _median_label(data, feature, mr),
                     "protected_median_value": mp, "reference_median_value": mr,
-                    "p_value": p, "confidence": params.confidence,
+                    "p_value": p, "confidence": params.confidence, "worse_values": worse,
                     "note": (f"fewer than {params.min_group_size} decisions citing it in a group: "
                              "not tested") if small else None})
         adjusted = adjust_p_values(np.array([np.nan if r["p_value"] is None else r["p_value"] for r in rows]),
@@ -116,6 +138,8 @@ class ReasonsEngine:
             r["direction"] = (None if mp is None or mr is None else
                               "cited at lower values for the protected group" if mp < mr else
                               "cited at higher values for the protected group" if mp > mr else "same median")
+            r["penalty_direction"] = (None if mp is None or mr is None or r["worse_values"] is None else
+                                      mp < mr if r["worse_values"] == "higher" else mp > mr)
         return {"reason_consistency": pa.Table.from_pylist(rows, schema=CONSISTENCY)}
 
     def combine(self, state, parts) -> Tables:

@@ -583,7 +583,7 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
     names = list(engines or spec.engines.run)
     with Warehouse(warehouse) as wh:
         wh.start_run(run_id, spec.name, spec.digest(), code_version(),
-                     spec.engines.model_dump(mode="json"))
+                     spec.run_parameters())
     # the engines' results until they are in the warehouse; a folder left by a process that
     # died is removed by the next staging of the spec (flows.staging: orphan .tmp folders)
     spool = Path(lake).resolve() / spec.name / f".results.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"

@@ -103,7 +103,7 @@ def _measure_stages(spec_path: str, workdir: str) -> dict:
 
     t_start = clock
     with Warehouse(warehouse) as wh:
-        wh.start_run(run_id, spec.name, spec.digest(), code_version(), spec.engines.model_dump(mode="json"))
+        wh.start_run(run_id, spec.name, spec.digest(), code_version(), spec.run_parameters())
         ref = stage(spec, spec_file.parent, wh, Path(workdir) / "lake")
     lap("staging")
     model, quality, problem = prepare_model(spec, spec_file.parent, ref, lambda _m: None)

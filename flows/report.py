@@ -57,13 +57,22 @@ def summary_section(run: Run) -> Section:
     findings = run.query("findings")
     headline = [f for f in findings if f["headline"]]
     flagged = [f for f in headline if f["flagged"]]
+    evidence = [f for f in findings if f.get("evidence")]
+    question = run.parameters.get("audit", {}).get("question", "disparate_treatment").replace("_", " ")
     sec = Section("summary", "Executive summary")
     engines = ", ".join(sorted(n for n in run.engines if run.ran(n))) or "none"
-    sec.add(f"<p>{len(flagged)} of {len(headline)} headline findings are flagged (engines that ran: "
-            f"{esc(engines)}). Each row is one finding of <code>audit.findings</code> "
-            f"(run_id = '{esc(run.run_id)}'); the sections below show the evidence.</p>")
-    sec.add(table([{"": flag(f["flagged"]), "engine": f["engine"], "attribute": f["attribute"],
-                    "finding": f["finding"], "figure": _figure(f), "confidence": _confidence(f),
+    sec.add(f"<p>The audit's question: <strong>{esc(question)}</strong>. "
+            f"{len(evidence)} finding(s) are evidence on it; {len(flagged)} of {len(headline)} headline "
+            f"findings show a difference that calls for attention (engines that ran: {esc(engines)}). "
+            "Each finding names its estimand: a raw disparity says that rates differ, not why; a "
+            "direct effect or controlled disparity is evidence only when it survives the sensitivity "
+            "analysis for an unobserved confounder; a model property describes the model examined. "
+            f"Each row is one finding of <code>audit.findings</code> (run_id = '{esc(run.run_id)}'); "
+            "the sections below show the evidence.</p>")
+    sec.add(table([{"": flag(f["flagged"]), "evidence": "evidence" if f.get("evidence") else "",
+                    "engine": f["engine"], "attribute": f["attribute"],
+                    "finding": f["finding"], "estimand": f.get("estimand"), "figure": _figure(f),
+                    "confidence": _confidence(f),
                     "individuals": f["individuals"], "statement": f["statement"]} for f in headline],
                   cls="findings"))
     others = [f for f in findings if not f["headline"]]

@@ -39,7 +39,7 @@ def small_audit(tmp: Path, rows: int = 400, engines: list[str] | None = None,
         statuses[name] = {t: v.num_rows for t, v in tables.items()}
         results.update({t: (engine.tables[t], v) for t, v in tables.items()})
     with Warehouse(path) as wh:
-        wh.start_run(run_id, spec.name, spec.digest(), "test", spec.engines.model_dump(mode="json"))
+        wh.start_run(run_id, spec.name, spec.digest(), "test", spec.run_parameters())
         wh.write_results(run_id, results)
         for name, counts in statuses.items():
             wh.record_engine(run_id, name, "succeeded", 0.1, 1, counts, None)

@@ -9,7 +9,8 @@ from aequum.flows.warehouse import SQL_DIR, Warehouse
 
 CONTRACT = ["run_id", "engine", "attribute", "group_name", "finding", "headline", "flagged", "measure",
             "value", "ci_low", "ci_high", "confidence", "p_value", "significant", "individuals",
-            "cases_table", "statement"]
+            "cases_table", "statement", "estimand", "basis", "evidence", "robust", "robustness_value",
+            "e_value"]
 
 
 def columns(wh: Warehouse, view: str) -> list[tuple[str, str]]:

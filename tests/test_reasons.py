@@ -102,7 +102,7 @@ def test_the_hmda_penalty_on_debt_to_income_is_named(tmp_path):
     for attribute in ("race", "ethnicity"):
         h = by[attribute]
         assert "debt_to_income_ratio" in h["finding"] and h["flagged"] and h["p_value"] < 0.05, h
-        assert "judged by a different standard" in h["statement"]
+        assert "judged by a stricter standard" in h["statement"] and "better values" in h["statement"]
     assert not by["sex"]["flagged"]  # no penalty planted on sex
     text = write_report(path, "hmda-r", tmp_path / "r.html").read_text()
     summary = text.split('<section id="summary"', 1)[1].split("</section>", 1)[0]

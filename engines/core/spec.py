@@ -225,6 +225,14 @@ class Decision(_Model):
         None, description="Rows with these values are not decisions to audit (e.g. HMDA "
         "action_taken 4 withdrawn, 5 incomplete, 6 purchased): skipped and counted, not quarantined.")
     reasons: Reasons | None = Field(None, description="Reason codes given with the decisions.")
+    inputs: Literal["partial", "complete"] = Field(
+        "partial", description="Whether the records hold every input the decisions depend on. "
+        "partial (default; the public HMDA LAR, which lacks the credit history and score): a "
+        "direct-effect or controlled finding is evidence of disparate treatment only when it "
+        "survives the sensitivity analysis for an unobserved confounder (engines.regression). "
+        "complete (an internal audit with the lender's own inputs): the recorded inputs are the "
+        "decision's, so no omitted input can explain a direct effect; the sensitivity analysis is "
+        "still reported.")
 
     @model_validator(mode="after")
     def _disjoint(self) -> "Decision":
@@ -487,6 +495,16 @@ class AuditSpec(_Model):
     scm: SCM | None = None
     ingest: Ingest = Field(default_factory=Ingest)
     engines: EnginesSpec = Field(default_factory=EnginesSpec)
+    question: Literal["disparate_treatment", "disparate_impact", "counterfactual_fairness"] = Field(
+        "disparate_treatment", description="The audit's question, which decides what a finding is "
+        "evidence of (audit.findings.evidence). disparate_treatment (default): were applicants "
+        "treated differently because of the attribute? Evidence only from a direct-effect or "
+        "controlled finding that is significant and robust to an unobserved confounder; raw "
+        "disparities are reported as disparate-impact screening. disparate_impact: does a neutral "
+        "process fall harder on a group? Evidence from a significant adverse-impact disparity (which "
+        "the lender may justify by business necessity). counterfactual_fairness: would the decision "
+        "change in the world where the applicant belonged to the reference group (the total effect "
+        "through the SCM, group differences in the inputs included)? Evidence from CF and CST.")
 
     @model_validator(mode="before")
     @classmethod
@@ -645,6 +663,17 @@ class AuditSpec(_Model):
             cols.append(self.label.column)
         cols += self.feature_names
         return list(dict.fromkeys(cols))
+
+    def run_parameters(self) -> dict:
+        """What a run records as its parameters (``audit.runs.parameters``): the engines section,
+        and under ``audit`` what the findings need to say what they are evidence of: the
+        question, whether the records hold every input of the decisions, and whose model the
+        model-based engines examine (the lender's, or a surrogate fitted to the decisions)."""
+        model = None if self.model is None else ("surrogate" if self.model.kind == "surrogate" else "lender")
+        return {**self.engines.model_dump(mode="json"),
+                "audit": {"question": self.question,
+                          "inputs": self.decision.inputs if self.decision is not None else "partial",
+                          "model": model}}
 
     def digest(self) -> str:
         """A stable content hash of the validated spec (the run record's spec hash)."""

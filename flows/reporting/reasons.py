@@ -11,12 +11,15 @@ from aequum.flows.reporting.sections import section
 def reasons_section(run: Run, sec: Section) -> None:
     rows = run.result("reason_consistency")
     sec.add("<p>Among the unfavourable decisions that cite a reason (e.g. the debt-to-income ratio), "
-            "the values of the variable the reason cites are compared between the groups. A reason "
-            "cited at markedly better values for the protected group means the variable is judged by "
-            "a different standard for them.</p>")
+            "the values of the variable the reason cites are compared between the groups. Only a "
+            "reason cited at significantly <em>better</em> values for the protected group (the penalty "
+            "direction: a stricter standard for them) is flagged; which values are worse is read from "
+            "the denials themselves (those citing the reason against those that do not). Inputs the "
+            "records lack can also produce the difference: it is a screen, not proof.</p>")
     sec.add(table([{"attribute": r["attribute"], "reason": r["reason_code"], "variable": r["feature"],
                     "protected citing": r["protected_citing"], "reference citing": r["reference_citing"],
                     "protected median": r["protected_median"], "reference median": r["reference_median"],
                     "adjusted p": r["p_adjusted"], "significant": r["significant"],
-                    "direction": r["direction"], "note": r["note"]}
+                    "direction": r["direction"], "worse values": r.get("worse_values"),
+                    "penalty direction": r.get("penalty_direction"), "note": r["note"]}
                    for r in sorted(rows, key=lambda r: (r["attribute"], r["reason_code"]))]))

@@ -1,5 +1,5 @@
--- The findings of one run for the report: flagged first, then by engine, attribute, finding.
+-- The findings of one run for the report: evidence first, then flagged, then by engine, attribute, finding.
 SELECT *
 FROM audit.findings
 WHERE run_id = $run_id
-ORDER BY flagged DESC, engine, attribute, group_name, finding;
+ORDER BY evidence DESC NULLS LAST, flagged DESC, engine, attribute, group_name, finding;

@@ -16,6 +16,24 @@
 --   individuals  the number of individuals affected (the engine's count; see the statement)
 --   cases_table  the audit table holding the individual cases behind the finding
 --   statement    one plain-language sentence
+--   estimand     what the figure estimates: raw disparity, adjusted disparity (given named
+--                controls), direct effect (given the recorded inputs), total effect or
+--                path-specific effect (through the SCM), procedural (reasons, explanations),
+--                model property (of the lender's model or of a surrogate fitted to the
+--                decisions), recourse, detection quality (of the audit itself)
+--   basis        what it is conditional on: the controls, the inputs compared, the model
+--   evidence     true when the finding is evidence on the audit's question (runs.parameters
+--                $.audit.question): for disparate treatment, a significant direct-effect or
+--                adjusted finding that survives the sensitivity analysis (robust) or rests on
+--                every input of the decisions (decision.inputs: complete), or a proven property
+--                of the lender's own model; for disparate impact, a significant adverse
+--                disparity; for counterfactual fairness, a total-effect finding
+--   robust       whether an unobserved confounder as strong as the strongest observed control
+--                would leave it standing (Cinelli & Hazlett 2020; audit.regression_estimates);
+--                null where not assessed
+--   robustness_value  RV_{1,alpha}: the partial R-squared an unobserved confounder needs with
+--                both group and decision to make it insignificant (Cinelli & Hazlett 2020)
+--   e_value      for ratio findings, the E-value of the ratio (VanderWeele & Ding 2017)
 
 CREATE OR REPLACE MACRO audit.pct(x) AS
     CASE WHEN x IS NULL THEN 'n/a' ELSE printf('%.1f%%', 100 * x) END;
@@ -35,6 +53,42 @@ CREATE OR REPLACE MACRO audit.group_label(attribute, group_name) AS
          WHEN group_name IN ('protected', 'reference') THEN printf('the %s group of %s', group_name, attribute)
          ELSE replace(group_name, ',', ' & ') END;
 
+-- E-value of a risk ratio (VanderWeele & Ding 2017): RR + sqrt(RR (RR - 1)), with 1/RR below 1
+CREATE OR REPLACE MACRO audit.e_value(rr) AS
+    CASE WHEN rr IS NULL OR rr <= 0 THEN NULL
+         WHEN rr >= 1 THEN rr + sqrt(rr * (rr - 1))
+         ELSE 1 / rr + sqrt((1 / rr) * (1 / rr - 1)) END;
+
+-- the E-value of the interval's limit nearer 1 (1 when the interval holds 1)
+CREATE OR REPLACE MACRO audit.e_value_ci(lo, hi) AS
+    CASE WHEN lo IS NULL OR hi IS NULL THEN NULL
+         WHEN lo > 1 THEN audit.e_value(lo)
+         WHEN hi < 1 THEN audit.e_value(hi)
+         ELSE 1.0 END;
+
+-- What each run asked (spec.run_parameters: the question, whether the records hold every
+-- input of the decisions, whose model the model engines examine); runs written before these
+-- were recorded read as the defaults.
+CREATE OR REPLACE VIEW audit.run_context AS
+SELECT run_id,
+       coalesce(json_extract_string(parameters, '$.audit.question'), 'disparate_treatment') AS question,
+       coalesce(json_extract_string(parameters, '$.audit.inputs'), 'partial') AS inputs,
+       json_extract_string(parameters, '$.audit.model') AS model,
+       CASE json_extract_string(parameters, '$.audit.model')
+            WHEN 'lender' THEN 'the lender''s model supplied with the spec'
+            WHEN 'surrogate' THEN 'a surrogate model fitted to the recorded decisions, not the lender''s model'
+            ELSE 'the audited model' END AS model_basis
+FROM audit.runs;
+
+-- The sensitivity analysis of each run x attribute (audit.regression_estimates: the
+-- controlled disparity and how strong an unobserved confounder must be to explain it away);
+-- sql/views/robustness.sql replaces this empty view once the regression engine has run.
+CREATE OR REPLACE VIEW audit.robustness AS
+SELECT CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS VARCHAR) AS attribute,
+       CAST(NULL AS BOOLEAN) AS robust, CAST(NULL AS DOUBLE) AS robustness_value,
+       CAST(NULL AS VARCHAR) AS strongest_control
+WHERE false;
+
 CREATE OR REPLACE VIEW audit.findings AS
 SELECT CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS VARCHAR) AS engine,
        CAST(NULL AS VARCHAR) AS attribute, CAST(NULL AS VARCHAR) AS group_name,
@@ -43,5 +97,8 @@ SELECT CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS VARCHAR) AS engine,
        CAST(NULL AS DOUBLE) AS value, CAST(NULL AS DOUBLE) AS ci_low, CAST(NULL AS DOUBLE) AS ci_high,
        CAST(NULL AS DOUBLE) AS confidence, CAST(NULL AS DOUBLE) AS p_value,
        CAST(NULL AS BOOLEAN) AS significant, CAST(NULL AS BIGINT) AS individuals,
-       CAST(NULL AS VARCHAR) AS cases_table, CAST(NULL AS VARCHAR) AS statement
+       CAST(NULL AS VARCHAR) AS cases_table, CAST(NULL AS VARCHAR) AS statement,
+       CAST(NULL AS VARCHAR) AS estimand, CAST(NULL AS VARCHAR) AS basis,
+       CAST(NULL AS BOOLEAN) AS evidence, CAST(NULL AS BOOLEAN) AS robust,
+       CAST(NULL AS DOUBLE) AS robustness_value, CAST(NULL AS DOUBLE) AS e_value
 WHERE false;

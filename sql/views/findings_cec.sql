@@ -3,6 +3,8 @@
 -- with the mean explanation gap CEC, and the input whose attributions differ most between the
 -- groups. Flagged when the mean gap exceeds the "same reasoning" threshold. A census of the
 -- matched pairs, not a test: no interval. The headline is the whole attribute (group 'all').
+-- Estimand: procedural, a property of the model's explanations (the surrogate's, unless the
+-- spec supplies the lender's model); never by itself evidence of disparate treatment.
 CREATE OR REPLACE VIEW audit.findings_cec AS
 WITH top AS (
   SELECT run_id, attribute, "group", feature, direction, share_of_delta
@@ -24,6 +26,11 @@ SELECT s.run_id, 'cec' AS engine, s.attribute, s."group" AS group_name,
               printf('%.2f', s.threshold), printf('%.3f', s.cec),
               CASE WHEN t.feature IS NULL THEN ''
                    ELSE printf('; the attributions differ most on %s (%s of the gap, %s)',
-                               t.feature, audit.pct(t.share_of_delta), t.direction) END) AS statement
+                               t.feature, audit.pct(t.share_of_delta), t.direction) END)
+       || CASE WHEN c.model = 'surrogate' THEN ' (explanations of the surrogate fitted to the recorded decisions)'
+               ELSE '' END AS statement,
+       'procedural (model explanations)' AS estimand, coalesce(c.model_basis, 'the audited model') AS basis,
+       false AS evidence, NULL::BOOLEAN AS robust, NULL::DOUBLE AS robustness_value, NULL::DOUBLE AS e_value
 FROM audit.cec_summary s
-LEFT JOIN top t ON t.run_id = s.run_id AND t.attribute = s.attribute AND t."group" = s."group";
+LEFT JOIN top t ON t.run_id = s.run_id AND t.attribute = s.attribute AND t."group" = s."group"
+LEFT JOIN audit.run_context c ON c.run_id = s.run_id;

@@ -1,8 +1,19 @@
 -- CST findings (Alvarez & Ruggieri 2023): per run x protected attribute x method x k, how many
--- complainants were treated worse than their neighbours with significance (Def. 3.5: the
--- one-sided (1 - alpha) lower bound of delta_p above tau). The headline is CST at the largest k.
+-- complainants fared worse than their neighbours with significance (Def. 3.5: the one-sided
+-- (1 - alpha) lower bound of delta_p above tau). The headline is CST at the largest k.
 -- CF compares one decision with one counterfactual decision: no sample, no test (significant is
 -- null); its finding counts the decisions that flip.
+--
+-- What each method estimates (cst_summary.effect): ST compares a complainant with reference
+-- applicants of similar recorded inputs, a direct effect given those inputs; CST and CF compare
+-- with the complainant's counterfactual through the SCM, the total effect of the attribute
+-- (group differences in income, DTI ... count), a path-specific effect when some mediators are
+-- held, a direct effect when every one is. Each complainant's test holds its level alpha, so a
+-- method is flagged only when the share of significant complainants exceeds alpha. A
+-- direct-effect finding is evidence of disparate treatment only when it also survives the
+-- sensitivity analysis of the same attribute (audit.robustness) or the records hold every input
+-- of the decisions (decision.inputs: complete); a total-effect finding is evidence only for a
+-- counterfactual-fairness audit.
 CREATE OR REPLACE VIEW audit.findings_cst AS
 WITH params AS (
   SELECT run_id,
@@ -11,36 +22,77 @@ WITH params AS (
   FROM audit.runs
 ), s AS (
   SELECT s.*, max(CASE WHEN s.method = 'CST' THEN s.k END)
-           OVER (PARTITION BY s.run_id, s.protected_attribute) AS k_headline
+           OVER (PARTITION BY s.run_id, s.protected_attribute) AS k_headline,
+         CASE WHEN s.method = 'ST' THEN 'direct effect given the recorded inputs'
+              WHEN s.effect = 'total' THEN 'total effect'
+              WHEN starts_with(s.effect, 'direct') THEN 'direct effect'
+              ELSE 'path-specific effect' END AS estimand
   FROM audit.cst_summary s
+), f AS (
+  SELECT s.*, p.alpha, p.tau, c.question, c.inputs, r.robust, r.robustness_value, r.strongest_control,
+         CASE WHEN s.method = 'CF' THEN coalesce(s.discriminated, 0) > 0
+              ELSE coalesce(s.significant_share > p.alpha, false) END AS flagged
+  FROM s
+  LEFT JOIN params p USING (run_id)
+  LEFT JOIN audit.run_context c USING (run_id)
+  LEFT JOIN audit.robustness r ON r.run_id = s.run_id AND r.attribute = s.protected_attribute
 )
-SELECT s.run_id, 'cst' AS engine, s.protected_attribute AS attribute, 'protected' AS group_name,
-       CASE s.method WHEN 'CST' THEN printf('counterfactual situation testing, k = %d', s.k)
-                     WHEN 'CST_wo_centres' THEN printf('counterfactual situation testing without centres, k = %d', s.k)
-                     WHEN 'ST' THEN printf('situation testing, k = %d', s.k)
+SELECT f.run_id, 'cst' AS engine, f.protected_attribute AS attribute, 'protected' AS group_name,
+       CASE f.method WHEN 'CST' THEN printf('counterfactual situation testing, k = %d', f.k)
+                     WHEN 'CST_wo_centres' THEN printf('counterfactual situation testing without centres, k = %d', f.k)
+                     WHEN 'ST' THEN printf('situation testing, k = %d', f.k)
                      WHEN 'CF' THEN 'counterfactual fairness'
-                     ELSE printf('%s, k = %d', s.method, s.k) END AS finding,
-       s.method = 'CST' AND s.k = s.k_headline AS headline,
-       coalesce(s.significant, s.discriminated) > 0 AS flagged,
-       CASE WHEN s.method = 'CF' THEN 'discriminated_share' ELSE 'significant_share' END AS measure,
-       coalesce(s.significant_share, s.discriminated_share) AS value, NULL::DOUBLE AS ci_low,
-       NULL::DOUBLE AS ci_high, 1 - p.alpha AS confidence, NULL::DOUBLE AS p_value,
-       s.significant > 0 AS significant, coalesce(s.significant, s.discriminated) AS individuals,
+                     ELSE printf('%s, k = %d', f.method, f.k) END AS finding,
+       f.method = 'CST' AND f.k = f.k_headline AS headline,
+       f.flagged,
+       CASE WHEN f.method = 'CF' THEN 'discriminated_share' ELSE 'significant_share' END AS measure,
+       coalesce(f.significant_share, f.discriminated_share) AS value, NULL::DOUBLE AS ci_low,
+       NULL::DOUBLE AS ci_high, 1 - f.alpha AS confidence, NULL::DOUBLE AS p_value,
+       f.significant > 0 AS significant, coalesce(f.significant, f.discriminated) AS individuals,
        'cst_claims' AS cases_table,
-       CASE WHEN s.method = 'CF' THEN printf(
-              '%s of %s complainants of %s (%s) were refused while their counterfactual, '
-              'the same person had they belonged to the reference group, would have been accepted.',
-              audit.num(s.discriminated), audit.num(s.complainants),
-              audit.group_label(s.protected_attribute, 'protected'), audit.pct(s.discriminated_share))
+       CASE WHEN f.method = 'CF' THEN printf(
+              '%s of %s complainants of %s (%s) were refused while their counterfactual, the same '
+              'applicant had they belonged to the reference group with %s as the SCM moves them, '
+              'would have been accepted (%s).',
+              audit.num(f.discriminated), audit.num(f.complainants),
+              audit.group_label(f.protected_attribute, 'protected'), audit.pct(f.discriminated_share),
+              CASE WHEN f.estimand = 'total effect' THEN 'every input'
+                   ELSE 'the inputs not held as mediators' END, f.estimand)
             ELSE printf(
-              '%s of %s complainants of %s (%s) were treated worse than their %s neighbours in the '
-              'reference group with significance (one-sided, alpha = %s, tau = %s, k = %d); '
-              '%s (%s) show some gap.',
-              audit.num(s.significant), audit.num(s.complainants),
-              audit.group_label(s.protected_attribute, 'protected'), audit.pct(s.significant_share),
-              CASE WHEN s.method = 'ST' THEN 'factual' ELSE 'counterfactual' END,
-              CAST(p.alpha AS VARCHAR), CAST(p.tau AS VARCHAR), s.k,
-              audit.num(s.discriminated), audit.pct(s.discriminated_share))
-       END AS statement
-FROM s
-LEFT JOIN params p USING (run_id);
+              '%s of %s complainants of %s (%s) fared worse than their %s neighbours in the '
+              'reference group with significance (one-sided, alpha = %s, tau = %s, k = %d; %s); '
+              '%s (%s) show some gap. %s',
+              audit.num(f.significant), audit.num(f.complainants),
+              audit.group_label(f.protected_attribute, 'protected'), audit.pct(f.significant_share),
+              CASE WHEN f.method = 'ST' THEN 'factual' ELSE 'counterfactual' END,
+              CAST(f.alpha AS VARCHAR), CAST(f.tau AS VARCHAR), f.k, f.estimand,
+              audit.num(f.discriminated), audit.pct(f.discriminated_share),
+              CASE WHEN NOT f.flagged THEN printf('No more than the %s that chance alone flags at this level.',
+                                                  audit.pct(f.alpha))
+                   WHEN f.estimand IN ('total effect', 'path-specific effect') THEN
+                     'The counterfactual moves the applicant''s inputs with the group, so group differences '
+                     'in those inputs count: a counterfactual-fairness finding, not by itself evidence that '
+                     'applicants with the same inputs were treated differently.'
+                   WHEN f.inputs = 'complete' THEN
+                     'The records hold every input of the decisions: evidence of a direct effect.'
+                   WHEN f.robust THEN printf(
+                     'It survives an unobserved factor as strong as %s (robustness value %s).',
+                     f.strongest_control, printf('%.3f', f.robustness_value))
+                   WHEN f.robust = false THEN printf(
+                     'An unobserved factor no stronger than %s could explain it (robustness value %s): '
+                     'not evidence of disparate treatment.', f.strongest_control, printf('%.3f', f.robustness_value))
+                   ELSE 'Inputs the records lack (such as credit history) may explain it; no sensitivity '
+                        'analysis was run (engines.regression).' END)
+       END AS statement,
+       f.estimand,
+       CASE WHEN f.method = 'ST' THEN 'the recorded inputs compared (engines.cst.features)'
+            ELSE 'counterfactuals through the SCM: ' || f.effect END AS basis,
+       CASE WHEN f.question = 'counterfactual_fairness' THEN f.flagged AND f.estimand <> 'direct effect given the recorded inputs'
+            WHEN f.question = 'disparate_treatment' THEN
+              f.flagged AND f.estimand IN ('direct effect given the recorded inputs', 'direct effect')
+              AND (f.inputs = 'complete' OR coalesce(f.robust, false))
+            ELSE false END AS evidence,
+       CASE WHEN f.estimand IN ('direct effect given the recorded inputs', 'direct effect') THEN
+              CASE WHEN f.inputs = 'complete' THEN coalesce(f.robust, true) ELSE f.robust END END AS robust,
+       f.robustness_value, NULL::DOUBLE AS e_value
+FROM f;

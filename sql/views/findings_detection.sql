@@ -31,5 +31,7 @@ SELECT d.run_id, 'detection' AS engine, d.protected_attribute AS attribute,
               audit.num(d.true_positives), audit.pct(d.precision), audit.pct(d.base_rate),
               CASE WHEN d.precision IS NULL OR d.base_rate IS NULL OR d.base_rate = 0 THEN 'n/a'
                    ELSE printf('%.2fx', d.precision / d.base_rate) END,
-              audit.num(d.true_positives), audit.num(d.harmed), audit.pct(d.recall), audit.pct(d.f1)) AS statement
+              audit.num(d.true_positives), audit.num(d.harmed), audit.pct(d.recall), audit.pct(d.f1)) AS statement,
+       'detection quality' AS estimand, printf('the ground truth of %s effects', d.effect) AS basis,
+       false AS evidence, NULL::BOOLEAN AS robust, NULL::DOUBLE AS robustness_value, NULL::DOUBLE AS e_value
 FROM d;

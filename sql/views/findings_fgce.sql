@@ -21,7 +21,9 @@ SELECT run_id, 'fgce' AS engine, attribute, group_name, 'recourse coverage' AS f
               'decision with %d counterfactual(s), against %s of the %s of the reference group; '
               '%s have no feasible path at all.',
               audit.pct(coverage_at_k), audit.num(factuals), audit.group_label(attribute, group_name),
-              k, audit.pct(ref_coverage), audit.num(ref_factuals), audit.num(factuals - coverable)) AS statement
+              k, audit.pct(ref_coverage), audit.num(ref_factuals), audit.num(factuals - coverable)) AS statement,
+       'recourse' AS estimand, 'feasible changes to the recorded inputs under the audited model' AS basis,
+       false AS evidence, NULL::BOOLEAN AS robust, NULL::DOUBLE AS robustness_value, NULL::DOUBLE AS e_value
 FROM pr
 UNION ALL
 SELECT run_id, 'fgce', attribute, group_name, 'recourse cost', true,
@@ -32,6 +34,7 @@ SELECT run_id, 'fgce', attribute, group_name, 'recourse cost', true,
               '(k0 = %d)%s.',
               audit.num(coverable), audit.group_label(attribute, group_name), d0_at_k0, k0, ref_d0, ref_k0,
               CASE WHEN d0_at_k0 > ref_d0 THEN ': the protected group must change more to be accepted'
-                   ELSE '' END)
+                   ELSE '' END),
+       'recourse', 'feasible changes to the recorded inputs under the audited model', false, NULL, NULL, NULL
 FROM pr
 WHERE d0_at_k0 IS NOT NULL AND ref_d0 IS NOT NULL;

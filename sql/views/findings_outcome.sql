@@ -1,6 +1,10 @@
 -- Outcome findings: each group against its reference (DI with its log-method interval, the
 -- adjusted two-proportion test, the four-fifths rule both ways, or "too small to judge"), and
 -- a reference group under four fifths of the highest-rate group (the EEOC reading).
+-- Estimand: a raw disparity (no controls): a screen for disparate impact, never by itself
+-- evidence of disparate treatment; evidence only when the audit asks about disparate impact
+-- and the protected group's rate is significantly lower. The E-value says how strongly an
+-- unobserved factor would have to be tied to both group and decision to explain the ratio.
 CREATE OR REPLACE VIEW audit.findings_outcome AS
 SELECT g.run_id, 'outcome' AS engine, g.attribute, g.group_name,
        CASE WHEN g.verdict = 'too small to judge' THEN 'too small to judge'
@@ -40,8 +44,16 @@ SELECT g.run_id, 'outcome' AS engine, g.attribute, g.group_name,
        END, printf('%s: disparate impact ratio %s against %s (written before intervals and '
                    'corrections were recorded).', audit.group_label(g.attribute, g.group_name),
                    coalesce(printf('%.2f', g.di_ratio), 'n/a'), audit.group_label(g.attribute, g.reference_group))
-       ) AS statement
+       ) || CASE WHEN g.di_ratio IS NOT NULL AND g.verdict <> 'too small to judge' THEN printf(
+           ' A raw disparity with no controls: it does not say why the rates differ (E-value %.2f, '
+           '%.2f for the interval''s limit nearer 1: an unobserved factor tied this strongly to both '
+           'group and decision could explain it).', audit.e_value(g.di_ratio),
+           audit.e_value_ci(g.di_ci_low, g.di_ci_high)) ELSE '' END AS statement,
+       'raw disparity' AS estimand, 'favourable rates by group, no controls' AS basis,
+       coalesce(c.question = 'disparate_impact' AND g.significant AND g.spd < 0, false) AS evidence,
+       NULL::BOOLEAN AS robust, NULL::DOUBLE AS robustness_value, audit.e_value(g.di_ratio) AS e_value
 FROM audit.outcome_gaps g
+LEFT JOIN audit.run_context c USING (run_id)
 UNION ALL
 SELECT m.run_id, 'outcome', m.attribute, m.group_name, 'four-fifths of the highest rate', true, true,
        'ratio_to_highest', m.ratio_to_highest, NULL, NULL, NULL, NULL, NULL,
@@ -52,7 +64,9 @@ SELECT m.run_id, 'outcome', m.attribute, m.group_name, 'four-fifths of the highe
               audit.group_label(m.attribute, m.group_name), audit.pct(m.favourable_rate),
               audit.pct(h.favourable_rate), audit.group_label(m.attribute, m.highest_group),
               m.ratio_to_highest, audit.num(greatest(0, round(m.n * h.favourable_rate) - m.n_favourable)),
-              audit.num(m.n))
+              audit.num(m.n)),
+       'raw disparity', 'favourable rates by group, no controls', false, NULL, NULL,
+       audit.e_value(m.ratio_to_highest)
 FROM audit.outcome_metrics m
 JOIN audit.outcome_metrics h
   ON h.run_id = m.run_id AND h.attribute = m.attribute AND h.group_name = m.highest_group

@@ -24,6 +24,8 @@ SELECT run_id, 'raguel' AS engine, attribute, 'protected' AS group_name,
                    ELSE 'fairly represented in every prefix' END,
               r_before, min_prefix_r_before, audit.num(points_changed), audit.num(total_modification_cost),
               CASE WHEN success THEN '' ELSE '; the repair did not succeed' END)
-       END AS statement
+       END AS statement,
+       'recourse' AS estimand, 'the cost of recourse under the audited model' AS basis,
+       false AS evidence, NULL::BOOLEAN AS robust, NULL::DOUBLE AS robustness_value, NULL::DOUBLE AS e_value
 FROM audit.raguel_summary
 WHERE configuration = 'main';
