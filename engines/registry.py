@@ -18,6 +18,7 @@ ENGINES: dict[str, tuple[str, str]] = {
     "pba": ("aequum.engines.verification.engine:PBAEngine", "aequum.engines.verification.params:PBAParams"),
     "cec": ("aequum.engines.matching.cec_engine:CECEngine", "aequum.engines.matching.cec_params:CECParams"),
     "reasons": ("aequum.engines.reasons:ReasonsEngine", "aequum.engines.reasons_params:ReasonsParams"),
+    "regression": ("aequum.engines.regression.engine:RegressionEngine", "aequum.engines.regression.params:RegressionParams"),
 }
 
 

@@ -1,0 +1,151 @@
+"""Controlled disparity: are protected applicants denied more often than comparable reference
+applicants, and could an omitted variable explain it?
+
+The examiner's first number (FAIR_LENDING.md, "Controlled denial regression"): for each
+protected attribute, among the records with a decision, the linear probability model
+
+    denied ~ 1 + protected + controls
+
+over the protected (1) and reference (0) applicants, by OLS (``engines.sensitivity.
+controlled_lpm``: blocked sums, classical and HC1 standard errors). Its coefficient is the
+difference in denial probability, in points, between a protected and a reference applicant with
+the same recorded inputs; the unadjusted difference stands beside it. Controls
+(:func:`resolve_controls`): numeric features as their values, ordinal and categorical features
+as dummies of their levels (HMDA's DTI bins stay levels).
+
+Its sensitivity (Cinelli & Hazlett 2020, "Sensitivity to an omitted variable"): the robustness
+value RV_1 (the share of the residual variance of both group membership and denial an omitted
+factor must explain to remove the estimate) and RV_{1,α} (to make it lose significance), and for
+every control the bounds of a confounder 1, 2, 3 … times as strong. ``robust``: the estimate
+keeps its sign and its interval excludes 0 under a confounder as strong as each control.
+What the data cannot see (a credit score, in the public HMDA LAR) may still explain a disparity
+that is robust to confounders as strong as the controls: the findings say so.
+
+P-values are adjusted across the run's attributes (Holm by default). Tables
+``regression_estimates`` (one row per attribute) and ``regression_benchmarks`` (attribute ×
+control × multiplier). One piece per attribute; the adjustment happens in ``combine``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from aequum.engines.core.data import record_columns
+from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.outcome_stats import adjust_p_values
+from aequum.engines.sensitivity import Categorical, LPMResult, controlled_lpm
+
+ESTIMATES = pa.schema([
+    ("attribute", pa.string()), ("n", pa.int64()), ("n_protected", pa.int64()),
+    ("n_reference", pa.int64()), ("dropped_null", pa.int64()), ("raw_difference", pa.float64()),
+    ("estimate", pa.float64()), ("se", pa.float64()), ("se_robust", pa.float64()),
+    ("ci_low", pa.float64()), ("ci_high", pa.float64()), ("confidence", pa.float64()),
+    ("t", pa.float64()), ("dof", pa.int64()), ("p_value", pa.float64()), ("p_adjusted", pa.float64()),
+    ("significant", pa.bool_()), ("partial_r2", pa.float64()), ("r_squared", pa.float64()),
+    ("rv_q1", pa.float64()), ("rv_q1_alpha", pa.float64()), ("strongest_control", pa.string()),
+    ("adjusted_at_strongest", pa.float64()), ("adjusted_ci_low_at_strongest", pa.float64()),
+    ("adjusted_ci_high_at_strongest", pa.float64()), ("robust", pa.bool_()), ("controls", pa.string()),
+    ("note", pa.string()), ("correction", pa.string()),
+])
+
+BENCHMARKS = pa.schema([
+    ("attribute", pa.string()), ("control", pa.string()), ("multiplier", pa.float64()),
+    ("r2dxj_x", pa.float64()), ("r2yxj_dx", pa.float64()), ("r2dz_x", pa.float64()),
+    ("r2yz_dx", pa.float64()), ("adjusted_estimate", pa.float64()), ("adjusted_ci_low", pa.float64()),
+    ("adjusted_ci_high", pa.float64()), ("adjusted_se", pa.float64()), ("bias", pa.float64()),
+    ("note", pa.string()),
+])
+
+
+def resolve_controls(spec, params) -> list[str]:
+    """The controls: ``params.controls``; else ``engines.cst.features`` when set; else every
+    feature that is neither immutable nor a protected attribute (by name or column)."""
+    if params.controls is not None:
+        return list(params.controls)
+    cst = getattr(spec.engines, "cst", None)
+    features = getattr(cst, "features", None)
+    if features:
+        return list(features)
+    protected = {p.name for p in spec.protected} | {p.column for p in spec.protected}
+    return [f.name for f in spec.features if f.mutability != "immutable" and f.name not in protected]
+
+
+class RegressionEngine:
+    """Controlled disparity with its omitted-variable sensitivity (see the module docstring)."""
+
+    name = "regression"
+    tables = {"regression_estimates": ESTIMATES, "regression_benchmarks": BENCHMARKS}
+
+    def columns(self, spec, params) -> list[str]:
+        """Groups, decisions and the controls."""
+        return record_columns(spec, resolve_controls(spec, params), ids=False)
+
+    def prepare(self, data, params):
+        if data.decision is None:
+            raise ValueError("regression needs decisions (a decision column, or model.use_for_decisions)")
+        names = resolve_controls(data.spec, params)
+        decision = data.decision
+        y = np.where((decision == 0) | (decision == 1), 1.0 - decision, np.nan)  # 1 = unfavourable
+        controls = []
+        for name in names:
+            values = data.column_values(name)
+            levels = data.levels(name)
+            controls.append(values if levels is None else Categorical(values, levels))
+        return {"y": y, "groups": dict(data.groups), "controls": controls, "names": names, "params": params}
+
+    def pieces(self, state) -> list[str]:
+        return list(state["groups"])
+
+    def run_piece(self, state, attribute: str) -> Tables:
+        params = state["params"]
+        groups = state["groups"][attribute]
+        rows = np.flatnonzero(((groups == 0) | (groups == 1)) & ~np.isnan(state["y"]))
+        fit = controlled_lpm(state["y"], groups, state["controls"], state["names"], params.confidence,
+                             multipliers=params.benchmark_multipliers, rows=rows)
+        small = min(fit.n_treated, fit.n_control) < params.min_group_size
+        notes = [fit.note] if fit.note else []
+        if small:
+            notes.append(f"fewer than {params.min_group_size} applicants in a group "
+                         f"({fit.n_treated:,} protected, {fit.n_control:,} reference): reported, not tested")
+        estimates = pa.Table.from_pylist([_estimate_row(attribute, fit, small, notes, params)], schema=ESTIMATES)
+        wanted = {float(k) for k in params.benchmark_multipliers}
+        bench = [{"attribute": attribute, "control": c.name, "multiplier": b.multiplier,
+                  "r2dxj_x": c.r2dxj_x, "r2yxj_dx": c.r2yxj_dx, "r2dz_x": b.r2dz_x, "r2yz_dx": b.r2yz_dx,
+                  "adjusted_estimate": b.adjusted_estimate, "adjusted_ci_low": b.adjusted_ci_low,
+                  "adjusted_ci_high": b.adjusted_ci_high, "adjusted_se": b.adjusted_se, "bias": b.bias,
+                  "note": b.note}
+                 for c in fit.sensitivity for b in sorted(c.bounds, key=lambda b: b.multiplier)
+                 if b.multiplier in wanted]
+        return {"regression_estimates": estimates,
+                "regression_benchmarks": pa.Table.from_pylist(bench, schema=BENCHMARKS)}
+
+    def combine(self, state, parts) -> Tables:
+        out = concat_parts(parts, self.tables)
+        params = state["params"]
+        est = out["regression_estimates"]
+        p = np.array([np.nan if v is None else v for v in est["p_value"].to_pylist()], dtype=np.float64)
+        adjusted = adjust_p_values(p, params.correction)
+        p_adj = [None if np.isnan(a) else float(a) for a in adjusted]
+        significant = [None if a is None else a < 1 - params.confidence for a in p_adj]
+        est = est.set_column(est.schema.get_field_index("p_adjusted"), "p_adjusted", pa.array(p_adj, pa.float64()))
+        est = est.set_column(est.schema.get_field_index("significant"), "significant", pa.array(significant, pa.bool_()))
+        out["regression_estimates"] = est
+        return out
+
+
+def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str], params) -> dict:
+    at1 = fit.bound(fit.strongest_control, 1.0) if fit.strongest_control is not None else None
+    return {
+        "attribute": attribute, "n": fit.n, "n_protected": fit.n_treated, "n_reference": fit.n_control,
+        "dropped_null": fit.dropped_null, "raw_difference": fit.raw_difference, "estimate": fit.estimate,
+        "se": fit.se, "se_robust": fit.se_robust, "ci_low": fit.ci_low, "ci_high": fit.ci_high,
+        "confidence": params.confidence, "t": fit.t, "dof": fit.dof,
+        "p_value": None if small else fit.p_value, "p_adjusted": None, "significant": None,
+        "partial_r2": fit.partial_r2, "r_squared": fit.r_squared, "rv_q1": fit.rv_q, "rv_q1_alpha": fit.rv_qa,
+        "strongest_control": fit.strongest_control,
+        "adjusted_at_strongest": None if at1 is None else at1.adjusted_estimate,
+        "adjusted_ci_low_at_strongest": None if at1 is None else at1.adjusted_ci_low,
+        "adjusted_ci_high_at_strongest": None if at1 is None else at1.adjusted_ci_high,
+        "robust": None if small else fit.robust, "controls": ", ".join(fit.controls),
+        "note": "; ".join(notes) or None, "correction": params.correction,
+    }

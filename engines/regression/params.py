@@ -1,0 +1,48 @@
+"""Parameters of the controlled-disparity engine (``regression``), with defaults."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class RegressionParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    controls: list[str] | None = Field(
+        None, description="Features controlled for. Default: engines.cst.features when set, else "
+        "every feature that is neither immutable nor a protected attribute. Numeric features enter "
+        "as their values; ordinal and categorical features as dummies of their levels (HMDA's "
+        "published DTI bins are levels, never parsed to numbers).")
+    confidence: float = Field(0.95, gt=0.5, lt=1, description="Level of the intervals; 1 − confidence "
+                              "is the significance level of the (adjusted) tests and of RV_{1,α}.")
+    correction: Literal["holm", "bh", "none"] = Field(
+        "holm", description="Multiple-testing correction across the run's attributes.")
+    min_group_size: int = Field(
+        30, ge=1, description="Fewer applicants with a decision in the protected or the reference "
+        "group (after dropping nulls): reported with a note, not tested.")
+    benchmark_multipliers: list[float] = Field(
+        default_factory=lambda: [1.0, 2.0, 3.0], description="Multipliers k of the benchmark bounds: a "
+        "confounder k times as strong as each control (kd = ky = k; Cinelli & Hazlett 2020, Sec. 6.1) "
+        "in regression_benchmarks. Robustness is judged at k = 1 whatever this lists.")
+
+    @field_validator("benchmark_multipliers")
+    @classmethod
+    def _multipliers(cls, v: list[float]) -> list[float]:
+        if not v or any(k <= 0 for k in v) or len(set(v)) != len(v):
+            raise ValueError(f"benchmark_multipliers must be distinct positive numbers, got {v}")
+        return v
+
+    def check_spec(self, spec, running: bool) -> None:
+        """Cross-checks against the rest of the spec (called by the spec's validation)."""
+        if self.controls is not None:
+            unknown = [c for c in self.controls if c not in spec.feature_names]
+            if unknown:
+                raise ValueError(f"engines.regression.controls: {unknown} are not declared features "
+                                 f"(features: {spec.feature_names})")
+            dup = sorted({c for c in self.controls if self.controls.count(c) > 1})
+            if dup:
+                raise ValueError(f"engines.regression.controls: {dup} listed more than once")
+        if running and spec.decision is None and (spec.model is None or not spec.model.use_for_decisions):
+            raise ValueError("engines.run includes 'regression', which needs decisions (a decision "
+                             "column, or model.use_for_decisions)")

@@ -1,0 +1,596 @@
+"""Sensitivity of a regression estimate to an omitted variable, and the controlled linear
+probability model it is applied to. Pure numpy (and scipy's t distribution), no engine state.
+
+**Omitted-variable bias in partial R² terms** — Cinelli, C. & Hazlett, C. (2020), "Making sense
+of sensitivity: extending omitted variable bias", JRSS-B 82(1), 39–67 (C&H below). For the
+coefficient of a treatment D in ``Y ~ D + X`` (here: the group indicator in a denial regression)
+with t-statistic ``t`` and residual degrees of freedom ``dof``:
+
+* partial R² of D with Y given X: ``R²_{Y~D|X} = t² / (t² + dof)`` (C&H Sec. 3.3); partial
+  Cohen's f² = ``t² / dof``, f = ``|t| / sqrt(dof)``;
+* an omitted Z with partial R² ``r2dz_x`` with D (given X) and ``r2yz_dx`` with Y (given D, X)
+  biases the estimate by ``|bias| = sqrt(r2yz_dx · r2dz_x / (1 − r2dz_x)) · se · sqrt(dof)``
+  (C&H eq. 11–12) and the standard error of the adjusted estimate is
+  ``se · sqrt((1 − r2yz_dx)/(1 − r2dz_x)) · sqrt(dof/(dof − 1))`` (C&H eq. 13);
+* the robustness value RV_q: the partial R² a confounder needs with both D and Y to move the
+  estimate by 100·q % (C&H eq. 18), and RV_{q,α}: to make it lose significance at level α
+  (C&H eq. 19);
+* benchmarks: a confounder kd times as strong as an observed covariate X_j in explaining D and
+  ky times as strong in explaining Y (C&H Sec. 6.1, eq. 24 and Appendix B) — the bound every
+  "would a factor as strong as DTI explain it away?" sentence rests on.
+
+The functions follow sensemakr (R and its Python port PySensemakr 0.0.8, which the tests
+cross-check to 1e-8 relative) where the paper leaves a choice: ``reduce=True`` (bias towards
+zero), RV_{q,α}'s critical value at ``dof − 1`` degrees of freedom, the bound on r2yz_dx capped
+at 1, the adjusted interval at ``dof`` degrees of freedom.
+
+**E-value** — VanderWeele, T. J. & Ding, P. (2017), "Sensitivity analysis in observational
+research: introducing the E-value", Ann. Intern. Med. 167(4), 268–274: the minimum strength of
+association (risk-ratio scale) an unmeasured confounder needs with both exposure and outcome
+to explain an observed risk ratio away.
+
+**Controlled linear probability model** — :func:`controlled_lpm`: ``y ~ 1 + d + X`` by OLS from
+blocked sums (the n × p design never exists beyond a block of rows), classical and HC1 standard
+errors, the sensitivity of d's coefficient and its benchmarks against every control. The
+sensitivity formulas are those of linear regression; for a denial decision they are applied to
+the linear probability model on the same design, as practitioners do (and say so).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import linalg
+from scipy.stats import t as student_t
+
+__all__ = [
+    "partial_r2", "partial_f2", "partial_f", "robustness_value", "group_partial_r2",
+    "bias", "adjusted_estimate", "adjusted_se", "adjusted_t", "ovb_partial_r2_bound", "ovb_bounds",
+    "e_value", "e_value_ci", "e_value_or", "Categorical", "Bound", "ControlSensitivity",
+    "LPMResult", "controlled_lpm",
+]
+
+
+def _out(x):
+    """A 0-d result as a Python float, an array as it is."""
+    x = np.asarray(x, dtype=np.float64)
+    return float(x) if x.ndim == 0 else x
+
+
+# -- C&H: partial R², f, robustness value -------------------------------------------------------
+
+def partial_r2(t, dof):
+    """Partial R² of a coefficient with the outcome given the other regressors, from its
+    t-statistic: ``t² / (t² + dof)`` (C&H Sec. 3.3, eq. 5 read backwards)."""
+    t = np.asarray(t, dtype=np.float64)
+    return _out(t ** 2 / (t ** 2 + dof))
+
+
+def partial_f2(t, dof):
+    """Partial Cohen's f² of a coefficient: ``t² / dof`` = R²/(1 − R²) (C&H Sec. 4.1)."""
+    return _out(np.asarray(t, dtype=np.float64) ** 2 / dof)
+
+
+def partial_f(t, dof):
+    """Partial Cohen's f: ``|t| / sqrt(dof)`` (C&H Sec. 4.1)."""
+    return _out(np.abs(np.asarray(t, dtype=np.float64)) / np.sqrt(dof))
+
+
+def robustness_value(t, dof, q: float = 1.0, alpha: float | None = None):
+    """The robustness value of a coefficient with t-statistic ``t`` and ``dof`` residual
+    degrees of freedom: the partial R² an omitted confounder needs with both the treatment and
+    the outcome to reduce the estimate by ``100·q`` % (``alpha=None``), or to make the reduced
+    estimate's (1 − alpha) interval reach it (``alpha`` given).
+
+    ``alpha=None`` — RV_q, C&H eq. 18: with ``f_q = q·|t|/sqrt(dof)``,
+    ``RV_q = ½ (sqrt(f_q⁴ + 4 f_q²) − f_q²)``.
+
+    ``alpha`` given — RV_{q,α}, C&H eq. 19: with the critical
+    ``f* = |t*_{α/2, dof−1}| / sqrt(dof − 1)`` and ``f_{q,α} = f_q − f*``: 0 when
+    ``f_{q,α} ≤ 0`` (the interval already includes the reduced estimate), else
+    ``½ (sqrt(f_{q,α}⁴ + 4 f_{q,α}²) − f_{q,α}²)``; except in the corner where the constraint
+    R²_{Y~Z|D,X} ≤ 1 binds, ``f_q > 1/f*``, where the confounder needs
+    ``(f_q² − f*²) / (1 + f_q²)`` — the case sensemakr (R ≥ 0.1.4, PySensemakr) handles, by the
+    same condition. Values in [0, 1]; vectorised over ``t`` and ``dof``.
+    """
+    fq = q * np.abs(np.asarray(t, dtype=np.float64)) / np.sqrt(np.asarray(dof, dtype=np.float64))
+    if alpha is None:
+        return _out(0.5 * (np.sqrt(fq ** 4 + 4 * fq ** 2) - fq ** 2))
+    dof1 = np.asarray(dof, dtype=np.float64) - 1
+    f_crit = np.abs(student_t.ppf(alpha / 2, dof1)) / np.sqrt(dof1)
+    fqa = fq - f_crit
+    rv = 0.5 * (np.sqrt(fqa ** 4 + 4 * fqa ** 2) - fqa ** 2)
+    with np.errstate(divide="ignore"):
+        corner = (fqa > 0) & (fq > 1 / f_crit)
+    rvx = (fq ** 2 - f_crit ** 2) / (1 + fq ** 2)
+    return _out(np.where(fqa <= 0, 0.0, np.where(corner, rvx, rv)))
+
+
+def group_partial_r2(f_statistic, p, dof):
+    """Partial R² of a group of ``p`` regressors (a categorical control's dummies) with the
+    outcome, from their joint F-statistic ``F = b' V⁻¹ b / p``: ``F·p / (F·p + dof)`` (C&H
+    Sec. 6.1, sensemakr's ``group_partial_r2``); for ``p = 1`` it is :func:`partial_r2`."""
+    fp = np.asarray(f_statistic, dtype=np.float64) * p
+    return _out(fp / (fp + dof))
+
+
+# -- C&H: bias, adjusted estimate, benchmarks -----------------------------------------------------
+
+def bias(r2dz_x, r2yz_dx, se, dof):
+    """The absolute bias an omitted Z with partial R² ``r2dz_x`` (with D given X) and
+    ``r2yz_dx`` (with Y given D, X) causes: ``sqrt(r2yz_dx · r2dz_x / (1 − r2dz_x)) · se ·
+    sqrt(dof)`` (C&H eq. 12, the bias factor times se·sqrt(dof))."""
+    r2dz_x, r2yz_dx = np.asarray(r2dz_x, np.float64), np.asarray(r2yz_dx, np.float64)
+    return _out(np.sqrt(r2yz_dx * r2dz_x / (1 - r2dz_x)) * se * np.sqrt(dof))
+
+
+def adjusted_estimate(estimate, se, dof, r2dz_x, r2yz_dx):
+    """The estimate had Z been included, the bias taken towards zero:
+    ``sign(est)·(|est| − bias)`` (C&H eq. 12; sensemakr's ``reduce=True``)."""
+    return _out(np.sign(estimate) * (np.abs(estimate) - bias(r2dz_x, r2yz_dx, se, dof)))
+
+
+def adjusted_se(se, dof, r2dz_x, r2yz_dx):
+    """The standard error had Z been included: ``se · sqrt((1 − r2yz_dx)/(1 − r2dz_x)) ·
+    sqrt(dof/(dof − 1))`` (C&H eq. 13; one more parameter, one fewer degree of freedom)."""
+    r2dz_x, r2yz_dx = np.asarray(r2dz_x, np.float64), np.asarray(r2yz_dx, np.float64)
+    return _out(np.sqrt((1 - r2yz_dx) / (1 - r2dz_x)) * se * np.sqrt(dof / (dof - 1)))
+
+
+def adjusted_t(estimate, se, dof, r2dz_x, r2yz_dx, h0: float = 0.0):
+    """t-statistic of the adjusted estimate against ``h0`` (C&H Sec. 4.4)."""
+    est = np.asarray(adjusted_estimate(estimate, se, dof, r2dz_x, r2yz_dx))
+    with np.errstate(divide="ignore", invalid="ignore"):  # r2yz_dx = 1: no residual left, ±inf
+        return _out((est - h0) / np.asarray(adjusted_se(se, dof, r2dz_x, r2yz_dx)))
+
+
+def ovb_partial_r2_bound(r2dxj_x, r2yxj_dx, kd=1.0, ky=None):
+    """The strength ``(r2dz_x, r2yz_dx)`` of a confounder Z ``kd`` times as strong as an
+    observed covariate X_j in explaining D and ``ky`` times as strong in explaining Y (C&H Sec.
+    6.1, eq. 24 with Appendix B; sensemakr's ``ovb_partial_r2_bound``), from X_j's partial R²
+    with D given the other covariates (``r2dxj_x``) and with Y given D and the others
+    (``r2yxj_dx``):
+
+    ``r2dz_x = kd · r2dxj_x / (1 − r2dxj_x)``,
+    ``r2zxj_xd = kd · r2dxj_x² / ((1 − kd·r2dxj_x)(1 − r2dxj_x))``,
+    ``r2yz_dx = ((sqrt(ky) + sqrt(r2zxj_xd)) / sqrt(1 − r2zxj_xd))² · r2yxj_dx / (1 − r2yxj_dx)``,
+    capped at 1. Where ``r2dz_x ≥ 1`` or ``r2zxj_xd ≥ 1`` no such confounder can exist (the
+    multiplier is impossible: sensemakr stops there): NaN for both. Vectorised."""
+    ky = kd if ky is None else ky
+    r2dxj_x, r2yxj_dx = np.asarray(r2dxj_x, np.float64), np.asarray(r2yxj_dx, np.float64)
+    kd, ky = np.asarray(kd, np.float64), np.asarray(ky, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r2dz_x = kd * r2dxj_x / (1 - r2dxj_x)
+        r2zxj_xd = kd * r2dxj_x ** 2 / ((1 - kd * r2dxj_x) * (1 - r2dxj_x))
+        impossible = ~((r2dz_x < 1) & (r2zxj_xd >= 0) & (r2zxj_xd < 1))
+        r2yz_dx = ((np.sqrt(ky) + np.sqrt(r2zxj_xd)) / np.sqrt(1 - r2zxj_xd)) ** 2 * r2yxj_dx / (1 - r2yxj_dx)
+    r2yz_dx = np.minimum(r2yz_dx, 1.0)
+    return _out(np.where(impossible, np.nan, r2dz_x)), _out(np.where(impossible, np.nan, r2yz_dx))
+
+
+def ovb_bounds(estimate, se, dof, r2dxj_x, r2yxj_dx, kd=1.0, ky=None, alpha: float = 0.05) -> dict:
+    """The benchmark bound of :func:`ovb_partial_r2_bound` and what it does to the estimate
+    (sensemakr's ``ovb_bounds``): ``r2dz_x``, ``r2yz_dx``, ``bias``, ``adjusted_estimate``,
+    ``adjusted_se``, ``adjusted_t`` and the adjusted (1 − alpha) interval
+    ``adjusted_ci_low/high`` at ``dof`` degrees of freedom. NaN where the multiplier is
+    impossible."""
+    r2dz_x, r2yz_dx = ovb_partial_r2_bound(r2dxj_x, r2yxj_dx, kd, ky)
+    est = adjusted_estimate(estimate, se, dof, r2dz_x, r2yz_dx)
+    ase = adjusted_se(se, dof, r2dz_x, r2yz_dx)
+    crit = abs(student_t.ppf(alpha / 2, dof))
+    return {"r2dz_x": r2dz_x, "r2yz_dx": r2yz_dx, "bias": bias(r2dz_x, r2yz_dx, se, dof),
+            "adjusted_estimate": est, "adjusted_se": ase,
+            "adjusted_t": adjusted_t(estimate, se, dof, r2dz_x, r2yz_dx),
+            "adjusted_ci_low": _out(np.asarray(est) - crit * np.asarray(ase)),
+            "adjusted_ci_high": _out(np.asarray(est) + crit * np.asarray(ase))}
+
+
+# -- VanderWeele & Ding: E-value ----------------------------------------------------------------
+
+def e_value(rr):
+    """E-value of a risk ratio (VanderWeele & Ding 2017, eq. in "Computing the E-value"):
+    ``E = RR + sqrt(RR·(RR − 1))``, with ``1/RR`` for a protective ``RR < 1``; 1 for RR = 1.
+    NaN for a ratio that is not positive. Vectorised."""
+    rr = np.asarray(rr, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(rr < 1, 1 / rr, rr)
+        e = r + np.sqrt(r * (r - 1))
+    return _out(np.where(rr > 0, e, np.nan))
+
+
+def e_value_ci(low, high):
+    """E-value of a risk ratio's confidence interval (VanderWeele & Ding 2017): 1 when the
+    interval includes 1, else the E-value of the limit nearer 1 (``low`` when RR > 1, ``high``
+    when RR < 1). Vectorised."""
+    low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
+    near = np.where(low > 1, low, high)
+    return _out(np.where((low <= 1) & (high >= 1), 1.0, e_value(near)))
+
+
+def e_value_or(odds_ratio, low=None, high=None, common: bool = True):
+    """E-values of an odds ratio and its interval ``(point, ci)`` (VanderWeele & Ding 2017,
+    Table): for a common outcome (> 15 %) the risk ratio is approximated by ``sqrt(OR)`` (and
+    each limit likewise); for a rare outcome the odds ratio approximates the risk ratio. ``ci``
+    is None without an interval."""
+    convert = np.sqrt if common else (lambda x: np.asarray(x, np.float64))
+    point = e_value(convert(np.asarray(odds_ratio, np.float64)))
+    if low is None or high is None:
+        return point, None
+    return point, e_value_ci(convert(np.asarray(low, np.float64)), convert(np.asarray(high, np.float64)))
+
+
+# -- the controlled linear probability model ----------------------------------------------------
+
+@dataclass(frozen=True)
+class Categorical:
+    """A categorical (or ordinal) control: integer codes into ``levels`` (a NaN or negative code
+    is a null). It enters the regression as one block of dummies, one per level present
+    except the most frequent (the reference; the first such level on a tie) — the block's
+    partial R² and d's estimate do not depend on which level is left out."""
+
+    codes: np.ndarray
+    levels: Sequence[str]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A confounder ``kd`` (= ``ky``) times as strong as one control (C&H Sec. 6.1)."""
+
+    multiplier: float
+    r2dz_x: float | None
+    r2yz_dx: float | None
+    bias: float | None
+    adjusted_estimate: float | None
+    adjusted_se: float | None
+    adjusted_t: float | None
+    adjusted_ci_low: float | None
+    adjusted_ci_high: float | None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class ControlSensitivity:
+    """One control (a numeric column, or a categorical's dummies as one block): its partial R²
+    with d given the other controls (``r2dxj_x``, from ``d ~ 1 + X``) and with y given d and the
+    other controls (``r2yxj_dx``, from ``y ~ 1 + d + X``), each via t² (one column) or the
+    block's F, and the bounds at each multiplier."""
+
+    name: str
+    columns: int
+    r2dxj_x: float | None
+    r2yxj_dx: float | None
+    bounds: tuple[Bound, ...]
+
+
+@dataclass(frozen=True)
+class LPMResult:
+    """:func:`controlled_lpm`'s result. Inference (``se``, ``t``, interval, ``p_value``) and the
+    sensitivity use the classical standard error, the one C&H's formulas are derived for (and
+    sensemakr uses); ``se_robust`` (HC1) and ``p_value_robust`` stand beside them. Estimates are
+    None where the note says why."""
+
+    n: int
+    dropped_null: int
+    n_treated: int
+    n_control: int
+    raw_difference: float | None
+    estimate: float | None
+    se: float | None
+    se_robust: float | None
+    t: float | None
+    dof: int | None
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float
+    p_value: float | None
+    p_value_robust: float | None
+    partial_r2: float | None
+    rv_q: float | None
+    rv_qa: float | None
+    r_squared: float | None
+    controls: tuple[str, ...]
+    sensitivity: tuple[ControlSensitivity, ...] = ()
+    robust: bool | None = None
+    strongest_control: str | None = None
+    note: str | None = None
+    intercept: float | None = None
+    coefficients: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def bound(self, control: str, multiplier: float = 1.0) -> Bound | None:
+        """The bound of one control at one multiplier (None when not computed)."""
+        for c in self.sensitivity:
+            if c.name == control:
+                return next((b for b in c.bounds if b.multiplier == multiplier), None)
+        return None
+
+
+@dataclass
+class _Block:
+    name: str
+    index: int                    # position among the given controls
+    values: np.ndarray            # numeric values, or categorical codes as int64 (−1 null)
+    levels: np.ndarray | None     # dummy codes of a categorical (reference left out)
+    start: int = 0
+    stop: int = 0
+
+
+def _null_mask(values: np.ndarray, categorical: bool) -> np.ndarray:
+    if np.issubdtype(values.dtype, np.floating):
+        return np.isnan(values)
+    return values < 0 if categorical else np.zeros(len(values), bool)
+
+
+def _chunks(rows: np.ndarray, size: int):
+    for s in range(0, len(rows), size):
+        yield rows[s:s + size]
+
+
+def _fill(z: np.ndarray, idx: np.ndarray, d: np.ndarray, blocks: list[_Block]) -> np.ndarray:
+    """The design's rows ``idx`` (d, then each block's columns), uncentred, into ``z``."""
+    z[:, 0] = d[idx]
+    for b in blocks:
+        if b.levels is None:
+            z[:, b.start] = b.values[idx]
+        else:
+            z[:, b.start:b.stop] = b.values[idx][:, None] == b.levels[None, :]
+    return z
+
+
+def _none(x) -> float | None:
+    x = float(x)
+    return None if not np.isfinite(x) else x
+
+
+def _block_r2(coef: np.ndarray, inv: np.ndarray, cols: slice, s2: float, dof: int) -> float:
+    """Partial R² of the regressors ``cols``: F·p = b' V⁻¹ b with V = s²·inv[cols, cols]."""
+    b = coef[cols]
+    v = inv[cols, cols] * s2
+    try:
+        fp = float(b @ linalg.solve(v, b, assume_a="pos"))
+    except (linalg.LinAlgError, ValueError):  # not numerically positive definite: least squares
+        fp = float(b @ linalg.lstsq(v, b)[0])
+    return float(group_partial_r2(fp, 1, dof))
+
+
+def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Sequence[str],
+                   confidence: float = 0.95, *, multipliers: Sequence[float] = (1.0, 2.0, 3.0),
+                   rows: np.ndarray | None = None, block_rows: int | None = None) -> LPMResult:
+    """The linear probability model ``y ~ 1 + d + X`` by OLS and the sensitivity of d's
+    coefficient to an omitted confounder, benchmarked against every control.
+
+    ``y``, ``d``: 1-D arrays (float with NaN for null, or ints); ``x_blocks``: one entry per
+    control, named by ``names`` — a 1-D numeric array (NaN = null) or a :class:`Categorical`
+    (its dummies, one block); ``rows``: the rows to use (default all), taken a block at a time.
+    Rows with a null in y, d or any control are dropped and counted (``dropped_null``).
+
+    Computed from sums over blocks of ``block_rows`` rows (default: about 4M design cells a
+    block): the column means, then the centred cross products ``Z'Z`` and ``Z'y`` of
+    ``Z = [d, X]`` in float64, then the residuals' sums (RSS, the treatment regression's RSS,
+    the HC1 meat of d) — no n × p matrix beyond one block, so 10M rows × 30 columns take the
+    input arrays plus a few tens of MB. Centring (the intercept partialled out, Frisch–Waugh)
+    and a diagonal equilibration keep the solve accurate for raw incomes and property values.
+
+    Returned (:class:`LPMResult`): d's estimate, classical and HC1 (n/(n−p)) standard errors,
+    t, dof = n − p, the ``confidence`` interval and two-sided p-values, d's partial R², RV_1 and
+    RV_{1,α} (α = 1 − confidence), R² of the model; per control its partial R² with d (from
+    ``d ~ 1 + X``) and with y (from the outcome model), each via t² or the block's F, and the
+    benchmark bounds at ``kd = ky =`` each multiplier (1 always computed). ``robust``: the
+    estimate keeps its sign and its adjusted interval excludes 0 under a confounder as strong
+    as *every* control (k = 1 against each; a bound that is impossible — the control explains
+    half of d or more — counts against); None without controls. ``strongest_control``: the
+    control whose k = 1 bound moves the estimate most.
+
+    Degenerate input never raises: one value of y, d constant, fewer rows than parameters
+    + 2, a singular design (collinear controls, or d a combination of them), or no residual
+    variance give a ``note`` and null estimates; a control with no variance among the rows is
+    dropped with a note.
+    """
+    alpha = 1 - confidence
+    multipliers = tuple(dict.fromkeys([1.0, *[float(k) for k in multipliers]]))
+    y = np.asarray(y)
+    d = np.asarray(d)
+    notes: list[str] = []
+    if len(x_blocks) != len(names):
+        raise ValueError(f"{len(x_blocks)} control blocks for {len(names)} names")
+
+    # -- rows: drop nulls ------------------------------------------------------------------
+    valid = ~_null_mask(y, False) & ~_null_mask(d, False)
+    blocks: list[_Block] = []
+    for j, (name, x) in enumerate(zip(names, x_blocks)):
+        if isinstance(x, Categorical):
+            codes = np.asarray(x.codes)
+            null = _null_mask(codes, True)
+            valid &= ~null
+            values = np.where(null, -1, codes).astype(np.int64) if null.any() or codes.dtype != np.int64 else codes
+            if len(values) and values.max(initial=-1) >= len(x.levels):
+                raise ValueError(f"control {name!r}: a code beyond its {len(x.levels)} levels")
+            blocks.append(_Block(name, j, values, np.arange(len(x.levels))))
+        else:
+            values = np.asarray(x, dtype=np.float64)
+            valid &= ~np.isnan(values)
+            blocks.append(_Block(name, j, values, None))
+    candidates = np.arange(len(y)) if rows is None else np.asarray(rows, dtype=np.int64)
+    keep = candidates[valid[candidates]]
+    n = len(keep)
+    dropped = len(candidates) - n
+    if dropped:
+        notes.append(f"{dropped:,} rows with a null in the outcome, the group or a control dropped")
+
+    # -- pass 1: means, counts, variation ---------------------------------------------------
+    size = block_rows or max(1024, (1 << 22) // (2 + sum(len(b.levels) if b.levels is not None else 1 for b in blocks)))
+    y_sum = d_sum = y_treated = 0.0
+    n_treated = n_control = 0
+    lo = np.full(len(blocks), np.inf)
+    hi = np.full(len(blocks), -np.inf)
+    sums = np.zeros(len(blocks))
+    counts = [np.zeros(len(b.levels), np.int64) if b.levels is not None else None for b in blocks]
+    y_lo, y_hi, d_lo, d_hi = np.inf, -np.inf, np.inf, -np.inf
+    for idx in _chunks(keep, size):
+        yc, dc = y[idx].astype(np.float64), d[idx].astype(np.float64)
+        y_sum += yc.sum()
+        d_sum += dc.sum()
+        treated = dc == 1
+        n_treated += int(treated.sum())
+        n_control += int((dc == 0).sum())
+        y_treated += yc[treated].sum()
+        y_lo, y_hi = min(y_lo, yc.min()), max(y_hi, yc.max())
+        d_lo, d_hi = min(d_lo, dc.min()), max(d_hi, dc.max())
+        for j, b in enumerate(blocks):
+            v = b.values[idx]
+            if b.levels is None:
+                sums[j] += v.sum()
+                lo[j], hi[j] = min(lo[j], v.min()), max(hi[j], v.max())
+            else:
+                counts[j] += np.bincount(v, minlength=len(b.levels))
+    raw = None
+    if n_treated and n_control and n_treated + n_control == n:  # d is a 0/1 indicator
+        raw = float(y_treated / n_treated - (y_sum - y_treated) / n_control)
+
+    def empty(note: str, used: Sequence[str] | None = None) -> LPMResult:
+        return LPMResult(n, dropped, n_treated, n_control, raw, None, None, None, None, None, None,
+                         None, confidence, None, None, None, None, None, None,
+                         tuple(names if used is None else used),
+                         note="; ".join([*notes, note]))
+
+    if n == 0:
+        return empty("no rows to estimate from")
+    infinite = [nm for nm, lo_, hi_ in (("the outcome", y_lo, y_hi), ("the group", d_lo, d_hi),
+                                         *((b.name, lo[b.index], hi[b.index]) for b in blocks if b.levels is None))
+                if not (np.isfinite(lo_) and np.isfinite(hi_))]
+    if infinite:
+        return empty(f"infinite values in {', '.join(infinite)}")
+    if y_lo == y_hi:
+        return empty(f"the outcome takes one value ({y_lo:g}) in every row: nothing to explain")
+    if d_lo == d_hi:
+        return empty(f"the group indicator takes one value ({d_lo:g}) in every row: no comparison")
+
+    # controls without variation are dropped; a categorical keeps the levels present
+    kept: list[_Block] = []
+    for b in blocks:
+        j = b.index
+        if b.levels is None:
+            if lo[j] == hi[j]:
+                notes.append(f"control {b.name!r} has no variance among these rows: dropped")
+                continue
+        else:
+            present = np.flatnonzero(counts[j])
+            if len(present) < 2:
+                notes.append(f"control {b.name!r} has one level among these rows: dropped")
+                continue
+            reference = present[np.argmax(counts[j][present])]
+            b.levels = present[present != reference]
+        kept.append(b)
+    blocks = kept
+    col = 1
+    for b in blocks:
+        b.start = col
+        col += 1 if b.levels is None else len(b.levels)
+        b.stop = col
+    p = col  # d and the controls' columns; the intercept makes p + 1 parameters
+    used = [b.name for b in blocks]
+    dof = n - p - 1
+    if dof < 2:
+        return empty(f"{n:,} rows for {p + 1} parameters: too few to estimate (needs {p + 3} or more)", used)
+
+    means = np.empty(p)
+    means[0] = d_sum / n
+    for j, b in enumerate(blocks):
+        if b.levels is None:
+            means[b.start] = sums[b.index] / n
+        else:
+            means[b.start:b.stop] = counts[b.index][b.levels] / n
+    y_mean = y_sum / n
+
+    # -- pass 2: centred cross products ------------------------------------------------------
+    gram = np.zeros((p, p))
+    zy = np.zeros(p)
+    buf = np.empty((min(size, n), p))
+    for idx in _chunks(keep, size):
+        z = _fill(buf[:len(idx)], idx, d, blocks)
+        z -= means
+        gram += z.T @ z
+        zy += z.T @ (y[idx].astype(np.float64) - y_mean)
+    scale = 1 / np.sqrt(np.diag(gram))
+    g = gram * scale[:, None] * scale[None, :]
+    eig, vec = np.linalg.eigh(g)
+    if eig[0] <= 1e-12 * eig[-1]:
+        null = np.abs(vec[:, 0]) > 0.1
+        involved = [b.name for b in blocks if null[b.start:b.stop].any()]
+        what = (f"the group is an exact combination of the controls {involved}" if null[0] and involved
+                else f"the controls {involved} are collinear")
+        return empty(f"singular design: {what}", used)
+    g_inv = linalg.inv(g) * scale[:, None] * scale[None, :]
+    coef = g_inv @ zy
+    gx = g[1:, 1:]
+    gx_inv = linalg.inv(gx) * scale[1:, None] * scale[None, 1:] if p > 1 else np.zeros((0, 0))
+    coef_d = gx_inv @ gram[1:, 0] if p > 1 else np.zeros(0)
+
+    # -- pass 3: residuals -------------------------------------------------------------------
+    a = g_inv[:, 0]  # d's row of (Z'Z)⁻¹: β_d − b_d = a'Σ z_i e_i
+    rss = tss = rss_d = meat = 0.0
+    for idx in _chunks(keep, size):
+        z = _fill(buf[:len(idx)], idx, d, blocks)
+        z -= means
+        yc = y[idx].astype(np.float64) - y_mean
+        e = yc - z @ coef
+        rss += e @ e
+        tss += yc @ yc
+        ed = z[:, 0] - z[:, 1:] @ coef_d
+        rss_d += ed @ ed
+        w = z @ a
+        meat += (e * e) @ (w * w)
+    if rss <= 1e-24 * tss:
+        return empty("the group and controls explain every outcome exactly: no residual variance", used)
+    s2 = rss / dof
+    estimate = float(coef[0])
+    se = float(np.sqrt(s2 * g_inv[0, 0]))
+    se_robust = float(np.sqrt(meat * n / (n - p - 1)))
+    tval = estimate / se
+    crit = float(student_t.ppf(1 - alpha / 2, dof))
+    p_value = float(2 * student_t.sf(abs(tval), dof))
+    p_robust = float(2 * student_t.sf(abs(estimate / se_robust), dof)) if se_robust > 0 else None
+
+    # -- sensitivity and benchmarks ----------------------------------------------------------
+    dof_d = n - p  # d ~ 1 + X: p − 1 slopes and the intercept
+    s2_d = rss_d / dof_d
+    sens = []
+    for b in blocks:
+        cols = slice(b.start, b.stop)
+        r2y = _block_r2(coef, g_inv, cols, s2, dof)
+        r2d = _block_r2(coef_d, gx_inv, slice(b.start - 1, b.stop - 1), s2_d, dof_d) if s2_d > 0 else 1.0
+        found = ovb_bounds(estimate, se, dof, r2d, r2y, np.array(multipliers), alpha=alpha)
+        bounds = []
+        for i, k in enumerate(multipliers):
+            if np.isnan(found["r2dz_x"][i]):
+                bounds.append(Bound(k, None, None, None, None, None, None, None, None,
+                                    note=f"no confounder {k:g}× as strong as {b.name} can exist "
+                                         f"(it would explain all of the group's residual variance)"))
+            else:
+                bounds.append(Bound(k, *(_none(found[c][i]) for c in (
+                    "r2dz_x", "r2yz_dx", "bias", "adjusted_estimate", "adjusted_se", "adjusted_t",
+                    "adjusted_ci_low", "adjusted_ci_high"))))
+        sens.append(ControlSensitivity(b.name, b.stop - b.start, r2d, r2y, tuple(bounds)))
+
+    robust = strongest = None
+    if sens:
+        at1 = [c.bounds[0] for c in sens]
+        robust = all(bd.adjusted_estimate is not None and np.sign(bd.adjusted_estimate) == np.sign(estimate)
+                     and estimate != 0 and (bd.adjusted_ci_low > 0 or bd.adjusted_ci_high < 0) for bd in at1)
+        moved = [np.inf if bd.bias is None else bd.bias for bd in at1]
+        strongest = sens[int(np.argmax(moved))].name
+    else:
+        notes.append("no controls: nothing to benchmark a confounder against")
+
+    names_out = ["d", *(f"{b.name}" if b.levels is None else f"{b.name}[{lv}]" for b in blocks
+                        for lv in ([None] if b.levels is None else b.levels))]
+    coefficients = {"y": coef, "d": coef_d, "columns": np.array(names_out, dtype=object)}
+    return LPMResult(
+        n=n, dropped_null=dropped, n_treated=n_treated, n_control=n_control, raw_difference=raw,
+        estimate=estimate, se=se, se_robust=se_robust, t=tval, dof=dof,
+        ci_low=estimate - crit * se, ci_high=estimate + crit * se, confidence=confidence,
+        p_value=p_value, p_value_robust=p_robust, partial_r2=float(partial_r2(tval, dof)),
+        rv_q=float(robustness_value(tval, dof)), rv_qa=float(robustness_value(tval, dof, 1.0, alpha)),
+        r_squared=1 - rss / tss, controls=tuple(used), sensitivity=tuple(sens), robust=robust,
+        strongest_control=strongest, note="; ".join(notes) or None,
+        intercept=float(y_mean - means @ coef), coefficients=coefficients)

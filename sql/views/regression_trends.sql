@@ -1,0 +1,10 @@
+-- Controlled disparities over time: one row per run x attribute, newest first (BI trend lines):
+-- the adjusted denial difference beside the unadjusted one, its adjusted p, and its robustness.
+CREATE OR REPLACE VIEW audit.regression_trends AS
+SELECT r.spec_name, r.started_at, e.run_id, r.dataset_version, e.attribute, e.n, e.n_protected,
+       e.n_reference, e.raw_difference, e.estimate, e.ci_low, e.ci_high, e.p_adjusted, e.correction,
+       e.significant, e.rv_q1, e.rv_q1_alpha, e.robust, e.strongest_control, e.controls
+FROM audit.regression_estimates e
+JOIN audit.runs r USING (run_id)
+WHERE r.status IN ('succeeded', 'partial')
+ORDER BY r.spec_name, e.attribute, r.started_at DESC;
