@@ -16,6 +16,18 @@ from pathlib import Path
 
 from aequum.flows.paths import DEFAULT_LAKE, DEFAULT_WAREHOUSE
 
+# the HMDA generator's worlds (engines.generators.hmda.WORLDS), here so that parsing the command
+# line imports neither numpy nor Arrow
+WORLDS = {
+    "null": "no discriminatory term",
+    "dti_penalty": "DTI read 5 points higher for Black and for Hispanic applicants",
+    "score_penalty": "0.45 on the risk of Black and of Hispanic applicants, through no input",
+    "intersection": "0.45 on the risk of Black women only",
+    "redlining": "0.45 on the risk of applications from tracts more than half minority",
+    "input_penalty": "LTV read 8 points higher for Asian applicants",
+}
+DEFAULT_WORLD = "dti_penalty"
+
 BENCHMARKS = {
     "ingest": "aequum.flows.bench_ingest",
     "cst": "aequum.flows.bench_cst",
@@ -64,10 +76,13 @@ def _print_table(table, max_rows: int = 50) -> None:
 
 
 def cmd_generate(args) -> int:
+    if args.world != DEFAULT_WORLD and args.name not in ("hmda", "hmda_lender"):
+        print(f"aequum: error: --world is for the hmda and hmda_lender generators, not {args.name}", file=sys.stderr)
+        return 2
     from aequum.flows.generate import generate_to_file
 
     out = generate_to_file(args.name, args.out, rows=args.rows, seed=args.seed, fmt=args.format,
-                           progress=lambda m: print(m, file=sys.stderr))
+                           progress=lambda m: print(m, file=sys.stderr), world=args.world)
     print(out)
     return 0
 
@@ -208,7 +223,11 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--rows", type=int, default=None, help="rows (default: the generator's)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--format", choices=["parquet", "csv"], default="parquet")
-    g.add_argument("--out", default=None, help="output file (default data/generated/NAME.FORMAT)")
+    g.add_argument("--out", default=None,
+                   help="output file (default data/generated/NAME.FORMAT, NAME_WORLD.FORMAT for another world)")
+    g.add_argument("--world", choices=list(WORLDS), default=DEFAULT_WORLD, metavar="WORLD",
+                   help="hmda and hmda_lender: the planted mechanism (default %(default)s): "
+                        + "; ".join(f"{w}: {d}" for w, d in WORLDS.items()))
     g.set_defaults(func=cmd_generate)
 
     i = sub.add_parser("ingest", help="validate and stage a spec's source into the warehouse and lake")

@@ -1,7 +1,9 @@
 """``aequum generate``: stream a built-in dataset to Parquet or CSV without holding it in memory.
 
 The HMDA generator's ground truth (which records the planted mechanism harmed) is written
-beside the data as ``<name>_truth.parquet``, with the mechanism's description as JSON.
+beside the data as ``<name>_truth.parquet``, with the mechanism's description as JSON
+(``<name>_mechanism.json``). A world other than the default (``--world``, hmda and hmda_lender)
+is in the default file name: ``data/generated/hmda_null.parquet``.
 """
 from __future__ import annotations
 
@@ -40,10 +42,14 @@ class _Sink:
 
 def generate_to_file(name: str, out: str | Path | None = None, rows: int | None = None, seed: int = 0,
                      fmt: str = "parquet", batch_rows: int = 250_000,
-                     progress: Callable[[str], None] | None = None) -> Path:
-    """Write generator ``name`` to ``out`` (default ``data/generated/<name>.<fmt>``)."""
+                     progress: Callable[[str], None] | None = None,
+                     world: str = catalogue.DEFAULT_WORLD) -> Path:
+    """Write generator ``name`` (in ``world``) to ``out`` (default ``data/generated/<name>.<fmt>``,
+    ``<name>_<world>.<fmt>`` for a world other than the default)."""
     say = progress or (lambda _m: None)
-    path = Path(out) if out else GENERATED / f"{name}.{fmt}"
+    catalogue.check_world(name, world)
+    stem = name if world == catalogue.DEFAULT_WORLD else f"{name}_{world}"
+    path = Path(out) if out else GENERATED / f"{stem}.{fmt}"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     truth_path = path.with_name(f"{path.stem}_truth.parquet")
@@ -52,7 +58,7 @@ def generate_to_file(name: str, out: str | Path | None = None, rows: int | None 
     n = 0
     sink = truth = None
     try:
-        for batch, truth_batch in catalogue.stream(name, rows=rows, seed=seed, batch_rows=batch_rows):
+        for batch, truth_batch in catalogue.stream(name, rows=rows, seed=seed, batch_rows=batch_rows, world=world):
             if sink is None:
                 sink = _Sink(tmp, batch.schema, fmt)
             sink.write(batch)
@@ -74,7 +80,7 @@ def generate_to_file(name: str, out: str | Path | None = None, rows: int | None 
     if truth is not None:
         truth.close()
         truth_tmp.replace(truth_path)
-        mechanism = catalogue.mechanism(name)
+        mechanism = catalogue.mechanism(name, world)
         if mechanism is not None:
             path.with_name(f"{path.stem}_mechanism.json").write_text(json.dumps(mechanism, indent=2))
     say(f"{name}: wrote {n:,} rows to {path} in {time.perf_counter() - t0:.1f} s")

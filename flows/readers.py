@@ -147,7 +147,7 @@ def _files(path: Path) -> list[Path]:
 def source_stamp(source: Source, base_dir: Path) -> str | None:
     """What identifies a source without reading it, or None when only reading can tell (a
     database table or query): for files, each file's absolute path, size and modification time
-    (nanoseconds); for a built-in generator, its name, rows, seed and the generator's code."""
+    (nanoseconds); for a built-in generator, its name, rows, seed, world and the generator's code."""
     import hashlib
 
     h = hashlib.sha256(source.kind.encode())
@@ -160,7 +160,7 @@ def source_stamp(source: Source, base_dir: Path) -> str | None:
     if source.kind == "generated":
         from aequum.engines.generators import catalogue
 
-        h.update(repr((source.generator, source.rows, source.seed)).encode())
+        h.update(repr((source.generator, source.rows, source.seed, source.world)).encode())
         h.update(Path(catalogue.module_file(source.generator)).read_bytes())
         return h.hexdigest()
     return None
@@ -435,7 +435,7 @@ def _generated(source: Source, batch_rows: int) -> Stream:
     from aequum.engines.generators import catalogue
 
     batches = catalogue.batches(source.generator, rows=source.rows, seed=source.seed,
-                                batch_rows=batch_rows)
+                                batch_rows=batch_rows, world=source.world)
     first = next(batches)
     def chain() -> Iterator[pa.RecordBatch]:
         yield first

@@ -65,9 +65,13 @@ class DatasetRef:
 
 
 def record_contract(spec: AuditSpec) -> str:
-    """The part of the spec that decides what is staged (not engine parameters)."""
+    """The part of the spec that decides what is staged (not engine parameters); for a generated
+    source in a world other than the default, the world (a different world is a different dataset
+    version even where the staged records happen to coincide, e.g. a sample without harm)."""
     part = spec.model_dump(mode="json", include={"protected", "decision", "label", "features"})
     part["id_column"] = spec.source.id_column
+    if spec.source.kind == "generated" and spec.source.world != "dti_penalty":
+        part["world"] = spec.source.world
     return json.dumps(part, sort_keys=True, separators=(",", ":"))
 
 

@@ -92,6 +92,13 @@ class Source(_Model):
         None, description="Built-in generator (generated).")
     rows: int | None = Field(None, gt=0, description="Rows to generate (generated).")
     seed: int = Field(0, description="Generator seed (generated).")
+    world: Literal["null", "dti_penalty", "score_penalty", "intersection", "redlining", "input_penalty"] = Field(
+        "dti_penalty", description="The planted mechanism, for the hmda and hmda_lender generators only "
+        "(engines.generators.hmda.WORLDS): null (none), dti_penalty (default: DTI read 5 points higher for "
+        "Black and for Hispanic applicants), score_penalty (0.45 on their risk, through no input), "
+        "intersection (0.45 on Black women's risk only), redlining (0.45 on applications from tracts more "
+        "than 50% minority), input_penalty (LTV read 8 points higher for Asian applicants). Part of the "
+        "generated dataset's identity and of the truth it is scored against.")
     id_column: str | None = Field(
         description="Column holding a unique record id; null: the 0-based source row number is "
         "the id (for files without one, such as the papers' reference data).")
@@ -105,6 +112,8 @@ class Source(_Model):
                 "generated": "generator"}
         if self.kind in need and getattr(self, need[self.kind]) is None:
             raise ValueError(f"source.kind={self.kind!r} needs source.{need[self.kind]}")
+        if self.world != "dti_penalty" and (self.kind != "generated" or self.generator not in ("hmda", "hmda_lender")):
+            raise ValueError(f"source.world={self.world!r} is for the hmda and hmda_lender generators only")
         if self.kind == "postgres" and self.uri is None:
             raise ValueError("source.kind='postgres' needs source.uri")
         if self.kind in ("duckdb", "postgres") and (self.table is None) == (self.query is None):

@@ -10,15 +10,42 @@ Decision process (one row = one application):
 
     credit  ~ N(0, 1) latent credit quality, lower on average for groups with less wealth
     DTI, LTV, income from group-dependent distributions
+    tract   minority population share (percent) of the applicant's census tract, higher for
+            Black and for Hispanic applicants
     risk    = 0.09·(DTI − 36) + 0.05·(LTV − 80) − 0.45·log(income/80) − 1.2·credit
-    denied  iff risk + ε > c,  ε ~ N(0, 0.5)
+    denied  iff risk + penalty + ε > c,  ε ~ N(0, 0.5)
 
-**Planted mechanism** (:data:`MECHANISM`): for Black or African American and for Hispanic or
-Latino applicants the underwriter adds ``penalty_points`` (5) to the debt-to-income ratio it
-evaluates (disparate treatment via a race-dependent penalty on one underwriting variable).
+**Planted mechanism** (:data:`WORLDS`, one entry per *world*; ``world`` parameter of every
+entry point, default :data:`DEFAULT_WORLD`): the same applicants (the same draws) decided with
+one known discriminatory term, or none. Each term is a constant shift of the risk for the
+records it applies to:
+
+* ``null``: no discriminatory term; the decision reads income, DTI, LTV, the unobserved credit
+  quality and noise only. The groups still differ in those inputs (and in the unobserved credit
+  quality: 0.25 sd lower for Black applicants), so raw outcome gaps remain without any treatment.
+* ``dti_penalty`` (default): for Black or African American and for Hispanic or Latino applicants
+  the underwriter adds 5 points to the debt-to-income ratio it evaluates (a race/ethnicity-
+  dependent penalty on one underwriting variable: 0.45 on the risk).
+* ``score_penalty``: 0.45 added to the risk of Black or African American and of Hispanic or
+  Latino applicants directly, through no input. The shift equals dti_penalty's (0.09 × 5), so
+  the two worlds decide alike (up to rounding in the last bit) and differ in the denial reasons,
+  which here cite the inputs as they are.
+* ``intersection``: the same 0.45 only for Black or African American women (derived_race Black
+  and derived_sex Female); nobody else.
+* ``redlining``: 0.45 for applications from census tracts whose minority population share
+  exceeds 50%, whatever the applicant's race. The tract share is a structural equation of the
+  applicant's groups (higher for Black and for Hispanic applicants) with its own noise, so race
+  moves it (a total effect) but has no direct effect in this world.
+* ``input_penalty``: LTV read 8 points higher for Asian applicants (0.4 on the risk).
+
+:data:`MECHANISM` is the default world's description (:func:`mechanism` any world's). The
+denial reason of a refused application cites the inputs as the underwriter read them: "1"
+(debt-to-income) if the DTI read exceeds 43, else "4" (collateral) if the LTV read exceeds 95,
+else "3" (credit history).
 
 **Ground truth** (:data:`TRUTH`, one row per record) of two kinds:
 
+* ``penalised``: the world's penalty applies to the record;
 * direct effect: the decision without the penalty, everything else as drawn, and ``harmed``
   (denied, but approved without the penalty); per protected column, ``harmed_direct_<column>``:
   the controlled direct effect of that attribute alone (the penalty follows do(column :=
@@ -26,23 +53,29 @@ evaluates (disparate treatment via a race-dependent penalty on one underwriting 
 * total effect, per protected column: the decision of the same applicant — the same exogenous
   noise ``u`` of every structural equation below — under do(column := reference value)
   (:data:`INTERVENTIONS`: race := White, ethnicity := Not Hispanic or Latino, sex := Male),
-  which moves credit, income, DTI and LTV with the group and removes the penalty where the
-  group carried it; ``harmed_total_<column>``: denied, but approved under the intervention.
+  which moves credit, income, DTI, LTV and the tract share with the group, and the penalty
+  with them; ``harmed_total_<column>``: denied, but approved under the intervention.
   This is the quantity counterfactual fairness and CST estimate (Kusner et al. 2017;
   Alvarez & Ruggieri 2023, Def. 3.2), whereas ``harmed`` is what a ceteris-paribus comparison
   of the same observed features targets.
 * detectability: for refused applicants, the Bayes posterior of each kind of harm given the
-  exact underwriting variables and the groups (``p_harmed``, ``p_harmed_total_<column>``),
-  knowing the generator — the best any audit reading the LAR's variables can do. The latent
-  credit term carries most of the risk's variance (sd 1.3 of 1.67), so it is far from 0/1.
+  exact underwriting variables, the tract share and the groups (``p_harmed``,
+  ``p_harmed_total_<column>``, ``p_harmed_direct_<column>``), knowing the generator — the best
+  any audit reading the LAR's variables can do. The latent credit term carries most of the
+  risk's variance (sd 1.3 of 1.67), so it is far from 0/1.
 
 The same applications as the lender holds them (:func:`iter_lender_batches`, generator
-``hmda_lender``): every input of its decision, including the credit score and the
-underwriter's adjustment, and its rule as a linear model (:data:`LENDER_RULE`) — the faithful
-model of an internal audit, with which each counterfactual decision is identifiable.
+``hmda_lender``): every input of its decision, including the credit score, the underwriter's
+adjustment and the tract share, and its rule (:func:`lender_rule`; :data:`LENDER_RULE` the
+default world's): a linear model on those columns and the Black and Hispanic indicators where
+the world's penalty is linear in them, else the rule without the penalty and the penalty's
+description — the faithful model of an internal audit, with which each counterfactual decision
+is identifiable.
 
-Rows are generated in fixed blocks of :data:`BLOCK` with one random stream per block, so the
-output is identical for any ``batch_rows`` and memory stays flat in ``n``.
+Rows are generated in fixed blocks of :data:`BLOCK` with one random stream per block (and
+streams of their own for the price-to-income multiple and the tract share), so the output is
+identical for any ``batch_rows`` and memory stays flat in ``n``; the worlds differ only in the
+decision (and what follows from it: action taken, denial reason, truth), never in the draws.
 """
 from __future__ import annotations
 
@@ -103,36 +136,129 @@ NUMERIC_SENTINELS = {
 _HYPHENATED = {"derived_msa_md": "derived_msa-md", "open_end_line_of_credit": "open-end_line_of_credit"}
 # the reference value each protected attribute is set to for the total-effect truth
 INTERVENTIONS = {"derived_race": "White", "derived_ethnicity": "Not Hispanic or Latino", "derived_sex": "Male"}
-MECHANISM = {
-    "kind": "disparate treatment: race/ethnicity-dependent penalty on one underwriting variable",
-    "variable": "debt_to_income_ratio",
-    "penalty_points": 5.0,
-    "penalised": {"derived_race": ["Black or African American"], "derived_ethnicity": ["Hispanic or Latino"]},
-    "decision": "denied iff 0.09(DTI+penalty-36) + 0.05(LTV-80) - 0.45 log(income/80) - 1.2 credit + e > c",
-    "ground_truth_columns": {
+BLACK, HISPANIC, ASIAN = "Black or African American", "Hispanic or Latino", "Asian"
+# the risk's weight on each input a world can penalise (the decision's coefficients)
+INPUT_WEIGHTS = {"debt_to_income_ratio": 0.09, "combined_loan_to_value_ratio": 0.05}
+TRACT_THRESHOLD = 50.0  # percent minority population above which the redlining world penalises
+DEFAULT_WORLD = "dti_penalty"
+# The planted mechanism of each world. kind: "none", "input" (``size`` points added to the input
+# ``variable`` as the underwriter reads it), "score" (``size`` added to the risk) or "tract"
+# (``size`` added to the risk where the tract's minority share exceeds ``threshold``);
+# penalised: the groups it applies to, per column (``match`` "any": a record in any of them,
+# "all": in every one of them).
+WORLDS: dict[str, dict] = {
+    "null": {
+        "kind": "none",
+        "description": "no discriminatory term: the decision reads income, DTI, LTV, the unobserved credit "
+                       "quality and noise only (the groups still differ in those inputs)",
+        "penalised": {}, "match": "any", "size": 0.0},
+    "dti_penalty": {
+        "kind": "input",
+        "description": "disparate treatment: race/ethnicity-dependent penalty on one underwriting variable "
+                       "(the debt-to-income ratio read 5 points higher for Black or African American and for "
+                       "Hispanic or Latino applicants)",
+        "variable": "debt_to_income_ratio",
+        "penalised": {"derived_race": [BLACK], "derived_ethnicity": [HISPANIC]}, "match": "any", "size": 5.0},
+    "score_penalty": {
+        "kind": "score",
+        "description": "disparate treatment: 0.45 added to the risk of Black or African American and of "
+                       "Hispanic or Latino applicants directly, through no input",
+        "penalised": {"derived_race": [BLACK], "derived_ethnicity": [HISPANIC]}, "match": "any", "size": 0.45},
+    "intersection": {
+        "kind": "score",
+        "description": "intersectional disparate treatment: 0.45 added to the risk of Black or African "
+                       "American women only (derived_race Black or African American and derived_sex Female)",
+        "penalised": {"derived_race": [BLACK], "derived_sex": ["Female"]}, "match": "all", "size": 0.45},
+    "redlining": {
+        "kind": "tract",
+        "description": "redlining: 0.45 added to the risk of applications from census tracts whose minority "
+                       "population share exceeds 50%, whatever the applicant's race (the tract share is "
+                       "higher for Black and for Hispanic applicants: race has a total effect through it, "
+                       "no direct effect)",
+        "variable": "tract_minority_population_percent", "threshold": TRACT_THRESHOLD,
+        "penalised": {}, "match": "any", "size": 0.45},
+    "input_penalty": {
+        "kind": "input",
+        "description": "disparate treatment: the combined loan-to-value ratio read 8 points higher for Asian "
+                       "applicants (a penalty on one input for one group)",
+        "variable": "combined_loan_to_value_ratio",
+        "penalised": {"derived_race": [ASIAN]}, "match": "any", "size": 8.0},
+}
+
+
+def check_world(world: str) -> dict:
+    """The entry of :data:`WORLDS` named ``world``; a ValueError naming the known worlds otherwise."""
+    if world not in WORLDS:
+        raise ValueError(f"hmda generator: unknown world {world!r}; known worlds: {list(WORLDS)}")
+    return WORLDS[world]
+
+
+def score_shift(world: str) -> float:
+    """What the world's penalty adds to the risk of a record it applies to."""
+    w = check_world(world)
+    return INPUT_WEIGHTS[w["variable"]] * w["size"] if w["kind"] == "input" else w["size"]
+
+
+def _who(w: dict) -> str:
+    """The records a world's penalty applies to, in words."""
+    if w["kind"] == "none":
+        return "nobody (no penalty in this world)"
+    if w["kind"] == "tract":
+        return f"the tract's minority population share exceeds {w['threshold']:g}%"
+    return (" or " if w["match"] == "any" else " and ").join(
+        f"{column} {' / '.join(values)}" for column, values in w["penalised"].items())
+
+
+def mechanism(world: str = DEFAULT_WORLD) -> dict:
+    """The planted mechanism of ``world`` and the meaning of the ground truth's columns (the JSON
+    written beside generated files)."""
+    w = check_world(world)
+    fair = {"DTI": "0.09(DTI-36)", "LTV": "0.05(LTV-80)"}
+    if w["kind"] == "input":
+        read = {"debt_to_income_ratio": "DTI", "combined_loan_to_value_ratio": "LTV"}[w["variable"]]
+        fair[read] = fair[read].replace(f"({read}", f"({read}+penalty")
+    decision = (f"denied iff {fair['DTI']} + {fair['LTV']} - 0.45 log(income/80) - 1.2 credit + e"
+                f"{' + penalty' if w['kind'] in ('score', 'tract') else ''} > c")
+    size = ({"variable": w["variable"], "penalty_points": w["size"]} if w["kind"] == "input" else
+            {"variable": w["variable"], "threshold": w["threshold"], "penalty": w["size"]} if w["kind"] == "tract" else
+            {"penalty": w["size"]})
+    columns = {
         "id": "0-based row number (the LAR has no record id)",
-        "penalised": "the penalty applies (Black or African American, or Hispanic or Latino)",
+        "penalised": f"the penalty applies: {_who(w)}",
         "decision": "1 approved, 0 denied, null out of scope",
         "decision_without_mechanism": "1 approved, 0 denied, null out of scope: the same applicant "
                                       "without the penalty (everything else as drawn)",
         "harmed": "direct effect: denied with the penalty, approved without it",
         **{f"decision_do_{c}": f"1 approved, 0 denied, null out of scope: the same applicant (same "
                                f"exogenous noise) under do({c} := {v}) through the generator's structural "
-                               "equations — credit, income, DTI, LTV and the penalty move with the group"
+                               "equations — credit, income, DTI, LTV, the tract share and the penalty move "
+                               "with the group"
            for c, v in INTERVENTIONS.items()},
         **{f"harmed_total_{c}": f"total effect: denied factually, approved under do({c} := {v})"
            for c, v in INTERVENTIONS.items()},
         **{f"harmed_direct_{c}": f"controlled direct effect of {c}: denied factually, approved when only the "
-                                 f"penalty follows do({c} := {v}) (every other variable as drawn); differs from "
-                                 "`harmed` for applicants both Black and Hispanic, whose other attribute keeps it"
+                                 f"penalty follows do({c} := {v}) (every other variable, the tract share "
+                                 "included, as drawn); differs from `harmed` where the penalty does not follow "
+                                 "this attribute alone (applicants both Black and Hispanic, whose other "
+                                 "attribute keeps it; in the redlining world, where it follows the tract share "
+                                 "only, it is all false)"
            for c, v in INTERVENTIONS.items()},
         "p_harmed": "for refused in-scope applicants (null otherwise): the Bayes posterior of `harmed` given "
-                    "the exact underwriting variables (income, DTI, LTV) and the groups, knowing the generator; "
-                    "flagging by it is the best any audit reading those columns can do",
+                    "the exact underwriting variables (income, DTI, LTV), the tract's minority share and the "
+                    "groups, knowing the generator; flagging by it is the best any audit reading those "
+                    "columns can do",
         **{f"p_harmed_{kind}_{c}": f"the same for harmed_{kind}_{c}" for kind in ("total", "direct")
            for c in INTERVENTIONS},
-    },
-}
+    }
+    return {"world": world, "kind": w["kind"], "description": w["description"], **size,
+            "score_shift": score_shift(world), "penalised": w["penalised"], "match": w["match"],
+            "decision": decision,
+            "denial_reason_1": "for denied applications: 1 (debt-to-income) if the DTI as the underwriter read it "
+                               "exceeds 43, else 4 (collateral) if the LTV as read exceeds 95, else 3 (credit history)",
+            "ground_truth_columns": columns}
+
+
+MECHANISM = mechanism(DEFAULT_WORLD)  # the default world's (dti_penalty)
 TRUTH = pa.schema([("id", pa.string()), ("penalised", pa.bool_()), ("decision", pa.int8()),
                    ("decision_without_mechanism", pa.int8()), ("harmed", pa.bool_()),
                    *[f for column in INTERVENTIONS for f in (pa.field(f"decision_do_{column}", pa.int8()),
@@ -207,6 +333,29 @@ def _ltv(black, hisp, u):
     return np.clip((80 + 3 * black + 2 * hisp) + 12.0 * u, 10, 115)
 
 
+def _tract_share(black, hisp, u):
+    """The minority population share (percent) of the applicant's census tract (in the LAR)."""
+    return np.clip(35 + 30 * (black | hisp) + 20.0 * u, 0, 100)
+
+
+def _applies(world, black, hisp, asian, female, tract):
+    """Whether the world's penalty applies to each record (bool array)."""
+    w = WORLDS[world]
+    if w["kind"] == "none":
+        return np.zeros(black.shape, bool)
+    if w["kind"] == "tract":
+        return tract > w["threshold"]
+    indicator = {("derived_race", BLACK): black, ("derived_race", ASIAN): asian,
+                 ("derived_ethnicity", HISPANIC): hisp, ("derived_sex", "Female"): female}
+    per_column = [np.logical_or.reduce([indicator[(c, v)] for v in values]) for c, values in w["penalised"].items()]
+    return (np.logical_or if w["match"] == "any" else np.logical_and).reduce(per_column)
+
+
+def _penalty(world, black, hisp, asian, female, tract):
+    """What the world's penalty adds to each record's risk (0 where it does not apply)."""
+    return score_shift(world) * _applies(world, black, hisp, asian, female, tract)
+
+
 # sd of the risk's unobserved part, -1.2 credit + 0.5 u_risk (credit's own noise is N(0, 1))
 LATENT_SD = float(np.hypot(1.2, 0.5))
 
@@ -233,16 +382,16 @@ def _posterior(low, high, mean):
         return np.where(sf_low > 0, (sf_low - sf_high) / sf_low, 1.0)
 
 
-def _risk(black, hisp, asian, female, u_credit, u_income, u_dti, u_ltv, u_risk):
+def _risk(world, black, hisp, asian, female, u_credit, u_income, u_dti, u_ltv, u_risk, u_tract):
     """(risk the underwriter evaluates, the same without the planted penalty); denied iff risk > CUTOFF."""
     income, dti, ltv = _income(black, hisp, asian, female, u_income), _dti(black, hisp, u_dti), _ltv(black, hisp, u_ltv)
     base = 0.05 * (ltv - 80) - 0.45 * np.log(income / 80) - 1.2 * _credit(black, hisp, asian, u_credit) + 0.5 * u_risk
     risk_fair = base + 0.09 * (dti - 36)
-    return risk_fair + 0.09 * MECHANISM["penalty_points"] * (black | hisp), risk_fair
+    return risk_fair + _penalty(world, black, hisp, asian, female, _tract_share(black, hisp, u_tract)), risk_fair
 
 
-def _block(n: int, seed: int, block: int, first_row: int,
-           lar: bool = True) -> tuple[dict[str, pa.Array] | None, dict[str, np.ndarray]]:
+def _block(n: int, seed: int, block: int, first_row: int, lar: bool = True,
+           world: str = DEFAULT_WORLD) -> tuple[dict[str, pa.Array] | None, dict[str, np.ndarray]]:
     rng = np.random.default_rng([seed, block])
     races = VALUE_SETS["derived_race"]
     race_i, race = _pick(rng, races, [0.6, 5.5, 8.0, 0.2, 61.0, 0.4, 4.0, 0.3, 20.0], n)
@@ -264,29 +413,42 @@ def _block(n: int, seed: int, block: int, first_row: int,
     prop = np.clip(income * 1000 * multiple, 40_000, 5_000_000)
     loan = np.clip(prop * ltv / 100, 10_000, None)
     u_risk = rng.standard_normal(n)
-    dti = _dti(black, hisp, u_dti)
-    risk, risk_fair = _risk(black, hisp, asian, female, u_credit, u_income, u_dti, u_ltv, u_risk)
-    penalised = black | hisp
+    # the tract's minority share, from a stream of its own (drawn before the decision, which
+    # reads it in the redlining world; no other draw moves with it)
+    u_tract = np.random.default_rng([seed, block, 2]).standard_normal(n)
+    dti, minority_share = _dti(black, hisp, u_dti), _tract_share(black, hisp, u_tract)
+    groups = (black, hisp, asian, female)
+    risk, risk_fair = _risk(world, *groups, u_credit, u_income, u_dti, u_ltv, u_risk, u_tract)
+    penalised, pen = _applies(world, *groups, minority_share), _penalty(world, *groups, minority_share)
     approved, approved_fair = risk <= CUTOFF, risk_fair <= CUTOFF
+    # the inputs as the underwriter read them (the denial reason cites these)
+    planted = WORLDS[world]
+    dti_read = dti + planted["size"] * penalised if planted.get("variable") == "debt_to_income_ratio" else dti
+    ltv_read = ltv + planted["size"] * penalised if planted.get("variable") == "combined_loan_to_value_ratio" else ltv
     # total effects: the same applicant (same noise) under do(attribute := reference value)
     none = np.zeros(n, bool)
     groups_do = {"derived_race": (none, hisp, none, female), "derived_ethnicity": (black, none, asian, female),
                  "derived_sex": (black, hisp, asian, none)}
-    approved_do = {c: _risk(*g, u_credit, u_income, u_dti, u_ltv, u_risk)[0] <= CUTOFF for c, g in groups_do.items()}
-    # what the observable underwriting variables can tell (the Bayes posterior of harm given them)
-    observed = _observed_risk(black, hisp, asian, female, u_income, u_dti, u_ltv)
-    mean, pen = _latent_mean(black, hisp, asian), 0.09 * MECHANISM["penalty_points"] * (black | hisp)
-    posterior = {"p_harmed": _posterior(CUTOFF - observed - pen, CUTOFF - observed, mean)}
+    approved_do = {c: _risk(world, *g, u_credit, u_income, u_dti, u_ltv, u_risk, u_tract)[0] <= CUTOFF
+                   for c, g in groups_do.items()}
+    # what the observable variables can tell (the Bayes posterior of harm given them): every
+    # world's penalty is a known function of the groups and the tract share, so given those the
+    # risk's unobserved part W (independent of them) alone decides; refused: W > low
+    observed = _observed_risk(*groups, u_income, u_dti, u_ltv)
+    mean = _latent_mean(black, hisp, asian)
+    low = CUTOFF - observed - pen
+    posterior = {"p_harmed": _posterior(low, CUTOFF - observed, mean)}
     approved_direct = {}
     for c, g in groups_do.items():
-        # controlled direct effect: only the penalty follows the intervention
-        pen_do = 0.09 * MECHANISM["penalty_points"] * (g[0] | g[1])
+        # controlled direct effect: only the penalty follows the intervention (the tract share as drawn)
+        pen_do = _penalty(world, *g, minority_share)
         approved_direct[c] = risk_fair + pen_do <= CUTOFF
-        posterior[f"p_harmed_direct_{c}"] = _posterior(CUTOFF - observed - pen, CUTOFF - observed - pen_do, mean)
+        posterior[f"p_harmed_direct_{c}"] = _posterior(low, CUTOFF - observed - pen_do, mean)
+        # total effect: every structural equation follows it (W shifts with the group's mean)
         shift = mean - _latent_mean(g[0], g[1], g[2])
         high = CUTOFF - _observed_risk(*g, u_income, u_dti, u_ltv) \
-            - 0.09 * MECHANISM["penalty_points"] * (g[0] | g[1]) + shift
-        posterior[f"p_harmed_total_{c}"] = _posterior(CUTOFF - observed - pen, high, mean)
+            - _penalty(world, *g, _tract_share(g[0], g[1], u_tract)) + shift
+        posterior[f"p_harmed_total_{c}"] = _posterior(low, high, mean)
     # action taken: out-of-scope outcomes (withdrawn, incomplete, purchased) independent of merit
     action_i = np.where(approved, np.where(rng.random(n) < 0.93, 0, 1), 2)
     out_of_scope = rng.random(n) < 0.14
@@ -306,7 +468,8 @@ def _block(n: int, seed: int, block: int, first_row: int,
     if not lar:  # the rest of the block's stream only formats the LAR
         return {"derived_race": race, "derived_ethnicity": eth, "derived_sex": sex, "action_taken": action,
                 "log_income": np.log(income), "debt_to_income": dti, "ltv": ltv,
-                "credit_score": _credit(black, hisp, asian, u_credit), "underwriting_adjustment": 0.5 * u_risk}, truth
+                "credit_score": _credit(black, hisp, asian, u_credit), "underwriting_adjustment": 0.5 * u_risk,
+                "tract_minority_share": minority_share}, truth
 
     # binned / formatted fields with the LAR's quirks
     dti_i = np.select([dti < 20, dti < 30, dti < 36, dti < 50, dti <= 60],
@@ -330,7 +493,8 @@ def _block(n: int, seed: int, block: int, first_row: int,
     tract = pc.binary_join_element_wise(county, _zfill(rng.integers(100, 990_000, n), 6), "")
     priced = approved & in_scope
     rate = _where(priced, _text(rng.normal(6.7, 0.6, n), 3), pa.scalar("NA"))
-    denial1 = _where(action_i == 2, _where(dti + MECHANISM["penalty_points"] * penalised > 43, pa.scalar("1"), pa.scalar("3")), pa.scalar("10"))
+    reason = np.where(dti_read > 43, "1", np.where(ltv_read > 95, "4", "3"))  # DTI, collateral, credit history
+    denial1 = _where(action_i == 2, pa.array(reason, pa.string()), pa.scalar("10"))
     lei_pool = pa.array([f"{i:04d}00{(i * 7919) % 10**12:012d}XX" for i in range(500)])
     has_co = (sex_i == 2) | (rng.random(n) < 0.35)
     originated = action_i == 0
@@ -345,6 +509,12 @@ def _block(n: int, seed: int, block: int, first_row: int,
 
     def codes(index, mapping):
         return pc.take(pa.array(mapping), pa.array(index))
+
+    def skip_draw(value):
+        """``value``, after the draw this column once took from the stream (the tract share,
+        now drawn from its own stream before the decision): the later columns keep their values."""
+        rng.standard_normal(n)
+        return value
 
     race_code = codes(race_i, ["1", "2", "3", "4", "5", "3", "5", "", "6"])
     eth_code = codes(eth_i, ["1", "2", "1", "3", ""])
@@ -390,9 +560,9 @@ def _block(n: int, seed: int, block: int, first_row: int,
         "submission_of_application": const("1"), "initially_payable_to_institution": const("1"),
         "aus_1": _pick(rng, ["1", "2", "6"], [60, 30, 10], n)[1], "denial_reason_1": denial1,
         "tract_population": _text(rng.integers(1500, 9000, n)),
-        "tract_minority_population_percent": _text(np.clip(rng.normal(35 + 30 * penalised, 20, n), 0, 100), 2),
+        "tract_minority_population_percent": skip_draw(_text(minority_share, 2)),
         "ffiec_msa_md_median_family_income": _pick(rng, ["97300", "110600", "89100", "102400"], [1, 1, 1, 1], n)[1],
-        "tract_to_msa_income_percentage": _text(np.clip(rng.normal(105 - 20 * penalised, 25, n), 20, 300), 2),
+        "tract_to_msa_income_percentage": _text(np.clip(rng.normal(105 - 20 * (black | hisp), 25, n), 20, 300), 2),
         "tract_owner_occupied_units": _text(rng.integers(300, 2500, n)),
         "tract_one_to_four_family_homes": _text(rng.integers(400, 3000, n)),
         "tract_median_age_of_housing_units": _text(rng.integers(5, 80, n)),
@@ -417,44 +587,79 @@ def _truth_batch(truth: dict) -> pa.RecordBatch:
                                        for f in TRUTH], schema=TRUTH)
 
 
-def hmda_truth(n: int = DEFAULT_ROWS, seed: int = 0) -> pa.Table:
+def hmda_truth(n: int = DEFAULT_ROWS, seed: int = 0, world: str = DEFAULT_WORLD) -> pa.Table:
     """The ground truth of ``n`` generated rows alone (the same as :func:`iter_hmda_batches`
     writes beside the LAR), without formatting the LAR: a few seconds per million rows."""
+    _check(n, world)
+    return pa.Table.from_batches([_truth_batch(_block(min(BLOCK, n - start), seed, b, start, lar=False, world=world)[1])
+                                  for b, start in enumerate(range(0, n, BLOCK))], schema=TRUTH)
+
+
+def _check(n: int, world: str) -> None:
     if n <= 0:
         raise ValueError(f"hmda generator: rows must be positive, got {n}")
-    return pa.Table.from_batches([_truth_batch(_block(min(BLOCK, n - start), seed, b, start, lar=False)[1])
-                                  for b, start in enumerate(range(0, n, BLOCK))], schema=TRUTH)
+    check_world(world)
 
 
 LENDER = pa.schema([("derived_race", pa.string()), ("derived_ethnicity", pa.string()), ("derived_sex", pa.string()),
                     ("action_taken", pa.string()), ("log_income", pa.float64()), ("debt_to_income", pa.float64()),
-                    ("ltv", pa.float64()), ("credit_score", pa.float64()), ("underwriting_adjustment", pa.float64())])
-# The lender's decision function (the generator's, approved iff score >= 0) as a linear rule on
-# LENDER's columns and the group indicators race (Black) and ethnicity (Hispanic): score =
-# CUTOFF - risk. Penalty and group shifts as in _risk; the penalty is counted once per
-# indicator, so for the few applicants both Black and Hispanic the rule counts it twice.
-LENDER_RULE = {
-    "coefficients": {"log_income": 0.45, "debt_to_income": -0.09, "ltv": -0.05, "credit_score": 1.2,
-                     "underwriting_adjustment": -1.0, "race": -0.09 * MECHANISM["penalty_points"],
-                     "ethnicity": -0.09 * MECHANISM["penalty_points"]},
-    "intercept": CUTOFF + 0.05 * 80 - 0.45 * float(np.log(80)) + 0.09 * 36,
-}
+                    ("ltv", pa.float64()), ("credit_score", pa.float64()), ("underwriting_adjustment", pa.float64()),
+                    ("tract_minority_share", pa.float64())])
 
 
-def iter_lender_batches(n: int = DEFAULT_ROWS, seed: int = 0,
-                        batch_rows: int = 250_000) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch]]:
+def lender_rule(world: str = DEFAULT_WORLD) -> dict:
+    """The lender's decision function in ``world`` (the generator's: approved iff score >= 0,
+    score = CUTOFF - risk) as a linear rule on LENDER's columns and the group indicators ``race``
+    (Black or African American) and ``ethnicity`` (Hispanic or Latino): ``coefficients``,
+    ``intercept`` and ``penalty``.
+
+    Where the world's penalty is linear in those (null: none; dti_penalty and score_penalty: the
+    same shift per indicator) the rule is the decision and ``penalty`` is None — save that the
+    penalty is counted once per indicator, so for the few applicants both Black and Hispanic
+    the rule counts it twice (the generator once). Where it is not — intersection (Black women:
+    a product of race and sex), redlining (a threshold on ``tract_minority_share``),
+    input_penalty (Asian applicants, for whom there is no indicator) — the coefficients are the
+    decision without the penalty (race and ethnicity 0) and ``penalty`` says, in words, what the
+    score loses and for whom."""
+    w = check_world(world)
+    shift = score_shift(world)
+    linear = w["kind"] == "none" or (w["match"] == "any" and w["kind"] in ("input", "score")
+                                     and set(w["penalised"]) == {"derived_race", "derived_ethnicity"}
+                                     and w["penalised"]["derived_race"] == [BLACK]
+                                     and w["penalised"]["derived_ethnicity"] == [HISPANIC])
+    on_groups = -shift if linear and w["kind"] != "none" else 0.0
+    penalty = None
+    if not linear:
+        who = (f"tract_minority_share > {w['threshold']:g}" if w["kind"] == "tract" else
+               (" and " if w["match"] == "all" else " or ").join(
+                   f"{c} is {' or '.join(repr(v) for v in vs)}" for c, vs in w["penalised"].items()))
+        penalty = (f"{shift:g} subtracted from the score where {who} ({w['description']}); not linear in "
+                   "LENDER's columns and the race/ethnicity indicators, so not in the coefficients")
+    return {"coefficients": {"log_income": 0.45, "debt_to_income": -0.09, "ltv": -0.05, "credit_score": 1.2,
+                             "underwriting_adjustment": -1.0, "race": on_groups, "ethnicity": on_groups},
+            "intercept": CUTOFF + 0.05 * 80 - 0.45 * float(np.log(80)) + 0.09 * 36,
+            "penalty": penalty}
+
+
+# the default world's rule (data/specs/hmda_lender.yaml's model)
+LENDER_RULE = lender_rule(DEFAULT_WORLD)
+
+
+def iter_lender_batches(n: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int = 250_000,
+                        world: str = DEFAULT_WORLD) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch]]:
     """(lender batch, ground-truth batch) pairs: the same applications as :func:`iter_hmda_batches`
-    (same seed, same row numbers) as the lender's own records hold them — the group columns,
-    the action taken, and every input of its decision (:data:`LENDER_RULE`) unbinned: log income,
-    DTI, LTV, the credit score (the latent credit quality, which the LAR lacks) and the
-    underwriter's adjustment (the decision's noise term). An internal audit with the lender's
-    model: the one setting in which an individual's counterfactual decision is identifiable."""
-    if n <= 0:
-        raise ValueError(f"hmda generator: rows must be positive, got {n}")
+    (same seed, same world, same row numbers) as the lender's own records hold them — the group
+    columns, the action taken, and every input of its decision (:func:`lender_rule`) unbinned:
+    log income, DTI, LTV, the credit score (the latent credit quality, which the LAR lacks), the
+    underwriter's adjustment (the decision's noise term) and the tract's minority share (percent,
+    as the LAR's tract_minority_population_percent before rounding). An internal audit with the
+    lender's model: the one setting in which an individual's counterfactual decision is
+    identifiable."""
+    _check(n, world)
     for start in range(0, n, batch_rows):
         take = min(batch_rows, n - start)
         blocks = range(start // BLOCK, (start + take - 1) // BLOCK + 1)
-        parts = [_block(min(BLOCK, n - b * BLOCK), seed, b, b * BLOCK, lar=False) for b in blocks]
+        parts = [_block(min(BLOCK, n - b * BLOCK), seed, b, b * BLOCK, lar=False, world=world) for b in blocks]
         lender = pa.Table.from_batches([pa.RecordBatch.from_pydict(c, schema=LENDER) for c, _ in parts])
         truth = pa.Table.from_batches([_truth_batch(t) for _, t in parts])
         offset = start - blocks[0] * BLOCK
@@ -463,13 +668,14 @@ def iter_lender_batches(n: int = DEFAULT_ROWS, seed: int = 0,
 
 
 def iter_hmda_batches(n: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int = 250_000,
-                      spelling: str = "snapshot") -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch]]:
+                      spelling: str = "snapshot",
+                      world: str = DEFAULT_WORLD) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch]]:
     """(LAR batch, ground-truth batch) pairs covering ``n`` rows; identical for any batch_rows.
 
-    ``spelling``: "snapshot" (underscores) or "data_browser" (hyphens, loan_to_value_ratio).
+    ``spelling``: "snapshot" (underscores) or "data_browser" (hyphens, loan_to_value_ratio);
+    ``world``: the planted mechanism (:data:`WORLDS`).
     """
-    if n <= 0:
-        raise ValueError(f"hmda generator: rows must be positive, got {n}")
+    _check(n, world)
     if spelling not in ("snapshot", "data_browser"):
         raise ValueError(f"hmda generator: spelling must be 'snapshot' or 'data_browser', got {spelling!r}")
     pending_lar: list[pa.RecordBatch] = []
@@ -477,7 +683,7 @@ def iter_hmda_batches(n: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int = 25
     pending = 0
     for b, start in enumerate(range(0, n, BLOCK)):
         size = min(BLOCK, n - start)
-        lar, truth = _to_batches(*_block(size, seed, b, start), spelling)
+        lar, truth = _to_batches(*_block(size, seed, b, start, world=world), spelling)
         pending_lar.append(lar)
         pending_truth.append(truth)
         pending += size
