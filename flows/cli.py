@@ -37,6 +37,7 @@ BENCHMARKS = {
     "cec": "aequum.flows.bench_cec",
     "detection": "aequum.flows.bench_detection",
     "audit": "aequum.flows.bench_audit",
+    "validity": "aequum.flows.bench_validity",
 }
 
 

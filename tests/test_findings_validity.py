@@ -30,13 +30,16 @@ def _start(wh, run_id, question="disparate_treatment", inputs="partial", model="
 def _cst_rows():
     base = {c: None for c in CST_SUMMARY.names}
     row = {**base, "protected_attribute": "race", "k": 50, "complainants": 1000, "discriminated": 400,
-           "discriminated_share": 0.4, "population": 1000}
+           "discriminated_share": 0.4, "population": 1000, "excess_p_value": 1e-9}
     return [
         {**row, "method": "ST", "significant": 200, "significant_share": 0.2, "effect": "total"},
         {**row, "method": "CST", "significant": 300, "significant_share": 0.3, "effect": "total"},
         {**row, "method": "CF", "effect": "total"},
         {**row, "protected_attribute": "sex", "method": "ST", "significant": 30, "significant_share": 0.03,
-         "effect": "total"},
+         "effect": "total", "excess_p_value": 0.99},
+        # above alpha, but within chance: not flagged
+        {**row, "protected_attribute": "age", "method": "ST", "significant": 53, "significant_share": 0.053,
+         "effect": "total", "excess_p_value": 0.35},
     ]
 
 
@@ -73,6 +76,7 @@ def test_estimands_and_no_evidence_without_a_sensitivity_analysis(warehouse):
     # 3% significant at alpha = 5%: no more than chance, not flagged
     low = f[("sex", "situation testing, k = 50")]
     assert low["flagged"] is False and low["evidence"] is False and "chance" in low["statement"]
+    assert f[("age", "situation testing, k = 50")]["flagged"] is False
 
 
 @pytest.mark.parametrize("robust", [True, False])
@@ -194,3 +198,24 @@ def test_worse_values_read_from_the_denials():
     nan = dti.copy()
     nan[:100] = np.nan
     assert worse_values(nan, citing) == "higher"
+
+
+def test_cst_summary_tests_the_significant_count_against_chance():
+    from scipy.stats import binom
+
+    from aequum.engines.matching.situation_testing import summary
+
+    n, sig = 257, 13
+    rows = [{"protected_attribute": "race", "method": "ST", "k": 15, "discriminated": i < 40,
+             "significant": i < sig, "delta_p": 0.1, "probable": False} for i in range(n)]
+    rows += [{"protected_attribute": "race", "method": "CF", "k": 0, "discriminated": True,
+              "significant": None, "delta_p": None, "probable": None}]
+    rows += [{"protected_attribute": "sex", "method": "ST", "k": 15, "discriminated": False,
+              "significant": False, "delta_p": 0.0, "probable": False} for _ in range(50)]
+    out = {(r["protected_attribute"], r["method"]): r for r in summary(pa.Table.from_pylist(rows), alpha=0.05).to_pylist()}
+    # 13 of 257 (5.1%) is what chance alone gives at alpha = 5%
+    assert out[("race", "ST")]["excess_p_value"] == pytest.approx(binom.sf(sig - 1, n, 0.05), rel=1e-10)
+    assert out[("race", "ST")]["excess_p_value"] > 0.4
+    assert out[("race", "CF")]["excess_p_value"] is None and out[("sex", "ST")]["excess_p_value"] == 1.0
+    strict = summary(pa.Table.from_pylist(rows), alpha=0.01).to_pylist()
+    assert [r for r in strict if r["method"] == "ST" and r["protected_attribute"] == "race"][0]["excess_p_value"] < 1e-3

@@ -12,7 +12,7 @@ from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.spec import SpecError, parse_spec
 from aequum.engines.regression.engine import RegressionEngine, resolve_controls
-from aequum.engines.sensitivity import Categorical, controlled_lpm
+from aequum.engines.sensitivity import ALL_CONTROLS, Categorical, controlled_lpm
 
 DTI = ["<20%", "20%-<30%", "30%-<36%", "36", "40", "45", "50%-60%", ">60%"]
 RAW = {
@@ -74,15 +74,22 @@ def test_a_planted_direct_penalty_is_found_and_equals_the_lpm():
     direct = controlled_lpm(1.0 - d.decision, g, [d.column_values("income"),
                                                  Categorical(d.column_values("dti"), DTI),
                                                  Categorical(d.column_values("loan_type"), ["1", "2", "3"])],
-                            ["income", "dti", "loan_type"])
+                            ["income", "dti", "loan_type"], robust_multiplier=2.0)
     assert race["estimate"] == direct.estimate and race["se"] == direct.se and race["rv_q1"] == direct.rv_q
-    dti = direct.bound("dti", 1.0)
-    assert direct.strongest_control == race["strongest_control"]
-    assert race["adjusted_at_strongest"] == direct.bound(race["strongest_control"], 1.0).adjusted_estimate
+    dti = direct.bound("dti", 2.0)
+    # robustness is judged at the default multiplier, 2: against each control and all together
+    assert direct.strongest_control == race["strongest_control"] and race["robust_multiplier"] == 2.0
+    assert race["adjusted_at_strongest"] == direct.bound(race["strongest_control"], 2.0).adjusted_estimate
     assert race["robust"] is True and dti.adjusted_ci_low > 0
+    at2 = [b for c in direct.sensitivity for b in c.bounds if b.multiplier == 2.0]
+    assert len(at2) == 4 and all(b.adjusted_ci_low > 0 for b in at2)
+    # at 1 the same holds, and a smaller robust_multiplier never turns a robust estimate fragile
+    assert controlled_lpm(1.0 - d.decision, g, [d.column_values("income"), Categorical(d.column_values("dti"), DTI),
+                                               Categorical(d.column_values("loan_type"), ["1", "2", "3"])],
+                          ["income", "dti", "loan_type"], robust_multiplier=1.0).robust is True
     bench = [r for r in out["regression_benchmarks"] if r["attribute"] == "race"]
     assert [(r["control"], r["multiplier"]) for r in bench] == [
-        (c, k) for c in ("income", "dti", "loan_type") for k in (1.0, 2.0, 3.0)]
+        (c, k) for c in ("income", "dti", "loan_type", ALL_CONTROLS) for k in (1.0, 2.0, 3.0)]
     assert all(0 <= r["r2dz_x"] < 1 and 0 <= r["r2yz_dx"] <= 1 for r in bench)
     sex = by_attribute(out["regression_estimates"])["sex"]  # nothing planted on sex
     assert not sex["significant"] and sex["robust"] is False
@@ -189,7 +196,8 @@ def test_an_hmda_audit_writes_the_tables_and_the_findings(tmp_path):
     race = by["race"]
     assert race["controls"] == "income, combined_loan_to_value_ratio, debt_to_income_ratio, property_value"
     assert race["estimate"] > 0 and race["significant"] and race["n"] > 5000
-    assert bench == sum(len(r["controls"].split(", ")) * 3 for r in est if r["estimate"] is not None)
+    # each control and the controls together, at k = 1, 2, 3
+    assert bench == sum((len(r["controls"].split(", ")) + 1) * 3 for r in est if r["estimate"] is not None)
     contract = ["run_id", "engine", "attribute", "group_name", "finding", "headline", "flagged", "measure",
                 "value", "ci_low", "ci_high", "confidence", "p_value", "significant", "individuals",
                 "cases_table", "statement"]
@@ -206,7 +214,7 @@ def test_an_hmda_audit_writes_the_tables_and_the_findings(tmp_path):
     assert r["evidence"] == (r["flagged"] and bool(race["robust"]))
     assert r["statement"].startswith("After controlling for income, combined_loan_to_value_ratio, ")
     assert "points more often than those in the reference group of race" in r["statement"]
-    assert "robustness value" in r["statement"] and f"one as strong as {race['strongest_control']} would" in r["statement"]
+    assert "robustness value" in r["statement"] and f"one 2x as strong as {race['strongest_control']} would" in r["statement"]
     assert not rows["sex"]["flagged"] or rows["sex"]["value"] > 0
     for row in rows.values():  # a tiny group says why it was not tested
         if by[row["attribute"]]["p_value"] is None:

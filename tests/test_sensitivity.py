@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from aequum.engines.sensitivity import (
-    Categorical, adjusted_estimate, adjusted_se, adjusted_t, controlled_lpm, e_value, e_value_ci,
+    ALL_CONTROLS, Categorical, adjusted_estimate, adjusted_se, adjusted_t, controlled_lpm, e_value, e_value_ci,
     e_value_or, group_partial_r2, ovb_bounds, ovb_partial_r2_bound, partial_f, partial_f2, partial_r2,
     robustness_value,
 )
@@ -161,7 +161,8 @@ def fitted():
     fit, dummies = statsmodels_fit(y, d, income, cat, drop_level=(drop + 1) % 4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        theirs = sensemakr.Sensemakr(fit, "d", benchmark_covariates={"income": ["income"], "cat": dummies},
+        theirs = sensemakr.Sensemakr(fit, "d", benchmark_covariates={"income": ["income"], "cat": dummies,
+                                                                   "all": ["income", *dummies]},
                                      kd=[1, 2, 3], alpha=0.05)
     return ours, fit, dummies, theirs, (y, d, income, cat), same
 
@@ -192,9 +193,9 @@ def test_every_sensitivity_number_equals_pysensemakr(fitted):
     close(ours.rv_q, stats["rv_q"])
     close(ours.rv_qa, stats["rv_qa"])
     bounds = theirs.bounds.set_index("bound_label")
-    for control in ("income", "cat"):
+    for control, label in (("income", "income"), ("cat", "cat"), (ALL_CONTROLS, "all")):
         for k in (1, 2, 3):
-            mine, row = ours.bound(control, float(k)), bounds.loc[f"{k}x {control}"]
+            mine, row = ours.bound(control, float(k)), bounds.loc[f"{k}x {label}"]
             close(mine.r2dz_x, row["r2dz_x"])
             close(mine.r2yz_dx, row["r2yz_dx"])
             close(mine.adjusted_estimate, row["adjusted_estimate"])
@@ -325,7 +326,9 @@ def test_a_spurious_disparity_from_a_factor_as_strong_as_a_control_is_not_robust
     y, d, x, u, w = linear_world(0.25)
     out = controlled_lpm(y, d, [x, w], ["x", "w"])
     assert out.estimate > 0 and out.p_value < 1e-3  # spurious, and significant
-    assert out.robust is False and out.strongest_control == "x"
+    assert out.robust is False and out.strongest_control == ALL_CONTROLS
+    singles = [c for c in out.sensitivity if c.name != ALL_CONTROLS]
+    assert max(singles, key=lambda c: c.bounds[0].bias).name == "x"
     at1 = out.bound("x", 1.0)
     assert at1.adjusted_ci_low < 0 < at1.adjusted_ci_high
     with_u = controlled_lpm(y, d, [x, w, u], ["x", "w", "u"])
@@ -363,5 +366,5 @@ def test_a_large_effect_with_weak_controls_is_robust():
     y, d, x, u, w = linear_world(0.0, effect=0.2, n=20_000, seed=12)
     out = controlled_lpm(y, d, [x, w], ["x", "w"])
     assert out.robust is True and out.estimate == pytest.approx(0.2, abs=0.03)
-    assert out.rv_qa > 0.1 and out.strongest_control == "x"
+    assert out.rv_qa > 0.1 and out.strongest_control == ALL_CONTROLS
     assert all(b.adjusted_ci_low > 0 for c in out.sensitivity for b in c.bounds)

@@ -326,7 +326,7 @@ class CSTEngine:
         population = {}
         for row in sampling.group_by("protected_attribute").aggregate([("population", "sum")]).to_pylist():
             population[row["protected_attribute"]] = row["population_sum"]
-        out["cst_summary"] = summary(out["cst_claims"], population, state.effect)
+        out["cst_summary"] = summary(out["cst_claims"], population, state.effect, state.params.alpha)
         out["cst_sampling"] = sampling
         return out
 

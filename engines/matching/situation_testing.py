@@ -55,6 +55,7 @@ SUMMARY = pa.schema([
     ("significant", pa.int64()), ("significant_share", pa.float64()),
     ("reverse", pa.int64()), ("note", pa.string()), ("population", pa.int64()),
     ("probable", pa.int64()), ("probable_share", pa.float64()), ("effect", pa.string()),
+    ("excess_p_value", pa.float64()),
 ])
 SAMPLING = pa.schema([
     ("protected_attribute", pa.string()), ("stratum", pa.string()), ("decision", pa.int8()),
@@ -296,12 +297,19 @@ def evidence(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarra
     return pa.concat_tables(parts) if parts else EVIDENCE.empty_table()
 
 
-def summary(claims_table: pa.Table, population: dict[str, int] | None = None, effect: str = "total") -> pa.Table:
+def summary(claims_table: pa.Table, population: dict[str, int] | None = None, effect: str = "total",
+            alpha: float = 0.05) -> pa.Table:
     """Counts and shares of discriminated / significant / probable complainants by attribute × method × k.
     Significance is null where no claim has a test (CF), with a ``note`` saying why;
     ``population``: complainants before sampling, per attribute (default: those tested);
     ``effect``: what the counterfactual world measures (total, or path-specific with mediators
-    held) — CF's and CST's; ST compares the same features across groups (ceteris paribus)."""
+    held) — CF's and CST's; ST compares the same features across groups (ceteris paribus).
+
+    ``excess_p_value``: whether more complainants are significant than chance alone makes —
+    each complainant's test holds its level ``alpha``, so with no discrimination the count is
+    at most Binomial(complainants, alpha): P(X >= significant) for that binomial (one-sided; the
+    complainants' neighbourhoods overlap, so the tests are not independent and the p-value is
+    a screen, not exact). Null where there is no test (CF)."""
     import polars as pl
 
     df = pl.from_arrow(claims_table)
@@ -321,4 +329,11 @@ def summary(claims_table: pa.Table, population: dict[str, int] | None = None, ef
     out = out.with_columns(pop.fill_null(pl.col("complainants")).alias("population"),
                            pl.when(pl.col("method") == "ST").then(pl.lit("ceteris paribus"))
                            .otherwise(pl.lit(effect)).alias("effect"))
+    from scipy.special import bdtrc
+
+    sig, n = out["significant"].to_numpy(), out["complainants"].to_numpy()
+    with np.errstate(invalid="ignore"):  # P(X >= s) = P(X > s - 1); s = 0 gives 1
+        excess = np.where(np.isnan(sig.astype(float)), np.nan,
+                          np.where(np.nan_to_num(sig) > 0, bdtrc(np.nan_to_num(sig) - 1, n, alpha), 1.0))
+    out = out.with_columns(pl.Series("excess_p_value", excess, dtype=pl.Float64).fill_nan(None))
     return out.select([f.name for f in SUMMARY]).to_arrow().cast(SUMMARY)

@@ -16,10 +16,12 @@ as dummies of their levels (HMDA's DTI bins stay levels).
 Its sensitivity (Cinelli & Hazlett 2020, "Sensitivity to an omitted variable"): the robustness
 value RV_1 (the share of the residual variance of both group membership and denial an omitted
 factor must explain to remove the estimate) and RV_{1,α} (to make it lose significance), and for
-every control the bounds of a confounder 1, 2, 3 … times as strong. ``robust``: the estimate
-keeps its sign and its interval excludes 0 under a confounder as strong as each control.
-What the data cannot see (a credit score, in the public HMDA LAR) may still explain a disparity
-that is robust to confounders as strong as the controls: the findings say so.
+every control, and for the controls together, the bounds of a confounder 1, 2, 3 … times as
+strong. ``robust``: the estimate keeps its sign and its interval excludes 0 under a confounder
+``robust_multiplier`` (default 2) times as strong as each control and as all of them together;
+``strongest_control`` and ``adjusted_*_at_strongest`` are that bound's. What the data cannot see
+(a credit score, in the public HMDA LAR) may still explain a disparity that is robust to such a
+confounder: the findings say so.
 
 P-values are adjusted across the run's attributes (Holm by default). Tables
 ``regression_estimates`` (one row per attribute) and ``regression_benchmarks`` (attribute ×
@@ -45,7 +47,7 @@ ESTIMATES = pa.schema([
     ("rv_q1", pa.float64()), ("rv_q1_alpha", pa.float64()), ("strongest_control", pa.string()),
     ("adjusted_at_strongest", pa.float64()), ("adjusted_ci_low_at_strongest", pa.float64()),
     ("adjusted_ci_high_at_strongest", pa.float64()), ("robust", pa.bool_()), ("controls", pa.string()),
-    ("note", pa.string()), ("correction", pa.string()),
+    ("note", pa.string()), ("correction", pa.string()), ("robust_multiplier", pa.float64()),
 ])
 
 BENCHMARKS = pa.schema([
@@ -101,7 +103,8 @@ class RegressionEngine:
         groups = state["groups"][attribute]
         rows = np.flatnonzero(((groups == 0) | (groups == 1)) & ~np.isnan(state["y"]))
         fit = controlled_lpm(state["y"], groups, state["controls"], state["names"], params.confidence,
-                             multipliers=params.benchmark_multipliers, rows=rows)
+                             multipliers=params.benchmark_multipliers,
+                             robust_multiplier=params.robust_multiplier, rows=rows)
         small = min(fit.n_treated, fit.n_control) < params.min_group_size
         notes = [fit.note] if fit.note else []
         if small:
@@ -134,7 +137,8 @@ class RegressionEngine:
 
 
 def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str], params) -> dict:
-    at1 = fit.bound(fit.strongest_control, 1.0) if fit.strongest_control is not None else None
+    at1 = (fit.bound(fit.strongest_control, float(params.robust_multiplier))
+           if fit.strongest_control is not None else None)
     return {
         "attribute": attribute, "n": fit.n, "n_protected": fit.n_treated, "n_reference": fit.n_control,
         "dropped_null": fit.dropped_null, "raw_difference": fit.raw_difference, "estimate": fit.estimate,
@@ -148,4 +152,5 @@ def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str],
         "adjusted_ci_high_at_strongest": None if at1 is None else at1.adjusted_ci_high,
         "robust": None if small else fit.robust, "controls": ", ".join(fit.controls),
         "note": "; ".join(notes) or None, "correction": params.correction,
+        "robust_multiplier": float(params.robust_multiplier),
     }

@@ -9,7 +9,8 @@
 -- with the complainant's counterfactual through the SCM, the total effect of the attribute
 -- (group differences in income, DTI ... count), a path-specific effect when some mediators are
 -- held, a direct effect when every one is. Each complainant's test holds its level alpha, so a
--- method is flagged only when the share of significant complainants exceeds alpha. A
+-- method is flagged only when significantly more complainants are significant than the alpha
+-- share chance alone makes (cst_summary.excess_p_value, one-sided binomial). A
 -- direct-effect finding is evidence of disparate treatment only when it also survives the
 -- sensitivity analysis of the same attribute (audit.robustness) or the records hold every input
 -- of the decisions (decision.inputs: complete); a total-effect finding is evidence only for a
@@ -31,7 +32,7 @@ WITH params AS (
 ), f AS (
   SELECT s.*, p.alpha, p.tau, c.question, c.inputs, r.robust, r.robustness_value, r.strongest_control,
          CASE WHEN s.method = 'CF' THEN coalesce(s.discriminated, 0) > 0
-              ELSE coalesce(s.significant_share > p.alpha, false) END AS flagged
+              ELSE coalesce(s.excess_p_value < p.alpha, s.significant_share > p.alpha, false) END AS flagged
   FROM s
   LEFT JOIN params p USING (run_id)
   LEFT JOIN audit.run_context c USING (run_id)
@@ -67,8 +68,8 @@ SELECT f.run_id, 'cst' AS engine, f.protected_attribute AS attribute, 'protected
               CASE WHEN f.method = 'ST' THEN 'factual' ELSE 'counterfactual' END,
               CAST(f.alpha AS VARCHAR), CAST(f.tau AS VARCHAR), f.k, f.estimand,
               audit.num(f.discriminated), audit.pct(f.discriminated_share),
-              CASE WHEN NOT f.flagged THEN printf('No more than the %s that chance alone flags at this level.',
-                                                  audit.pct(f.alpha))
+              CASE WHEN NOT f.flagged THEN printf('Not significantly more than the %s that chance alone flags '
+                                                  'at this level.', audit.pct(f.alpha))
                    WHEN f.estimand IN ('total effect', 'path-specific effect') THEN
                      'The counterfactual moves the applicant''s inputs with the group, so group differences '
                      'in those inputs count: a counterfactual-fairness finding, not by itself evidence that '

@@ -1,0 +1,175 @@
+"""``aequum bench validity``: the audit's own power and false-alarm table.
+
+For each lender world of the HMDA generator (``engines.generators.hmda.WORLDS``: no
+discriminatory term; a score penalty on two groups; on one intersection; on tract minority
+share; on one input for one group) the shipped specs are run on the same applications twice:
+
+* external: ``data/specs/hmda.yaml`` — the public LAR (no credit score), a surrogate model;
+* internal: ``data/specs/hmda_lender.yaml`` — the lender's own records, every input of its
+  decision (``decision.inputs: complete``).
+
+Every engine of the spec runs serially in this process and writes one run to a scratch
+warehouse, as the audit flow would; the table then reads ``audit.findings``: per world ×
+audit × engine × attribute, whether a finding is flagged (a difference that calls for
+attention) and whether it is evidence of disparate treatment, its robustness value, and the
+truth: whether the world's penalty falls harder on the attribute's protected group than on its
+reference group (``affected``: the direct-effect harm rate of the protected group above the
+reference group's, from the generator's ``harmed``). A false alarm is evidence on an unaffected
+attribute; a miss is an affected attribute with no evidence. Where the generator knows who was
+harmed, each individual direct-effect finding (ST at the largest k) is scored too: its share of
+refused protected applicants flagged, precision and recall against the direct truth
+(``audit.detection``).
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+AUDITS = {"external": "hmda.yaml", "internal": "hmda_lender.yaml"}
+
+
+def _spec(audit: str, world: str, rows: int, seed: int, engines: list[str] | None):
+    import yaml
+
+    from aequum.engines.core.spec import parse_spec
+
+    raw = yaml.safe_load((REPO / "data" / "specs" / AUDITS[audit]).read_text())
+    raw["source"].update({"rows": rows, "seed": seed, "world": world})
+    if engines is not None:
+        raw["engines"]["run"] = [e for e in raw["engines"]["run"] if e in engines]
+    return parse_spec(raw)
+
+
+def affected(data, world: str, rows: int, seed: int) -> dict[str, bool]:
+    """Per attribute of ``data``: does the world's penalty harm its protected group at a higher
+    rate than its reference group (the generator's direct-effect truth ``harmed``)?"""
+    import pyarrow as pa
+
+    from aequum.engines.generators import catalogue
+
+    truth = catalogue.truth(data.spec.source.generator, rows, seed, world=world)
+    harmed = np.zeros(rows, bool)
+    ids = np.asarray(truth["id"].to_numpy(zero_copy_only=False), dtype=np.int64)
+    harmed[ids] = truth["harmed"].to_numpy(zero_copy_only=False)
+    mine = harmed[data.id_text.cast(pa.int64()).to_numpy()]
+    out = {}
+    for attribute, groups in data.groups.items():
+        prot, ref = groups == 1, groups == 0
+        out[attribute] = bool(prot.any() and ref.any() and mine[prot].mean() > mine[ref].mean())
+    return out
+
+
+def audit_world(audit: str, world: str, rows: int, seed: int, tmp: Path,
+                engines: list[str] | None = None) -> list[dict]:
+    """Run one audit of one world into ``tmp`` and return its findings with the truth."""
+    from aequum.engines.core.engine import run_serial
+    from aequum.engines.core.models import model_fingerprint
+    from aequum.engines.registry import get_engine
+    from aequum.flows.audit import EngineOutcome
+    from aequum.flows.bench_cst import _stage
+    from aequum.flows.ground_truth import score_run
+    from aequum.flows.warehouse import Warehouse
+
+    spec = _spec(audit, world, rows, seed, engines)
+    spec_dir = REPO / "data" / "specs"
+    data = _stage(spec, spec_dir, tmp)
+    results, outcomes = {}, []
+    for name in spec.engines.run:
+        engine = get_engine(name)
+        t0 = time.perf_counter()
+        tables = run_serial(engine, data, spec.engines.params(name))
+        outcomes.append(EngineOutcome(name, "succeeded", time.perf_counter() - t0, 1, tables, dict(engine.tables)))
+        results.update({t: (engine.tables[t], v) for t, v in tables.items()})
+    detection = score_run(spec, spec_dir, outcomes, lambda _m: None)
+    if detection is not None and detection.num_rows:
+        from aequum.engines.detection import DETECTION
+
+        results["detection"] = (DETECTION, detection)
+    run_id = f"{world}-{audit}"
+    with Warehouse(tmp / "wh.duckdb") as wh:
+        wh.start_run(run_id, spec.name, spec.digest(), "bench", spec.run_parameters())
+        wh.write_results(run_id, results)
+        wh.finish_run(run_id, "succeeded", "bench", f"{rows}", model_fingerprint(data.model) if data.model else None)
+        wh.create_views()
+        findings = wh.con.sql(
+            "SELECT engine, attribute, finding, headline, flagged, evidence, robust, robustness_value, estimand "
+            "FROM audit.findings WHERE run_id = $r AND engine <> 'detection'",
+            params={"r": run_id}).to_arrow_table().to_pylist()
+        scored = wh.con.sql(
+            "SELECT protected_attribute AS attribute, parameter, population, flagged, precision, recall "
+            "FROM audit.detection WHERE run_id = $r AND method = 'ST' AND finding = 'significant' "
+            "AND effect = 'direct' AND \"group\" = 'pooled'",
+            params={"r": run_id}).to_arrow_table().to_pylist() if "detection" in results else []
+    truth = affected(data, world, rows, seed)
+    for f in findings:
+        f.update({"world": world, "audit": audit, "affected": truth.get(f["attribute"].split("&")[0] if
+                                                                          f["attribute"] not in truth else f["attribute"])})
+    k = {}
+    for s in scored:  # the largest k's row per attribute
+        kk = int(s["parameter"].split("=")[1].split(",")[0]) if "k=" in s["parameter"] else 0
+        if kk >= k.get(s["attribute"], (-1, None))[0]:
+            k[s["attribute"]] = (kk, s)
+    for f in findings:
+        if f["engine"] == "cst" and f["finding"].startswith("situation testing") and f["attribute"] in k:
+            s = k[f["attribute"]][1]
+            f.update({"flagged_share": s["flagged"] / s["population"] if s["population"] else None,
+                      "precision": s["precision"], "recall": s["recall"]})
+    return findings
+
+
+def table(findings: list[dict]) -> list[dict]:
+    """Per world × audit × engine: the attributes with evidence, the affected attributes among
+    them (found) and the unaffected ones (false alarms), the flagged ones, and the robustness."""
+    out = {}
+    for f in findings:
+        key = (f["world"], f["audit"], f["engine"])
+        row = out.setdefault(key, {"world": key[0], "audit": key[1], "engine": key[2], "evidence": set(),
+                                   "false_alarms": set(), "missed": set(), "flagged": set(), "affected": set()})
+        a = f["attribute"]
+        if f["affected"]:
+            row["affected"].add(a)
+        if f["flagged"]:
+            row["flagged"].add(a)
+        if f["evidence"]:
+            row["evidence"].add(a)
+            if not f["affected"]:
+                row["false_alarms"].add(a)
+    for row in out.values():
+        row["missed"] = row["affected"] - row["evidence"]
+    return [{k: (", ".join(sorted(v)) if isinstance(v, set) else v) for k, v in r.items()}
+            for r in sorted(out.values(), key=lambda r: (r["world"], r["audit"], r["engine"]))]
+
+
+def print_table(rows: list[dict]) -> None:
+    import polars as pl
+
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=250, float_precision=3, fmt_str_lengths=60,
+                   tbl_hide_column_data_types=True, tbl_hide_dataframe_shape=True):
+        print(pl.DataFrame(rows))
+
+
+def run(quick: bool = False, rows: int | None = None, seeds: tuple[int, ...] = (0,)) -> list[dict]:
+    from aequum.engines.generators.hmda import WORLDS
+
+    rows = rows or (20_000 if quick else 100_000)
+    engines = ["outcome", "reasons", "regression", "cst"] if quick else None
+    findings = []
+    for seed in seeds:
+        for world in WORLDS:
+            for audit in AUDITS:
+                t0 = time.perf_counter()
+                with tempfile.TemporaryDirectory() as tmp:
+                    findings += audit_world(audit, world, rows, seed, Path(tmp), engines)
+                print(f"{world} / {audit}, {rows:,} rows, seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
+    rows_out = table(findings)
+    print_table(rows_out)
+    st = [f for f in findings if "precision" in f]
+    if st:
+        print("\nIndividual direct-effect findings (ST, largest k, significant) against the direct truth:")
+        print_table([{k: f.get(k) for k in ("world", "audit", "attribute", "finding", "flagged_share", "precision",
+                                            "recall", "evidence", "robust", "robustness_value")} for f in st])
+    return rows_out
