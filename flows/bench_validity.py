@@ -152,10 +152,12 @@ def print_table(rows: list[dict]) -> None:
         print(pl.DataFrame(rows))
 
 
-def run(quick: bool = False, rows: int | None = None, seeds: tuple[int, ...] = (0,)) -> list[dict]:
+def run(quick: bool = False, rows: int | list[int] | None = None, seeds: tuple[int, ...] = (0,)) -> list[dict]:
+    """The table at ``rows`` applications (the command line's ``--rows``: its first size; default
+    100,000, 20,000 with ``quick``), for each of ``seeds``."""
     from aequum.engines.generators.hmda import WORLDS
 
-    rows = rows or (20_000 if quick else 100_000)
+    rows = (rows[0] if isinstance(rows, list) else rows) or (20_000 if quick else 100_000)
     engines = ["outcome", "reasons", "regression", "cst"] if quick else None
     findings = []
     for seed in seeds:

@@ -294,7 +294,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("name", choices=sorted(BENCHMARKS))
     b.add_argument("--quick", action="store_true", help="smaller sizes")
     b.add_argument("--rows", type=int, nargs="+", default=None,
-                   help="the sizes to run (benches that take sizes: audit)")
+                   help="the sizes to run (benches that take sizes: audit; validity: the first)")
     b.set_defaults(func=cmd_bench)
     return p
 
