@@ -6,7 +6,10 @@ share; on one input for one group) the shipped specs are run on the same applica
 
 * external: ``data/specs/hmda.yaml`` — the public LAR (no credit score), a surrogate model;
 * internal: ``data/specs/hmda_lender.yaml`` — the lender's own records, every input of its
-  decision (``decision.inputs: complete``).
+  decision (``decision.inputs: complete``), with a surrogate of the world's decisions as the
+  model (:func:`lender_world`).
+
+Both compare Black women with White men in CST (:func:`intersections`).
 
 Every engine of the spec runs serially in this process and writes one run to a scratch
 warehouse, as the audit flow would; the table then reads ``audit.findings``: per world ×
@@ -16,7 +19,7 @@ truth: whether the world's penalty falls harder on the attribute's protected gro
 reference group (``affected``: the direct-effect harm rate of the protected group above the
 reference group's, from the generator's ``harmed``). A false alarm is evidence on an unaffected
 attribute; a miss is an affected attribute with no evidence. Where the generator knows who was
-harmed, each individual direct-effect finding (ST at the largest k) is scored too: its share of
+harmed, each individual direct-effect finding (ST at each k) is scored too: its share of
 refused protected applicants flagged, precision and recall against the direct truth
 (``audit.detection``).
 """
@@ -32,7 +35,30 @@ REPO = Path(__file__).resolve().parent.parent
 AUDITS = {"external": "hmda.yaml", "internal": "hmda_lender.yaml"}
 
 
-def _spec(audit: str, world: str, rows: int, seed: int, engines: list[str] | None):
+def lender_world(raw: dict) -> None:
+    """The internal audit of any world: the shipped lender spec's model is the default world's
+    rule, so here a surrogate is fitted to the world's decisions from every input of them and
+    the group indicators (on complete inputs the decisions' dependence on a group is identified,
+    so the surrogate's is a direct effect, not an omitted input's shadow); CF holds every SCM
+    variable (the direct effect); an ``asian`` attribute (Asian against White applicants) so
+    the input-penalty world's group can be named."""
+    raw["protected"].append({"name": "asian", "column": "derived_race", "protected_values": ["Asian"],
+                             "reference_values": ["White"], "unmapped": "exclude"})
+    raw["model"] = {"kind": "surrogate", "target": "decision", "seed": 0,
+                    "features": ["log_income", "debt_to_income", "ltv", "credit_score", "underwriting_adjustment",
+                                 "race", "ethnicity", "sex", "tract", "asian"]}
+    raw["engines"]["cst"]["mediators"] = ["log_income", "debt_to_income", "ltv", "credit_score"]
+
+
+def intersections(raw: dict) -> None:
+    """Both audits compare Black women with White men (race × sex in CST), so an
+    intersection-only penalty can be named as such."""
+    black = "race=Black or African American" if any(
+        p.get("compare") in ("each", "both") for p in raw["protected"] if p["name"] == "race") else "race"
+    raw["engines"]["cst"]["intersections"] = [[black, "sex"]]
+
+
+def _spec(audit: str, world: str, rows: int, seed: int, engines: list[str] | None, edit=None):
     import yaml
 
     from aequum.engines.core.spec import parse_spec
@@ -41,6 +67,11 @@ def _spec(audit: str, world: str, rows: int, seed: int, engines: list[str] | Non
     raw["source"].update({"rows": rows, "seed": seed, "world": world})
     if engines is not None:
         raw["engines"]["run"] = [e for e in raw["engines"]["run"] if e in engines]
+    intersections(raw)
+    if audit == "internal":
+        lender_world(raw)
+    if edit is not None:
+        edit(raw)
     return parse_spec(raw)
 
 
@@ -64,8 +95,9 @@ def affected(data, world: str, rows: int, seed: int) -> dict[str, bool]:
 
 
 def audit_world(audit: str, world: str, rows: int, seed: int, tmp: Path,
-                engines: list[str] | None = None) -> list[dict]:
-    """Run one audit of one world into ``tmp`` and return its findings with the truth."""
+                engines: list[str] | None = None, edit=None) -> list[dict]:
+    """Run one audit of one world into ``tmp`` and return its findings with the truth
+    (``edit(raw)``: a change to the shipped spec first, e.g. another parameter)."""
     from aequum.engines.core.engine import run_serial
     from aequum.engines.core.models import model_fingerprint
     from aequum.engines.registry import get_engine
@@ -74,7 +106,7 @@ def audit_world(audit: str, world: str, rows: int, seed: int, tmp: Path,
     from aequum.flows.ground_truth import score_run
     from aequum.flows.warehouse import Warehouse
 
-    spec = _spec(audit, world, rows, seed, engines)
+    spec = _spec(audit, world, rows, seed, engines, edit)
     spec_dir = REPO / "data" / "specs"
     data = _stage(spec, spec_dir, tmp)
     results, outcomes = {}, []
@@ -108,16 +140,13 @@ def audit_world(audit: str, world: str, rows: int, seed: int, tmp: Path,
     for f in findings:
         f.update({"world": world, "audit": audit, "affected": truth.get(f["attribute"].split("&")[0] if
                                                                           f["attribute"] not in truth else f["attribute"])})
-    k = {}
-    for s in scored:  # the largest k's row per attribute
-        kk = int(s["parameter"].split("=")[1].split(",")[0]) if "k=" in s["parameter"] else 0
-        if kk >= k.get(s["attribute"], (-1, None))[0]:
-            k[s["attribute"]] = (kk, s)
+    by_k = {(s["attribute"], s["parameter"].split(",")[0]): s for s in scored}  # parameter: "k=15, ..."
     for f in findings:
-        if f["engine"] == "cst" and f["finding"].startswith("situation testing") and f["attribute"] in k:
-            s = k[f["attribute"]][1]
-            f.update({"flagged_share": s["flagged"] / s["population"] if s["population"] else None,
-                      "precision": s["precision"], "recall": s["recall"]})
+        if f["engine"] == "cst" and f["finding"].startswith("situation testing, k = "):
+            s = by_k.get((f["attribute"], "k=" + f["finding"].rsplit(" ", 1)[1]))
+            if s is not None:
+                f.update({"flagged_share": s["flagged"] / s["population"] if s["population"] else None,
+                          "precision": s["precision"], "recall": s["recall"]})
     return findings
 
 
@@ -171,7 +200,7 @@ def run(quick: bool = False, rows: int | list[int] | None = None, seeds: tuple[i
     print_table(rows_out)
     st = [f for f in findings if "precision" in f]
     if st:
-        print("\nIndividual direct-effect findings (ST, largest k, significant) against the direct truth:")
+        print("\nIndividual direct-effect findings (ST, significant) against the direct truth:")
         print_table([{k: f.get(k) for k in ("world", "audit", "attribute", "finding", "flagged_share", "precision",
                                             "recall", "evidence", "robust", "robustness_value")} for f in st])
     return rows_out

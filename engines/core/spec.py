@@ -147,11 +147,57 @@ def _check_disjoint(where: str, **lists: list[Scalar] | None) -> None:
             seen[key] = what
 
 
+class Range(_Model):
+    """A numeric range: the values with ``gt`` < v, ``ge`` <= v, v < ``lt``, v <= ``le`` (the
+    bounds given; at least one)."""
+
+    gt: float | None = None
+    ge: float | None = None
+    lt: float | None = None
+    le: float | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "Range":
+        if all(b is None for b in (self.gt, self.ge, self.lt, self.le)):
+            raise ValueError("a range needs at least one bound: gt, ge, lt or le")
+        if self.gt is not None and self.ge is not None or self.lt is not None and self.le is not None:
+            raise ValueError("a range takes one lower bound (gt or ge) and one upper bound (lt or le)")
+        low = self.gt if self.gt is not None else self.ge
+        high = self.lt if self.lt is not None else self.le
+        if low is not None and high is not None and (low > high or low == high and (self.gt is not None or self.lt is not None)):
+            raise ValueError(f"an empty range: {self.text()}")
+        return self
+
+    def text(self) -> str:
+        parts = [f"> {self.gt:g}" if self.gt is not None else None, f">= {self.ge:g}" if self.ge is not None else None,
+                 f"< {self.lt:g}" if self.lt is not None else None, f"<= {self.le:g}" if self.le is not None else None]
+        return " and ".join(p for p in parts if p)
+
+    def overlaps(self, other: "Range") -> bool:
+        """Whether some number lies in both ranges."""
+        inf = float("inf")
+
+        def low(r):  # (bound, open); of two equal bounds the open one is the tighter (the max)
+            return (-inf, False) if r.gt is None and r.ge is None else (r.gt, True) if r.gt is not None else (r.ge, False)
+
+        def high(r):  # (bound, closed); of two equal bounds the open one is the tighter (the min)
+            return (inf, True) if r.lt is None and r.le is None else (r.lt, False) if r.lt is not None else (r.le, True)
+
+        (lo, lo_open), (hi, hi_closed) = max(low(self), low(other)), min(high(self), high(other))
+        return lo < hi or (lo == hi and not lo_open and hi_closed)
+
+
 class ProtectedAttribute(_Model):
     """A protected attribute mapped to a binary protected / reference grouping.
 
     Records whose value is in neither list (e.g. HMDA "Race Not Available", "Joint") belong to
     neither group: they stay in the data but are excluded from that attribute's comparisons.
+
+    A numeric column (a neighbourhood's minority share: HMDA's
+    ``tract_minority_population_percent``) is grouped by ranges instead of values:
+    ``protected_range: {gt: 50}`` and ``reference_range: {lt: 20}`` make majority-minority tracts
+    the protected group and tracts under 20% minority the reference, so every engine can ask
+    about neighbourhoods (redlining). A value in neither range, or not a number, is unmapped.
 
     ``compare`` says how an auditor reads several protected values: ``pooled`` (one protected
     group against the reference), ``each`` (one comparison per protected value, e.g. Black vs
@@ -162,8 +208,14 @@ class ProtectedAttribute(_Model):
 
     name: str = Field(description="Short name used in audit tables (e.g. race, sex).")
     column: str = Field(description="Source column.")
-    protected_values: list[Scalar] = Field(min_length=1, description="Values of the protected group.")
-    reference_values: list[Scalar] = Field(min_length=1, description="Values of the reference group.")
+    protected_values: list[Scalar] = Field(
+        default_factory=list, description="Values of the protected group (or protected_range).")
+    reference_values: list[Scalar] = Field(
+        default_factory=list, description="Values of the reference group (or reference_range).")
+    protected_range: Range | None = Field(
+        None, description="A numeric column: the range of the protected group, e.g. {gt: 50}.")
+    reference_range: Range | None = Field(
+        None, description="A numeric column: the range of the reference group, e.g. {lt: 20}.")
     unmapped: Literal["reject", "exclude"] = Field(
         "reject", description="A value in neither list: reject the row (quarantine) or keep it "
         "outside both groups (e.g. HMDA 'Race Not Available', 'Joint').")
@@ -177,9 +229,30 @@ class ProtectedAttribute(_Model):
     of: str | None = Field(None, description="For a per-value comparison: the attribute it was "
                            "expanded from (set by `compare`).")
 
+    @property
+    def by_range(self) -> bool:
+        """Grouped by numeric ranges (protected_range / reference_range), not by values."""
+        return self.protected_range is not None
+
     @model_validator(mode="after")
     def _disjoint(self) -> "ProtectedAttribute":
-        _check_disjoint(f"protected attribute {self.name!r}", protected=self.protected_values,
+        where = f"protected attribute {self.name!r}"
+        ranges = (self.protected_range is not None, self.reference_range is not None)
+        if any(ranges):
+            if not all(ranges):
+                raise ValueError(f"{where}: protected_range and reference_range go together")
+            if self.protected_values or self.reference_values or self.others:
+                raise ValueError(f"{where}: give either ranges or values, not both")
+            if self.compare != "pooled":
+                raise ValueError(f"{where}: a range attribute is compared pooled (compare: pooled)")
+            if self.protected_range.overlaps(self.reference_range):
+                raise ValueError(f"{where}: the protected range ({self.protected_range.text()}) and the "
+                                 f"reference range ({self.reference_range.text()}) overlap")
+            return self
+        if not self.protected_values or not self.reference_values:
+            raise ValueError(f"{where}: needs protected_values and reference_values (or protected_range "
+                             "and reference_range for a numeric column)")
+        _check_disjoint(where, protected=self.protected_values,
                         reference=self.reference_values, others=self.others)
         return self
 

@@ -110,6 +110,17 @@ def _membership(name: str, values: list) -> pl.Expr:
     return member.fill_null(False)
 
 
+def _in_range(name: str, r) -> pl.Expr:
+    """``col`` in the numeric range ``r`` (a protected attribute's protected_range /
+    reference_range); never null: a value that is not a number is in no range."""
+    value = _number(name)
+    member = pl.lit(True)
+    for bound, op in ((r.gt, value.__gt__), (r.ge, value.__ge__), (r.lt, value.__lt__), (r.le, value.__le__)):
+        if bound is not None:
+            member = member & op(bound)
+    return member.fill_null(False)
+
+
 @dataclass
 class Check:
     field: str
@@ -157,8 +168,10 @@ def _feature_checks(f: Feature, dtype: pl.DataType) -> tuple[pl.Expr, list[Check
 def _group(p) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     """Membership of a protected attribute's protected and reference values, and the group
     column they give (1 protected, 0 reference, null neither)."""
-    in_p = _membership(p.column, p.protected_values)
-    in_r = _membership(p.column, p.reference_values)
+    if p.by_range:
+        in_p, in_r = _in_range(p.column, p.protected_range), _in_range(p.column, p.reference_range)
+    else:
+        in_p, in_r = _membership(p.column, p.protected_values), _membership(p.column, p.reference_values)
     group = (pl.when(in_p).then(pl.lit(1, pl.Int8)).when(in_r).then(pl.lit(0, pl.Int8))
              .otherwise(pl.lit(None, pl.Int8)).alias(group_column(p.name)))
     return in_p, in_r, group
@@ -222,11 +235,14 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
         if p.unmapped == "reject" and not expanded_before:  # one check per expanded attribute
             known = in_p | in_r | _membership(p.column, p.others)
             checks.append(Check(p.column, ~known,
-                                f"value maps to neither the protected nor the reference group of {p.of or p.name!r}"))
+                                f"value maps to neither the protected nor the reference group of {p.of or p.name!r}"
+                                + (f" (protected {p.protected_range.text()}, reference {p.reference_range.text()})"
+                                   if p.by_range else "")))
         if p.column not in [q.column for q in earlier]:
             # once per column (several comparisons may read one: protected[].compare)
             checks.append(Check(p.column, pl.col(p.column).is_null(), "missing protected attribute"))
-            derived.append(_text(p.column).alias(p.column))
+            if not p.by_range:  # a range attribute's raw numbers are not staged: its group is
+                derived.append(_text(p.column).alias(p.column))
 
     for part, out in ((spec.decision, DECISION), (spec.label, LABEL)):
         if part is None:

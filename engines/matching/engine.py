@@ -213,7 +213,8 @@ class CSTEngine:
         # are its strata
         model = spec.model.features if spec.model is not None else []
         features = [*(params.features or spec.feature_names), *model, *_scm_variables(spec)]
-        raw = list(dict.fromkeys(p.column for p in spec.protected)) if params.sample is not None else []
+        raw = (list(dict.fromkeys(p.column for p in spec.protected if not p.by_range))
+               if params.sample is not None else [])  # a range attribute's strata are its groups
         return record_columns(spec, list(dict.fromkeys(features))) + raw
 
     def prepare(self, data, params: CSTParams) -> State:
