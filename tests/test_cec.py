@@ -449,7 +449,7 @@ def test_hmda_spec_runs_cec_on_its_surrogate(staged_data, tmp_path):
     out = run_serial(CECEngine(), data, data.spec.engines.cec)
     s = pl.from_arrow(out["cec_summary"])
     races = [f"race={v}" for v in data.spec.protected[0].protected_values]  # compare: both
-    assert set(s["attribute"]) == {"race", *races, "ethnicity", "sex", "race&sex"}
+    assert set(s["attribute"]) == {"race", *races, "ethnicity", "sex", "tract", "race&sex"}
     assert set(s["partition_by"]) == {"decision"} and all("no label" in n for n in s["note"])
     alls = s.filter((pl.col("group") == "all") & ~pl.col("attribute").str.contains("="))  # tiny groups cover less
     assert (alls["coverage"] > 0.99).all() and (alls["cec"].is_between(0, 1)).all()

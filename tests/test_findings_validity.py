@@ -19,7 +19,8 @@ from aequum.engines.reasons import CONSISTENCY, worse_values
 from aequum.engines.verification.scores import SUMMARY as PBA_SUMMARY
 
 ROBUSTNESS = pa.schema([("attribute", pa.string()), ("robust", pa.bool_()), ("rv_q1_alpha", pa.float64()),
-                        ("strongest_control", pa.string())])
+                        ("strongest_control", pa.string()), ("estimate", pa.float64()), ("significant", pa.bool_()),
+                        ("odds_ratio", pa.float64()), ("logit_significant", pa.bool_())])
 
 
 def _start(wh, run_id, question="disparate_treatment", inputs="partial", model="surrogate"):
@@ -50,12 +51,13 @@ def _findings(wh, run_id, engine):
         params={"r": run_id, "e": engine}).to_arrow_table().to_pylist()}
 
 
-def _write_cst(wh, run_id, robust=None):
+def _write_cst(wh, run_id, robust=None, group_significant=True):
     tables = {"cst_summary": (CST_SUMMARY, pa.Table.from_pylist(_cst_rows(), CST_SUMMARY))}
     if robust is not None:
         tables["regression_estimates"] = (ROBUSTNESS, pa.Table.from_pylist(
             [{"attribute": "race", "robust": robust, "rv_q1_alpha": 0.02 if not robust else 0.3,
-              "strongest_control": "debt_to_income_ratio"}], ROBUSTNESS))
+              "strongest_control": "debt_to_income_ratio", "estimate": 0.05, "significant": True,
+              "odds_ratio": 1.6 if group_significant else 1.1, "logit_significant": group_significant}], ROBUSTNESS))
     wh.write_results(run_id, tables)
 
 
@@ -69,7 +71,7 @@ def test_estimands_and_no_evidence_without_a_sensitivity_analysis(warehouse):
     assert cf["estimand"] == "total effect" and "SCM" in cst["basis"]
     assert st["flagged"] and cst["flagged"] and cf["flagged"]
     # a direct effect on records lacking inputs, with no sensitivity analysis: not evidence
-    assert st["evidence"] is False and st["robust"] is None and "no sensitivity analysis" in st["statement"]
+    assert st["evidence"] is False and st["robust"] is None and "No group-level test" in st["statement"]
     # a total effect is not evidence of disparate treatment, and says why
     assert cst["evidence"] is False and "counterfactual-fairness finding" in cst["statement"]
     assert "treated worse" not in cst["statement"]
@@ -90,9 +92,22 @@ def test_a_direct_effect_is_evidence_only_when_it_survives_the_sensitivity_analy
     assert ("not evidence of disparate treatment" in st["statement"]) is (not robust)
 
 
+def test_a_direct_effect_needs_a_significant_group_level_test(warehouse):
+    """Individual counts are no group-level test: with every input recorded, a direct effect
+    is evidence only when the group's controlled disparity (the logit) is significant too."""
+    _start(warehouse, "alone", inputs="complete")
+    _write_cst(warehouse, "alone")
+    st = _findings(warehouse, "alone", "cst")[("race", "situation testing, k = 50")]
+    assert st["flagged"] and st["evidence"] is False and "No group-level test" in st["statement"]
+    _start(warehouse, "ns", inputs="complete")
+    _write_cst(warehouse, "ns", robust=False, group_significant=False)
+    st = _findings(warehouse, "ns", "cst")[("race", "situation testing, k = 50")]
+    assert st["flagged"] and st["evidence"] is False and "not significant" in st["statement"]
+
+
 def test_complete_inputs_make_a_direct_effect_evidence_and_questions_change_the_reading(warehouse):
     _start(warehouse, "complete", inputs="complete")
-    _write_cst(warehouse, "complete")
+    _write_cst(warehouse, "complete", robust=False)
     f = _findings(warehouse, "complete", "cst")
     assert f[("race", "situation testing, k = 50")]["evidence"] is True
     assert f[("race", "counterfactual situation testing, k = 50")]["evidence"] is False

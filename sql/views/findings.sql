@@ -80,13 +80,14 @@ SELECT run_id,
             ELSE 'the audited model' END AS model_basis
 FROM audit.runs;
 
--- The sensitivity analysis of each run x attribute (audit.regression_estimates: the
--- controlled disparity and how strong an unobserved confounder must be to explain it away);
+-- The group-level test and sensitivity analysis of each run x attribute
+-- (audit.regression_estimates: whether the controlled disparity is significant, and how strong
+-- an unobserved confounder must be to explain it away);
 -- sql/views/robustness.sql replaces this empty view once the regression engine has run.
 CREATE OR REPLACE VIEW audit.robustness AS
 SELECT CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS VARCHAR) AS attribute,
        CAST(NULL AS BOOLEAN) AS robust, CAST(NULL AS DOUBLE) AS robustness_value,
-       CAST(NULL AS VARCHAR) AS strongest_control
+       CAST(NULL AS VARCHAR) AS strongest_control, CAST(NULL AS BOOLEAN) AS group_significant
 WHERE false;
 
 CREATE OR REPLACE VIEW audit.findings AS

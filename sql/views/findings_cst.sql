@@ -11,10 +11,13 @@
 -- held, a direct effect when every one is. Each complainant's test holds its level alpha, so a
 -- method is flagged only when significantly more complainants are significant than the alpha
 -- share chance alone makes (cst_summary.excess_p_value, one-sided binomial). A
--- direct-effect finding is evidence of disparate treatment only when it also survives the
--- sensitivity analysis of the same attribute (audit.robustness) or the records hold every input
--- of the decisions (decision.inputs: complete); a total-effect finding is evidence only for a
--- counterfactual-fairness audit.
+-- direct-effect finding is evidence of disparate treatment only when its group's controlled
+-- disparity is significant too (audit.robustness.group_significant, the regression engine: a
+-- group-level test, where the individual counts are not one — neighbourhoods overlap, and
+-- where the groups' inputs differ in density a neighbourhood of k reaches further for one
+-- group than the other) and either survives the sensitivity analysis (robust) or the records
+-- hold every input of the decisions (decision.inputs: complete); a total-effect finding is
+-- evidence only for a counterfactual-fairness audit.
 CREATE OR REPLACE VIEW audit.findings_cst AS
 WITH params AS (
   SELECT run_id,
@@ -31,6 +34,7 @@ WITH params AS (
   FROM audit.cst_summary s
 ), f AS (
   SELECT s.*, p.alpha, p.tau, c.question, c.inputs, r.robust, r.robustness_value, r.strongest_control,
+         r.group_significant,
          CASE WHEN s.method = 'CF' THEN coalesce(s.discriminated, 0) > 0
               ELSE coalesce(s.excess_p_value < p.alpha, s.significant_share > p.alpha, false) END AS flagged
   FROM s
@@ -74,16 +78,22 @@ SELECT f.run_id, 'cst' AS engine, f.protected_attribute AS attribute, 'protected
                      'The counterfactual moves the applicant''s inputs with the group, so group differences '
                      'in those inputs count: a counterfactual-fairness finding, not by itself evidence that '
                      'applicants with the same inputs were treated differently.'
+                   WHEN f.group_significant IS NULL THEN
+                     'No group-level test of the controlled disparity was run (engines.regression): '
+                     'the individual counts alone are not evidence.'
+                   WHEN NOT f.group_significant THEN
+                     'The controlled disparity of the group is not significant (engines.regression): '
+                     'not evidence of disparate treatment.'
                    WHEN f.inputs = 'complete' THEN
-                     'The records hold every input of the decisions: evidence of a direct effect.'
+                     'The records hold every input of the decisions and the group''s controlled disparity '
+                     'is significant: evidence of a direct effect.'
                    WHEN f.robust THEN printf(
                      'It survives an unobserved factor as strong as %s (robustness value %s).',
                      f.strongest_control, printf('%.3f', f.robustness_value))
                    WHEN f.robust = false THEN printf(
                      'An unobserved factor no stronger than %s could explain it (robustness value %s): '
                      'not evidence of disparate treatment.', f.strongest_control, printf('%.3f', f.robustness_value))
-                   ELSE 'Inputs the records lack (such as credit history) may explain it; no sensitivity '
-                        'analysis was run (engines.regression).' END)
+                   ELSE 'Inputs the records lack (such as credit history) may explain it.' END)
        END AS statement,
        f.estimand,
        CASE WHEN f.method = 'ST' THEN 'the recorded inputs compared (engines.cst.features)'
@@ -91,7 +101,7 @@ SELECT f.run_id, 'cst' AS engine, f.protected_attribute AS attribute, 'protected
        CASE WHEN f.question = 'counterfactual_fairness' THEN f.flagged AND f.estimand <> 'direct effect given the recorded inputs'
             WHEN f.question = 'disparate_treatment' THEN
               f.flagged AND f.estimand IN ('direct effect given the recorded inputs', 'direct effect')
-              AND (f.inputs = 'complete' OR coalesce(f.robust, false))
+              AND coalesce(f.group_significant, false) AND (f.inputs = 'complete' OR coalesce(f.robust, false))
             ELSE false END AS evidence,
        CASE WHEN f.estimand IN ('direct effect given the recorded inputs', 'direct effect') THEN
               CASE WHEN f.inputs = 'complete' THEN coalesce(f.robust, true) ELSE f.robust END END AS robust,
