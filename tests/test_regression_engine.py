@@ -1,5 +1,6 @@
-"""The controlled-disparity engine (``regression``): the denial difference after controls, its
-test across the run's attributes, its sensitivity, and its findings."""
+"""The controlled-disparity engine (``regression``): the denial difference after controls (the
+linear probability model) and the denial logit on the same rows, their tests across the run's
+attributes, the LPM's sensitivity, and the findings."""
 from __future__ import annotations
 
 import copy
@@ -11,7 +12,8 @@ import pytest
 from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.spec import SpecError, parse_spec
-from aequum.engines.regression.engine import RegressionEngine, resolve_controls
+from aequum.engines.regression.engine import ESTIMATES, RegressionEngine, resolve_controls
+from aequum.engines.regression.logit import controlled_logit
 from aequum.engines.sensitivity import ALL_CONTROLS, Categorical, controlled_lpm
 
 DTI = ["<20%", "20%-<30%", "30%-<36%", "36", "40", "45", "50%-60%", ">60%"]
@@ -95,6 +97,59 @@ def test_a_planted_direct_penalty_is_found_and_equals_the_lpm():
     assert not sex["significant"] and sex["robust"] is False
     # Holm over the run's two attributes
     assert race["p_adjusted"] == pytest.approx(min(1, 2 * race["p_value"]))
+    # the denial logit on the same rows: the penalty as an odds ratio above 1, tested the same way
+    assert race["odds_ratio"] > 1 and race["or_ci_low"] > 1 and race["logit_significant"]
+    assert race["odds_ratio"] == pytest.approx(np.exp(race["logit_coefficient"]), rel=1e-12)
+    assert race["ame"] == pytest.approx(0.08, abs=0.03) and race["ame_ci_low"] > 0
+    assert race["logit_p_adjusted"] == pytest.approx(min(1, 2 * race["logit_p_value"]))
+    assert sex["logit_p_adjusted"] == pytest.approx(max(race["logit_p_adjusted"], sex["logit_p_value"]))
+    assert not sex["logit_significant"] and sex["or_ci_low"] < 1 < sex["or_ci_high"]
+    assert race["e_value"] > race["e_value_ci"] > 1 and sex["e_value_ci"] == 1.0
+    assert race["logit_note"] is None and sex["logit_note"] is None
+
+
+def test_the_engine_logit_equals_controlled_logit_called_directly():
+    """Same rows (nulls in a control dropped, as the LPM drops them), same controls, same
+    numbers; the p-values adjusted across the run's attributes as the LPM's are."""
+    raw = copy.deepcopy(RAW)
+    raw["features"][0]["nullable"] = True
+    raw["engines"]["regression"] = {"correction": "bh", "confidence": 0.9}
+    d = data(raw=raw, penalty=0.06, seed=11)
+    income = d.table["income"].to_numpy().copy()
+    income[5:35] = np.nan
+    d.table = d.table.set_column(d.table.schema.get_field_index("income"), "income",
+                                 pa.array(income, from_pandas=True))
+    out = by_attribute(run(d)["regression_estimates"])
+    assert list(ESTIMATES.names[-14:]) == [
+        "odds_ratio", "or_ci_low", "or_ci_high", "logit_coefficient", "logit_se", "logit_p_value",
+        "logit_p_adjusted", "logit_significant", "ame", "ame_ci_low", "ame_ci_high", "e_value", "e_value_ci",
+        "logit_note"]
+    controls = [d.column_values("income"), Categorical(d.column_values("dti"), DTI),
+                Categorical(d.column_values("loan_type"), ["1", "2", "3"])]
+    p = {}
+    for attribute in ("race", "sex"):
+        row = out[attribute]
+        direct = controlled_logit(1.0 - d.decision, d.groups[attribute], controls, ["income", "dti", "loan_type"],
+                                  confidence=0.9)
+        assert direct.converged and direct.n == row["n"] == len(d) - 30 and direct.dropped_null == 30
+        assert (row["odds_ratio"], row["or_ci_low"], row["or_ci_high"]) == (
+            direct.odds_ratio, direct.or_ci_low, direct.or_ci_high)
+        assert (row["logit_coefficient"], row["logit_se"], row["logit_p_value"]) == (
+            direct.coefficient, direct.se, direct.p_value)
+        assert (row["ame"], row["ame_ci_low"], row["ame_ci_high"]) == (
+            direct.ame, direct.ame_ci_low, direct.ame_ci_high)
+        assert (row["e_value"], row["e_value_ci"]) == (direct.e_value, direct.e_value_ci)
+        # the note both models share (the rows dropped) stays in note; the logit adds nothing
+        assert direct.note == "30 rows with a null in the outcome, the group or a control dropped"
+        assert row["note"] == direct.note and row["logit_note"] is None
+        p[attribute] = direct.p_value
+    # Benjamini-Hochberg over two attributes, at 1 - confidence = 0.1
+    lo, hi = sorted(p.values())
+    bh = {a: min(1.0, hi) if v == hi else min(2 * lo, hi) for a, v in p.items()}
+    for attribute in p:
+        assert out[attribute]["logit_p_adjusted"] == pytest.approx(bh[attribute], rel=1e-12)
+        assert out[attribute]["logit_significant"] == (bh[attribute] < 0.1)
+    assert out["race"]["logit_significant"] is True
 
 
 def test_a_disparity_the_controls_explain_is_not_significant_after_them():
@@ -127,10 +182,15 @@ def test_degenerate_segments_give_notes():
     assert small["p_value"] is None and small["significant"] is None and small["robust"] is None
     assert "fewer than 30 applicants in a group (12 protected" in small["note"]
     assert small["estimate"] is not None  # reported, not tested
+    # the logit likewise: its estimates kept, not tested
+    assert small["odds_ratio"] is not None and small["ame"] is not None and small["logit_se"] is not None
+    assert small["logit_p_value"] is None and small["logit_p_adjusted"] is None and small["logit_significant"] is None
     out = by_attribute(run(data(everyone_approved=True))["regression_estimates"])
     for row in out.values():
         assert row["estimate"] is None and row["p_value"] is None and row["significant"] is None
         assert "the outcome takes one value" in row["note"] and row["raw_difference"] == 0
+        assert row["odds_ratio"] is None and row["logit_p_value"] is None and row["logit_significant"] is None
+        assert row["e_value"] is None and row["ame"] is None and row["logit_note"] is None  # the note says why
     raw = copy.deepcopy(RAW)
     raw["engines"]["regression"] = {"controls": ["income", "age"]}
     d = data(raw=raw)
@@ -210,12 +270,72 @@ def test_an_hmda_audit_writes_the_tables_and_the_findings(tmp_path):
     r = rows["race"]
     assert r["flagged"] and r["headline"] and r["value"] == race["estimate"]
     assert r["estimand"] == "adjusted disparity" and r["basis"] == "controls: " + race["controls"]
-    assert r["robustness_value"] == race["rv_q1_alpha"] and r["e_value"] is None
-    assert r["evidence"] == (r["flagged"] and bool(race["robust"]))
+    assert r["robustness_value"] == race["rv_q1_alpha"] and r["e_value"] == race["e_value"] > 1
+    # tested by the logit: its adjusted p, significance and odds ratio
+    assert race["odds_ratio"] > 1 and race["logit_significant"]
+    assert r["p_value"] == race["logit_p_adjusted"] and r["significant"] == race["logit_significant"]
+    assert r["evidence"] == (r["flagged"] and bool(race["robust"]))  # the public LAR: inputs partial
+    assert f"their odds of denial were {race['odds_ratio']:.2f} times the reference group's" in r["statement"]
+    assert f"average marginal effect of +{100 * race['ame']:.1f} points" in r["statement"]
+    assert (f"E-value {race['e_value']:.2f} ({race['e_value_ci']:.2f} for the interval's limit nearer 1"
+            in r["statement"])
     assert r["statement"].startswith("After controlling for income, combined_loan_to_value_ratio, ")
     assert "points more often than those in the reference group of race" in r["statement"]
     assert "robustness value" in r["statement"] and f"one 2x as strong as {race['strongest_control']} would" in r["statement"]
-    assert not rows["sex"]["flagged"] or rows["sex"]["value"] > 0
+    for a, row in rows.items():
+        assert row["flagged"] == bool(by[a]["logit_significant"] and by[a]["odds_ratio"] > 1)
     for row in rows.values():  # a tiny group says why it was not tested
         if by[row["attribute"]]["p_value"] is None:
             assert "not tested" in row["statement"] or "could not be compared" in row["statement"]
+
+
+def _estimate(attribute, **kw):
+    row = {c: None for c in ESTIMATES.names}
+    row.update(attribute=attribute, n=5000, n_protected=1000, n_reference=4000, dropped_null=0, raw_difference=0.05,
+               estimate=0.03, se=0.01, ci_low=0.01, ci_high=0.05, confidence=0.95, p_value=0.001, p_adjusted=0.002,
+               significant=True, rv_q1=0.05, rv_q1_alpha=0.02, strongest_control="dti",
+               adjusted_at_strongest=0.0, adjusted_ci_low_at_strongest=-0.02, adjusted_ci_high_at_strongest=0.02,
+               robust=False, controls="income, dti", correction="holm", robust_multiplier=2.0,
+               odds_ratio=1.4, or_ci_low=1.2, or_ci_high=1.63, logit_coefficient=float(np.log(1.4)), logit_se=0.08,
+               logit_p_value=1e-5, logit_p_adjusted=2e-5, logit_significant=True, ame=0.028, ame_ci_low=0.015,
+               ame_ci_high=0.041, e_value=1.65, e_value_ci=1.43)
+    row.update(kw)
+    return row
+
+
+@pytest.mark.parametrize("inputs", ["partial", "complete"])
+def test_findings_test_the_logit_fall_back_to_the_lpm_and_read_complete_inputs_as_evidence(warehouse, inputs):
+    """The view alone, on written estimates: flagged/significant/p from the logit, the LPM when
+    the logit has no estimate; evidence when flagged and robust, or on complete inputs."""
+    rows = [
+        _estimate("race"),                                                   # the logit flags it
+        _estimate("sex", odds_ratio=None, or_ci_low=None, or_ci_high=None, logit_coefficient=None, logit_se=None,
+                  logit_p_value=None, logit_p_adjusted=None, logit_significant=None, ame=None, ame_ci_low=None,
+                  ame_ci_high=None, e_value=None, e_value_ci=None,
+                  logit_note="separation: the outcome is perfectly predicted for some rows"),  # LPM fallback
+        _estimate("age", logit_p_value=0.2, logit_p_adjusted=0.4, logit_significant=False, or_ci_low=0.9),
+        _estimate("ethnicity", odds_ratio=0.7, or_ci_low=0.6, or_ci_high=0.82, logit_coefficient=float(np.log(0.7))),
+        _estimate("tract", robust=True),
+    ]
+    for run_id, question in (("dt", "disparate_treatment"), ("di", "disparate_impact")):
+        warehouse.start_run(run_id, "s", "h", "test", {"audit": {"question": question, "inputs": inputs}})
+        warehouse.write_results(run_id, {"regression_estimates": (ESTIMATES, pa.Table.from_pylist(rows, ESTIMATES))})
+    warehouse.create_views()
+    found = {(r["run_id"], r["attribute"]): r for r in warehouse.con.sql(
+        "SELECT * FROM audit.findings WHERE engine = 'regression'").to_arrow_table().to_pylist()}
+    race, sex, age, eth, tract = (found[("dt", a)] for a in ("race", "sex", "age", "ethnicity", "tract"))
+    assert race["flagged"] and race["p_value"] == 2e-5 and race["significant"] and race["e_value"] == 1.65
+    assert race["value"] == 0.03 and race["ci_low"] == 0.01  # the measure stays the LPM's difference
+    assert sex["flagged"] and sex["p_value"] == 0.002 and sex["significant"] and sex["e_value"] is None
+    assert "the denial logit has no estimate (separation: the outcome is perfectly predicted" in sex["statement"]
+    assert not age["flagged"] and age["p_value"] == 0.4 and age["significant"] is False  # the logit decides
+    assert not eth["flagged"] and eth["significant"]  # significant, but the odds ratio is below 1
+    # evidence: robust (the LPM's sensitivity), or the records hold every input of the decisions
+    complete = inputs == "complete"
+    assert race["evidence"] is complete and sex["evidence"] is complete and tract["evidence"] is True
+    assert age["evidence"] is False and eth["evidence"] is False
+    assert not any(found[("di", a)]["evidence"] for a in ("race", "sex", "tract"))
+    assert found[("di", "race")]["flagged"]
+    assert "odds of denial were 1.40 times the reference group's (95% CI 1.20 to 1.63, p < 0.001, holm-adjusted)" \
+        in race["statement"] and "average marginal effect of +2.8 points (1.5 to 4.1), E-value 1.65 (1.43" \
+        in race["statement"]

@@ -2,30 +2,48 @@
 applicants, and could an omitted variable explain it?
 
 The examiner's first number (FAIR_LENDING.md, "Controlled denial regression"): for each
-protected attribute, among the records with a decision, the linear probability model
+protected attribute, among the records with a decision, two models of
 
     denied ~ 1 + protected + controls
 
-over the protected (1) and reference (0) applicants, by OLS (``engines.sensitivity.
-controlled_lpm``: blocked sums, classical and HC1 standard errors). Its coefficient is the
-difference in denial probability, in points, between a protected and a reference applicant with
-the same recorded inputs; the unadjusted difference stands beside it. Controls
-(:func:`resolve_controls`): numeric features as their values, ordinal and categorical features
-as dummies of their levels (HMDA's DTI bins stay levels).
+over the protected (1) and reference (0) applicants, on the same rows and the same controls:
 
-Its sensitivity (Cinelli & Hazlett 2020, "Sensitivity to an omitted variable"): the robustness
-value RV_1 (the share of the residual variance of both group membership and denial an omitted
-factor must explain to remove the estimate) and RV_{1,α} (to make it lose significance), and for
-every control, and for the controls together, the bounds of a confounder 1, 2, 3 … times as
-strong. ``robust``: the estimate keeps its sign and its interval excludes 0 under a confounder
-``robust_multiplier`` (default 2) times as strong as each control and as all of them together;
-``strongest_control`` and ``adjusted_*_at_strongest`` are that bound's. What the data cannot see
-(a credit score, in the public HMDA LAR) may still explain a disparity that is robust to such a
-confounder: the findings say so.
+* the linear probability model (LPM), by OLS (``engines.sensitivity.controlled_lpm``: blocked
+  sums, classical and HC1 standard errors). Its coefficient is the difference in denial
+  probability, in points, between a protected and a reference applicant with the same recorded
+  inputs (``estimate``; the unadjusted difference stands beside it), and it carries the
+  sensitivity analysis below;
+* the denial logit, by Newton–Raphson (``engines.regression.logit.controlled_logit``): the odds
+  ratio of denial with its interval (``odds_ratio``, ``or_ci_*``; its log, ``logit_coefficient``
+  and ``logit_se``, classical), the average marginal effect of group membership in points (a
+  discrete change 0 → 1 averaged over the rows: ``ame``, delta-method ``ame_ci_*``), and the
+  E-value of the odds ratio and of its interval's limit nearer 1 (VanderWeele & Ding 2017;
+  sqrt(OR) as the risk ratio when the denial rate exceeds 15 %: ``e_value``, ``e_value_ci``).
+  The logit is the number the findings test: a lender that denies when a linear score plus
+  noise passes a threshold has a sigmoid denial probability, and where the groups' inputs
+  differ the LPM's straight line leaves a significant group residual on a lender with no
+  discrimination (tests/test_logit.py); the logit does not. ``logit_note``: what the logit adds
+  to ``note`` (separation — no estimate —, or no convergence).
 
-P-values are adjusted across the run's attributes (Holm by default). Tables
-``regression_estimates`` (one row per attribute) and ``regression_benchmarks`` (attribute ×
-control × multiplier). One piece per attribute; the adjustment happens in ``combine``.
+Controls (:func:`resolve_controls`): numeric features as their values, ordinal and categorical
+features as dummies of their levels (HMDA's DTI bins stay levels).
+
+The LPM's sensitivity (Cinelli & Hazlett 2020, "Sensitivity to an omitted variable"): the
+robustness value RV_1 (the share of the residual variance of both group membership and denial
+an omitted factor must explain to remove the estimate) and RV_{1,α} (to make it lose
+significance), and for every control, and for the controls together, the bounds of a
+confounder 1, 2, 3 … times as strong. ``robust``: the estimate keeps its sign and its interval
+excludes 0 under a confounder ``robust_multiplier`` (default 2) times as strong as each control
+and as all of them together; ``strongest_control`` and ``adjusted_*_at_strongest`` are that
+bound's. What the data cannot see (a credit score, in the public HMDA LAR) may still explain a
+disparity that is robust to such a confounder: the findings say so.
+
+P-values, the LPM's and the logit's alike, are adjusted across the run's attributes (Holm by
+default: ``p_adjusted``/``significant``, ``logit_p_adjusted``/``logit_significant``). An
+attribute with fewer than ``min_group_size`` applicants in a group keeps its estimates, without
+p-values or significance. Tables ``regression_estimates`` (one row per attribute) and
+``regression_benchmarks`` (attribute × control × multiplier). One piece per attribute; the
+adjustment happens in ``combine``.
 """
 from __future__ import annotations
 
@@ -35,6 +53,7 @@ import pyarrow as pa
 from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.outcome_stats import adjust_p_values
+from aequum.engines.regression.logit import LogitResult, controlled_logit
 from aequum.engines.sensitivity import Categorical, LPMResult, controlled_lpm
 
 ESTIMATES = pa.schema([
@@ -48,6 +67,12 @@ ESTIMATES = pa.schema([
     ("adjusted_at_strongest", pa.float64()), ("adjusted_ci_low_at_strongest", pa.float64()),
     ("adjusted_ci_high_at_strongest", pa.float64()), ("robust", pa.bool_()), ("controls", pa.string()),
     ("note", pa.string()), ("correction", pa.string()), ("robust_multiplier", pa.float64()),
+    # the denial logit on the same rows and controls (engines.regression.logit)
+    ("odds_ratio", pa.float64()), ("or_ci_low", pa.float64()), ("or_ci_high", pa.float64()),
+    ("logit_coefficient", pa.float64()), ("logit_se", pa.float64()), ("logit_p_value", pa.float64()),
+    ("logit_p_adjusted", pa.float64()), ("logit_significant", pa.bool_()), ("ame", pa.float64()),
+    ("ame_ci_low", pa.float64()), ("ame_ci_high", pa.float64()), ("e_value", pa.float64()),
+    ("e_value_ci", pa.float64()), ("logit_note", pa.string()),
 ])
 
 BENCHMARKS = pa.schema([
@@ -105,12 +130,14 @@ class RegressionEngine:
         fit = controlled_lpm(state["y"], groups, state["controls"], state["names"], params.confidence,
                              multipliers=params.benchmark_multipliers,
                              robust_multiplier=params.robust_multiplier, rows=rows)
+        logit = controlled_logit(state["y"], groups, state["controls"], state["names"], params.confidence, rows=rows)
         small = min(fit.n_treated, fit.n_control) < params.min_group_size
         notes = [fit.note] if fit.note else []
         if small:
             notes.append(f"fewer than {params.min_group_size} applicants in a group "
                          f"({fit.n_treated:,} protected, {fit.n_control:,} reference): reported, not tested")
-        estimates = pa.Table.from_pylist([_estimate_row(attribute, fit, small, notes, params)], schema=ESTIMATES)
+        row = {**_estimate_row(attribute, fit, small, notes, params), **_logit_row(logit, fit, small)}
+        estimates = pa.Table.from_pylist([row], schema=ESTIMATES)
         wanted = {float(k) for k in params.benchmark_multipliers}
         bench = [{"attribute": attribute, "control": c.name, "multiplier": b.multiplier,
                   "r2dxj_x": c.r2dxj_x, "r2yxj_dx": c.r2yxj_dx, "r2dz_x": b.r2dz_x, "r2yz_dx": b.r2yz_dx,
@@ -126,12 +153,15 @@ class RegressionEngine:
         out = concat_parts(parts, self.tables)
         params = state["params"]
         est = out["regression_estimates"]
-        p = np.array([np.nan if v is None else v for v in est["p_value"].to_pylist()], dtype=np.float64)
-        adjusted = adjust_p_values(p, params.correction)
-        p_adj = [None if np.isnan(a) else float(a) for a in adjusted]
-        significant = [None if a is None else a < 1 - params.confidence for a in p_adj]
-        est = est.set_column(est.schema.get_field_index("p_adjusted"), "p_adjusted", pa.array(p_adj, pa.float64()))
-        est = est.set_column(est.schema.get_field_index("significant"), "significant", pa.array(significant, pa.bool_()))
+        # the same correction across the run's attributes, for the LPM's and the logit's tests
+        for p_col, adj_col, sig_col in (("p_value", "p_adjusted", "significant"),
+                                        ("logit_p_value", "logit_p_adjusted", "logit_significant")):
+            p = np.array([np.nan if v is None else v for v in est[p_col].to_pylist()], dtype=np.float64)
+            adjusted = adjust_p_values(p, params.correction)
+            p_adj = [None if np.isnan(a) else float(a) for a in adjusted]
+            significant = [None if a is None else a < 1 - params.confidence for a in p_adj]
+            est = est.set_column(est.schema.get_field_index(adj_col), adj_col, pa.array(p_adj, pa.float64()))
+            est = est.set_column(est.schema.get_field_index(sig_col), sig_col, pa.array(significant, pa.bool_()))
         out["regression_estimates"] = est
         return out
 
@@ -153,4 +183,18 @@ def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str],
         "robust": None if small else fit.robust, "controls": ", ".join(fit.controls),
         "note": "; ".join(notes) or None, "correction": params.correction,
         "robust_multiplier": float(params.robust_multiplier),
+    }
+
+
+def _logit_row(logit: LogitResult, fit: LPMResult, small: bool) -> dict:
+    """The logit's columns. ``logit_note``: what the logit's note adds to the LPM's (the notes
+    both models share — rows dropped, a control dropped, a degenerate input — stay in ``note``)."""
+    shared = set(fit.note.split("; ")) if fit.note else set()
+    own = [part for part in (logit.note.split("; ") if logit.note else []) if part not in shared]
+    return {
+        "odds_ratio": logit.odds_ratio, "or_ci_low": logit.or_ci_low, "or_ci_high": logit.or_ci_high,
+        "logit_coefficient": logit.coefficient, "logit_se": logit.se,
+        "logit_p_value": None if small else logit.p_value, "logit_p_adjusted": None, "logit_significant": None,
+        "ame": logit.ame, "ame_ci_low": logit.ame_ci_low, "ame_ci_high": logit.ame_ci_high,
+        "e_value": logit.e_value, "e_value_ci": logit.e_value_ci, "logit_note": "; ".join(own) or None,
     }

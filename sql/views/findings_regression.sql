@@ -1,37 +1,50 @@
 -- Controlled-disparity findings (engine regression): per run x attribute, how many points more
 -- (or less) often the protected group was denied than the reference group after controlling for
--- the named recorded inputs (a linear probability model), with its interval and adjusted p, and
--- its sensitivity to an omitted variable (Cinelli & Hazlett 2020): the robustness value and
--- whether a confounder as strong as the strongest control would explain it away. Flagged: a
--- significant excess of denials; evidence (of disparate treatment, when that is the audit's
--- question): flagged and robust to a confounder as strong as each control and as all of them
--- together (also on records holding every input of the decisions: on the generated fair
--- lender's own records the linear model's approximation of its threshold rule left a
--- significant group residual that the benchmark explains away). Columns: audit.findings' contract, then estimand, basis, evidence, robust,
--- robustness_value (RV_{1,alpha}) and e_value (none for a difference in probabilities).
+-- the named recorded inputs, by the two models of audit.regression_estimates on the same rows:
+-- the linear probability model (the measure: value and interval are its difference in points,
+-- with its sensitivity to an omitted variable, Cinelli & Hazlett 2020) and the denial logit (the
+-- examiner's standard number: the odds ratio with its interval, the average marginal effect in
+-- points, the E-value of VanderWeele & Ding 2017).
+-- Tested by the logit: flagged = the logit's adjusted p significant and an odds ratio above 1;
+-- p_value and significant are the logit's. A run without a logit estimate (separation, or
+-- written before the logit existed) falls back to the LPM: significant and an estimate above 0.
+-- The LPM's straight line is not the lender's threshold rule: on the generated fair lender's own
+-- records it left a significant group residual (tests/test_logit.py shows the same on a probit
+-- world) where the logit finds none.
+-- Evidence (of disparate treatment, when that is the audit's question): flagged, and either
+-- robust to a confounder as strong as each control and as all of them together (the LPM's
+-- sensitivity: records that lack inputs of the decisions, such as the public LAR) or on records
+-- holding every input of the decisions (audit.run_context.inputs = 'complete'), where no
+-- omitted input is left to explain it. Columns: audit.findings' contract, then estimand, basis,
+-- evidence, robust, robustness_value (RV_{1,alpha}) and e_value (the odds ratio's).
 CREATE OR REPLACE VIEW audit.findings_regression AS
 WITH e AS (
     SELECT *,
            -- a per-value comparison (race=Asian) is against its attribute's reference group
            CASE WHEN contains(attribute, '=') AND NOT contains(attribute, '&')
                 THEN printf('the reference group of %s', attribute[:strpos(attribute, '=') - 1])
-                ELSE audit.group_label(attribute, 'reference') END AS reference_label
+                ELSE audit.group_label(attribute, 'reference') END AS reference_label,
+           logit_coefficient IS NOT NULL AS has_logit,
+           CASE WHEN logit_coefficient IS NOT NULL THEN coalesce(logit_significant AND odds_ratio > 1, false)
+                ELSE coalesce(significant AND estimate > 0, false) END AS is_flagged,
+           CASE WHEN logit_coefficient IS NOT NULL THEN logit_p_adjusted ELSE p_adjusted END AS tested_p,
+           CASE WHEN logit_coefficient IS NOT NULL THEN logit_significant ELSE significant END AS tested_significant
     FROM audit.regression_estimates)
 SELECT run_id, 'regression' AS engine, attribute, 'protected' AS group_name,
        'adjusted denial disparity' AS finding, true AS headline,
-       coalesce(significant AND estimate > 0, false) AS flagged,
+       is_flagged AS flagged,
        'adjusted_denial_difference' AS measure, estimate AS value, ci_low, ci_high, confidence,
-       p_adjusted AS p_value, significant,
+       tested_p AS p_value, tested_significant AS significant,
        CAST(CASE WHEN estimate > 0 THEN round(estimate * n_protected) ELSE 0 END AS BIGINT) AS individuals,
        'regression_estimates' AS cases_table,
        CASE
          WHEN estimate IS NULL THEN printf(
            'The denials of %s and %s could not be compared after controls (%s applicants): %s.',
            audit.group_label(attribute, 'protected'), reference_label,
-           audit.num(n), coalesce(note, 'no estimate'))
+           audit.num(n), coalesce(concat_ws('; ', note, logit_note), 'no estimate'))
          ELSE printf(
            'After controlling for %s, applicants in %s were denied %.1f points %s often than those in '
-           '%s (%.0f%% CI %.1f to %.1f, %s, N = %s%s)%s%s.%s',
+           '%s (%.0f%% CI %.1f to %.1f, %s, N = %s%s)%s%s%s.%s',
            CASE WHEN controls = '' THEN 'nothing' ELSE controls END,
            audit.group_label(attribute, 'protected'), 100 * abs(estimate),
            CASE WHEN estimate >= 0 THEN 'more' ELSE 'less' END,
@@ -40,9 +53,22 @@ SELECT run_id, 'regression' AS engine, attribute, 'protected' AS group_name,
                 ELSE audit.pval(p_adjusted) || ', ' || correction || '-adjusted' END,
            audit.num(n), CASE WHEN raw_difference IS NULL THEN ''
                               ELSE printf('; unadjusted difference %.1f points', 100 * raw_difference) END,
+           CASE WHEN has_logit THEN printf(
+                  '; by the denial logit on the same controls their odds of denial were %.2f times the '
+                  'reference group''s (%.0f%% CI %.2f to %.2f, %s), an average marginal effect of %+.1f '
+                  'points (%.1f to %.1f), E-value %.2f (%.2f for the interval''s limit nearer 1: the '
+                  'risk ratio an unobserved factor would need with both group membership and denial '
+                  'to explain it away)',
+                  odds_ratio, 100 * confidence, or_ci_low, or_ci_high,
+                  CASE WHEN logit_p_adjusted IS NULL THEN 'not tested'
+                       ELSE audit.pval(logit_p_adjusted) || ', ' || correction || '-adjusted' END,
+                  100 * ame, 100 * ame_ci_low, 100 * ame_ci_high, e_value, e_value_ci)
+                WHEN odds_ratio IS NULL AND logit_note IS NOT NULL THEN
+                  '; the denial logit has no estimate (' || logit_note || ')'
+                ELSE '' END,
            printf('; an unobserved factor would need to explain %s of the residual variance of both '
-                  'group membership and denial to remove it (robustness value; %s to make it no '
-                  'longer significant)', audit.pct(rv_q1), audit.pct(rv_q1_alpha)),
+                  'group membership and denial to remove the difference (robustness value; %s to make '
+                  'it no longer significant)', audit.pct(rv_q1), audit.pct(rv_q1_alpha)),
            CASE WHEN strongest_control IS NULL THEN '; there is no control to compare an unobserved factor with'
                 ELSE printf('; one %s as strong as %s %s explain it away',
                             CASE WHEN coalesce(robust_multiplier, 1) = 1 THEN ''
@@ -51,15 +77,18 @@ SELECT run_id, 'regression' AS engine, attribute, 'protected' AS group_name,
                                       AND sign(adjusted_at_strongest) = sign(estimate)
                                       AND (adjusted_ci_low_at_strongest > 0 OR adjusted_ci_high_at_strongest < 0)
                                  THEN 'would not' ELSE 'would' END) END,
-           CASE WHEN note IS NULL THEN '' ELSE ' Note: ' || note || '.' END)
+           CASE WHEN note IS NULL AND (logit_note IS NULL OR NOT has_logit) THEN ''
+                ELSE ' Note: ' || concat_ws('; ', note, CASE WHEN has_logit THEN logit_note END) || '.' END)
        END AS statement,
        'adjusted disparity' AS estimand,
        'controls: ' || controls AS basis,
-       -- on complete inputs too: the linear probability model is a linear approximation of the
-       -- decision rule, which can leave a group residual where the groups' inputs differ
-       coalesce(c.question = 'disparate_treatment' AND significant AND estimate > 0 AND robust, false) AS evidence,
+       -- on records lacking inputs of the decisions only when robust to an unobserved factor; on
+       -- complete inputs the logit's test stands (no omitted input, and its link is the
+       -- threshold rule's shape, which the LPM's is not)
+       coalesce(c.question = 'disparate_treatment' AND is_flagged
+                AND (coalesce(robust, false) OR c.inputs = 'complete'), false) AS evidence,
        robust,
        rv_q1_alpha AS robustness_value,
-       CAST(NULL AS DOUBLE) AS e_value
+       e_value
 FROM e
 LEFT JOIN audit.run_context c USING (run_id);
