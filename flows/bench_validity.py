@@ -19,9 +19,9 @@ truth: whether the world's penalty falls harder on the attribute's protected gro
 reference group (``affected``: the direct-effect harm rate of the protected group above the
 reference group's, from the generator's ``harmed``). A false alarm is evidence on an unaffected
 attribute; a miss is an affected attribute with no evidence. Where the generator knows who was
-harmed, each individual direct-effect finding (ST at each k) is scored too: its share of
-refused protected applicants flagged, precision and recall against the direct truth
-(``audit.detection``).
+harmed, each individual direct-effect finding (ST at each k; CF where it holds every mediator) is
+scored too: its share of refused protected applicants flagged, precision and recall against
+the direct truth (``audit.detection``).
 """
 from __future__ import annotations
 
@@ -88,9 +88,13 @@ def affected(data, world: str, rows: int, seed: int) -> dict[str, bool]:
     harmed[ids] = truth["harmed"].to_numpy(zero_copy_only=False)
     mine = harmed[data.id_text.cast(pa.int64()).to_numpy()]
     out = {}
-    for attribute, groups in data.groups.items():
-        prot, ref = groups == 1, groups == 0
-        out[attribute] = bool(prot.any() and ref.any() and mine[prot].mean() > mine[ref].mean())
+    units = [[a] for a in data.groups]
+    for p in (data.spec.engines.cst.intersections if "cst" in data.spec.engines.run else []):
+        units.append(list(p))
+    for unit in units:  # an intersection's protected group: protected in each; reference: in none
+        prot = np.logical_and.reduce([data.groups[a] == 1 for a in unit])
+        ref = np.logical_and.reduce([data.groups[a] == 0 for a in unit])
+        out["&".join(unit)] = bool(prot.any() and ref.any() and mine[prot].mean() > mine[ref].mean())
     return out
 
 
@@ -132,19 +136,22 @@ def audit_world(audit: str, world: str, rows: int, seed: int, tmp: Path,
             "FROM audit.findings WHERE run_id = $r AND engine <> 'detection'",
             params={"r": run_id}).to_arrow_table().to_pylist()
         scored = wh.con.sql(
-            "SELECT protected_attribute AS attribute, parameter, population, flagged, precision, recall "
-            "FROM audit.detection WHERE run_id = $r AND method = 'ST' AND finding = 'significant' "
-            "AND effect = 'direct' AND \"group\" = 'pooled'",
+            "SELECT protected_attribute AS attribute, method, parameter, population, flagged, precision, recall "
+            "FROM audit.detection WHERE run_id = $r AND effect = 'direct' AND \"group\" = 'pooled' "
+            "AND ((method = 'ST' AND finding = 'significant') OR (method = 'CF' AND finding = 'discriminated'))",
             params={"r": run_id}).to_arrow_table().to_pylist() if "detection" in results else []
     truth = affected(data, world, rows, seed)
     for f in findings:
-        f.update({"world": world, "audit": audit, "affected": truth.get(f["attribute"].split("&")[0] if
-                                                                          f["attribute"] not in truth else f["attribute"])})
-    by_k = {(s["attribute"], s["parameter"].split(",")[0]): s for s in scored}  # parameter: "k=15, ..."
+        f.update({"world": world, "audit": audit, "affected": truth.get(f["attribute"])})
+    by_k = {(s["method"], s["attribute"], s["parameter"]): s for s in scored}  # parameter: "k=15"; CF's "k=0"
     for f in findings:
-        if f["engine"] == "cst" and f["finding"].startswith("situation testing, k = "):
-            s = by_k.get((f["attribute"], "k=" + f["finding"].rsplit(" ", 1)[1]))
-            if s is not None:
+        if f["engine"] != "cst":
+            continue
+        key = (("ST", f["attribute"], "k=" + f["finding"].rsplit(" ", 1)[1])
+               if f["finding"].startswith("situation testing, k = ") else
+               ("CF", f["attribute"], "k=0") if f["finding"] == "counterfactual fairness" else None)
+        s = by_k.get(key)
+        if s is not None:
                 f.update({"flagged_share": s["flagged"] / s["population"] if s["population"] else None,
                           "precision": s["precision"], "recall": s["recall"]})
     return findings
@@ -200,7 +207,7 @@ def run(quick: bool = False, rows: int | list[int] | None = None, seeds: tuple[i
     print_table(rows_out)
     st = [f for f in findings if "precision" in f]
     if st:
-        print("\nIndividual direct-effect findings (ST, significant) against the direct truth:")
+        print("\nIndividual direct-effect findings (ST significant, CF discriminated) against the direct truth:")
         print_table([{k: f.get(k) for k in ("world", "audit", "attribute", "finding", "flagged_share", "precision",
                                             "recall", "evidence", "robust", "robustness_value")} for f in st])
     return rows_out

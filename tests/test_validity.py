@@ -37,15 +37,17 @@ def test_null_world_external_no_evidence_only_disparities(null_world):
 
 
 def test_null_world_internal_direct_effect_flags_at_most_five_percent(null_world):
+    """The lender's own records: the individual direct-effect finding (CF on a surrogate of the
+    decisions from every input, every mediator held) flags at most 5% of the refused protected
+    applicants of each group, and no group-level direct effect (the denial logit, adjusted
+    across the run) is significant; so nothing is evidence."""
     findings = null_world["internal"]
     assert not [f for f in findings if f["evidence"]]
-    st = [f for f in findings if "flagged_share" in f]
-    assert st and all(f["flagged_share"] <= 0.05 for f in st), st
-    # the linear probability model approximates the lender's threshold rule, so on the fair
-    # lender's own records it can leave a significant group residual (flagged); the benchmark
-    # explains it away, so it is not robust and not evidence
+    cf = [f for f in findings if f["finding"] == "counterfactual fairness" and "flagged_share" in f]
+    assert {f["attribute"] for f in cf} >= {"race", "ethnicity", "sex", "tract"}
+    assert all(f["estimand"] == "direct effect" and f["flagged_share"] <= 0.05 for f in cf), cf
     regression = [f for f in findings if f["engine"] == "regression"]
-    assert regression and all(f["robust"] is False for f in regression if f["flagged"])
+    assert regression and not any(f["flagged"] for f in regression), regression
 
 
 def test_the_table_counts_false_alarms_and_misses():
