@@ -127,10 +127,13 @@ def test_the_engine_logit_equals_controlled_logit_called_directly():
     controls = [d.column_values("income"), Categorical(d.column_values("dti"), DTI),
                 Categorical(d.column_values("loan_type"), ["1", "2", "3"])]
     p = {}
-    for attribute in ("race", "sex"):
+    for attribute, other in (("race", "sex"), ("sex", "race")):
         row = out[attribute]
-        direct = controlled_logit(1.0 - d.decision, d.groups[attribute], controls, ["income", "dti", "loan_type"],
-                                  confidence=0.9)
+        # the logit also holds the other attribute's group: protected / reference / neither
+        g = d.groups[other]
+        held = Categorical(np.where(g == 1, 1, np.where(g == 0, 0, 2)), ["reference", "protected", "neither"])
+        direct = controlled_logit(1.0 - d.decision, d.groups[attribute], [*controls, held],
+                                  ["income", "dti", "loan_type", f"{other} (group)"], confidence=0.9)
         assert direct.converged and direct.n == row["n"] == len(d) - 30 and direct.dropped_null == 30
         assert (row["odds_ratio"], row["or_ci_low"], row["or_ci_high"]) == (
             direct.odds_ratio, direct.or_ci_low, direct.or_ci_high)

@@ -118,7 +118,14 @@ class RegressionEngine:
             values = data.column_values(name)
             levels = data.levels(name)
             controls.append(values if levels is None else Categorical(values, levels))
-        return {"y": y, "groups": dict(data.groups), "controls": controls, "names": names, "params": params}
+        # the other attributes' groups the logit holds: those of other columns, pooled (not a
+        # per-value comparison of protected[].compare), as protected / reference / neither
+        base = [p for p in data.spec.protected if p.of is None]
+        column = {p.name: p.column for p in data.spec.protected}
+        others = {a: [p.name for p in base if p.column != column.get(a.split("&")[0], a)]
+                  for a in data.groups} if params.other_groups else {a: [] for a in data.groups}
+        return {"y": y, "groups": dict(data.groups), "controls": controls, "names": names, "params": params,
+                "others": others}
 
     def pieces(self, state) -> list[str]:
         return list(state["groups"])
@@ -130,7 +137,11 @@ class RegressionEngine:
         fit = controlled_lpm(state["y"], groups, state["controls"], state["names"], params.confidence,
                              multipliers=params.benchmark_multipliers,
                              robust_multiplier=params.robust_multiplier, rows=rows)
-        logit = controlled_logit(state["y"], groups, state["controls"], state["names"], params.confidence, rows=rows)
+        held = state["others"].get(attribute, [])
+        group_blocks = [Categorical(np.where(state["groups"][a] == 1, 1, np.where(state["groups"][a] == 0, 0, 2)),
+                                    ["reference", "protected", "neither"]) for a in held]
+        logit = controlled_logit(state["y"], groups, [*state["controls"], *group_blocks],
+                                 [*state["names"], *(f"{a} (group)" for a in held)], params.confidence, rows=rows)
         small = min(fit.n_treated, fit.n_control) < params.min_group_size
         notes = [fit.note] if fit.note else []
         if small:

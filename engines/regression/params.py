@@ -14,6 +14,12 @@ class RegressionParams(BaseModel):
         "every feature that is neither immutable nor a protected attribute. Numeric features enter "
         "as their values; ordinal and categorical features as dummies of their levels (HMDA's "
         "published DTI bins are levels, never parsed to numbers).")
+    other_groups: bool = Field(
+        True, description="The logit (the group-level test) also holds the groups of the other "
+        "protected attributes (those of other columns, each as protected / reference / neither), "
+        "so a penalty on one group is not read as another's that overlaps it: race and the tract's "
+        "minority share, ethnicity and race. The linear model and its sensitivity analysis keep the "
+        "recorded inputs alone, the benchmarks' calibration.")
     confidence: float = Field(0.95, gt=0.5, lt=1, description="Level of the intervals; 1 − confidence "
                               "is the significance level of the (adjusted) tests and of RV_{1,α}.")
     correction: Literal["holm", "bh", "none"] = Field(
