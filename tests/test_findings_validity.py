@@ -20,7 +20,8 @@ from aequum.engines.verification.scores import SUMMARY as PBA_SUMMARY
 
 ROBUSTNESS = pa.schema([("attribute", pa.string()), ("robust", pa.bool_()), ("rv_q1_alpha", pa.float64()),
                         ("strongest_control", pa.string()), ("estimate", pa.float64()), ("significant", pa.bool_()),
-                        ("odds_ratio", pa.float64()), ("logit_significant", pa.bool_())])
+                        ("odds_ratio", pa.float64()), ("logit_significant", pa.bool_()),
+                        ("logit_note", pa.string())])
 
 
 def _start(wh, run_id, question="disparate_treatment", inputs="partial", model="surrogate"):

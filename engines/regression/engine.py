@@ -120,8 +120,8 @@ class RegressionEngine:
             controls.append(values if levels is None else Categorical(values, levels))
         # the other attributes' groups the logit holds: those of other columns, pooled (not a
         # per-value comparison of protected[].compare), as protected / reference / neither
-        base = [p for p in data.spec.protected if p.of is None]
-        column = {p.name: p.column for p in data.spec.protected}
+        base = list({p.column: p for p in reversed(data.spec.protected) if p.of is None}.values())[::-1]
+        column = {p.name: p.column for p in data.spec.protected}  # one attribute a column: the first
         others = {a: [p.name for p in base if p.column != column.get(a.split("&")[0], a)]
                   for a in data.groups} if params.other_groups else {a: [] for a in data.groups}
         return {"y": y, "groups": dict(data.groups), "controls": controls, "names": names, "params": params,

@@ -25,10 +25,16 @@ WITH e AS (
                 THEN printf('the reference group of %s', attribute[:strpos(attribute, '=') - 1])
                 ELSE audit.group_label(attribute, 'reference') END AS reference_label,
            logit_coefficient IS NOT NULL AS has_logit,
+           -- the logit is the test; where it could not be fitted (its note says why) there is none:
+           -- the linear model is not one (it misreads a threshold rule); rows written before the
+           -- logit existed have neither, and keep the linear model's
            CASE WHEN logit_coefficient IS NOT NULL THEN coalesce(logit_significant AND odds_ratio > 1, false)
+                WHEN logit_note IS NOT NULL THEN false
                 ELSE coalesce(significant AND estimate > 0, false) END AS is_flagged,
-           CASE WHEN logit_coefficient IS NOT NULL THEN logit_p_adjusted ELSE p_adjusted END AS tested_p,
-           CASE WHEN logit_coefficient IS NOT NULL THEN logit_significant ELSE significant END AS tested_significant
+           CASE WHEN logit_coefficient IS NOT NULL THEN logit_p_adjusted WHEN logit_note IS NOT NULL THEN NULL
+                ELSE p_adjusted END AS tested_p,
+           CASE WHEN logit_coefficient IS NOT NULL THEN logit_significant WHEN logit_note IS NOT NULL THEN NULL
+                ELSE significant END AS tested_significant
     FROM audit.regression_estimates)
 SELECT run_id, 'regression' AS engine, attribute, 'protected' AS group_name,
        'adjusted denial disparity' AS finding, true AS headline,
