@@ -135,6 +135,8 @@ def at_scale(rows: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         raw, gen = generated_hmda(tmp, rows)
+        # the applicant's groups, whose truth the generator writes (not the tract attribute)
+        raw["protected"] = [p for p in raw["protected"] if not p.get("protected_range")]
         raw["source"]["truth"] = {"path": "hmda_truth.parquet", "direct": "harmed",
                                   "total": {p["name"]: f"harmed_total_{p['column']}" for p in raw["protected"]}}
         raw["engines"]["cst"].update({"k": [100], "complainants": "all", "evidence": "none", "sample": None})
