@@ -243,7 +243,7 @@ OWN_PROCESS_ROWS = 500_000
 # staged records above which each engine runs on fresh workers of the run's own cluster
 # (renew_workers). The four renewals of an HMDA audit take 25-29 s, and the new workers import
 # torch again: at 8.4M records that saved 0.61 GB (3.70 -> 3.09 GB) in a 10-11 min run; at 0.84M,
-# 0.34 GB (2.54 -> 2.20) in runs of 228-258 s (session 12's, without renewals: 176-183 s)
+# 0.34 GB (2.54 -> 2.20), but the run took 228-258 s against 176-183 s without renewals
 RENEW_WORKERS_ROWS = 2_000_000
 
 
