@@ -104,13 +104,17 @@ class ReasonsEngine:
         denied = data.decision == 0
         codes = [pc.fill_null(data.table[c].cast(pa.string()), "").to_numpy(zero_copy_only=False)
                  for c in reasons.columns]
+        # per reason, whatever the attribute: who cites it, the values it cites, their worse side
+        cited = {}
+        for code, feature in reasons.codes.items():
+            citing = np.logical_or.reduce([c == str(code) for c in codes])
+            values = data.column_values(feature)
+            cited[code] = (citing, values, worse_values(values[denied], citing[denied]))
         rows = []
         for attribute, groups in data.groups.items():
             prot, ref = denied & (groups == 1), denied & (groups == 0)
             for code, feature in reasons.codes.items():
-                citing = np.logical_or.reduce([c == str(code) for c in codes])
-                values = data.column_values(feature)
-                worse = worse_values(values[denied], citing[denied])
+                citing, values, worse = cited[code]
                 vp, vr = values[prot & citing], values[ref & citing]
                 vp, vr = vp[~np.isnan(vp)], vr[~np.isnan(vr)]
                 mp = float(np.median(vp)) if len(vp) else None

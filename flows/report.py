@@ -57,7 +57,7 @@ def summary_section(run: Run) -> Section:
     findings = run.query("findings")
     headline = [f for f in findings if f["headline"]]
     flagged = [f for f in headline if f["flagged"]]
-    evidence = [f for f in findings if f.get("evidence")]
+    evidence = [f for f in findings if f["evidence"]]
     question = run.parameters.get("audit", {}).get("question", "disparate_treatment").replace("_", " ")
     sec = Section("summary", "Executive summary")
     engines = ", ".join(sorted(n for n in run.engines if run.ran(n))) or "none"
@@ -69,9 +69,9 @@ def summary_section(run: Run) -> Section:
             "analysis for an unobserved confounder; a model property describes the model examined. "
             f"Each row is one finding of <code>audit.findings</code> (run_id = '{esc(run.run_id)}'); "
             "the sections below show the evidence.</p>")
-    sec.add(table([{"": flag(f["flagged"]), "evidence": "evidence" if f.get("evidence") else "",
+    sec.add(table([{"": flag(f["flagged"]), "evidence": "evidence" if f["evidence"] else "",
                     "engine": f["engine"], "attribute": f["attribute"],
-                    "finding": f["finding"], "estimand": f.get("estimand"), "figure": _figure(f),
+                    "finding": f["finding"], "estimand": f["estimand"], "figure": _figure(f),
                     "confidence": _confidence(f),
                     "individuals": f["individuals"], "statement": f["statement"]} for f in headline],
                   cls="findings"))

@@ -20,8 +20,9 @@ from aequum.engines.verification.scores import SUMMARY as PBA_SUMMARY
 
 ROBUSTNESS = pa.schema([("attribute", pa.string()), ("robust", pa.bool_()), ("rv_q1_alpha", pa.float64()),
                         ("strongest_control", pa.string()), ("estimate", pa.float64()), ("significant", pa.bool_()),
-                        ("odds_ratio", pa.float64()), ("logit_significant", pa.bool_()),
-                        ("logit_note", pa.string())])
+                        ("p_adjusted", pa.float64()), ("odds_ratio", pa.float64()),
+                        ("logit_coefficient", pa.float64()), ("logit_p_adjusted", pa.float64()),
+                        ("logit_significant", pa.bool_()), ("logit_note", pa.string())])
 
 
 def _start(wh, run_id, question="disparate_treatment", inputs="partial", model="surrogate"):
@@ -58,7 +59,8 @@ def _write_cst(wh, run_id, robust=None, group_significant=True):
         tables["regression_estimates"] = (ROBUSTNESS, pa.Table.from_pylist(
             [{"attribute": "race", "robust": robust, "rv_q1_alpha": 0.02 if not robust else 0.3,
               "strongest_control": "debt_to_income_ratio", "estimate": 0.05, "significant": True,
-              "odds_ratio": 1.6 if group_significant else 1.1, "logit_significant": group_significant}], ROBUSTNESS))
+              "odds_ratio": 1.6 if group_significant else 1.1, "logit_coefficient": 0.47 if group_significant else 0.1,
+              "logit_significant": group_significant}], ROBUSTNESS))
     wh.write_results(run_id, tables)
 
 
@@ -156,6 +158,13 @@ def test_e_value_macros(warehouse):
     assert got[1] == pytest.approx(7.26, abs=0.005) and got[2] == pytest.approx(got[1])
     assert got[3] == 1.0 and got[4] == pytest.approx(1.5 + math.sqrt(1.5 * 0.5))
     assert got[5] == pytest.approx(2 + math.sqrt(2))
+    # the SQL macros and the engines' Python (engines.regression.sensitivity) agree
+    from aequum.engines.regression.sensitivity import e_value, e_value_ci
+
+    for rr, lo, hi in ((0.37, 0.3, 0.45), (1.0, 0.9, 1.1), (2.6, 1.4, 4.8), (0.9, 0.7, 1.2)):
+        sql = warehouse.con.execute("SELECT audit.e_value($r), audit.e_value_ci($l, $h)",
+                                    {"r": rr, "l": lo, "h": hi}).fetchone()
+        assert sql == pytest.approx((float(e_value(rr)), float(e_value_ci(lo, hi))), rel=1e-12)
 
 
 def _pba_row(**kw):

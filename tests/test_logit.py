@@ -10,7 +10,8 @@ import pytest
 
 from aequum.engines.regression import logit as logit_module
 from aequum.engines.regression.logit import controlled_logit
-from aequum.engines.sensitivity import Categorical, controlled_lpm, e_value_or
+from aequum.engines.regression.design import Categorical
+from aequum.engines.regression.sensitivity import controlled_lpm, e_value_or
 
 sm = pytest.importorskip("statsmodels.api")
 

@@ -14,7 +14,8 @@ from aequum.engines.core.engine import run_serial
 from aequum.engines.core.spec import SpecError, parse_spec
 from aequum.engines.regression.engine import ESTIMATES, RegressionEngine, resolve_controls
 from aequum.engines.regression.logit import controlled_logit
-from aequum.engines.sensitivity import ALL_CONTROLS, Categorical, controlled_lpm
+from aequum.engines.regression.design import Categorical
+from aequum.engines.regression.sensitivity import ALL_CONTROLS, controlled_lpm
 
 DTI = ["<20%", "20%-<30%", "30%-<36%", "36", "40", "45", "50%-60%", ">60%"]
 RAW = {

@@ -1,4 +1,4 @@
-"""engines.sensitivity: the omitted-variable sensitivity of Cinelli & Hazlett (2020), the
+"""engines.regression.sensitivity: the omitted-variable sensitivity of Cinelli & Hazlett (2020), the
 E-value of VanderWeele & Ding (2017), and the blocked linear probability model they are applied
 to — cross-checked against PySensemakr (the authors' package, ported) and statsmodels' OLS."""
 from __future__ import annotations
@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from aequum.engines.sensitivity import (
-    ALL_CONTROLS, Categorical, adjusted_estimate, adjusted_se, adjusted_t, controlled_lpm, e_value, e_value_ci,
+from aequum.engines.regression.design import Categorical
+from aequum.engines.regression.sensitivity import (
+    ALL_CONTROLS, adjusted_estimate, adjusted_se, adjusted_t, controlled_lpm, e_value, e_value_ci,
     e_value_or, group_partial_r2, ovb_bounds, ovb_partial_r2_bound, partial_f, partial_f2, partial_r2,
     robustness_value,
 )

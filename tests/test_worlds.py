@@ -387,3 +387,17 @@ def test_generate_a_world_from_the_command_line(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         main(["generate", "hmda", "--world", "nowhere"])
     assert "invalid choice: 'nowhere'" in capsys.readouterr().err
+
+
+def test_the_worlds_are_named_alike_where_they_are_listed():
+    """The command line lists the worlds without importing the generator (numpy, Arrow) and the
+    spec types them: the three lists and defaults agree."""
+    import typing
+
+    from aequum.engines.core.spec import Source
+    from aequum.engines.generators import hmda
+    from aequum.flows import cli
+
+    assert list(cli.WORLDS) == list(hmda.WORLDS)
+    assert list(typing.get_args(Source.model_fields["world"].annotation)) == list(hmda.WORLDS)
+    assert cli.DEFAULT_WORLD == hmda.DEFAULT_WORLD == Source.model_fields["world"].default

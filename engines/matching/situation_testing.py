@@ -331,9 +331,11 @@ def summary(claims_table: pa.Table, population: dict[str, int] | None = None, ef
                            .otherwise(pl.lit(effect)).alias("effect"))
     from scipy.special import bdtrc
 
-    sig, n = out["significant"].to_numpy(), out["complainants"].to_numpy()
-    with np.errstate(invalid="ignore"):  # P(X >= s) = P(X > s - 1); s = 0 gives 1
-        excess = np.where(np.isnan(sig.astype(float)), np.nan,
-                          np.where(np.nan_to_num(sig) > 0, bdtrc(np.nan_to_num(sig) - 1, n, alpha), 1.0))
+    sig = out["significant"].cast(pl.Float64).to_numpy()  # NaN: no test
+    n = out["complainants"].to_numpy()
+    excess = np.full(len(sig), np.nan)
+    tested = ~np.isnan(sig)
+    s = sig[tested]  # P(X >= s) = P(X > s - 1); s = 0 gives 1
+    excess[tested] = np.where(s > 0, bdtrc(np.maximum(s - 1, 0), n[tested], alpha), 1.0)
     out = out.with_columns(pl.Series("excess_p_value", excess, dtype=pl.Float64).fill_nan(None))
     return out.select([f.name for f in SUMMARY]).to_arrow().cast(SUMMARY)

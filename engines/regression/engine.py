@@ -8,7 +8,7 @@ protected attribute, among the records with a decision, two models of
 
 over the protected (1) and reference (0) applicants, on the same rows and the same controls:
 
-* the linear probability model (LPM), by OLS (``engines.sensitivity.controlled_lpm``: blocked
+* the linear probability model (LPM), by OLS (``engines.regression.sensitivity.controlled_lpm``: blocked
   sums, classical and HC1 standard errors). Its coefficient is the difference in denial
   probability, in points, between a protected and a reference applicant with the same recorded
   inputs (``estimate``; the unadjusted difference stands beside it), and it carries the
@@ -54,7 +54,8 @@ from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.outcome_stats import adjust_p_values
 from aequum.engines.regression.logit import LogitResult, controlled_logit
-from aequum.engines.sensitivity import Categorical, LPMResult, controlled_lpm
+from aequum.engines.regression.design import Categorical
+from aequum.engines.regression.sensitivity import LPMResult, controlled_lpm
 
 ESTIMATES = pa.schema([
     ("attribute", pa.string()), ("n", pa.int64()), ("n_protected", pa.int64()),
@@ -118,12 +119,15 @@ class RegressionEngine:
             values = data.column_values(name)
             levels = data.levels(name)
             controls.append(values if levels is None else Categorical(values, levels))
-        # the other attributes' groups the logit holds: those of other columns, pooled (not a
-        # per-value comparison of protected[].compare), as protected / reference / neither
-        base = list({p.column: p for p in reversed(data.spec.protected) if p.of is None}.values())[::-1]
-        column = {p.name: p.column for p in data.spec.protected}  # one attribute a column: the first
-        others = {a: [p.name for p in base if p.column != column.get(a.split("&")[0], a)]
-                  for a in data.groups} if params.other_groups else {a: [] for a in data.groups}
+        # the other attributes' groups the logit holds, as protected / reference / neither: one
+        # attribute a column (its first, never a per-value comparison of protected[].compare)
+        first: dict[str, str] = {}
+        for p in data.spec.protected:
+            if p.of is None:
+                first.setdefault(p.column, p.name)
+        column = {p.name: p.column for p in data.spec.protected}
+        others = {a: [name for c, name in first.items() if c != column[a]] if params.other_groups else []
+                  for a in data.groups}
         return {"y": y, "groups": dict(data.groups), "controls": controls, "names": names, "params": params,
                 "others": others}
 
@@ -178,8 +182,8 @@ class RegressionEngine:
 
 
 def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str], params) -> dict:
-    at1 = (fit.bound(fit.strongest_control, float(params.robust_multiplier))
-           if fit.strongest_control is not None else None)
+    bound = (fit.bound(fit.strongest_control, float(params.robust_multiplier))
+             if fit.strongest_control is not None else None)
     return {
         "attribute": attribute, "n": fit.n, "n_protected": fit.n_treated, "n_reference": fit.n_control,
         "dropped_null": fit.dropped_null, "raw_difference": fit.raw_difference, "estimate": fit.estimate,
@@ -188,9 +192,9 @@ def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str],
         "p_value": None if small else fit.p_value, "p_adjusted": None, "significant": None,
         "partial_r2": fit.partial_r2, "r_squared": fit.r_squared, "rv_q1": fit.rv_q, "rv_q1_alpha": fit.rv_qa,
         "strongest_control": fit.strongest_control,
-        "adjusted_at_strongest": None if at1 is None else at1.adjusted_estimate,
-        "adjusted_ci_low_at_strongest": None if at1 is None else at1.adjusted_ci_low,
-        "adjusted_ci_high_at_strongest": None if at1 is None else at1.adjusted_ci_high,
+        "adjusted_at_strongest": None if bound is None else bound.adjusted_estimate,
+        "adjusted_ci_low_at_strongest": None if bound is None else bound.adjusted_ci_low,
+        "adjusted_ci_high_at_strongest": None if bound is None else bound.adjusted_ci_high,
         "robust": None if small else fit.robust, "controls": ", ".join(fit.controls),
         "note": "; ".join(notes) or None, "correction": params.correction,
         "robust_multiplier": float(params.robust_multiplier),

@@ -2,7 +2,7 @@
 blocked sums — the examiner's standard number (FAIR_LENDING.md, "Controlled denial regression":
 the odds ratio per group with its interval and the average marginal effect in points).
 
-Why beside the linear probability model (``engines.sensitivity.controlled_lpm``): a lender that
+Why beside the linear probability model (``engines.regression.sensitivity.controlled_lpm``): a lender that
 denies when a linear score of the applicant's inputs plus noise passes a threshold has a denial
 probability that is a sigmoid of that score, not a line. Where the groups' inputs differ, the
 LPM's best linear fit leaves part of the sigmoid's curvature on the group indicator — a
@@ -38,7 +38,7 @@ ratio and of its interval's limit nearer 1 (VanderWeele & Ding 2017; ``e_value_o
 outcome (a rate above 15 %) converts the odds ratio to a risk ratio by its square root.
 
 Inputs, null handling, categorical dummies and the degenerate cases are those of
-``controlled_lpm`` (its helpers in ``engines.sensitivity``): the two models fit the same rows
+``controlled_lpm`` (the design in ``engines.regression.design``): the two models fit the same rows
 and the same columns.
 """
 from __future__ import annotations
@@ -51,7 +51,8 @@ from scipy import linalg
 from scipy.special import expit
 from scipy.stats import norm
 
-from aequum.engines.sensitivity import Categorical, _chunks, _column_names, _design, _equilibrate, _fill, e_value_or
+from aequum.engines.regression.design import Categorical, chunks, column_names, design, equilibrate, fill
+from aequum.engines.regression.sensitivity import e_value_or
 
 __all__ = ["LogitResult", "controlled_logit", "MAX_ITERATIONS", "STEP_TOLERANCE"]
 
@@ -132,10 +133,10 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     d's odds ratio, average marginal effect and E-value (see the module docstring for the
     methods and their sources).
 
-    Inputs as :func:`engines.sensitivity.controlled_lpm`: ``y`` (0/1; float with NaN for null,
+    Inputs as :func:`engines.regression.sensitivity.controlled_lpm`: ``y`` (0/1; float with NaN for null,
     or ints), ``d`` (the group indicator; the marginal effect is the change from d = 0 to
     d = 1), ``x_blocks`` one entry per control named by ``names`` — a 1-D numeric array (NaN =
-    null) or a :class:`~engines.sensitivity.Categorical` (its dummies, the most frequent level
+    null) or a :class:`~engines.regression.design.Categorical` (its dummies, the most frequent level
     the reference) — ``rows`` the rows to use (default all), ``block_rows`` the rows a block
     (default about 4M design cells). Rows with a null are dropped and counted.
 
@@ -155,7 +156,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     alpha = 1 - confidence
     y = np.asarray(y)
     d = np.asarray(d)
-    des = _design(y, d, x_blocks, names, rows, block_rows)
+    des = design(y, d, x_blocks, names, rows, block_rows)
     n, keep, size, notes = des.n, des.keep, des.size, des.notes
     events = int(round(des.y_sum)) if des.y_binary else 0
 
@@ -182,20 +183,20 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     # -- the centred cross products: scale, and the singular-design check --------------------
     buf = np.empty((min(size, n), k))
     gram = np.zeros((p, p))
-    for idx in _chunks(keep, size):
-        z = _fill(buf[:len(idx), 1:], idx, d, blocks)
+    for idx in chunks(keep, size):
+        z = fill(buf[:len(idx), 1:], idx, d, blocks)
         z -= means
         gram += z.T @ z
-    _, _, singular = _equilibrate(gram, blocks)
+    _, _, singular = equilibrate(gram, blocks)
     if singular:
         return result(singular)
     scale = np.sqrt(n / np.diag(gram))  # 1 / standard deviation of each column
     wbuf = np.empty_like(buf)
 
-    def design(idx: np.ndarray) -> np.ndarray:
+    def block(idx: np.ndarray) -> np.ndarray:
         """The block's rows of ``[1, (Z − mean)·scale]``."""
         x = buf[:len(idx)]
-        _fill(x[:, 1:], idx, d, blocks)
+        fill(x[:, 1:], idx, d, blocks)
         x[:, 1:] -= means
         x[:, 1:] *= scale
         x[:, 0] = 1.0
@@ -208,8 +209,8 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         grad = np.zeros(k)
         hess = np.zeros((k, k))
         extreme = 0
-        for idx in _chunks(keep, size):
-            x = design(idx)
+        for idx in chunks(keep, size):
+            x = block(idx)
             eta = x @ theta
             yc = y[idx].astype(np.float64)
             ll += float(yc @ eta - np.logaddexp(0.0, eta).sum())
@@ -258,7 +259,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     v_theta = None if singular_hessian else _solve(hess, np.eye(k))  # the inverse information at θ̂
     singular_hessian = v_theta is None
 
-    columns = ["const", *_column_names(blocks)]
+    columns = ["const", *column_names(blocks)]
     if singular_hessian or (not converged and extreme):
         moved = np.abs(last_step)  # the coefficients still running away at the last step
         moving = [c for c, m in zip(columns, moved) if c != "const" and m > 0 and m >= 0.5 * moved.max()]
@@ -291,8 +292,8 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     x1, x0 = (1 - means[0]) * scale[0], (0 - means[0]) * scale[0]  # d's standardised column at d = 1, 0
     total = 0.0
     g = np.zeros(k)
-    for idx in _chunks(keep, size):
-        x = design(idx)
+    for idx in chunks(keep, size):
+        x = block(idx)
         eta = x @ theta
         eta1 = eta + theta[1] * (x1 - x[:, 1])
         eta0 = eta + theta[1] * (x0 - x[:, 1])

@@ -87,7 +87,8 @@ FROM audit.runs;
 CREATE OR REPLACE VIEW audit.robustness AS
 SELECT CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS VARCHAR) AS attribute,
        CAST(NULL AS BOOLEAN) AS robust, CAST(NULL AS DOUBLE) AS robustness_value,
-       CAST(NULL AS VARCHAR) AS strongest_control, CAST(NULL AS BOOLEAN) AS group_significant
+       CAST(NULL AS VARCHAR) AS strongest_control, CAST(NULL AS DOUBLE) AS group_p_value,
+       CAST(NULL AS BOOLEAN) AS group_tested, CAST(NULL AS BOOLEAN) AS group_significant
 WHERE false;
 
 CREATE OR REPLACE VIEW audit.findings AS

@@ -5,9 +5,9 @@
 -- with its sensitivity to an omitted variable, Cinelli & Hazlett 2020) and the denial logit (the
 -- examiner's standard number: the odds ratio with its interval, the average marginal effect in
 -- points, the E-value of VanderWeele & Ding 2017).
--- Tested by the logit: flagged = the logit's adjusted p significant and an odds ratio above 1;
--- p_value and significant are the logit's. A run without a logit estimate (separation, or
--- written before the logit existed) falls back to the LPM: significant and an estimate above 0.
+-- Tested by the logit (audit.robustness: group_significant, group_p_value, group_tested):
+-- flagged = the logit's adjusted p significant and an odds ratio above 1; p_value and
+-- significant are the logit's; a logit that could not be fitted is no test.
 -- The LPM's straight line is not the lender's threshold rule: on the generated fair lender's own
 -- records it left a significant group residual (tests/test_logit.py shows the same on a probit
 -- world) where the logit finds none.
@@ -19,23 +19,15 @@
 -- evidence, robust, robustness_value (RV_{1,alpha}) and e_value (the odds ratio's).
 CREATE OR REPLACE VIEW audit.findings_regression AS
 WITH e AS (
-    SELECT *,
+    SELECT r.*,
            -- a per-value comparison (race=Asian) is against its attribute's reference group
-           CASE WHEN contains(attribute, '=') AND NOT contains(attribute, '&')
-                THEN printf('the reference group of %s', attribute[:strpos(attribute, '=') - 1])
-                ELSE audit.group_label(attribute, 'reference') END AS reference_label,
-           logit_coefficient IS NOT NULL AS has_logit,
-           -- the logit is the test; where it could not be fitted (its note says why) there is none:
-           -- the linear model is not one (it misreads a threshold rule); rows written before the
-           -- logit existed have neither, and keep the linear model's
-           CASE WHEN logit_coefficient IS NOT NULL THEN coalesce(logit_significant AND odds_ratio > 1, false)
-                WHEN logit_note IS NOT NULL THEN false
-                ELSE coalesce(significant AND estimate > 0, false) END AS is_flagged,
-           CASE WHEN logit_coefficient IS NOT NULL THEN logit_p_adjusted WHEN logit_note IS NOT NULL THEN NULL
-                ELSE p_adjusted END AS tested_p,
-           CASE WHEN logit_coefficient IS NOT NULL THEN logit_significant WHEN logit_note IS NOT NULL THEN NULL
-                ELSE significant END AS tested_significant
-    FROM audit.regression_estimates)
+           CASE WHEN contains(r.attribute, '=') AND NOT contains(r.attribute, '&')
+                THEN printf('the reference group of %s', r.attribute[:strpos(r.attribute, '=') - 1])
+                ELSE audit.group_label(r.attribute, 'reference') END AS reference_label,
+           r.logit_coefficient IS NOT NULL AS has_logit,
+           t.group_significant AS is_flagged, t.group_p_value AS tested_p, t.group_tested AS tested_significant
+    FROM audit.regression_estimates r
+    JOIN audit.robustness t ON t.run_id = r.run_id AND t.attribute = r.attribute)
 SELECT run_id, 'regression' AS engine, attribute, 'protected' AS group_name,
        'adjusted denial disparity' AS finding, true AS headline,
        is_flagged AS flagged,

@@ -34,7 +34,7 @@ blocked sums (the n × p design never exists beyond a block of rows), classical 
 errors, the sensitivity of d's coefficient and its benchmarks against every control. The
 sensitivity formulas are those of linear regression; for a denial decision they are applied to
 the linear probability model on the same design, as practitioners do (and say so). The rows,
-columns and degenerate-input checks (:func:`_design`, :func:`_equilibrate`) are shared with the
+columns and degenerate-input checks (``engines.regression.design``) are shared with the
 controlled denial logit, ``engines.regression.logit.controlled_logit``, so that both models fit
 the same rows and the same columns.
 """
@@ -47,10 +47,12 @@ import numpy as np
 from scipy import linalg
 from scipy.stats import t as student_t
 
+from aequum.engines.regression.design import Categorical, chunks, column_names, design, equilibrate, fill
+
 __all__ = [
     "partial_r2", "partial_f2", "partial_f", "robustness_value", "group_partial_r2",
     "bias", "adjusted_estimate", "adjusted_se", "adjusted_t", "ovb_partial_r2_bound", "ovb_bounds",
-    "e_value", "e_value_ci", "e_value_or", "Categorical", "Bound", "ControlSensitivity",
+    "e_value", "e_value_ci", "e_value_or", "Bound", "ControlSensitivity",
     "LPMResult", "controlled_lpm", "ALL_CONTROLS",
 ]
 
@@ -232,17 +234,6 @@ def e_value_or(odds_ratio, low=None, high=None, common: bool = True):
 # -- the controlled linear probability model ----------------------------------------------------
 
 @dataclass(frozen=True)
-class Categorical:
-    """A categorical (or ordinal) control: integer codes into ``levels`` (a NaN or negative code
-    is a null). It enters the regression as one block of dummies, one per level present
-    except the most frequent (the reference; the first such level on a tie) — the block's
-    partial R² and d's estimate do not depend on which level is left out."""
-
-    codes: np.ndarray
-    levels: Sequence[str]
-
-
-@dataclass(frozen=True)
 class Bound:
     """A confounder ``kd`` (= ``ky``) times as strong as one control (C&H Sec. 6.1)."""
 
@@ -314,38 +305,6 @@ class LPMResult:
         return None
 
 
-@dataclass
-class _Block:
-    name: str
-    index: int                    # position among the given controls
-    values: np.ndarray            # numeric values, or categorical codes as int64 (−1 null)
-    levels: np.ndarray | None     # dummy codes of a categorical (reference left out)
-    start: int = 0
-    stop: int = 0
-
-
-def _null_mask(values: np.ndarray, categorical: bool) -> np.ndarray:
-    if np.issubdtype(values.dtype, np.floating):
-        return np.isnan(values)
-    return values < 0 if categorical else np.zeros(len(values), bool)
-
-
-def _chunks(rows: np.ndarray, size: int):
-    for s in range(0, len(rows), size):
-        yield rows[s:s + size]
-
-
-def _fill(z: np.ndarray, idx: np.ndarray, d: np.ndarray, blocks: list[_Block]) -> np.ndarray:
-    """The design's rows ``idx`` (d, then each block's columns), uncentred, into ``z``."""
-    z[:, 0] = d[idx]
-    for b in blocks:
-        if b.levels is None:
-            z[:, b.start] = b.values[idx]
-        else:
-            z[:, b.start:b.stop] = b.values[idx][:, None] == b.levels[None, :]
-    return z
-
-
 def _none(x) -> float | None:
     x = float(x)
     return None if not np.isfinite(x) else x
@@ -360,169 +319,6 @@ def _block_r2(coef: np.ndarray, inv: np.ndarray, cols: slice, s2: float, dof: in
     except (linalg.LinAlgError, ValueError):  # not numerically positive definite: least squares
         fp = float(b @ linalg.lstsq(v, b)[0])
     return float(group_partial_r2(fp, 1, dof))
-
-
-@dataclass
-class _Design:
-    """The rows and columns of ``y ~ 1 + d + X`` that every controlled model here fits
-    (:func:`_design`): the rows kept, the controls kept (their columns ``start:stop`` in the
-    design ``Z = [d, X]``, d in column 0), the columns' means, and the counts the notes use.
-    ``failure``: the note of a degenerate input (no estimate), else None."""
-
-    n: int
-    dropped: int
-    keep: np.ndarray
-    size: int                      # rows a block
-    blocks: list[_Block]
-    notes: list[str]
-    used: list[str]                # the controls kept (all given ones until they are examined)
-    n_treated: int = 0
-    n_control: int = 0
-    raw: float | None = None
-    y_sum: float = 0.0
-    y_binary: bool = False         # every outcome is 0 or 1
-    p: int = 0                     # columns of Z
-    means: np.ndarray | None = None
-    failure: str | None = None
-
-
-def _design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categorical],
-            names: Sequence[str], rows: np.ndarray | None, block_rows: int | None) -> _Design:
-    """Drop the rows with a null in y, d or a control (counted, with a note), then in one pass
-    over blocks of rows: the counts, sums and ranges; then the checks (no rows, infinite
-    values, one value of y, d constant), the controls without variation dropped with a note (a
-    categorical keeps its levels present, its most frequent — the first on a tie — the
-    reference), the columns laid out and their means. The conventions :func:`controlled_lpm`
-    and the controlled logit (``engines.regression.logit``) share."""
-    if len(x_blocks) != len(names):
-        raise ValueError(f"{len(x_blocks)} control blocks for {len(names)} names")
-    notes: list[str] = []
-
-    # -- rows: drop nulls ------------------------------------------------------------------
-    valid = ~_null_mask(y, False) & ~_null_mask(d, False)
-    blocks: list[_Block] = []
-    for j, (name, x) in enumerate(zip(names, x_blocks)):
-        if isinstance(x, Categorical):
-            codes = np.asarray(x.codes)
-            null = _null_mask(codes, True)
-            valid &= ~null
-            values = np.where(null, -1, codes).astype(np.int64) if null.any() or codes.dtype != np.int64 else codes
-            if len(values) and values.max(initial=-1) >= len(x.levels):
-                raise ValueError(f"control {name!r}: a code beyond its {len(x.levels)} levels")
-            blocks.append(_Block(name, j, values, np.arange(len(x.levels))))
-        else:
-            values = np.asarray(x, dtype=np.float64)
-            valid &= ~np.isnan(values)
-            blocks.append(_Block(name, j, values, None))
-    candidates = np.arange(len(y)) if rows is None else np.asarray(rows, dtype=np.int64)
-    keep = candidates[valid[candidates]]
-    n = len(keep)
-    dropped = len(candidates) - n
-    if dropped:
-        notes.append(f"{dropped:,} rows with a null in the outcome, the group or a control dropped")
-
-    # -- pass 1: means, counts, variation ---------------------------------------------------
-    size = block_rows or max(1024, (1 << 22) // (2 + sum(len(b.levels) if b.levels is not None else 1 for b in blocks)))
-    y_sum = d_sum = y_treated = 0.0
-    n_treated = n_control = y01 = 0
-    lo = np.full(len(blocks), np.inf)
-    hi = np.full(len(blocks), -np.inf)
-    sums = np.zeros(len(blocks))
-    counts = [np.zeros(len(b.levels), np.int64) if b.levels is not None else None for b in blocks]
-    y_lo, y_hi, d_lo, d_hi = np.inf, -np.inf, np.inf, -np.inf
-    for idx in _chunks(keep, size):
-        yc, dc = y[idx].astype(np.float64), d[idx].astype(np.float64)
-        y_sum += yc.sum()
-        d_sum += dc.sum()
-        y01 += int(((yc == 0) | (yc == 1)).sum())
-        treated = dc == 1
-        n_treated += int(treated.sum())
-        n_control += int((dc == 0).sum())
-        y_treated += yc[treated].sum()
-        y_lo, y_hi = min(y_lo, yc.min()), max(y_hi, yc.max())
-        d_lo, d_hi = min(d_lo, dc.min()), max(d_hi, dc.max())
-        for j, b in enumerate(blocks):
-            v = b.values[idx]
-            if b.levels is None:
-                sums[j] += v.sum()
-                lo[j], hi[j] = min(lo[j], v.min()), max(hi[j], v.max())
-            else:
-                counts[j] += np.bincount(v, minlength=len(b.levels))
-    raw = None
-    if n_treated and n_control and n_treated + n_control == n:  # d is a 0/1 indicator
-        raw = float(y_treated / n_treated - (y_sum - y_treated) / n_control)
-    out = _Design(n, dropped, keep, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
-                  y01 == n)
-
-    def fail(note: str) -> _Design:
-        out.failure = note
-        return out
-
-    if n == 0:
-        return fail("no rows to estimate from")
-    infinite = [nm for nm, lo_, hi_ in (("the outcome", y_lo, y_hi), ("the group", d_lo, d_hi),
-                                         *((b.name, lo[b.index], hi[b.index]) for b in blocks if b.levels is None))
-                if not (np.isfinite(lo_) and np.isfinite(hi_))]
-    if infinite:
-        return fail(f"infinite values in {', '.join(infinite)}")
-    if y_lo == y_hi:
-        return fail(f"the outcome takes one value ({y_lo:g}) in every row: nothing to explain")
-    if d_lo == d_hi:
-        return fail(f"the group indicator takes one value ({d_lo:g}) in every row: no comparison")
-
-    # controls without variation are dropped; a categorical keeps the levels present
-    kept: list[_Block] = []
-    for b in blocks:
-        j = b.index
-        if b.levels is None:
-            if lo[j] == hi[j]:
-                notes.append(f"control {b.name!r} has no variance among these rows: dropped")
-                continue
-        else:
-            present = np.flatnonzero(counts[j])
-            if len(present) < 2:
-                notes.append(f"control {b.name!r} has one level among these rows: dropped")
-                continue
-            reference = present[np.argmax(counts[j][present])]
-            b.levels = present[present != reference]
-        kept.append(b)
-    col = 1
-    for b in kept:
-        b.start = col
-        col += 1 if b.levels is None else len(b.levels)
-        b.stop = col
-    means = np.empty(col)
-    means[0] = d_sum / n
-    for b in kept:
-        if b.levels is None:
-            means[b.start] = sums[b.index] / n
-        else:
-            means[b.start:b.stop] = counts[b.index][b.levels] / n
-    out.blocks, out.used, out.p, out.means = kept, [b.name for b in kept], col, means
-    return out
-
-
-def _equilibrate(gram: np.ndarray, blocks: list[_Block]) -> tuple[np.ndarray, np.ndarray, str | None]:
-    """``(scale, g, note)``: the centred cross products ``Z'Z`` equilibrated to unit diagonal
-    (``g = S Z'Z S``, ``scale`` = S's diagonal), and the note of a singular design (the smallest
-    eigenvalue of ``g`` below 1e-12 of the largest: the controls named by the eigenvector's
-    large entries are collinear, or the group is a combination of them), else None."""
-    scale = 1 / np.sqrt(np.diag(gram))
-    g = gram * scale[:, None] * scale[None, :]
-    eig, vec = np.linalg.eigh(g)
-    if eig[0] <= 1e-12 * eig[-1]:
-        null = np.abs(vec[:, 0]) > 0.1
-        involved = [b.name for b in blocks if null[b.start:b.stop].any()]
-        what = (f"the group is an exact combination of the controls {involved}" if null[0] and involved
-                else f"the controls {involved} are collinear")
-        return scale, g, f"singular design: {what}"
-    return scale, g, None
-
-
-def _column_names(blocks: list[_Block]) -> list[str]:
-    """The design's column names: ``d``, each numeric control, ``name[level]`` of each dummy."""
-    return ["d", *(f"{b.name}" if b.levels is None else f"{b.name}[{lv}]" for b in blocks
-                   for lv in ([None] if b.levels is None else b.levels))]
 
 
 def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Sequence[str],
@@ -568,7 +364,7 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     multipliers = tuple(dict.fromkeys([1.0, float(robust_multiplier), *[float(k) for k in multipliers]]))
     y = np.asarray(y)
     d = np.asarray(d)
-    des = _design(y, d, x_blocks, names, rows, block_rows)
+    des = design(y, d, x_blocks, names, rows, block_rows)
     n, dropped, keep, size, notes = des.n, des.dropped, des.keep, des.size, des.notes
     n_treated, n_control, raw = des.n_treated, des.n_control, des.raw
 
@@ -591,12 +387,12 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     gram = np.zeros((p, p))
     zy = np.zeros(p)
     buf = np.empty((min(size, n), p))
-    for idx in _chunks(keep, size):
-        z = _fill(buf[:len(idx)], idx, d, blocks)
+    for idx in chunks(keep, size):
+        z = fill(buf[:len(idx)], idx, d, blocks)
         z -= means
         gram += z.T @ z
         zy += z.T @ (y[idx].astype(np.float64) - y_mean)
-    scale, g, singular = _equilibrate(gram, blocks)
+    scale, g, singular = equilibrate(gram, blocks)
     if singular:
         return empty(singular, used)
     g_inv = linalg.inv(g) * scale[:, None] * scale[None, :]
@@ -608,8 +404,8 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     # -- pass 3: residuals -------------------------------------------------------------------
     a = g_inv[:, 0]  # d's row of (Z'Z)⁻¹: β_d − b_d = a'Σ z_i e_i
     rss = tss = rss_d = meat = 0.0
-    for idx in _chunks(keep, size):
-        z = _fill(buf[:len(idx)], idx, d, blocks)
+    for idx in chunks(keep, size):
+        z = fill(buf[:len(idx)], idx, d, blocks)
         z -= means
         yc = y[idx].astype(np.float64) - y_mean
         e = yc - z @ coef
@@ -656,15 +452,15 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
 
     robust = strongest = None
     if sens:
-        at1 = [c.bounds[multipliers.index(float(robust_multiplier))] for c in sens]
+        at_k = [c.bounds[multipliers.index(float(robust_multiplier))] for c in sens]
         robust = all(bd.adjusted_estimate is not None and np.sign(bd.adjusted_estimate) == np.sign(estimate)
-                     and estimate != 0 and (bd.adjusted_ci_low > 0 or bd.adjusted_ci_high < 0) for bd in at1)
-        moved = [np.inf if bd.bias is None else bd.bias for bd in at1]
+                     and estimate != 0 and (bd.adjusted_ci_low > 0 or bd.adjusted_ci_high < 0) for bd in at_k)
+        moved = [np.inf if bd.bias is None else bd.bias for bd in at_k]
         strongest = sens[int(np.argmax(moved))].name
     else:
         notes.append("no controls: nothing to benchmark a confounder against")
 
-    names_out = _column_names(blocks)
+    names_out = column_names(blocks)
     coefficients = {"y": coef, "d": coef_d, "columns": np.array(names_out, dtype=object)}
     return LPMResult(
         n=n, dropped_null=dropped, n_treated=n_treated, n_control=n_control, raw_difference=raw,

@@ -1,0 +1,220 @@
+"""The design of a controlled model of a decision, ``y ~ 1 + d + X``, as the regression engine's
+models fit it: which rows (nulls dropped and counted), which columns (numeric controls as
+values, categorical ones as a block of dummies without the most frequent level; a control
+without variation dropped with a note), the degenerate inputs that leave no estimate, and the
+design's rows a block at a time (the n × p matrix never exists beyond a block). Shared by the
+linear probability model (``engines.regression.sensitivity.controlled_lpm``) and the denial
+logit (``engines.regression.logit.controlled_logit``), so both fit the same rows and columns.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Categorical:
+    """A categorical (or ordinal) control: integer codes into ``levels`` (a NaN or negative code
+    is a null). It enters the regression as one block of dummies, one per level present
+    except the most frequent (the reference; the first such level on a tie) — the block's
+    partial R² and d's estimate do not depend on which level is left out."""
+
+    codes: np.ndarray
+    levels: Sequence[str]
+
+
+@dataclass
+class Block:
+    name: str
+    index: int                    # position among the given controls
+    values: np.ndarray            # numeric values, or categorical codes as int64 (−1 null)
+    levels: np.ndarray | None     # dummy codes of a categorical (reference left out)
+    start: int = 0
+    stop: int = 0
+
+
+def null_mask(values: np.ndarray, categorical: bool) -> np.ndarray:
+    if np.issubdtype(values.dtype, np.floating):
+        return np.isnan(values)
+    return values < 0 if categorical else np.zeros(len(values), bool)
+
+
+def chunks(rows: np.ndarray, size: int):
+    for s in range(0, len(rows), size):
+        yield rows[s:s + size]
+
+
+def fill(z: np.ndarray, idx: np.ndarray, d: np.ndarray, blocks: list[Block]) -> np.ndarray:
+    """The design's rows ``idx`` (d, then each block's columns), uncentred, into ``z``."""
+    z[:, 0] = d[idx]
+    for b in blocks:
+        if b.levels is None:
+            z[:, b.start] = b.values[idx]
+        else:
+            z[:, b.start:b.stop] = b.values[idx][:, None] == b.levels[None, :]
+    return z
+
+
+@dataclass
+class Design:
+    """The rows and columns of ``y ~ 1 + d + X`` that every controlled model here fits
+    (:func:`design`): the rows kept, the controls kept (their columns ``start:stop`` in the
+    design ``Z = [d, X]``, d in column 0), the columns' means, and the counts the notes use.
+    ``failure``: the note of a degenerate input (no estimate), else None."""
+
+    n: int
+    dropped: int
+    keep: np.ndarray
+    size: int                      # rows a block
+    blocks: list[Block]
+    notes: list[str]
+    used: list[str]                # the controls kept (all given ones until they are examined)
+    n_treated: int = 0
+    n_control: int = 0
+    raw: float | None = None
+    y_sum: float = 0.0
+    y_binary: bool = False         # every outcome is 0 or 1
+    p: int = 0                     # columns of Z
+    means: np.ndarray | None = None
+    failure: str | None = None
+
+
+def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categorical],
+            names: Sequence[str], rows: np.ndarray | None, block_rows: int | None) -> Design:
+    """Drop the rows with a null in y, d or a control (counted, with a note), then in one pass
+    over blocks of rows: the counts, sums and ranges; then the checks (no rows, infinite
+    values, one value of y, d constant), the controls without variation dropped with a note (a
+    categorical keeps its levels present, its most frequent — the first on a tie — the
+    reference), the columns laid out and their means. The conventions :func:`controlled_lpm`
+    and the controlled logit (``engines.regression.logit``) share."""
+    if len(x_blocks) != len(names):
+        raise ValueError(f"{len(x_blocks)} control blocks for {len(names)} names")
+    notes: list[str] = []
+
+    # -- rows: drop nulls ------------------------------------------------------------------
+    valid = ~null_mask(y, False) & ~null_mask(d, False)
+    blocks: list[Block] = []
+    for j, (name, x) in enumerate(zip(names, x_blocks)):
+        if isinstance(x, Categorical):
+            codes = np.asarray(x.codes)
+            null = null_mask(codes, True)
+            valid &= ~null
+            values = np.where(null, -1, codes).astype(np.int64) if null.any() or codes.dtype != np.int64 else codes
+            if len(values) and values.max(initial=-1) >= len(x.levels):
+                raise ValueError(f"control {name!r}: a code beyond its {len(x.levels)} levels")
+            blocks.append(Block(name, j, values, np.arange(len(x.levels))))
+        else:
+            values = np.asarray(x, dtype=np.float64)
+            valid &= ~np.isnan(values)
+            blocks.append(Block(name, j, values, None))
+    candidates = np.arange(len(y)) if rows is None else np.asarray(rows, dtype=np.int64)
+    keep = candidates[valid[candidates]]
+    n = len(keep)
+    dropped = len(candidates) - n
+    if dropped:
+        notes.append(f"{dropped:,} rows with a null in the outcome, the group or a control dropped")
+
+    # -- pass 1: means, counts, variation ---------------------------------------------------
+    size = block_rows or max(1024, (1 << 22) // (2 + sum(len(b.levels) if b.levels is not None else 1 for b in blocks)))
+    y_sum = d_sum = y_treated = 0.0
+    n_treated = n_control = y01 = 0
+    lo = np.full(len(blocks), np.inf)
+    hi = np.full(len(blocks), -np.inf)
+    sums = np.zeros(len(blocks))
+    counts = [np.zeros(len(b.levels), np.int64) if b.levels is not None else None for b in blocks]
+    y_lo, y_hi, d_lo, d_hi = np.inf, -np.inf, np.inf, -np.inf
+    for idx in chunks(keep, size):
+        yc, dc = y[idx].astype(np.float64), d[idx].astype(np.float64)
+        y_sum += yc.sum()
+        d_sum += dc.sum()
+        y01 += int(((yc == 0) | (yc == 1)).sum())
+        treated = dc == 1
+        n_treated += int(treated.sum())
+        n_control += int((dc == 0).sum())
+        y_treated += yc[treated].sum()
+        y_lo, y_hi = min(y_lo, yc.min()), max(y_hi, yc.max())
+        d_lo, d_hi = min(d_lo, dc.min()), max(d_hi, dc.max())
+        for j, b in enumerate(blocks):
+            v = b.values[idx]
+            if b.levels is None:
+                sums[j] += v.sum()
+                lo[j], hi[j] = min(lo[j], v.min()), max(hi[j], v.max())
+            else:
+                counts[j] += np.bincount(v, minlength=len(b.levels))
+    raw = None
+    if n_treated and n_control and n_treated + n_control == n:  # d is a 0/1 indicator
+        raw = float(y_treated / n_treated - (y_sum - y_treated) / n_control)
+    out = Design(n, dropped, keep, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
+                  y01 == n)
+
+    def fail(note: str) -> Design:
+        out.failure = note
+        return out
+
+    if n == 0:
+        return fail("no rows to estimate from")
+    infinite = [nm for nm, lo_, hi_ in (("the outcome", y_lo, y_hi), ("the group", d_lo, d_hi),
+                                         *((b.name, lo[b.index], hi[b.index]) for b in blocks if b.levels is None))
+                if not (np.isfinite(lo_) and np.isfinite(hi_))]
+    if infinite:
+        return fail(f"infinite values in {', '.join(infinite)}")
+    if y_lo == y_hi:
+        return fail(f"the outcome takes one value ({y_lo:g}) in every row: nothing to explain")
+    if d_lo == d_hi:
+        return fail(f"the group indicator takes one value ({d_lo:g}) in every row: no comparison")
+
+    # controls without variation are dropped; a categorical keeps the levels present
+    kept: list[Block] = []
+    for b in blocks:
+        j = b.index
+        if b.levels is None:
+            if lo[j] == hi[j]:
+                notes.append(f"control {b.name!r} has no variance among these rows: dropped")
+                continue
+        else:
+            present = np.flatnonzero(counts[j])
+            if len(present) < 2:
+                notes.append(f"control {b.name!r} has one level among these rows: dropped")
+                continue
+            reference = present[np.argmax(counts[j][present])]
+            b.levels = present[present != reference]
+        kept.append(b)
+    col = 1
+    for b in kept:
+        b.start = col
+        col += 1 if b.levels is None else len(b.levels)
+        b.stop = col
+    means = np.empty(col)
+    means[0] = d_sum / n
+    for b in kept:
+        if b.levels is None:
+            means[b.start] = sums[b.index] / n
+        else:
+            means[b.start:b.stop] = counts[b.index][b.levels] / n
+    out.blocks, out.used, out.p, out.means = kept, [b.name for b in kept], col, means
+    return out
+
+
+def equilibrate(gram: np.ndarray, blocks: list[Block]) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """``(scale, g, note)``: the centred cross products ``Z'Z`` equilibrated to unit diagonal
+    (``g = S Z'Z S``, ``scale`` = S's diagonal), and the note of a singular design (the smallest
+    eigenvalue of ``g`` below 1e-12 of the largest: the controls named by the eigenvector's
+    large entries are collinear, or the group is a combination of them), else None."""
+    scale = 1 / np.sqrt(np.diag(gram))
+    g = gram * scale[:, None] * scale[None, :]
+    eig, vec = np.linalg.eigh(g)
+    if eig[0] <= 1e-12 * eig[-1]:
+        null = np.abs(vec[:, 0]) > 0.1
+        involved = [b.name for b in blocks if null[b.start:b.stop].any()]
+        what = (f"the group is an exact combination of the controls {involved}" if null[0] and involved
+                else f"the controls {involved} are collinear")
+        return scale, g, f"singular design: {what}"
+    return scale, g, None
+
+
+def column_names(blocks: list[Block]) -> list[str]:
+    """The design's column names: ``d``, each numeric control, ``name[level]`` of each dummy."""
+    return ["d", *(f"{b.name}" if b.levels is None else f"{b.name}[{lv}]" for b in blocks
+                   for lv in ([None] if b.levels is None else b.levels))]
