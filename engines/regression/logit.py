@@ -181,7 +181,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         return result(f"{n:,} rows for {k} parameters: too few to estimate (needs {k + 2} or more)")
 
     # -- the centred cross products: scale, and the singular-design check --------------------
-    buf = np.empty((min(size, n), k))
+    buf = np.empty((min(size, n), k), order="F")
     gram = np.zeros((p, p))
     for idx in chunks(keep, size):
         z = fill(buf[:len(idx), 1:], idx, d, blocks)
