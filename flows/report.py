@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aequum.flows.reporting.html import Section, esc, flag, page, table
+from aequum.flows.reporting.html import Section, esc, flag, markup, page, table
 from aequum.flows.reporting.run import Run
 from aequum.flows.reporting.sections import engine_sections
 from aequum.flows.warehouse import Warehouse
@@ -24,7 +24,7 @@ def audited_section(run: Run) -> Section:
     if r.get("error"):
         meta.append(("error", r["error"]))
     sec = Section("audited", "What was audited")
-    sec.add('<dl class="meta">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v if v is not None else 'n/a')}</dd>"
+    sec.add('<dl class="meta">' + "".join(markup("<dt>{}</dt><dd>{}</dd>", k, v if v is not None else "n/a")
                                           for k, v in meta) + "</dl>")
     sec.add("<h3>Engines</h3>", table([
         {"engine": name, "status": e["status"], "seconds": e.get("seconds"), "error": e.get("error") or ""}
@@ -61,14 +61,15 @@ def summary_section(run: Run) -> Section:
     question = run.parameters.get("audit", {}).get("question", "disparate_treatment").replace("_", " ")
     sec = Section("summary", "Executive summary")
     engines = ", ".join(sorted(n for n in run.engines if run.ran(n))) or "none"
-    sec.add(f"<p>The audit's question: <strong>{esc(question)}</strong>. "
-            f"{len(evidence)} finding(s) are evidence on it; {len(flagged)} of {len(headline)} headline "
-            f"findings show a difference that calls for attention (engines that ran: {esc(engines)}). "
+    sec.add(markup("<p>The audit's question: <strong>{}</strong>. "
+            "{} finding(s) are evidence on it; {} of {} headline "
+            "findings show a difference that calls for attention (engines that ran: {}). "
             "Each finding names its estimand: a raw disparity says that rates differ, not why; a "
             "direct effect or controlled disparity is evidence only when it survives the sensitivity "
             "analysis for an unobserved confounder; a model property describes the model examined. "
-            f"Each row is one finding of <code>audit.findings</code> (run_id = '{esc(run.run_id)}'); "
-            "the sections below show the evidence.</p>")
+            "Each row is one finding of <code>audit.findings</code> (run_id = '{}'); "
+            "the sections below show the evidence.</p>", question, len(evidence), len(flagged), len(headline),
+            engines, run.run_id))
     sec.add(table([{"": flag(f["flagged"]), "evidence": "evidence" if f["evidence"] else "",
                     "engine": f["engine"], "attribute": f["attribute"],
                     "finding": f["finding"], "estimand": f["estimand"], "figure": _figure(f),
@@ -77,7 +78,8 @@ def summary_section(run: Run) -> Section:
                   cls="findings"))
     others = [f for f in findings if not f["headline"]]
     if others:
-        sec.add(f"<details><summary>{len(others)} further findings (other k, methods and baselines)</summary>"
+        sec.add(markup("<details><summary>{} further findings (other k, methods and baselines)</summary>",
+                       len(others))
                 + table([{"": flag(f["flagged"]), "engine": f["engine"], "finding": f["finding"],
                           "figure": _figure(f), "individuals": f["individuals"], "statement": f["statement"]}
                          for f in others]) + "</details>")

@@ -250,19 +250,18 @@ def _create_incoming(con: duckdb.DuckDBPyConnection, table: str, positional: boo
 
 
 def _write_lake(con: duckdb.DuckDBPyConnection, table: str, folder: Path, keys: list[str]) -> None:
-    """The lake copy of a staged table, written by DuckDB in :mod:`~aequum.flows.lake_writer`'s
-    layout."""
-    # the lake's row order is not kept (readers sort by _row when they need it): without
-    # it DuckDB writes the partitions in a bounded amount of memory; each thread flushes
-    # its partitions every row group (DuckDB's default, 524,288 rows per thread and
-    # partition, ran out of the 1 GB cap at 10M HMDA rows)
+    """The lake copy of a staged table, written in batches by the lake writer that staging
+    uses (:class:`~aequum.flows.lake_writer.PartitionedWriter`: the same layout and folder
+    names, one batch in memory at a time)."""
+    # the lake's row order is not kept (readers sort when they need it)
     con.execute("SET preserve_insertion_order = false")
-    con.execute("SET partitioned_write_flush_threshold = 122880")
     try:
-        con.table(table).to_parquet(str(folder), partition_by=keys, write_partition_columns=True)
+        reader = con.table(table).to_arrow_reader(250_000)
+        with PartitionedWriter(folder, keys) as lake:
+            for batch in reader:
+                lake.write(pa.Table.from_batches([batch]))
     finally:
         con.execute("RESET preserve_insertion_order")
-        con.execute("RESET partitioned_write_flush_threshold")
 
 
 @contextmanager

@@ -187,6 +187,11 @@ class Range(_Model):
         return lo < hi or (lo == hi and not lo_open and hi_closed)
 
 
+# what joins protected attributes into an intersection (race&sex): a name cannot hold it, so an
+# intersection splits into its attributes one way
+INTERSECTION = "&"
+
+
 class ProtectedAttribute(_Model):
     """A protected attribute mapped to a binary protected / reference grouping.
 
@@ -237,6 +242,10 @@ class ProtectedAttribute(_Model):
     @model_validator(mode="after")
     def _disjoint(self) -> "ProtectedAttribute":
         where = f"protected attribute {self.name!r}"
+        named = self.of if self.of is not None else self.name
+        if INTERSECTION in named or not named.strip() or any(ord(c) < 32 or ord(c) == 127 for c in named):
+            raise ValueError(f"{where}: a name must not be blank, hold control characters or "
+                             f"{INTERSECTION!r} (it joins the attributes of an intersection: race&sex)")
         ranges = (self.protected_range is not None, self.reference_range is not None)
         if any(ranges):
             if not all(ranges):
@@ -755,7 +764,15 @@ class AuditSpec(_Model):
         return {**self.engines.model_dump(mode="json"),
                 "audit": {"question": self.question,
                           "inputs": self.decision.inputs if self.decision is not None else "partial",
-                          "model": model}}
+                          "model": model, "comparisons": self.comparisons()}}
+
+    def comparisons(self) -> list[dict]:
+        """The per-value comparisons (``compare: each``) as the audit tables name them and what
+        the name is made of: ``{"label": "race=Asian", "attribute": "race", "value": "Asian"}``.
+        The findings read the parts from here (``audit.comparisons``), never by splitting the
+        label, which an attribute name or a value holding ``=`` would split wrongly."""
+        return [{"label": p.name, "attribute": p.of, "value": str(p.protected_values[0])}
+                for p in self.protected if p.of is not None]
 
     def digest(self) -> str:
         """A stable content hash of the validated spec (the run record's spec hash)."""

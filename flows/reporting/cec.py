@@ -4,7 +4,7 @@ differ most between the groups, and the regime-B pairs with the largest explanat
 from __future__ import annotations
 
 from aequum.flows.reporting import plots
-from aequum.flows.reporting.html import Section, plot, table
+from aequum.flows.reporting.html import Section, markup, plot, table
 from aequum.flows.reporting.run import CASES, Run
 from aequum.flows.reporting.sections import section
 
@@ -46,7 +46,7 @@ def cec_section(run: Run, sec: Section) -> None:
             "reasons — is bias that outcome metrics cannot see.</p>")
     for attribute in sorted({r["attribute"] for r in summary}):
         rows = [r for r in summary if r["attribute"] == attribute]
-        sec.add(f"<h3>{attribute}</h3>")
+        sec.add(markup("<h3>{}</h3>", attribute))
         sec.add(plot(cec_plot(rows, [r for r in sweep if r["attribute"] == attribute], attribute),
                      "Left: regime shares per group at the configured threshold. Right: the regime B "
                      "share over the threshold sweep (dotted line: the configured threshold)."))

@@ -6,7 +6,7 @@ well the findings detect the harmed (audit.detection)."""
 from __future__ import annotations
 
 from aequum.flows.reporting import plots
-from aequum.flows.reporting.html import Section, flag, plot, table
+from aequum.flows.reporting.html import Section, flag, markup, plot, table
 from aequum.flows.reporting.run import CASES, EVIDENCE_CASES, Run
 from aequum.flows.reporting.sections import section
 
@@ -69,19 +69,19 @@ def histogram_plot(bins: list[dict]) -> str:
 def cst_section(run: Run, sec: Section) -> None:
     params = run.parameters.get("cst", {})
     summary = run.result("cst_summary")
-    sec.add(f"<p>Each complainant (a member of the protected group) is compared with its k nearest "
-            f"neighbours in the protected group (control) and with the k nearest reference-group "
-            f"neighbours of its counterfactual, the same person had they belonged to the reference "
-            f"group (test). Δp is the difference of the groups' negative-decision rates; a complainant "
-            f"is significantly discriminated when the one-sided {100 * (1 - params.get('alpha', 0.05)):g}% "
-            f"lower bound of Δp exceeds τ = {params.get('tau', 0.0):g}.</p>")
+    sec.add(markup("<p>Each complainant (a member of the protected group) is compared with its k nearest "
+                   "neighbours in the protected group (control) and with the k nearest reference-group "
+                   "neighbours of its counterfactual, the same person had they belonged to the reference "
+                   "group (test). Δp is the difference of the groups' negative-decision rates; a complainant "
+                   "is significantly discriminated when the one-sided {:g}% lower bound of Δp exceeds "
+                   "τ = {:g}.</p>", 100 * (1 - params.get("alpha", 0.05)), params.get("tau", 0.0)))
     for attribute in sorted({s["protected_attribute"] for s in summary}):
         rows = [s for s in summary if s["protected_attribute"] == attribute]
         ks = [s["k"] for s in rows if s["method"] == "CST"]
         if not ks:
             continue
         k = max(ks)
-        sec.add(f"<h3>{attribute}</h3>")
+        sec.add(markup("<h3>{}</h3>", attribute))
         sec.add(plot(detections_plot(rows, attribute), "Share of complainants significantly discriminated, "
                      "by k: CST, CST without search centres, ST (situation testing) and CF."))
         claims = run.query("cst_top_claims", attribute=attribute, method="CST", k=k, limit=CASES)
@@ -93,7 +93,7 @@ def cst_section(run: Run, sec: Section) -> None:
         bins = run.query("cst_delta_histogram", attribute=attribute, method="CST", k=k)
         if bins:
             sec.add(plot(histogram_plot(bins), f"Δp of every complainant at k = {k}."))
-        sec.add(f"<h4>Top {min(CASES, len(claims))} cases at k = {k}</h4>", table([
+        sec.add(markup("<h4>Top {} cases at k = {}</h4>", min(CASES, len(claims)), k), table([
             {"record": c["record_id"], "decision": c["decision"], "counterfactual decision": c["decision_counterfactual"],
              "control": c["n_control"], "test": c["n_test"], "p control": c["p_c"], "p test": c["p_t"],
              "Δp": c["delta_p"], "interval": "n/a" if c["ci_low"] is None else f"{c['ci_low']:.2f} to {c['ci_high']:.2f}",
@@ -101,7 +101,7 @@ def cst_section(run: Run, sec: Section) -> None:
         ids = [c["record_id"] for c in claims[:EVIDENCE_CASES]]
         evidence = run.query("cst_evidence", attribute=attribute, ids=ids) if ids and "cst_evidence" in run.tables else []
         if evidence:
-            sec.add(f"<h4>Who the top {len(ids)} complainants were compared with</h4>", table(
+            sec.add(markup("<h4>Who the top {} complainants were compared with</h4>", len(ids)), table(
                 [{"record": e["record_id"], "centre": e["centre"], "group": e["search_group"],
                   "members": e["members"], "nearest (distance)": e["nearest"], "farthest": e["farthest"]}
                  for e in evidence]))
@@ -114,8 +114,8 @@ def cst_section(run: Run, sec: Section) -> None:
 def _effect_sampling_truth(run: Run, sec: Section, summary: list[dict]) -> None:
     effects = sorted({s["effect"] for s in summary if s.get("effect") and s["method"] != "ST"})
     if effects:
-        sec.add(f"<p>Effect measured by CF and CST: {', '.join(effects)} (ST compares the same "
-                "observed features across groups: ceteris paribus).</p>")
+        sec.add(markup("<p>Effect measured by CF and CST: {} (ST compares the same observed features "
+                       "across groups: ceteris paribus).</p>", ", ".join(effects)))
     sampling = run.result("cst_sampling") if "cst_sampling" in run.tables else []
     if any(r["sampled"] < r["population"] for r in sampling):
         sec.add("<h3>Complainant sample</h3><p>A stratified random sample of the complainants was tested "

@@ -4,7 +4,7 @@ k0 / d0 per group and the chosen counterfactuals with their rules."""
 from __future__ import annotations
 
 from aequum.flows.reporting import plots
-from aequum.flows.reporting.html import Section, plot, table
+from aequum.flows.reporting.html import Section, markup, plot, table
 from aequum.flows.reporting.run import CASES, Run
 from aequum.flows.reporting.sections import section
 
@@ -60,7 +60,7 @@ def fgce_section(run: Run, sec: Section) -> None:
             "higher cost, has less recourse.</p>")
     for attribute in sorted({s["attribute"] for s in summary}):
         rows = [s for s in summary if s["attribute"] == attribute]
-        sec.add(f"<h3>{attribute}</h3>")
+        sec.add(markup("<h3>{}</h3>", attribute))
         mine = [c for c in curves if c["attribute"] == attribute]
         k = rows[0]["k"]
         if any(c["curve"] == "coverage" for c in mine):

@@ -1,8 +1,14 @@
 """The page: escaping, tables, figures, sections and one inline stylesheet (no external
-resource of any kind, so the file opens offline and makes no request)."""
+resource of any kind, so the file opens offline and makes no request).
+
+Every value from the warehouse (attribute and group names, record ids, errors, statements)
+reaches the page through :func:`esc`: in table cells by :func:`table`, in text by
+:func:`markup`, whose template is the only markup; the report's modules build no HTML from
+f-strings (tests/test_hostile_names.py checks that)."""
 from __future__ import annotations
 
 import html
+import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +32,19 @@ details summary{cursor:pointer;color:#1d4ed8}nav a{margin-right:12px}
 
 def esc(value) -> str:
     return html.escape("" if value is None else str(value))
+
+
+class _Escaping(string.Formatter):
+    def format_field(self, value, format_spec: str) -> str:
+        if isinstance(value, Raw):
+            return value.html
+        return esc(format(value, format_spec))
+
+
+def markup(template: str, *args, **kwargs) -> str:
+    """HTML from ``template`` (trusted markup, ``str.format`` fields) with every field's value
+    escaped after formatting (``{:g}``, ``{:,}`` work); a :class:`Raw` value goes in as it is."""
+    return _Escaping().format(template, *args, **kwargs)
 
 
 def fmt(value, digits: int = 3) -> str:

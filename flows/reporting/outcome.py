@@ -4,7 +4,7 @@ and the table of gaps with raw and adjusted p-values and verdicts."""
 from __future__ import annotations
 
 from aequum.flows.reporting import plots
-from aequum.flows.reporting.html import Section, flag, plot, table
+from aequum.flows.reporting.html import Section, flag, markup, plot, table
 from aequum.flows.reporting.run import Run
 from aequum.flows.reporting.sections import section
 
@@ -61,11 +61,10 @@ def outcome_section(run: Run, sec: Section) -> None:
     threshold = params.get("four_fifths", 0.8)
     metrics = sorted(run.result("outcome_metrics"), key=lambda m: (m["attribute"].count("&"), m["attribute"], m["group_name"]))
     gaps = sorted(run.result("outcome_gaps"), key=lambda g: (g["attribute"].count("&"), g["attribute"], g["group_name"]))
-    sec.add(f'<p>Favourable-decision rates per protected group and intersection, at '
-            f'{100 * confidence:g}% confidence; groups smaller than '
-            f'{params.get("min_group_size", 30)} are shown faded and not judged. p-values are '
-            f'adjusted across all {len(gaps)} comparisons of the run '
-            f'({params.get("correction", "holm")}).</p>')
+    sec.add(markup("<p>Favourable-decision rates per protected group and intersection, at {:g}% "
+                   "confidence; groups smaller than {} are shown faded and not judged. p-values are "
+                   "adjusted across all {} comparisons of the run ({}).</p>", 100 * confidence,
+                   params.get("min_group_size", 30), len(gaps), params.get("correction", "holm")))
     sec.add(plot(rates_plot(metrics), "Favourable rate per group (orange: protected, blue: reference, "
                  "grey: mixed intersections); bars are Wilson intervals."))
     if gaps:

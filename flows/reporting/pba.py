@@ -3,7 +3,7 @@ setting over δ, robustness bias, and the verified inputs with the largest prove
 from __future__ import annotations
 
 from aequum.flows.reporting import plots
-from aequum.flows.reporting.html import Section, plot, table
+from aequum.flows.reporting.html import Section, markup, plot, table
 from aequum.flows.reporting.run import CASES, Run
 from aequum.flows.reporting.sections import section
 
@@ -41,7 +41,7 @@ def pba_section(run: Run, sec: Section) -> None:
             "cannot decide are counted as inconclusive.</p>")
     for attribute in sorted({r["attribute"] for r in summary}):
         rows = [r for r in summary if r["attribute"] == attribute]
-        sec.add(f"<h3>{attribute}</h3>")
+        sec.add(markup("<h3>{}</h3>", attribute))
         sec.add(plot(pba_plot(rows, attribute), "PBA score (left) and robustness (right) per group "
                      "and setting over δ (solid: observed, dashed: flipped)."))
         sec.add(table([{"group": r["group_name"], "setting": r["setting"], "δ": r["delta"],
@@ -54,8 +54,8 @@ def pba_section(run: Run, sec: Section) -> None:
             top = min(flipped, key=lambda r: (r["group_name"] != "protected", r["delta"]))
             cases = run.query("pba_top_inputs", attribute=attribute, group_name=top["group_name"],
                               setting="flipped", delta=top["delta"], limit=CASES)
-            sec.add(f"<h4>Verified inputs of {top['group_name']} (flipped, δ = {top['delta']:g}), "
-                    f"largest proven margin first</h4>", table(
+            sec.add(markup("<h4>Verified inputs of {} (flipped, δ = {:g}), largest proven margin first</h4>",
+                           top["group_name"], top["delta"]), table(
                         [{"record": c["record_id"], "decision": c["decision"], "twin decision": c["twin_decision"],
                           "objective": c["objective"], "lower bound": c["lower_bound"],
                           "upper bound": c["upper_bound"], "method": c["method"]} for c in cases]))

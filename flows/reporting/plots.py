@@ -13,9 +13,12 @@ matplotlib.use("Agg")
 from matplotlib import rcParams  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from aequum.flows.reporting.html import markup  # noqa: E402
+
 rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "aequum", "font.size": 9,
                  "axes.spines.top": False, "axes.spines.right": False,
-                 "font.family": ["DejaVu Sans", "sans-serif"]})
+                 "font.family": ["DejaVu Sans", "sans-serif"],
+                 "text.parse_math": False})  # names and values are text: a '$' in them is a dollar sign
 
 PROTECTED, REFERENCE, SIGNIFICANT, NEUTRAL = "#c2410c", "#1d4ed8", "#b91c1c", "#6b7280"
 
@@ -30,12 +33,9 @@ def to_svg(fig: Figure, title: str) -> str:
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
-    svg = re.sub(r"<svg ", f'<svg role="img" aria-label="{_attr(title)}" ', svg, count=1)
+    opening = markup('<svg role="img" aria-label="{}" ', title)
+    svg = re.sub(r"<svg ", lambda _m: opening, svg, count=1)
     return svg
-
-
-def _attr(text: str) -> str:
-    return (text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;"))
 
 
 def group_colour(name: str) -> str:

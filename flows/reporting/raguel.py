@@ -4,7 +4,7 @@ suggested actions (who should change what, and whom they overtake)."""
 from __future__ import annotations
 
 from aequum.flows.reporting import plots
-from aequum.flows.reporting.html import Section, flag, plot, table
+from aequum.flows.reporting.html import Section, flag, markup, plot, table
 from aequum.flows.reporting.run import CASES, Run
 from aequum.flows.reporting.sections import section
 
@@ -38,7 +38,7 @@ def raguel_section(run: Run, sec: Section) -> None:
     block_size = next((s["block_size"] for s in summary if s["block_size"]), 100)
     for attribute in sorted({s["attribute"] for s in summary}):
         rows = sorted((s for s in summary if s["attribute"] == attribute), key=lambda s: s["algorithm"])
-        sec.add(f"<h3>{attribute}</h3>")
+        sec.add(markup("<h3>{}</h3>", attribute))
         for s in rows:
             size = s["block_size"] or block_size
             shares = run.query("raguel_block_shares", attribute=attribute, algorithm=s["algorithm"],
@@ -55,7 +55,7 @@ def raguel_section(run: Run, sec: Section) -> None:
         for s in rows:
             actions = run.query("raguel_top_actions", attribute=attribute, algorithm=s["algorithm"], limit=CASES)
             if actions:
-                sec.add(f"<h4>Suggested actions ({s['algorithm']}, the {len(actions)} costliest)</h4>", table(
+                sec.add(markup("<h4>Suggested actions ({}, the {} costliest)</h4>", s["algorithm"], len(actions)), table(
                     [{"record": a["record_id"], "group": a["group_name"], "feature": a["feature"],
                       "from": a["value_before"], "to": a["value_after"], "cost before": a["cost_before"],
                       "cost after": a["cost_after"], "modification cost": a["modification_cost"],

@@ -44,12 +44,26 @@ CREATE OR REPLACE MACRO audit.num(x) AS
 CREATE OR REPLACE MACRO audit.pval(p) AS
     CASE WHEN p IS NULL THEN 'not tested' WHEN p < 0.001 THEN 'p < 0.001' ELSE printf('p = %.3f', p) END;
 
--- "the protected group of race", "race=protected & sex=reference"
+-- The per-value comparisons (protected[].compare: each) of every run, as the audit tables name
+-- them (race=Asian) with the attribute and value the name is made of (runs.parameters
+-- $.audit.comparisons): a label is never split on '=', which a name or a value may hold.
+CREATE OR REPLACE VIEW audit.comparisons AS
+SELECT DISTINCT c.label, c.attribute, c.value
+FROM (SELECT unnest(from_json(json_extract(parameters, '$.audit.comparisons'),
+                              '[{"label": "VARCHAR", "attribute": "VARCHAR", "value": "VARCHAR"}]')) AS c
+      FROM audit.runs) AS r;
+
+-- the attribute and the value of a per-value comparison's label (null for any other label)
+CREATE OR REPLACE MACRO audit.compared_attribute(label_) AS
+    (SELECT min(c.attribute) FROM audit.comparisons c WHERE c.label = label_);
+CREATE OR REPLACE MACRO audit.compared_value(label_) AS
+    (SELECT min(c.value) FROM audit.comparisons c WHERE c.label = label_);
+
+-- "the protected group of race", "the Asian group of race", "race=protected & sex=reference"
 CREATE OR REPLACE MACRO audit.group_label(attribute, group_name) AS
-    CASE WHEN group_name = 'protected' AND contains(attribute, '=') AND NOT contains(attribute, '&')
+    CASE WHEN group_name = 'protected' AND audit.compared_attribute(attribute) IS NOT NULL
               -- a per-value comparison (protected[].compare): race=Asian's protected group
-              THEN printf('the %s group of %s', attribute[strpos(attribute, '=') + 1:],
-                          attribute[:strpos(attribute, '=') - 1])
+              THEN printf('the %s group of %s', audit.compared_value(attribute), audit.compared_attribute(attribute))
          WHEN group_name IN ('protected', 'reference') THEN printf('the %s group of %s', group_name, attribute)
          ELSE replace(group_name, ',', ' & ') END;
 

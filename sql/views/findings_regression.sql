@@ -21,8 +21,8 @@ CREATE OR REPLACE VIEW audit.findings_regression AS
 WITH e AS (
     SELECT r.*,
            -- a per-value comparison (race=Asian) is against its attribute's reference group
-           CASE WHEN contains(r.attribute, '=') AND NOT contains(r.attribute, '&')
-                THEN printf('the reference group of %s', r.attribute[:strpos(r.attribute, '=') - 1])
+           CASE WHEN audit.compared_attribute(r.attribute) IS NOT NULL
+                THEN printf('the reference group of %s', audit.compared_attribute(r.attribute))
                 ELSE audit.group_label(r.attribute, 'reference') END AS reference_label,
            r.logit_coefficient IS NOT NULL AS has_logit,
            t.group_significant AS is_flagged, t.group_p_value AS tested_p, t.group_tested AS tested_significant
