@@ -159,7 +159,8 @@ def test_findings_name_the_value_of_a_per_value_comparison(warehouse):
     from aequum.engines.outcome import OutcomeEngine
 
     out = aequum.audit(frame(), spec(), say=None)
-    warehouse.start_run("c-1", "compare", "x", "0", {})
+    parsed = parse_spec({**spec(), "source": {"kind": "csv", "path": "unused.csv", "id_column": "id"}})
+    warehouse.start_run("c-1", "compare", "x", "0", parsed.run_parameters())  # names its comparisons
     warehouse.write_results("c-1", {t: (OutcomeEngine.tables[t], out[t].to_arrow()) for t in OutcomeEngine.tables})
     warehouse.finish_run("c-1", "succeeded", "v", "1:ff", None)
     warehouse.create_views()
