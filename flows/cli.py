@@ -14,6 +14,7 @@ import tempfile
 from importlib import import_module
 from pathlib import Path
 
+from aequum.flows.guard import UsageError, check_output, check_run_id
 from aequum.flows.paths import DEFAULT_LAKE, DEFAULT_WAREHOUSE
 
 # the HMDA generator's worlds (engines.generators.hmda.WORLDS), here so that parsing the command
@@ -52,7 +53,8 @@ def user_errors() -> tuple[type[Exception], ...]:
     from aequum.flows.staging import IngestError
     from aequum.flows.warehouse import WarehouseError
 
-    return SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError, FileNotFoundError
+    return (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError, UsageError,
+            FileNotFoundError)
 
 
 def _prefect_env() -> None:
@@ -82,6 +84,8 @@ def cmd_generate(args) -> int:
         return 2
     from aequum.flows.generate import generate_to_file
 
+    if args.out is not None:
+        check_output(args.out, "--out", os.environ.get("AEQUUM_WAREHOUSE", str(DEFAULT_WAREHOUSE)), [DEFAULT_LAKE])
     out = generate_to_file(args.name, args.out, rows=args.rows, seed=args.seed, fmt=args.format,
                            progress=lambda m: print(m, file=sys.stderr), world=args.world)
     print(out)
@@ -129,7 +133,10 @@ def cmd_audit(args) -> int:
     from aequum.flows.warehouse import Warehouse
 
     engines = [e.strip() for e in args.engines.split(",")] if args.engines is not None else None
-    preflight(args.spec, engines)  # a bad spec or source fails here, before Prefect and Dask start
+    if args.run_id is not None:
+        check_run_id(args.run_id)
+    spec = preflight(args.spec, engines)  # a bad spec or source fails here, before Prefect and Dask start
+    check_outputs(args, spec)
     _prefect_env()
     # a temporary Prefect API takes seconds to start: it starts now, while Prefect and Dask are
     # imported and the cluster starts (stopped unused if the settings name an API)
@@ -162,6 +169,22 @@ def cmd_audit(args) -> int:
     return 0 if run["status"] == "succeeded" else 1
 
 
+def check_outputs(args, spec) -> None:
+    """Before the run: ``--report FILE`` is none of the files the run keeps or reads, and a
+    ``--run-id`` of another spec is refused (checked again when the run starts)."""
+    from aequum.flows.readers import source_files
+    from aequum.flows.warehouse import Warehouse
+
+    spec_file = Path(args.spec).resolve()
+    if args.report:
+        check_output(args.report, "--report", args.warehouse, [args.lake],
+                     [spec_file, *source_files(spec.source, spec_file.parent)])
+    if args.run_id is not None and Path(args.warehouse).is_file():
+        with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
+            if "runs" in wh.table_names():
+                wh.check_run_owner(args.run_id, spec.name)
+
+
 def cmd_runs(args) -> int:
     from aequum.flows.warehouse import Warehouse
 
@@ -173,11 +196,17 @@ def cmd_runs(args) -> int:
 def cmd_show(args) -> int:
     from aequum.flows.show import show
 
+    if args.run_id is not None:
+        check_run_id(args.run_id)
+
     return show(args, notify=_say)
 
 
 def cmd_report(args) -> int:
     from aequum.flows.report import write_report
+
+    if args.run_id is not None:
+        check_run_id(args.run_id, "run id")
 
     print(write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say).resolve())
     return 0
@@ -193,6 +222,8 @@ def cmd_train(args) -> int:
     from aequum.engines.matching.cec_training import TrainConfig
     from aequum.flows.train import run_train
 
+    if args.run_id is not None:
+        check_run_id(args.run_id)
     config = TrainConfig(epochs=args.epochs, lambda_eo=args.lambda_eo, lambda_cec=args.lambda_cec,
                          steps=args.steps, cec_pairs=args.cec_pairs, seed=args.seed)
     run_id, table = run_train(args.spec, args.objective, folds=args.folds, config=config,

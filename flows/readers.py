@@ -144,6 +144,17 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
+def source_files(source: Source, base_dir: Path) -> list[Path]:
+    """The files a source reads (a DuckDB source: its database file); none for a database
+    server or a generator, or when the path names no file."""
+    if source.path is None or source.kind in ("postgres", "generated"):
+        return []
+    try:
+        return _files(resolve(source.path, base_dir))
+    except SourceError:
+        return []
+
+
 def source_stamp(source: Source, base_dir: Path) -> str | None:
     """What identifies a source without reading it, or None when only reading can tell (a
     database table or query): for files, each file's absolute path, size and modification time

@@ -12,7 +12,8 @@ from pathlib import Path
 from aequum.flows.reporting.html import Section, esc, flag, markup, page, table
 from aequum.flows.reporting.run import Run
 from aequum.flows.reporting.sections import engine_sections
-from aequum.flows.warehouse import Warehouse
+from aequum.flows.guard import check_output, check_run_id
+from aequum.flows.warehouse import Warehouse, lake_roots
 
 
 def audited_section(run: Run) -> Section:
@@ -105,8 +106,9 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
     :class:`Warehouse` (how long to wait for a warehouse another process is writing)."""
     with Warehouse(warehouse, read_only=True, wait=wait, notify=notify) as wh:
         run = Run.open(wh, run_id)
+        path = Path(out) if out is not None else Path(f"report-{check_run_id(run.run_id, 'run id')}.html")
+        check_output(path, "--out", warehouse, lake_roots(wh))
         text = build_report(run)
-    path = Path(out) if out is not None else Path(f"report-{run.run_id}.html")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path

@@ -11,7 +11,8 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from aequum.flows.warehouse import Warehouse, WarehouseError, check_table_name
+from aequum.flows.guard import check_output
+from aequum.flows.warehouse import Warehouse, WarehouseError, check_table_name, lake_roots
 
 MAX_CELL = 40  # characters of a text cell in the terminal
 
@@ -127,6 +128,8 @@ def show(args, notify=None) -> int:
             print(note, file=sys.stderr)
             return 1
         if args.format != "table":
+            if args.out is not None:
+                check_output(args.out, "--out", args.warehouse, lake_roots(wh))
             write_file(wh, args.table, run_id, args.format, args.out)
             if args.out:
                 print(f"wrote audit.{args.table} of run {run_id} to {args.out}", file=sys.stderr)

@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from aequum.flows.guard import check_run_id
 from aequum.flows.paths import DEFAULT_WAREHOUSE
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
@@ -104,6 +105,15 @@ def this_process() -> dict:
     """Who owns a run or a temporary staging object: host, pid and the pid's start time."""
     pid = os.getpid()
     return {"host": socket.gethostname(), "pid": pid, "pid_started": _process_start(pid)}
+
+
+def lake_roots(wh: "Warehouse") -> list[Path]:
+    """The lakes the warehouse's dataset versions were staged to (a version's copy is
+    ``<lake>/<spec>/<version>``)."""
+    if "datasets" not in wh.table_names():
+        return []
+    paths = wh.con.execute("SELECT DISTINCT lake_path FROM audit.datasets WHERE lake_path IS NOT NULL").fetchall()
+    return sorted({Path(p).parent.parent for (p,) in paths if Path(p).is_absolute()})
 
 
 class Warehouse:
@@ -277,6 +287,7 @@ class Warehouse:
             exists = self.con.execute(
                 "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'audit' "
                 "AND table_name = $name", {"name": name}).fetchall()[0][0]
+            self.run_sql("table_register", {"table_name": name})
             if not exists:
                 self.con.execute(f"CREATE TABLE {target} AS SELECT * FROM _aequum_empty")
                 return
@@ -292,9 +303,11 @@ class Warehouse:
             self.con.unregister("_aequum_empty")
 
     def purge_run(self, run_id: str) -> None:
-        """Inside an open transaction: delete the run's rows from every table that holds rows
-        per run (results and engine statuses; the run record stays), so that a replaced run
-        keeps nothing of its previous attempt, whichever engines that one ran."""
+        """Inside an open transaction: delete the run's rows from every table of aequum's that
+        holds rows per run (results and engine statuses; the run record stays), so that a
+        replaced run keeps nothing of its previous attempt, whichever engines that one ran.
+        Only registered tables (``audit.aequum_tables``): another table of the audit schema
+        with a run_id column is not aequum's to change."""
         for name in self.query("run_tables")["table_name"].to_pylist():
             self.con.execute(f"DELETE FROM audit.{quote_ident(check_table_name(name))} WHERE run_id = $run_id",
                              {"run_id": run_id})
@@ -345,11 +358,24 @@ class Warehouse:
     # -- runs -----------------------------------------------------------------------------
     def start_run(self, run_id: str, spec_name: str, spec_hash: str, code_version: str,
                   parameters: dict) -> None:
+        """Record a run as started (a run id of the same spec is reset, its rows replaced when
+        it closes); a run id of another spec is an error naming both."""
+        check_run_id(run_id)
         with self.transaction() as con:
+            self.check_run_owner(run_id, spec_name)
             self.run_sql("run_start", {"run_id": run_id, "spec_name": spec_name,
                                        "spec_hash": spec_hash, "code_version": code_version,
                                        "parameters": json.dumps(parameters, sort_keys=True),
                                        **this_process()}, con)
+
+    def check_run_owner(self, run_id: str, spec_name: str) -> None:
+        """A run id belongs to the spec that first used it: reusing it for another spec would
+        replace that spec's results."""
+        owner = self.query("run_owner", {"run_id": run_id})["spec_name"].to_pylist()
+        if owner and owner[0] != spec_name:
+            raise WarehouseError(f"run id {run_id!r} is a run of spec {owner[0]!r} in {self.path}; this "
+                                 f"run is of spec {spec_name!r}, and reusing the id would replace the "
+                                 "other spec's results: give another --run-id")
 
     def record_engine(self, run_id: str, engine: str, status: str, seconds: float | None,
                       pieces: int | None, tables: dict[str, int] | None, error: str | None) -> None:

@@ -64,3 +64,19 @@ CREATE TABLE IF NOT EXISTS audit.run_engines (
     error       VARCHAR,
     PRIMARY KEY (run_id, engine)
 );
+
+-- The tables aequum writes (a registry: a run's rows are removed only from these, never from a
+-- table someone else keeps in the audit schema). The fixed tables of this file are registered
+-- here; an engine's result table when Warehouse.ensure_result_table creates or extends it.
+CREATE TABLE IF NOT EXISTS audit.aequum_tables (
+    table_name VARCHAR PRIMARY KEY,
+    kind       VARCHAR NOT NULL                -- fixed | result
+);
+INSERT OR IGNORE INTO audit.aequum_tables VALUES
+    ('datasets', 'fixed'), ('quarantine', 'fixed'), ('runs', 'fixed'), ('run_engines', 'fixed'),
+    ('aequum_tables', 'fixed');
+-- result tables written before the registry: those the engines recorded writing
+INSERT OR IGNORE INTO audit.aequum_tables
+SELECT DISTINCT name, 'result'
+FROM (SELECT unnest(json_keys(tables)) AS name FROM audit.run_engines WHERE tables IS NOT NULL)
+WHERE name IN (SELECT table_name FROM information_schema.tables WHERE table_schema = 'audit');
