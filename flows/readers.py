@@ -56,7 +56,45 @@ def checked_query(query: str) -> str:
     kind = statements[0].type
     if kind != duckdb.StatementType.SELECT:
         raise SourceError(f"source.query must be a SELECT statement, got a {kind.name} statement")
-    return statements[0].query.strip().rstrip(";").strip()
+    text = statements[0].query.strip().rstrip(";").strip()
+    writes = _writing_nodes(text)
+    if writes:
+        raise SourceError(f"source.query must only read: it holds {', '.join(writes)} (a data-modifying "
+                          "common table expression)")
+    return text
+
+
+# the query nodes of DuckDB's parse tree that only read (json_serialize_sql): a SELECT, a UNION
+# and the like, a recursive or materialised CTE; any other (DELETE_QUERY_NODE,
+# INSERT_QUERY_NODE, UPDATE_QUERY_NODE, ...) changes data
+_READING_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
+
+
+def _writing_nodes(query: str) -> list[str]:
+    """The kinds of statement nested in a SELECT that change data (``WITH d AS (DELETE ...
+    RETURNING *) SELECT ...``), read from DuckDB's own parse tree of it; a tree DuckDB cannot
+    serialise counts as one."""
+    import json
+
+    con = duckdb.connect()
+    try:
+        tree = json.loads(con.execute("SELECT json_serialize_sql($q)", {"q": query}).fetchall()[0][0])
+    finally:
+        con.close()
+    if tree.get("error"):
+        return [f"a statement DuckDB cannot check ({tree.get('error_message', 'unknown')})"]
+    found: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            kind = node.get("type")
+            if isinstance(kind, str) and kind.endswith("_NODE") and kind not in _READING_NODES:
+                found.add(kind.removesuffix("_QUERY_NODE").removesuffix("_NODE"))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return sorted(found)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -25,7 +25,8 @@ then does not run it when a fitted surrogate cannot stand in for the lender's mo
 An engine reads only the staged columns it needs: ``columns(spec, params)`` returns their
 names (``engines.core.data.record_columns`` gives the usual ones), and the orchestration
 layer then reads just those from the lake; an engine without it gets every staged column.
-The records come in source row order, except for an engine that sets ``row_order = False``
+The records come in record order (by id: the same whatever the order of the source's rows),
+except for an engine that sets ``row_order = False``
 because its results cannot depend on the order (counts): it gets them in storage order,
 which saves a sort of the whole dataset. An engine that looks only at some records may
 define ``rows(spec, params)``: staged column → value (e.g. ``{"_decision": 0}``, the
