@@ -7,12 +7,10 @@ read the dataset version from the Parquet lake, never from the warehouse file.
 """
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import pickle
 import shutil
-import sys
 import threading
 import time
 import traceback
@@ -45,6 +43,8 @@ from aequum.engines.registry import engine_params, get_engine
 from aequum.flows.child_process import run_in_child
 from aequum.flows.counterfactuals import load_counterfactuals
 from aequum.flows.ground_truth import score_run
+from aequum.flows.preflight import check_staged_group_sizes
+from aequum.flows.run_control import close_cluster, drain_worker, drain_workers, flow_api, flow_result, user_failure
 from aequum.flows.staging import DEFAULT_LAKE, DatasetRef, stage
 from aequum.flows.versioning import code_version
 from aequum.flows.warehouse import DEFAULT_WAREHOUSE, Warehouse, WarehouseError
@@ -302,6 +302,11 @@ def model_step(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[A
     columns = record_columns(spec, list(spec.model.features), ids=False)  # the model's inputs and targets
     if spec.model.kind != "surrogate":
         model = fit_model(spec, spec_dir, None, ref.categories)
+    elif (single := _single_class(spec, ref)) is not None:  # nothing to fit: as a degenerate surrogate
+        if spec.model.use_for_decisions:
+            raise ModelError(f"{single}; it makes this audit's decisions (model.use_for_decisions)")
+        say(f"WARNING: {single}; the engines that need a model are not run")
+        return None, None, single
     else:
         picked = fit_sample(spec, ref)
         table = load_lake(ref.lake_path, columns, rows=picked)
@@ -317,6 +322,15 @@ def model_step(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[A
         quality, problem = assess_model(spec, blocks, ref.categories, model, say)
     release_memory()  # the blocks read, kept by the allocators, go back for the rest of the run
     return model, quality, problem
+
+
+def _single_class(spec: AuditSpec, ref: DatasetRef) -> str | None:
+    """Why a surrogate cannot be fitted when its target has one class among the staged records."""
+    target = LABEL if spec.model.target == "label" else DECISION
+    values = pc.unique(load_lake(ref.lake_path, [target], ordered=False)[target].drop_null())
+    if len(values) < 2:
+        return f"surrogate: the target ({spec.model.target}) has a single class {values.to_pylist()}; nothing to fit"
+    return None
 
 
 def fit_sample(spec: AuditSpec, ref: DatasetRef) -> pa.Array | None:
@@ -578,21 +592,27 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
 
     The warehouse is opened for writing only for three short steps (record the run, stage the
     dataset, write the results in one transaction), so readers and BI tools are locked out for
-    seconds, not for the whole run."""
-    spec_file = Path(spec_path).resolve()
-    spec = load_spec(spec_file)
-    run_id = run_id or new_run_id(spec.name)
-    names = list(engines or spec.engines.run)
-    with Warehouse(warehouse) as wh:
-        wh.start_run(run_id, spec.name, spec.digest(), code_version(),
-                     spec.run_parameters())
-    # the engines' results until they are in the warehouse; a folder left by a process that
-    # died is removed by the next staging of the spec (flows.staging: orphan .tmp folders)
-    spool = Path(lake).resolve() / spec.name / f".results.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    seconds, not for the whole run. A user or configuration error ends the flow run Failed
+    with its message (:func:`~aequum.flows.run_control.user_failure`)."""
+    from aequum.flows.guard import user_errors
+
     try:
-        return _audit(spec, spec_file, run_id, names, warehouse, lake, spool)
-    finally:
-        shutil.rmtree(spool, ignore_errors=True)
+        spec_file = Path(spec_path).resolve()
+        spec = load_spec(spec_file)
+        run_id = run_id or new_run_id(spec.name)
+        names = list(engines or spec.engines.run)
+        with Warehouse(warehouse) as wh:
+            wh.start_run(run_id, spec.name, spec.digest(), code_version(),
+                         spec.run_parameters())
+        # the engines' results until they are in the warehouse; a folder left by a process that
+        # died is removed by the next staging of the spec (flows.staging: orphan .tmp folders)
+        spool = Path(lake).resolve() / spec.name / f".results.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            return _audit(spec, spec_file, run_id, names, warehouse, lake, spool)
+        finally:
+            shutil.rmtree(spool, ignore_errors=True)
+    except user_errors() as exc:
+        return user_failure(exc)
 
 
 def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], warehouse: str, lake: str,
@@ -602,6 +622,7 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
     try:
         with Warehouse(warehouse) as wh:
             ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info)
+        check_staged_group_sizes(spec, ref.lake_path, names)  # the source's counts held bad rows too
         size_workers(owned_cluster(), ref.rows_staged, logger.info)
         model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info, packed=True)
         cfs = supplied_counterfactuals(spec, spec_file.parent, ref)
@@ -777,101 +798,19 @@ def renew_workers(cluster, say) -> None:
     say(f"started {n} fresh worker(s) for the next engine in {time.perf_counter() - t0:.1f} s")
 
 
-async def drain_worker() -> None:
-    """Send what a worker's Prefect services still hold (task run logs, events) to the API.
-    Run on the worker's event loop by ``Client.run``."""
-    from prefect._internal.concurrency.services import _QueueServiceBase
-
-    await _QueueServiceBase.drain_all(timeout=5)
-
-
-def drain_workers(address: str) -> None:
-    """Every worker's last task run logs and events to the flow's Prefect API while it still
-    answers (a temporary one stops when the flow ends, before the cluster closes)."""
-    from distributed import Client
-
-    with Client(address, set_as_default=False) as client:
-        client.run(drain_worker)
-
-
-async def finish_worker() -> None:
-    """Ready a local worker process to exit at once when its cluster closes: drain its Prefect
-    services (``drain_worker``), then have the process end with ``os._exit`` as its first exit
-    step instead of tearing down torch and Prefect module by module, which on a loaded machine
-    outlasts the nanny's 4 s and gets it killed. Run on the worker's event loop by
-    ``Client.run``."""
-    await drain_worker()
-    atexit.register(_exit_now)  # registered last, so run first
-
-
-def _exit_now() -> None:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-def close_cluster(cluster) -> None:
-    """Close a LocalCluster whose workers ran Prefect tasks (see ``finish_worker``)."""
-    from distributed import Client
-
-    try:
-        with Client(cluster, set_as_default=False) as client:
-            client.run(finish_worker)
-    finally:
-        cluster.close(timeout=10)
-
-
 def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
               run_id: str | None = None, engines: list[str] | None = None,
               dask_address: str | None = None, workers: int | None = None, server=None) -> str:
     """Run ``audit_flow`` on a Dask cluster (the CLI's and the deployment's entry point).
     ``server``: a temporary Prefect API already starting (see :func:`flow_api`)."""
     with dask_runner(dask_address, workers) as runner, flow_api(server):
-        try:
-            return audit_flow.with_options(task_runner=runner)(
-                spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines)
+        try:  # a user error ends the flow run Failed with its message, and is raised here
+            return flow_result(audit_flow.with_options(task_runner=runner)(
+                spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines,
+                return_state=True))
         finally:
             with suppress(OSError):  # a cluster that is gone has nothing left to send
                 drain_workers(runner.address)
-
-
-@contextmanager
-def flow_api(server=None):
-    """A Prefect API URL in the flow's settings, which Dask workers inherit with each task.
-
-    prefect-dask ships the flow's settings with every task run. With no ``PREFECT_API_URL``
-    configured, Prefect starts a temporary server in the flow's process but keeps its URL out of
-    the settings, so a Dask worker that does not find the URL in its own environment (any worker
-    of an external cluster) started, and left running, a temporary server of its own, and its
-    task runs never reached the flow's. Here a temporary server (``flows.prefect_api``, run as
-    Prefect runs its own) is started up front, its URL set for the flow, and it is stopped when
-    the run ends: the workers report to it. A configured URL is used as it is, and with
-    ephemeral mode off Prefect's own error stands. ``server``: a ``TemporaryAPI`` the caller
-    started earlier (its start-up, seconds, then overlaps the caller's), used in place of a new
-    one, or stopped unused when the settings configure an API; stopped at the end either way.
-    """
-    from prefect.settings import (PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED,
-                                  PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings)
-
-    from aequum.flows.prefect_api import TemporaryAPI
-
-    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
-        if server is not None:
-            server.stop()
-        yield
-        return
-    from prefect._internal.concurrency.services import _QueueServiceBase
-
-    server = server or TemporaryAPI()
-    try:
-        url = server.wait(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
-        with temporary_settings(updates={PREFECT_API_URL: url}):
-            yield
-            # the run's last logs and events reach the server before it stops (else Prefect's
-            # log worker retries against a closed port)
-            _QueueServiceBase.drain_all(timeout=10, at_exit=False)
-    finally:
-        server.stop()
 
 
 @flow(name="aequum-ingest", log_prints=True)

@@ -14,7 +14,7 @@ import tempfile
 from importlib import import_module
 from pathlib import Path
 
-from aequum.flows.guard import UsageError, check_output, check_run_id
+from aequum.flows.guard import check_output, check_run_id, user_errors
 from aequum.flows.paths import DEFAULT_LAKE, DEFAULT_WAREHOUSE
 
 # the HMDA generator's worlds (engines.generators.hmda.WORLDS), here so that parsing the command
@@ -40,21 +40,6 @@ BENCHMARKS = {
     "audit": "aequum.flows.bench_audit",
     "validity": "aequum.flows.bench_validity",
 }
-
-
-def user_errors() -> tuple[type[Exception], ...]:
-    """The errors a user can act on: one line and exit 2. Imported when an error comes, not
-    when the command starts (they pull in DuckDB, Arrow, polars and pydantic: about 1.5 s
-    before ``aequum audit`` could start Prefect's temporary API)."""
-    from aequum.engines.core.models import ModelError
-    from aequum.engines.core.spec import SpecError
-    from aequum.engines.core.validation import SourceSchemaError
-    from aequum.flows.readers import SourceError
-    from aequum.flows.staging import IngestError
-    from aequum.flows.warehouse import WarehouseError
-
-    return (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError, UsageError,
-            FileNotFoundError)
 
 
 def _prefect_env() -> None:
@@ -128,14 +113,16 @@ def _print_detection(detection) -> None:
 
 
 def cmd_audit(args) -> int:
-    from aequum.flows.preflight import preflight
+    from aequum.flows.preflight import check_settings, preflight
     from aequum.flows.prefect_api import TemporaryAPI
     from aequum.flows.warehouse import Warehouse
 
     engines = [e.strip() for e in args.engines.split(",")] if args.engines is not None else None
     if args.run_id is not None:
         check_run_id(args.run_id)
-    spec = preflight(args.spec, engines)  # a bad spec or source fails here, before Prefect and Dask start
+    check_settings(args.warehouse, args.lake, args.workers, args.dask_address, os.environ.get("PREFECT_API_URL"))
+    # a bad spec, source or setting fails here, before Prefect and Dask start
+    spec = preflight(args.spec, engines, args.warehouse)
     check_outputs(args, spec)
     _prefect_env()
     # a temporary Prefect API takes seconds to start: it starts now, while Prefect and Dask are

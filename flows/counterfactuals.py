@@ -21,8 +21,13 @@ import polars as pl
 import pyarrow as pa
 
 from aequum.engines.core.spec import AuditSpec, CounterfactualTable
+from aequum.flows.readers import SourceError
 
 ROW_NAMES = "_row_name"
+
+
+class CounterfactualError(SourceError):
+    """A supplied counterfactual table that cannot be used (the message names it): a user error."""
 
 
 def load_counterfactuals(spec: AuditSpec, spec_dir: Path, data_table: pa.Table) -> dict[str, pa.Table] | None:
@@ -48,7 +53,7 @@ def read_table(src: CounterfactualTable, spec_dir: Path, where: str) -> pl.DataF
     if src.kind == "csv" and src.header_names is None:
         path = resolve(src.path, spec_dir)
         if not path.exists():
-            raise ValueError(f"{where}: file not found: {path}")
+            raise CounterfactualError(f"{where}: file not found: {path}")
         delim = src.delimiter or sniff_delimiter(path)
         with open(path, encoding="utf-8", newline="") as fh:
             rows = csv.reader(fh, delimiter=delim, quotechar='"')
@@ -59,12 +64,12 @@ def read_table(src: CounterfactualTable, spec_dir: Path, where: str) -> pl.DataF
                 return pl.read_csv(path, separator=delim, has_header=False, skip_rows=1,
                                    new_columns=names, infer_schema=False, quote_char='"')
             except pl.exceptions.PolarsError as exc:
-                raise ValueError(f"{where}: cannot read {path}: {str(exc).splitlines()[0]}") from None
+                raise CounterfactualError(f"{where}: cannot read {path}: {str(exc).splitlines()[0]}") from None
     try:
         with open_source(src, spec_dir) as stream:
             return pl.from_arrow(pa.Table.from_batches(list(stream.batches)))
     except SourceError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise CounterfactualError(f"{where}: {exc}") from None
 
 
 def align(cf: pl.DataFrame, src: CounterfactualTable, spec: AuditSpec, data_table: pa.Table,
@@ -75,7 +80,7 @@ def align(cf: pl.DataFrame, src: CounterfactualTable, spec: AuditSpec, data_tabl
     absent = sorted({c for c in [*mapping.values(), *([src.id_column] if src.id_column else [])]
                      if c not in cf.columns})
     if absent:
-        raise ValueError(f"{where}: no column(s) {absent} in the table (its columns: {cf.columns})")
+        raise CounterfactualError(f"{where}: no column(s) {absent} in the table (its columns: {cf.columns})")
     cf = cf.drop([f for f in mapping if f in cf.columns and f not in mapping.values()])
     cf = cf.rename({c: f for f, c in mapping.items()})
     for f in spec.features:
@@ -85,7 +90,7 @@ def align(cf: pl.DataFrame, src: CounterfactualTable, spec: AuditSpec, data_tabl
             bad = values.is_not_null() & num.is_null()
             if bad.any():
                 i = int(bad.arg_max())
-                raise ValueError(f"{where}: column {mapping.get(f.name, f.name)!r} row {i + 1} is not a "
+                raise CounterfactualError(f"{where}: column {mapping.get(f.name, f.name)!r} row {i + 1} is not a "
                                  f"number: {values[i]!r}")
             cf = cf.with_columns(num.alias(f.name))
     records = pl.from_arrow(data_table.select(["_id", "_row"]))
@@ -97,7 +102,7 @@ def align(cf: pl.DataFrame, src: CounterfactualTable, spec: AuditSpec, data_tabl
             key = cf[ROW_NAMES].cast(pl.Int64, strict=False) - 1
             if key.is_null().any() or (key < 0).any():
                 i = int((key.is_null() | (key < 0)).arg_max())
-                raise ValueError(f"{where}: R row name {cf[ROW_NAMES][i]!r} (row {i + 1}) is not a "
+                raise CounterfactualError(f"{where}: R row name {cf[ROW_NAMES][i]!r} (row {i + 1}) is not a "
                                  "positive row number; give scm.counterfactuals an id_column")
         else:
             key = pl.int_range(0, cf.height, dtype=pl.Int64, eager=True)
@@ -107,12 +112,12 @@ def align(cf: pl.DataFrame, src: CounterfactualTable, spec: AuditSpec, data_tabl
     dup = cf.filter(pl.col("__key").is_duplicated())
     if dup.height:
         shown = dup[src.id_column or ROW_NAMES][0]
-        raise ValueError(f"{where}: {what} {shown!r} appears {int((cf['__key'] == dup['__key'][0]).sum())} times")
+        raise CounterfactualError(f"{where}: {what} {shown!r} appears {int((cf['__key'] == dup['__key'][0]).sum())} times")
     aligned = pl.DataFrame({"__key": staged, "_id": records["_id"]}).join(
         cf.drop("_id", strict=False), on="__key", how="left", maintain_order="left", coalesce=True)
     present = aligned["__key"].is_in(cf["__key"].implode())
     if not present.all():
         lost = aligned.filter(~present)
-        raise ValueError(f"{where} lacks {lost.height} of the staged records (matched by {what}; "
+        raise CounterfactualError(f"{where} lacks {lost.height} of the staged records (matched by {what}; "
                          f"e.g. record id {lost['_id'][0]!r})")
     return aligned.drop("__key").to_arrow()

@@ -42,6 +42,21 @@ def _memory(limit: str) -> str:
     return limit.strip()
 
 
+def settings_wait(wait: float | None) -> float:
+    """Seconds to wait for a busy warehouse: ``wait``, else ``$AEQUUM_WAREHOUSE_WAIT`` (checked),
+    else 120."""
+    if wait is not None:
+        return float(wait)
+    text = os.environ.get("AEQUUM_WAREHOUSE_WAIT", "120")
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise WarehouseError(f"AEQUUM_WAREHOUSE_WAIT must be a number of seconds, got {text!r}")
+    return seconds
+
+
 def quote_ident(name: str) -> str:
     """Quote one SQL identifier for DuckDB/Postgres (doubling embedded quotes); reject NUL."""
     if not isinstance(name, str) or not name or "\x00" in name:
@@ -144,9 +159,7 @@ class Warehouse:
         elif not self.path.exists():
             raise WarehouseError(f"no warehouse at {self.path}")
         limit = _memory(memory_limit or os.environ.get("AEQUUM_DUCKDB_MEMORY_LIMIT", "1GB"))
-        self.con = self._connect(read_only, limit,
-                                 float(os.environ.get("AEQUUM_WAREHOUSE_WAIT", 120) if wait is None else wait),
-                                 notify)
+        self.con = self._connect(read_only, limit, settings_wait(wait), notify)
         if not read_only:
             self.run_sql("schema")
             self.recover()

@@ -99,8 +99,9 @@ def test_postgres_query_and_bad_uri(loaded, tmp_path, warehouse):
             ("SELECT * FROM keep) AS t; DROP TABLE keep; SELECT * FROM (SELECT * FROM keep",
              "not a valid SQL query"),
             ("SELECT * FROM keep; ATTACH 'x.duckdb' AS o (READ_WRITE); DROP TABLE keep", "exactly one SELECT"),
-            # one SELECT statement with a data-modifying CTE: the read-only transaction refuses it
-            ("WITH d AS (DELETE FROM keep RETURNING *) SELECT * FROM d", "cannot read query")]:
+            # one SELECT statement with a data-modifying CTE: refused from its parse tree (and the
+            # read-only transaction would refuse it too)
+            ("WITH d AS (DELETE FROM keep RETURNING *) SELECT * FROM d", "must only read: it holds DELETE")]:
         with pytest.raises(SourceError, match=message):
             stage(_spec(loaded, query=hostile), tmp_path, warehouse, tmp_path / "lake")
     import adbc_driver_postgresql.dbapi as pg

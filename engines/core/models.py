@@ -171,9 +171,12 @@ class TorchMLP:
         path = Path(path)
         if not path.exists():
             raise ModelError(f"model file not found: {path}")
+        if not path.is_file() or path.stat().st_size == 0:
+            raise ModelError(f"model file {path} is {'empty' if path.is_file() else 'not a file'}")
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
-        except (pickle.UnpicklingError, RuntimeError, EOFError, AttributeError) as exc:
+        except (pickle.UnpicklingError, RuntimeError, EOFError, AttributeError, IndexError, OSError,
+                ValueError) as exc:
             raise ModelError(f"refused to load {path}: not a plain tensor state dict "
                              f"(weights_only=True): {str(exc).splitlines()[0]}") from None
         if not isinstance(state, dict):
