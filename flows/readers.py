@@ -447,10 +447,15 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
 
 
 def _guard(batches, where: str) -> Iterator[pa.RecordBatch]:
+    """The batches of a file read by DuckDB; a reading error (DuckDB's, or the OSError Arrow's
+    reader turns it into: a ragged CSV line) is a :class:`SourceError` naming the file, the
+    line and what is wrong with it (never the line's content)."""
     try:
         yield from batches
-    except (duckdb.Error, pa.ArrowException) as exc:
-        raise SourceError(f"error while reading {where}: {_first_line(exc)}") from None
+    except (duckdb.Error, pa.ArrowException, OSError) as exc:
+        found = [ln.strip() for ln in str(exc).splitlines() if ln.strip().startswith("Expected Number of Columns")]
+        raise SourceError(f"error while reading {where}: {_first_line(exc)}"
+                          + (f" ({found[0]})" if found else "")) from None
 
 
 def _postgres(source: Source, batch_rows: int) -> Iterator[Stream]:

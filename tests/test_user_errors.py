@@ -188,3 +188,20 @@ def test_a_single_class_surrogate_skips_the_model_engines(prefect_server, tmp_pa
         assert wh.run("r")["status"] == "partial"
     assert status["outcome"]["status"] == "succeeded"
     assert status["cst"]["status"] == "skipped" and "single class" in status["cst"]["error"]
+
+
+def test_a_ragged_csv_line_is_a_source_error_naming_the_line(tmp_path, warehouse):
+    from aequum.engines.core.spec import parse_spec
+    from aequum.flows.readers import SourceError
+    from aequum.flows.staging import stage
+
+    rows = [f"{i},{'F' if i % 3 == 0 else 'M'},{100 + i},{i % 2}" for i in range(3000)]
+    rows[2500] += ",secret,cells"
+    (tmp_path / "d.csv").write_text("id,sex,income,y\n" + "\n".join(rows) + "\n")
+    spec = parse_spec({"name": "r", "source": {"kind": "csv", "path": str(tmp_path / "d.csv"), "id_column": "id"},
+                       "protected": [{"name": "sex", "column": "sex", "protected_values": ["F"],
+                                      "reference_values": ["M"]}],
+                       "decision": {"column": "y", "favourable": [1]}, "features": [{"name": "income"}]})
+    with pytest.raises(SourceError, match=r"d.csv: .*Line: 2502 \(Expected Number of Columns: 4 Found: 6\)") as err:
+        stage(spec, tmp_path, warehouse, tmp_path / "lake", batch_rows=1000)
+    assert "secret" not in str(err.value) and "\n" not in str(err.value)
