@@ -202,6 +202,6 @@ def test_a_ragged_csv_line_is_a_source_error_naming_the_line(tmp_path, warehouse
                        "protected": [{"name": "sex", "column": "sex", "protected_values": ["F"],
                                       "reference_values": ["M"]}],
                        "decision": {"column": "y", "favourable": [1]}, "features": [{"name": "income"}]})
-    with pytest.raises(SourceError, match=r"d.csv: .*Line: 2502 \(Expected Number of Columns: 4 Found: 6\)") as err:
+    with pytest.raises(SourceError, match=r"d.csv: .*Line: 2502 \(Expected Number of Columns: 4 Found: \d+\)") as err:
         stage(spec, tmp_path, warehouse, tmp_path / "lake", batch_rows=1000)
     assert "secret" not in str(err.value) and "\n" not in str(err.value)
