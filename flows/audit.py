@@ -30,6 +30,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import TerminationSignal
 
 from aequum.engines.core.data import DECISION, ID, LABEL, ROW, AuditData, group_column, is_text, record_columns
 from aequum.engines.core.engine import (Section, assemble, conform, declared_columns, declared_rows, run_piece,
@@ -44,7 +45,9 @@ from aequum.flows.child_process import run_in_child
 from aequum.flows.counterfactuals import load_counterfactuals
 from aequum.flows.ground_truth import score_run
 from aequum.flows.preflight import check_staged_group_sizes
-from aequum.flows.run_control import close_cluster, drain_worker, drain_workers, flow_api, flow_result, user_failure
+from aequum.flows import run_control
+from aequum.flows.run_control import (INTERRUPTED, close_cluster, drain_worker, drain_workers, flow_api, flow_result,
+                                     user_failure)
 from aequum.flows.staging import DEFAULT_LAKE, DatasetRef, stage
 from aequum.flows.versioning import code_version
 from aequum.flows.warehouse import DEFAULT_WAREHOUSE, Warehouse, WarehouseError
@@ -646,8 +649,12 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
                     renew_workers(own, logger.info)
                 outcomes.append(submit(n).result())
         outcomes += [EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
-    except BaseException as exc:
-        close_failed_run(warehouse, run_id, ref, f"{type(exc).__name__}: {exc}")
+    except BaseException as exc:  # an interrupt (flows.run_control) leaves the run abandoned
+        interrupted = isinstance(exc, (KeyboardInterrupt, TerminationSignal))
+        if interrupted:
+            run_control.interrupted()  # ended within seconds, however the unwinding goes
+        close_failed_run(warehouse, run_id, ref, INTERRUPTED if interrupted else f"{type(exc).__name__}: {exc}",
+                         "abandoned" if interrupted else "failed")
         raise
     extra = {"model_quality": (QUALITY, quality)} if quality is not None else {}
     detection = score_run(spec, spec_file.parent, outcomes, logger.info)  # against the source's truth
@@ -662,11 +669,12 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
     return run_id
 
 
-def close_failed_run(warehouse: str, run_id: str, ref: DatasetRef | None, error: str) -> None:
-    """Record a run as failed, with none of its rows left from an earlier attempt."""
+def close_failed_run(warehouse: str, run_id: str, ref: DatasetRef | None, error: str,
+                     status: str = "failed") -> None:
+    """Record a run as failed (or abandoned), with none of its rows left from an earlier attempt."""
     with Warehouse(warehouse) as wh, wh.transaction():
         wh.purge_run(run_id)
-        wh.finish_run(run_id, "failed", ref.version if ref else None,
+        wh.finish_run(run_id, status, ref.version if ref else None,
                       ref.fingerprint if ref else None, None, error)
 
 

@@ -115,6 +115,7 @@ def _print_detection(detection) -> None:
 def cmd_audit(args) -> int:
     from aequum.flows.preflight import check_settings, preflight
     from aequum.flows.prefect_api import TemporaryAPI
+    from aequum.flows.run_control import ending_on_interrupt
     from aequum.flows.warehouse import Warehouse
 
     engines = [e.strip() for e in args.engines.split(",")] if args.engines is not None else None
@@ -125,18 +126,21 @@ def cmd_audit(args) -> int:
     spec = preflight(args.spec, engines, args.warehouse)
     check_outputs(args, spec)
     _prefect_env()
-    # a temporary Prefect API takes seconds to start: it starts now, while Prefect and Dask are
-    # imported and the cluster starts (stopped unused if the settings name an API)
-    server = None if os.environ.get("PREFECT_API_URL") else TemporaryAPI()
-    try:
-        from aequum.flows.audit import run_audit  # imports Prefect and Dask: about 1 s
+    # SIGINT or SIGTERM from here on ends the run abandoned within seconds, with every process
+    # it started (flows.run_control)
+    with ending_on_interrupt(args.warehouse, args.lake):
+        # a temporary Prefect API takes seconds to start: it starts now, while Prefect and Dask
+        # are imported and the cluster starts (stopped unused if the settings name an API)
+        server = None if os.environ.get("PREFECT_API_URL") else TemporaryAPI()
+        try:
+            from aequum.flows.audit import run_audit  # imports Prefect and Dask: about 1 s
 
-        run_id = run_audit(args.spec, warehouse=args.warehouse, lake=args.lake, run_id=args.run_id,
-                           engines=engines, dask_address=args.dask_address, workers=args.workers,
-                           server=server)
-    finally:
-        if server is not None:
-            server.stop()
+            run_id = run_audit(args.spec, warehouse=args.warehouse, lake=args.lake, run_id=args.run_id,
+                               engines=engines, dask_address=args.dask_address, workers=args.workers,
+                               server=server)
+        finally:
+            if server is not None:
+                server.stop()
     with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
         run = wh.run(run_id)
         engines_status = wh.engine_status(run_id)

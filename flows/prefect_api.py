@@ -26,6 +26,18 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _end_with_parent() -> None:
+    """In the server's process before it starts (Linux): be sent SIGTERM when the process that
+    started it ends, however it ends (kill -9 included), so that no server outlives its run."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the run's own ending stops it (stop)
+        pass
+
+
 class TemporaryAPI:
     """A Prefect API server on a free loopback port, for the life of one run."""
 
@@ -49,7 +61,7 @@ class TemporaryAPI:
             [sys.executable, "-m", "uvicorn", "--app-dir", str(site), "--factory",
              "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
              "--log-level", "error", "--lifespan", "on"],
-            env=env, stdout=subprocess.DEVNULL, stderr=self.log)
+            env=env, stdout=subprocess.DEVNULL, stderr=self.log, preexec_fn=_end_with_parent)
 
     def wait(self, timeout: float) -> str:
         """Block until the server answers its health check; its API URL."""

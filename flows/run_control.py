@@ -115,3 +115,118 @@ def flow_api(server=None):
     finally:
         server.stop()
 
+
+
+INTERRUPTED = "interrupted (SIGINT or SIGTERM) while it ran"
+
+
+class _Ending:
+    """The interrupt handling of one run (:func:`ending_on_interrupt`)."""
+
+    def __init__(self, warehouse: str, lake: str, grace: float):
+        import threading
+
+        self.warehouse, self.lake, self.grace = warehouse, lake, grace
+        self.fired, self.finished, self.once = threading.Event(), threading.Event(), threading.Lock()
+
+    def interrupted(self) -> None:
+        """The run was interrupted: give its unwinding ``grace`` seconds, then end it."""
+        import threading
+
+        if not self.fired.is_set():
+            self.fired.set()
+            threading.Thread(target=self._watchdog, name="aequum-interrupt", daemon=True).start()
+
+    def end(self) -> None:
+        with self.once:
+            if not self.finished.is_set():
+                self.finished.set()
+                _end_interrupted(self.warehouse, self.lake)
+
+    def _watchdog(self) -> None:
+        if not self.finished.wait(self.grace):
+            self.end()
+            print("aequum: interrupted", file=sys.stderr, flush=True)
+            os._exit(130)
+
+
+_ENDING: list[_Ending] = []  # the run of this process that ending_on_interrupt watches
+
+
+def interrupted() -> None:
+    """Called where an interrupt is seen (the flow, when Prefect turned SIGTERM into its own
+    TerminationSignal): the watched run is ended within its grace period however its
+    unwinding goes. Nothing outside :func:`ending_on_interrupt`."""
+    if _ENDING:
+        _ENDING[-1].interrupted()
+
+
+@contextmanager
+def ending_on_interrupt(warehouse: str, lake: str, grace: float = 5.0):
+    """Run the block so that SIGINT (Ctrl-C, to the whole process group) or SIGTERM ends the
+    audit within seconds: the signal raises KeyboardInterrupt here (Prefect turns SIGTERM in a
+    flow into its TerminationSignal, and the flow calls :func:`interrupted`), the run unwinds as
+    for any error, and then, or after ``grace`` seconds if the unwinding hangs (a Dask close
+    waiting for workers the signal killed), every process this one started is ended (the
+    temporary Prefect API, the cluster), the run is marked ``abandoned`` and its spool folders
+    are removed; a hung unwinding ends the process with exit code 130. Only in the main thread."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    ending = _Ending(warehouse, lake, grace)
+
+    def handler(signum, frame) -> None:
+        if not ending.fired.is_set():
+            ending.interrupted()
+            raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    _ENDING.append(ending)
+    try:
+        yield
+    finally:
+        _ENDING.remove(ending)
+        for s, h in previous.items():
+            signal.signal(s, h)
+        if ending.fired.is_set():
+            ending.end()
+
+
+def _end_interrupted(warehouse: str, lake: str) -> None:
+    """What an interrupted run leaves: every process this one started ended, its runs marked
+    ``abandoned``, its spool and incoming lake folders removed."""
+    import shutil
+    from pathlib import Path
+
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        with suppress_gone():
+            child.terminate()
+    _gone, alive = psutil.wait_procs(children, timeout=3)
+    for child in alive:
+        with suppress_gone():
+            child.kill()
+    try:
+        from aequum.flows.warehouse import Warehouse
+
+        with Warehouse(warehouse, wait=5) as wh:
+            wh.abandon_own_runs(INTERRUPTED)
+    except Exception:  # noqa: BLE001 - the next writer marks it abandoned (its process is gone)
+        pass
+    for leftover in Path(lake).glob(f"*/.*.{os.getpid()}.*.tmp"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+@contextmanager
+def suppress_gone():
+    import psutil
+
+    try:
+        yield
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        pass

@@ -103,6 +103,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
     digest = 0
     t0 = time.perf_counter()
     contract = hashlib.sha256(record_contract(spec).encode()).hexdigest()[:16]
+    _remove_orphan_tmp(lake_root / spec.name)  # also when the staged copy is reused unread
     stamp = source_stamp(spec.source, spec_dir) if spec.ingest.reuse_unchanged_files else None
     if stamp is not None:
         found = wh.query("dataset_by_stamp", {"source_stamp": stamp, "contract_hash": contract}).to_pylist()

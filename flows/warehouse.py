@@ -208,12 +208,7 @@ class Warehouse:
         abandoned = [r[0] for r in self.con.execute(
             "SELECT run_id, pid, pid_started FROM audit.runs WHERE status = 'running' AND host = $host",
             {"host": me["host"]}).fetchall() if r[1] is not None and not process_alive(r[1], r[2])]
-        for run_id in abandoned:
-            with self.transaction():
-                self.purge_run(run_id)
-                self.run_sql("run_finish", {"run_id": run_id, "status": "abandoned", "dataset_version": None,
-                                            "source_fingerprint": None, "model_fingerprint": None,
-                                            "error": "the process running it ended before it finished"})
+        self._abandon(abandoned, "the process running it ended before it finished")
         orphans = []
         for (name,) in self.con.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = 'staging' "
@@ -223,6 +218,24 @@ class Warehouse:
                 self.con.execute(f"DROP TABLE IF EXISTS staging.{quote_ident(name)}")
                 orphans.append(name)
         return {"abandoned": abandoned, "orphans": orphans}
+
+    def abandon_own_runs(self, reason: str) -> list[str]:
+        """Mark the runs this process is running ``abandoned`` (an interrupted audit), none of
+        their rows kept."""
+        me = this_process()
+        own = [r[0] for r in self.con.execute(
+            "SELECT run_id FROM audit.runs WHERE status = 'running' AND host = $host AND pid = $pid",
+            {"host": me["host"], "pid": me["pid"]}).fetchall()]
+        self._abandon(own, reason)
+        return own
+
+    def _abandon(self, run_ids: list[str], reason: str) -> None:
+        for run_id in run_ids:
+            with self.transaction():
+                self.purge_run(run_id)
+                self.run_sql("run_finish", {"run_id": run_id, "status": "abandoned", "dataset_version": None,
+                                            "source_fingerprint": None, "model_fingerprint": None,
+                                            "error": reason})
 
     def create_views(self) -> list[str]:
         """(Re)create the views of ``sql/views`` whose tables exist (engine tables appear with

@@ -88,6 +88,8 @@ def test_every_engines_tables_are_the_same_for_shuffled_rows(tmp_path, case):
     raw = yaml.safe_load((SPECS / spec_file).read_text())
     for name, params in engines.items():
         raw["engines"].setdefault(name, {}).update(params)
+    if raw.get("model", {}).get("kind") == "surrogate":
+        raw["model"]["epochs"] = 20  # a quick fit: the order must not matter at any length of training
     for p in raw["protected"]:
         p["compare"] = "pooled"  # per-value groups of a few records are too small for CST's k
     table = source_table(raw, rows, tmp_path)
