@@ -590,7 +590,7 @@ def new_run_id(spec_name: str) -> str:
 
 @flow(name="aequum-audit", log_prints=True)
 def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
-               run_id: str | None = None, engines: list[str] | None = None) -> str:
+               run_id: str | None = None, engines: list[str] | None = None, check_source: bool = False) -> str:
     """Run a full audit of one spec and return its run_id (written to ``audit.runs``).
 
     The warehouse is opened for writing only for three short steps (record the run, stage the
@@ -611,7 +611,7 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
         # died is removed by the next staging of the spec (flows.staging: orphan .tmp folders)
         spool = Path(lake).resolve() / spec.name / f".results.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         try:
-            return _audit(spec, spec_file, run_id, names, warehouse, lake, spool)
+            return _audit(spec, spec_file, run_id, names, warehouse, lake, spool, check_source)
         finally:
             shutil.rmtree(spool, ignore_errors=True)
     except user_errors() as exc:
@@ -619,12 +619,12 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
 
 
 def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], warehouse: str, lake: str,
-           spool: Path) -> str:
+           spool: Path, check_source: bool = False) -> str:
     logger = get_run_logger()
     ref: DatasetRef | None = None
     try:
         with Warehouse(warehouse) as wh:
-            ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info)
+            ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info, check_source=check_source)
         check_staged_group_sizes(spec, ref.lake_path, names)  # the source's counts held bad rows too
         size_workers(owned_cluster(), ref.rows_staged, logger.info)
         model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info, packed=True)
@@ -808,14 +808,16 @@ def renew_workers(cluster, say) -> None:
 
 def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
               run_id: str | None = None, engines: list[str] | None = None,
-              dask_address: str | None = None, workers: int | None = None, server=None) -> str:
+              dask_address: str | None = None, workers: int | None = None, server=None,
+              check_source: bool = False) -> str:
     """Run ``audit_flow`` on a Dask cluster (the CLI's and the deployment's entry point).
-    ``server``: a temporary Prefect API already starting (see :func:`flow_api`)."""
+    ``server``: a temporary Prefect API already starting (see :func:`flow_api`); ``check_source``:
+    read and fingerprint a source even when its files look unchanged (see ``stage``)."""
     with dask_runner(dask_address, workers) as runner, flow_api(server):
         try:  # a user error ends the flow run Failed with its message, and is raised here
             return flow_result(audit_flow.with_options(task_runner=runner)(
                 spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines,
-                return_state=True))
+                check_source=check_source, return_state=True))
         finally:
             with suppress(OSError):  # a cluster that is gone has nothing left to send
                 drain_workers(runner.address)

@@ -28,6 +28,8 @@ WORLDS = {
     "input_penalty": "LTV read 8 points higher for Asian applicants",
 }
 DEFAULT_WORLD = "dti_penalty"
+CHECK_SOURCE = ("read and fingerprint the source even when its files have the sizes and modification "
+                "times they had when staged (otherwise the staged copy is reused unread)")
 
 BENCHMARKS = {
     "ingest": "aequum.flows.bench_ingest",
@@ -86,7 +88,7 @@ def cmd_ingest(args) -> int:
     spec = load_spec(spec_file)
     with Warehouse(args.warehouse) as wh:
         ref = stage(spec, spec_file.parent, wh, Path(args.lake),
-                    progress=lambda m: print(m, file=sys.stderr))
+                    progress=lambda m: print(m, file=sys.stderr), check_source=args.check_source)
     print(f"dataset version {ref.version}: {ref.rows_staged:,} rows staged, "
           f"{ref.rows_quarantined:,} quarantined{' (reused)' if ref.reused else ''}")
     print(f"warehouse: {args.warehouse} table {ref.staged_table}; lake: {ref.lake_path}")
@@ -137,7 +139,7 @@ def cmd_audit(args) -> int:
 
             run_id = run_audit(args.spec, warehouse=args.warehouse, lake=args.lake, run_id=args.run_id,
                                engines=engines, dask_address=args.dask_address, workers=args.workers,
-                               server=server)
+                               server=server, check_source=args.check_source)
         finally:
             if server is not None:
                 server.stop()
@@ -257,6 +259,7 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--spec", required=True)
     wh_args(i)
     i.add_argument("--lake", default=str(DEFAULT_LAKE))
+    i.add_argument("--check-source", action="store_true", help=CHECK_SOURCE)
     i.set_defaults(func=cmd_ingest)
 
     a = sub.add_parser("audit", help="run a full audit of a spec (ingest + engines + run record)")
@@ -268,6 +271,7 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--dask-address", default=os.environ.get("AEQUUM_DASK_ADDRESS"),
                    help="an existing Dask scheduler (default: a LocalCluster)")
     a.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes")
+    a.add_argument("--check-source", action="store_true", help=CHECK_SOURCE)
     a.add_argument("--report", nargs="?", const="", default=None, metavar="FILE",
                    help="write the run's HTML report at the end (default file report-RUN_ID.html)")
     a.set_defaults(func=cmd_audit)

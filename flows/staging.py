@@ -86,8 +86,12 @@ def lake_partitions(spec: AuditSpec) -> list[str]:
 
 
 def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFAULT_LAKE,
-          batch_rows: int = 250_000, progress: Callable[[str], None] | None = None) -> DatasetRef:
-    """Ingest ``spec.source`` into the warehouse and lake; return the dataset version."""
+          batch_rows: int = 250_000, progress: Callable[[str], None] | None = None,
+          check_source: bool = False) -> DatasetRef:
+    """Ingest ``spec.source`` into the warehouse and lake; return the dataset version. A source
+    whose files are unchanged (paths, sizes, modification times) since they were staged is
+    reused unread, unless ``check_source`` (``--check-source``) or the spec's
+    ``ingest.reuse_unchanged_files: false`` asks for its content to be read and fingerprinted."""
     say = progress or (lambda _msg: None)
     con = wh.con
     lake_root = Path(lake_root).resolve()  # workers elsewhere read the lake by this path
@@ -105,12 +109,13 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
     contract = hashlib.sha256(record_contract(spec).encode()).hexdigest()[:16]
     _remove_orphan_tmp(lake_root / spec.name)  # also when the staged copy is reused unread
     stamp = source_stamp(spec.source, spec_dir) if spec.ingest.reuse_unchanged_files else None
-    if stamp is not None:
+    if stamp is not None and not check_source:
         found = wh.query("dataset_by_stamp", {"source_stamp": stamp, "contract_hash": contract}).to_pylist()
         if found and _intact(wh, found[0]):
             known = found[0]
-            say(f"source unchanged since it was staged as dataset version {known['dataset_version']} "
-                "(same files, sizes and modification times): reusing it without reading")
+            say(f"source reused unread: same files, sizes and modification times as when it was staged "
+                f"as dataset version {known['dataset_version']} (its content was not read; --check-source "
+                "reads and fingerprints it)")
             return DatasetRef(known["dataset_version"], spec.name, known["staged_table"], known["lake_path"],
                               json.loads(known["categories"] or "{}"), known["source_fingerprint"],
                               known["rows_read"], known["rows_staged"], known["rows_quarantined"],
@@ -162,7 +167,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
         known = wh.dataset(version)
         if known is not None and not _intact(wh, known):
             say(f"dataset version {version} is registered but its staged table or lake copy is "
-                "missing or incomplete: staging it again")
+                "missing, incomplete or changed: staging it again")
             _forget(wh, known)
             known = None
         if known is not None:
@@ -214,7 +219,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                 "source_fingerprint": fingerprint, "rows_read": rows, "rows_staged": staged_rows,
                 "rows_quarantined": bad.num_rows, "rows_out_of_scope": skipped, "staged_table": target,
                 "lake_path": str(lake_path), "categories": json.dumps(cats),
-                "source_stamp": stamp, "contract_hash": contract})
+                "source_stamp": stamp, "contract_hash": contract, "lake_stamp": lake_stamp(tmp)})
             made = False  # it is the staged table now
             if lake_path.exists():
                 shutil.rmtree(lake_path)
@@ -298,12 +303,25 @@ def write_behind(store: Callable[[pa.Table], None]) -> Iterator[Callable[[pa.Tab
         raise failed[0]
 
 
+def lake_stamp(folder: Path) -> str:
+    """What a lake copy's files are without reading them: each file's path under ``folder``,
+    size and modification time (nanoseconds), hashed."""
+    h = hashlib.sha256()
+    for f in sorted(Path(folder).rglob("*.parquet")):
+        st = f.stat()
+        h.update(f"\x1f{f.relative_to(folder)}\x1f{st.st_size}\x1f{st.st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
 def _intact(wh: Warehouse, known: dict) -> bool:
     """Is a registered dataset version verifiably there: its staged table and its lake copy
-    (an absolute path) both holding ``rows_staged`` rows? (Parquet row counts come from the
-    files' footers: no data is read.)"""
+    (an absolute path) both holding ``rows_staged`` rows, and the lake's files those it was
+    staged with (:func:`lake_stamp`, when recorded)? (Parquet row counts come from the files'
+    footers: no data is read.)"""
     lake = Path(known["lake_path"] or "")
     if not lake.is_absolute() or not lake.is_dir():
+        return False
+    if known.get("lake_stamp") is not None and lake_stamp(lake) != known["lake_stamp"]:
         return False
     exists = wh.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = "
                             "'staging' AND table_name = $t",

@@ -22,6 +22,9 @@ CREATE TABLE IF NOT EXISTS audit.datasets (
 -- generators: name, rows, seed, code), and the hash of the record contract it was staged under.
 ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS source_stamp VARCHAR;
 ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS contract_hash VARCHAR;
+-- What the lake copy's files were when it was staged (relative path, size, modification time of
+-- each): a copy whose files changed since is staged again, not reused.
+ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS lake_stamp VARCHAR;
 
 -- Rows that failed validation, one per bad row, with the first failing field and why.
 CREATE TABLE IF NOT EXISTS audit.quarantine (
