@@ -44,7 +44,7 @@ from aequum.engines.registry import engine_params, get_engine
 from aequum.flows.child_process import run_in_child
 from aequum.flows.counterfactuals import load_counterfactuals
 from aequum.flows.ground_truth import score_run
-from aequum.flows.preflight import check_staged_group_sizes
+from aequum.flows.preflight import staged_group_problems
 from aequum.flows import run_control
 from aequum.flows.run_control import (INTERRUPTED, close_cluster, drain_worker, drain_workers, flow_api, flow_result,
                                      user_failure)
@@ -625,13 +625,15 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
     try:
         with Warehouse(warehouse) as wh:
             ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info, check_source=check_source)
-        check_staged_group_sizes(spec, ref.lake_path, names)  # the source's counts held bad rows too
+        # the source's group counts held the rows staging quarantined: an engine whose groups
+        # are too small without them is recorded as failed with the reason, and not run
+        unfit = staged_group_problems(spec, ref.lake_path, names)
         size_workers(owned_cluster(), ref.rows_staged, logger.info)
         model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info, packed=True)
         cfs = supplied_counterfactuals(spec, spec_file.parent, ref)
         release_memory()  # the flow's process waits for the engines from here on
-        skipped = [n for n in names if problem and getattr(get_engine(n), "uses_model", False)]
-        runnable = [n for n in names if n not in skipped]
+        skipped = [n for n in names if problem and getattr(get_engine(n), "uses_model", False) and n not in unfit]
+        runnable = [n for n in names if n not in skipped and n not in unfit]
 
         def submit(n: str):
             return engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs,
@@ -649,6 +651,7 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
                     renew_workers(own, logger.info)
                 outcomes.append(submit(n).result())
         outcomes += [EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
+        outcomes += [EngineOutcome(n, "failed", 0.0, 0, {}, {}, f"not run: {why}") for n, why in unfit.items()]
     except BaseException as exc:  # an interrupt (flows.run_control) leaves the run abandoned
         interrupted = isinstance(exc, (KeyboardInterrupt, TerminationSignal))
         if interrupted:

@@ -56,15 +56,18 @@ def _needs(spec: AuditSpec, names: list[str]) -> tuple[dict[str, dict], dict[str
     return needs, wanted
 
 
-def _compare_sizes(spec: AuditSpec, needs: dict, sizes: dict[str, tuple[int, int]], counted: str) -> None:
+def _size_problems(spec: AuditSpec, needs: dict, sizes: dict[str, tuple[int, int]], counted: str) -> dict[str, str]:
+    """Per engine whose groups are too small, the first such group said in one line."""
+    problems = {}
     for name, need in needs.items():
         for unit, (p_need, r_need) in need.items():
             have_p, have_r = sizes[unit]
             for group, have, want in (("protected", have_p, p_need), ("reference", have_r, r_need)):
-                if have < want:
+                if have < want and name not in problems:
                     field = getattr(spec.engines.params(name), "group_size_field", "")
-                    raise SpecError(f"engines.{name}{'.' + field if field else ''} needs at least {want:,} "
-                                    f"members in the {group} group of {unit!r}; {counted} {have:,}")
+                    problems[name] = (f"engines.{name}{'.' + field if field else ''} needs at least {want:,} "
+                                      f"members in the {group} group of {unit!r}; {counted} {have:,}")
+    return problems
 
 
 def check_group_sizes(spec: AuditSpec, spec_dir: Path, names: list[str]) -> None:
@@ -82,12 +85,14 @@ def check_group_sizes(spec: AuditSpec, spec_dir: Path, names: list[str]) -> None
     with open_source(spec.source, spec_dir, batch_rows=200_000,
                      columns=[p.column for p in spec.protected]) as stream:
         sizes = group_sizes(stream.batches, spec, units, wanted)
-    _compare_sizes(spec, needs, sizes, "the source has")
+    problems = _size_problems(spec, needs, sizes, "the source has")
+    if problems:
+        raise SpecError(next(iter(problems.values())))
 
 
-def check_staged_group_sizes(spec: AuditSpec, lake_path: str, names: list[str]) -> None:
+def staged_group_problems(spec: AuditSpec, lake_path: str, names: list[str]) -> dict[str, str]:
     """:func:`check_group_sizes` on the staged records (the quarantined rows removed), from
-    the lake's group columns."""
+    the lake's group columns: per engine that cannot run on them, why (one line)."""
     import numpy as np
     import pyarrow.dataset as ds
 
@@ -95,7 +100,7 @@ def check_staged_group_sizes(spec: AuditSpec, lake_path: str, names: list[str]) 
 
     needs, wanted = _needs(spec, names)
     if not needs:
-        return
+        return {}
     attrs = sorted({a for unit in wanted for a in unit.split("&")})
     files = sorted(str(p) for p in Path(lake_path).rglob("*.parquet"))
     groups = ds.dataset(files, format="parquet").to_table(columns=[group_column(a) for a in attrs])
@@ -104,7 +109,7 @@ def check_staged_group_sizes(spec: AuditSpec, lake_path: str, names: list[str]) 
         cols = [groups[group_column(a)].to_numpy(zero_copy_only=False) for a in unit.split("&")]
         sizes[unit] = (int(np.logical_and.reduce([c == 1 for c in cols]).sum()),
                        int(np.logical_and.reduce([c == 0 for c in cols]).sum()))
-    _compare_sizes(spec, needs, sizes, "the staged records (without the quarantined rows) have")
+    return _size_problems(spec, needs, sizes, "the staged records (without the quarantined rows) have")
 
 
 def check_counterfactual_sources(spec: AuditSpec, spec_dir: Path) -> None:

@@ -208,7 +208,7 @@ def _bytes(*paths):
     ("ATTACH '{other}' AS o (READ_WRITE)", "got a ATTACH statement"),
     # one SELECT, but reaching outside the source database: refused by the locked connection
     ("SELECT * FROM read_csv('{other}')", "cannot read query"),
-    ("WITH d AS (DELETE FROM decisions RETURNING *) SELECT * FROM d", "cannot read query"),
+    ("WITH d AS (DELETE FROM decisions RETURNING *) SELECT * FROM d", "must only read: it holds DELETE"),
 ])
 def test_a_source_query_cannot_write_or_reach_other_files(tmp_path, query, message):
     """A DuckDB source query is exactly one SELECT (by the parser) run on a read-only, locked
