@@ -685,13 +685,20 @@ def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: D
               extra: dict[str, tuple[pa.Schema, pa.Table]] | None = None) -> None:
     """All result tables, engine statuses and the run's closing record in one transaction that
     first removes every row an earlier attempt of the run left. If the write fails (a full
-    disk), nothing of it stays, the run is recorded as failed and the error names the file."""
+    disk), nothing of it stays, the run is recorded as failed and the error names the file:
+    the run is recorded failed, with none of its rows, before the results are written (a small
+    write, while the disk still takes one), so that a disk that then cannot take even the run
+    record leaves it failed, not running."""
     from aequum.engines.core.models import model_fingerprint
 
     failed = [o.engine for o in outcomes if o.status != "succeeded"]
     status = "succeeded" if not failed else ("failed" if len(failed) == len(outcomes) else "partial")
     try:
         with Warehouse(warehouse) as wh:
+            with wh.transaction():
+                wh.purge_run(run_id)
+                wh.finish_run(run_id, "failed", ref.version, ref.fingerprint, None,
+                              "writing the results did not complete")
             extra = extra or {}
             for t, (schema, _) in extra.items():
                 wh.ensure_result_table(t, schema)

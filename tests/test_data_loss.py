@@ -141,3 +141,27 @@ def test_unsafe_run_ids_are_refused_where_they_enter(warehouse, tmp_path, capsys
     if run_id and not run_id.startswith("-"):  # argparse takes "-rf" for an option
         one_line_exit_2(["report", run_id, "--warehouse", str(tmp_path / "wh.duckdb")], capsys, "must be 1-128")
         one_line_exit_2(["show", "--run-id", run_id, "--warehouse", str(tmp_path / "wh.duckdb")], capsys, "must be")
+
+
+@pytest.mark.prefect
+def test_a_disk_that_cannot_take_even_the_run_record_leaves_the_run_failed(prefect_server, tmp_path, monkeypatch):
+    """The results' write fails (a full disk) and so does every write after it: the run is
+    failed, not running, with none of its rows."""
+    import duckdb
+
+    from aequum.flows import audit
+    from test_integrity import loan_spec, run_rows
+
+    def full(*_args, **_kwargs):
+        raise duckdb.IOException("IO Error: Could not write file: No space left on device")
+
+    monkeypatch.setattr(Warehouse, "insert_run_rows", full)
+    monkeypatch.setattr(audit, "close_failed_run", full)
+    wh = tmp_path / "wh.duckdb"
+    with pytest.raises(WarehouseError, match="could not write the results of run r"):
+        audit.audit_flow(str(loan_spec(tmp_path, ["outcome"])), warehouse=str(wh), lake=str(tmp_path / "lake"),
+                         run_id="r")
+    with Warehouse(wh, read_only=True) as w:
+        run = w.run("r")
+    assert run["status"] == "failed" and run["error"] == "writing the results did not complete"
+    assert not any(run_rows(wh, "r").values())
