@@ -653,7 +653,8 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
         outcomes += [EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
         outcomes += [EngineOutcome(n, "failed", 0.0, 0, {}, {}, f"not run: {why}") for n, why in unfit.items()]
     except BaseException as exc:  # an interrupt (flows.run_control) leaves the run abandoned
-        interrupted = isinstance(exc, (KeyboardInterrupt, TerminationSignal))
+        # the signal may reach a worker's task (a lost worker) before it reaches this thread
+        interrupted = isinstance(exc, (KeyboardInterrupt, TerminationSignal)) or run_control.interrupt_signalled()
         if interrupted:
             run_control.interrupted()  # ended within seconds, however the unwinding goes
         close_failed_run(warehouse, run_id, ref, INTERRUPTED if interrupted else f"{type(exc).__name__}: {exc}",

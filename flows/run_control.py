@@ -153,6 +153,11 @@ class _Ending:
 _ENDING: list[_Ending] = []  # the run of this process that ending_on_interrupt watches
 
 
+def interrupt_signalled() -> bool:
+    """Whether the watched run of this process has been sent SIGINT or SIGTERM."""
+    return bool(_ENDING) and _ENDING[-1].fired.is_set()
+
+
 def interrupted() -> None:
     """Called where an interrupt is seen (the flow, when Prefect turned SIGTERM into its own
     TerminationSignal): the watched run is ended within its grace period however its

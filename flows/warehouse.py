@@ -220,12 +220,14 @@ class Warehouse:
         return {"abandoned": abandoned, "orphans": orphans}
 
     def abandon_own_runs(self, reason: str) -> list[str]:
-        """Mark the runs this process is running ``abandoned`` (an interrupted audit), none of
-        their rows kept."""
+        """Mark the runs of this process (host, pid and the pid's start time) that are running,
+        or that it recorded failed while it was being interrupted, ``abandoned`` (an interrupted
+        audit), none of their rows kept."""
         me = this_process()
         own = [r[0] for r in self.con.execute(
-            "SELECT run_id FROM audit.runs WHERE status = 'running' AND host = $host AND pid = $pid",
-            {"host": me["host"], "pid": me["pid"]}).fetchall()]
+            "SELECT run_id, pid_started FROM audit.runs WHERE status IN ('running', 'failed') "
+            "AND host = $host AND pid = $pid", {"host": me["host"], "pid": me["pid"]}).fetchall()
+            if r[1] is None or me["pid_started"] is None or abs(r[1] - me["pid_started"]) < 1.0]
         self._abandon(own, reason)
         return own
 

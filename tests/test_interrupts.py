@@ -48,7 +48,7 @@ def test_sigint_to_the_process_group_during_the_engines_ends_the_run_abandoned(t
                 break
         else:
             pytest.fail("the audit ended before its engines ran")
-        time.sleep(1.0)
+        time.sleep(0.5)
         assert list((tmp_path / "lake" / "loan").glob(".results.*.tmp"))  # the run's spool
         assert len(group_members(pgid)) >= 3  # the command, the temporary API, the Dask processes
         t0 = time.monotonic()
@@ -64,7 +64,7 @@ def test_sigint_to_the_process_group_during_the_engines_ends_the_run_abandoned(t
     assert not list((tmp_path / "lake" / "loan").glob(".*.tmp"))
     with Warehouse(tmp_path / "wh.duckdb", read_only=True) as wh:
         runs = wh.runs().to_pylist()
-    assert [r["status"] for r in runs] == ["abandoned"] and "interrupted" in runs[0]["error"]
+    assert [r["status"] for r in runs] == ["abandoned"] and "interrupted" in runs[0]["error"], runs
 
 
 def test_the_temporary_api_does_not_outlive_a_killed_process(tmp_path):
@@ -93,3 +93,17 @@ def test_spool_folders_of_dead_processes_go_also_when_the_source_is_reused(tmp_p
     assert stage(spec, tmp_path, warehouse, tmp_path / "lake").reused
     assert not dead.exists() and alive.exists()
 
+
+
+def test_an_interrupted_process_abandons_its_own_runs_only(warehouse):
+    """Its running run and one it recorded failed while being interrupted (the results' write
+    records the run failed first) are abandoned; a run of an earlier process with the same pid
+    is not."""
+    for run_id in ("running", "failed", "earlier"):
+        warehouse.start_run(run_id, "s", "h", "0", {})
+    warehouse.finish_run("failed", "failed", error="writing the results did not complete")
+    warehouse.finish_run("earlier", "failed", error="a real failure")
+    warehouse.con.execute("UPDATE audit.runs SET pid_started = pid_started - 3600 WHERE run_id = 'earlier'")
+    assert sorted(warehouse.abandon_own_runs("interrupted")) == ["failed", "running"]
+    status = {r["run_id"]: r["status"] for r in warehouse.runs().to_pylist()}
+    assert status == {"running": "abandoned", "failed": "abandoned", "earlier": "failed"}
