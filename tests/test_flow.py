@@ -151,6 +151,8 @@ def test_a_large_audit_runs_each_engine_on_fresh_workers_of_its_own_cluster(pref
     renewed, real = [], audit.renew_workers
 
     def renew(cluster, say):
+        with Client(cluster.scheduler_address, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=120)  # both started (slow on a loaded machine)
         before = pids(cluster.scheduler_address)
         real(cluster, say)
         renewed.append((before, pids(cluster.scheduler_address)))
