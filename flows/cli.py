@@ -77,13 +77,17 @@ def _print_table(table, max_rows: int = 50) -> None:
 
 
 def cmd_generate(args) -> int:
-    if args.world != DEFAULT_WORLD and args.name not in ("hmda", "hmda_lender"):
-        print(f"aequum: error: --world is for the hmda and hmda_lender generators, not {args.name}", file=sys.stderr)
+    if (args.world != DEFAULT_WORLD or args.effect != 1.0) and args.name not in ("hmda", "hmda_lender"):
+        print(f"aequum: error: --world and --effect are for the hmda and hmda_lender generators, not {args.name}",
+              file=sys.stderr)
+        return 2
+    if not (args.effect >= 0 and args.effect != float("inf")):
+        print(f"aequum: error: --effect must be a non-negative number, got {args.effect}", file=sys.stderr)
         return 2
     from aequum.flows.generate import generate_to_file
 
     out = generate_to_file(args.name, args.out, rows=args.rows, seed=args.seed, fmt=args.format,
-                           progress=lambda m: print(m, file=sys.stderr), world=args.world)
+                           progress=lambda m: print(m, file=sys.stderr), world=args.world, effect=args.effect)
     print(out)
     return 0
 
@@ -185,7 +189,11 @@ def cmd_report(args) -> int:
 
 def cmd_bench(args) -> int:
     module = import_module(BENCHMARKS[args.name])
-    module.run(quick=args.quick, **({"rows": args.rows} if args.rows else {}))
+    extra = {name: getattr(args, name) for name in ("seeds", "effects", "worlds") if getattr(args, name)}
+    if extra and args.name != "validity":
+        print(f"aequum: error: {', '.join('--' + n for n in extra)} are for bench validity", file=sys.stderr)
+        return 2
+    module.run(quick=args.quick, **({"rows": args.rows} if args.rows else {}), **extra)
     return 0
 
 
@@ -229,6 +237,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--world", choices=list(WORLDS), default=DEFAULT_WORLD, metavar="WORLD",
                    help="hmda and hmda_lender: the planted mechanism (default %(default)s): "
                         + "; ".join(f"{w}: {d}" for w, d in WORLDS.items()))
+    g.add_argument("--effect", type=float, default=1.0,
+                   help="hmda and hmda_lender: the world's penalty times this (default 1; 0.5 for half)")
     g.set_defaults(func=cmd_generate)
 
     i = sub.add_parser("ingest", help="validate and stage a spec's source into the warehouse and lake")
@@ -295,6 +305,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--quick", action="store_true", help="smaller sizes")
     b.add_argument("--rows", type=int, nargs="+", default=None,
                    help="the sizes to run (benches that take sizes: audit; validity: the first)")
+    b.add_argument("--seeds", type=int, nargs="+", default=None, help="validity: the generator seeds (default 1)")
+    b.add_argument("--effects", type=float, nargs="+", default=None,
+                   help="validity: the worlds' penalties times each of these (default 1)")
+    b.add_argument("--worlds", nargs="+", default=None, choices=list(WORLDS), metavar="WORLD",
+                   help="validity: the worlds to run (default all)")
     b.set_defaults(func=cmd_bench)
     return p
 
