@@ -10,7 +10,6 @@ import pytest
 from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.intersections import candidate_pairs, resolve
-from aequum.engines.core.knn import Points
 from aequum.engines.core.models import LinearRule
 from aequum.engines.core.spec import parse_spec
 from aequum.engines.matching.bias_correction import fit_logistic, shifts, surface
@@ -47,12 +46,26 @@ def test_separated_decisions_give_a_finite_steep_surface():
     assert np.all(surface(fit_logistic(x, np.zeros(4000, bool)), x) < 1e-12)
 
 
+def test_a_large_group_is_fitted_on_evenly_spaced_records(monkeypatch):
+    from aequum.engines.matching import bias_correction
+
+    rng = np.random.default_rng(6)
+    x = rng.normal(0, 1, (1000, 2))
+    refused = rng.random(1000) < 1 / (1 + np.exp(-x[:, 0]))
+    rows = np.arange(1, 1000, 2)
+    monkeypatch.setattr(bias_correction, "FIT_RECORDS", 100)
+    np.testing.assert_array_equal(bias_correction.fit_group(x, refused, rows),
+                                  fit_logistic(x[rows[::5]], refused[rows[::5]]))
+    monkeypatch.setattr(bias_correction, "FIT_RECORDS", 500)
+    np.testing.assert_array_equal(bias_correction.fit_group(x, refused, rows), fit_logistic(x[rows], refused[rows]))
+
+
 def test_a_neighbour_at_the_centre_is_not_moved():
-    pts = Points(np.array([[0.0, 0.0], [1.0, 2.0], [3.0, -1.0]]), np.zeros((3, 0), np.int64))
+    pts = np.array([[0.0, 0.0], [1.0, 2.0], [3.0, -1.0]])
     beta = np.array([0.1, 0.5, -0.3])
-    s = shifts(pts, pts.metric[[1, 2]], np.array([[1, 0], [2, 1]]), beta)
+    s = shifts(pts[[1, 2]], pts[np.array([[1, 0], [2, 1]])], beta)
     assert s[0, 0] == 0.0 and s[1, 0] == 0.0
-    assert s[0, 1] == pytest.approx(surface(beta, pts.metric[[1]])[0] - surface(beta, pts.metric[[0]])[0])
+    assert s[0, 1] == pytest.approx(surface(beta, pts[[1]])[0] - surface(beta, pts[[0]])[0])
 
 
 # ---- situation testing where the groups' densities differ --------------------------------
@@ -193,3 +206,28 @@ def test_auto_intersection_is_tested_by_cst_and_regression_alike():
     # the penalty on the intersection alone: its odds ratio above 1 and significant
     assert row["odds_ratio"] > 1 and row["logit_significant"]
     assert set(est["attribute"]) == {"a", "b", "a&b"}
+
+
+def test_points_in_files_give_the_same_corrected_claims(tmp_path):
+    """On a cluster the points of every record are in files (CSTEngine.spill): the correction
+    reads the neighbours' points from them and gets the same claims, bit for bit."""
+    data = density_world(0.8, n=1500)
+    params = data.spec.engines.cst.model_copy(update={"bias_correction": "logistic", "overlap": 9.0})
+    engine = CSTEngine()
+    in_memory = pl.from_arrow(run_serial(engine, data, params)["cst_claims"])
+    state = engine.spill(engine.prepare(data, params), str(tmp_path))
+    parts = [engine.run_piece(state, piece)["cst_claims"] for piece in engine.pieces(state)]
+    key = ["protected_attribute", "method", "k", "record_id"]
+    assert pl.from_arrow(pa.concat_tables(parts)).sort(key).equals(in_memory.sort(key))
+
+
+def test_corrected_claims_do_not_depend_on_row_order():
+    """The protected group's halves alternate in record (id) order, not in row order."""
+    data = density_world(0.8, n=1200)
+    perm = np.random.default_rng(2).permutation(1200)
+    shuffled = AuditData(data.spec, data.table.take(perm), {}, data.model)
+    params = data.spec.engines.cst.model_copy(update={"bias_correction": "logistic", "overlap": 9.0})
+    key = ["method", "k", "record_id"]
+    a = pl.from_arrow(run_serial(CSTEngine(), data, params)["cst_claims"]).sort(key)
+    b = pl.from_arrow(run_serial(CSTEngine(), shuffled, params)["cst_claims"]).sort(key)
+    assert a.equals(b)

@@ -30,6 +30,7 @@ import numpy as np
 from scipy.special import expit
 
 RIDGE = 1e-6       # the penalty per record on the slopes (standardised coordinates), never the intercept
+FIT_RECORDS = 200_000  # a surface is fitted on at most this many of its group's records (evenly spaced)
 ITERATIONS = 50
 TOLERANCE = 1e-8   # the largest Newton step at convergence
 
@@ -75,14 +76,23 @@ def fit_logistic(x: np.ndarray, refused: np.ndarray, ridge: float = RIDGE) -> np
     return np.r_[beta[0] - mean @ slopes, slopes]
 
 
+def fit_group(metric: np.ndarray, refused: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """:func:`fit_logistic` on the records ``rows`` of a group (indices in record order), at most
+    :data:`FIT_RECORDS` of them evenly spaced: five coefficients need no more, and a group of
+    millions would cost seconds an iteration."""
+    rows = rows[::-(-len(rows) // FIT_RECORDS)] if len(rows) > FIT_RECORDS else rows
+    return fit_logistic(metric[rows], refused[rows])
+
+
 def surface(beta: np.ndarray, x: np.ndarray) -> np.ndarray:
     """μ̂(x): the fitted probability of refusal at each row of ``x``."""
     return expit(beta[0] + x @ beta[1:])
 
 
-def shifts(points, centres: np.ndarray, idx: np.ndarray, beta: np.ndarray) -> np.ndarray:
-    """μ̂(x_centre) − μ̂(x_neighbour) for each neighbour ``idx[i, j]`` of centre i (``points``:
-    every record's points, read for the neighbours; ``centres``: the centres' metric
-    coordinates), the amount Eq. 7 moves each neighbour's decision by."""
-    at_neighbours = surface(beta, points.take(idx.ravel()).metric).reshape(idx.shape)
+def shifts(centres: np.ndarray, neighbours: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """μ̂(x_centre) − μ̂(x_neighbour) for each neighbour j of centre i (``centres``: (m, d)
+    metric coordinates; ``neighbours``: (m, k, d)), the amount Eq. 7 moves each neighbour's
+    decision by."""
+    m, k, d = neighbours.shape
+    at_neighbours = surface(beta, neighbours.reshape(m * k, d)).reshape(m, k)
     return surface(beta, centres)[:, None] - at_neighbours

@@ -25,7 +25,7 @@ from aequum.engines.core.engine import Tables, chunks, concat_parts, stable_sort
 from aequum.engines.core.intersections import resolve
 from aequum.engines.core.points_file import PointsFile
 from aequum.engines.core.sampling import record_order, stratified_sample
-from aequum.engines.matching.bias_correction import fit_logistic, shifts
+from aequum.engines.matching.bias_correction import fit_group, shifts
 from aequum.engines.matching.params import CSTParams
 from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
 from aequum.engines.matching.situation_testing import (CLAIMS, EVIDENCE, SAMPLING, SUMMARY, claims, evidence,
@@ -356,28 +356,31 @@ def _surfaces(metric: np.ndarray, refused: np.ndarray, test: Test):
     (no complainant is in it). Returns ((half 0's, half 1's), reference's) and each
     complainant's half."""
     members = np.flatnonzero(test.protected)
-    halves = [members[0::2], members[1::2]]
-    protected = tuple(fit_logistic(metric[h], refused[h]) for h in halves)
-    reference = np.flatnonzero(test.reference)
+    protected = tuple(fit_group(metric, refused, half) for half in (members[0::2], members[1::2]))
     own = (np.searchsorted(members, test.complainants) % 2).astype(np.int8)
-    return (protected, fit_logistic(metric[reference], refused[reference])), own
+    return (protected, fit_group(metric, refused, np.flatnonzero(test.reference))), own
 
 
 def _shifts(test: Test, comp: np.ndarray, hood, s: int, e: int) -> dict[str, np.ndarray] | None:
     """The bias correction's moves of each neighbour's decision (``CSTParams.bias_correction``):
     the control group's by the surface of the protected half the complainant is not in, the test
-    groups' by the reference group's, around the complainant (ST) and its counterfactual (CST)."""
+    groups' by the reference group's, around the complainant (ST) and its counterfactual (CST).
+    The complainants' and every neighbour's points are read in one pass (on a cluster they are
+    in files)."""
     if test.surfaces is None:
         return None
     (half0, half1), reference = test.surfaces
-    centres = test.factual.take(comp).metric
+    groups = (hood.control, hood.test_factual, hood.test_counterfactual)
+    points = test.factual.take(np.concatenate([comp, *(g.ravel() for g in groups)])).metric
+    m, d = len(comp), points.shape[1]
+    centres = points[:m]
+    near = np.split(points[m:], np.cumsum([g.size for g in groups])[:-1])
+    control, factual, counterfactual = (n.reshape(*g.shape, d) for n, g in zip(near, groups))
     cf_centres = test.counterfactual.take(np.arange(s, e)).metric
     other = test.halves[s:e] == 0  # in half 0: corrected by half 1's surface
-    control = np.where(other[:, None], shifts(test.factual, centres, hood.control, half1),
-                       shifts(test.factual, centres, hood.control, half0))
-    return {"control": control,
-            "test_factual": shifts(test.factual, centres, hood.test_factual, reference),
-            "test_counterfactual": shifts(test.factual, cf_centres, hood.test_counterfactual, reference)}
+    return {"control": np.where(other[:, None], shifts(centres, control, half1), shifts(centres, control, half0)),
+            "test_factual": shifts(centres, factual, reference),
+            "test_counterfactual": shifts(cf_centres, counterfactual, reference)}
 
 
 def _units(data: AuditData, params: CSTParams) -> tuple[list[list[str]], dict[str, str]]:
