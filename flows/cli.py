@@ -193,13 +193,15 @@ def cmd_train(args) -> int:
     from aequum.engines.matching.cec_training import TrainConfig
     from aequum.flows.train import run_train
 
-    config = TrainConfig(epochs=args.epochs, lambda_eo=args.lambda_eo, lambda_cec=args.lambda_cec,
+    config = TrainConfig(epochs=args.epochs, lambda_eo=args.lambda_eo,
+                         lambda_cec=1.0 if args.lambda_cec is None else args.lambda_cec,
                          steps=args.steps, cec_pairs=args.cec_pairs, seed=args.seed)
     run_id, table = run_train(args.spec, args.objective, folds=args.folds, config=config,
                               attribute=args.attribute, warehouse=args.warehouse, lake=args.lake,
                               out_dir=args.out_dir, run_id=args.run_id,
                               progress=lambda m: print(m, file=sys.stderr),
-                              max_f1_loss=args.max_f1_loss, lambdas=args.lambdas, records=args.records)
+                              max_f1_loss=args.max_f1_loss, lambdas=args.lambdas, records=args.records,
+                              spec_budget=args.lambda_cec is None)
     import polars as pl
 
     summary = pl.from_arrow(table).filter(pl.col("statistic") != "fold")
@@ -280,7 +282,8 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--folds", type=int, default=5)
     t.add_argument("--epochs", type=int, default=30)
     t.add_argument("--lambda-eo", type=float, default=1.0)
-    t.add_argument("--lambda-cec", type=float, default=1.0)
+    t.add_argument("--lambda-cec", type=float, default=None,
+                   help="a fixed λ_CEC (default 1, or the spec's F1 budget's search when it sets one)")
     t.add_argument("--steps", type=int, default=8, help="integrated-gradient steps T inside the CEC loss (stratified random points)")
     t.add_argument("--cec-pairs", type=int, default=32, help="matched pairs per batch in the CEC loss (0: all)")
     t.add_argument("--seed", type=int, default=0)

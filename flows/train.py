@@ -61,12 +61,13 @@ def _sample(y: np.ndarray, a: np.ndarray, records: int | None, seed: int) -> np.
     return everyone if records is None else stratified_sample(everyone, y * 2 + a, records, seed)
 
 
-def _budget(spec, max_f1_loss: float | None, lambdas: list[float] | None):
-    """The λ search's budget: the command line's, else the spec's engines.cec.training; None."""
+def _budget(spec, max_f1_loss: float | None, lambdas: list[float] | None, spec_budget: bool = True):
+    """The λ search's budget: the command line's, else (``spec_budget``) the spec's
+    engines.cec.training; None."""
     from aequum.engines.matching.cec_lambda import Budget
 
     t = spec.engines.cec.training
-    loss = max_f1_loss if max_f1_loss is not None else t.max_f1_loss
+    loss = max_f1_loss if max_f1_loss is not None else (t.max_f1_loss if spec_budget else None)
     if loss is None:
         return None
     try:
@@ -80,13 +81,14 @@ def run_train(spec_path: str, objectives: list[str], folds: int = 5, config: Tra
               lake: str = str(DEFAULT_LAKE), out_dir: str | Path = DEFAULT_MODELS,
               run_id: str | None = None, progress: Callable[[str], None] = print,
               max_f1_loss: float | None = None, lambdas: list[float] | None = None,
-              records: int | None = None) -> tuple[str, object]:
+              records: int | None = None, spec_budget: bool = True) -> tuple[str, object]:
     """Cross-validate each objective, train its final model on every record, write the table.
 
     With an F1 budget (``max_f1_loss`` or the spec's ``engines.cec.training.max_f1_loss``) the
     cec objective's λ_CEC is chosen per fold by validation (``engines.matching.cec_lambda``),
     every λ tried is written to ``cec_lambda_search``, and the final model takes the folds'
-    median λ. ``records`` (or the spec's ``training.records``): a stratified sample.
+    median λ; ``spec_budget`` False ignores the spec's budget (a fixed λ_CEC asked for).
+    ``records`` (or the spec's ``training.records``): a stratified sample.
 
     Returns the run id and the ``cec_training`` table.
     """
@@ -95,7 +97,7 @@ def run_train(spec_path: str, objectives: list[str], folds: int = 5, config: Tra
         raise SpecError(f"--objective must name some of {sorted(OBJECTIVES)}, got {objectives}")
     spec_file = Path(spec_path).resolve()
     spec = load_spec(spec_file)
-    budget = _budget(spec, max_f1_loss, lambdas)
+    budget = _budget(spec, max_f1_loss, lambdas, spec_budget)
     records = records if records is not None else spec.engines.cec.training.records
     run_id = run_id or new_run_id(f"{spec.name}-train")
     params = {"objectives": objectives, "folds": folds, "attribute": attribute, "records": records,
