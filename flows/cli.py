@@ -201,12 +201,15 @@ def cmd_train(args) -> int:
     from aequum.engines.matching.cec_training import TrainConfig
     from aequum.flows.train import run_train
 
-    config = TrainConfig(epochs=args.epochs, lambda_eo=args.lambda_eo, lambda_cec=args.lambda_cec,
+    config = TrainConfig(epochs=args.epochs, lambda_eo=args.lambda_eo,
+                         lambda_cec=1.0 if args.lambda_cec is None else args.lambda_cec,
                          steps=args.steps, cec_pairs=args.cec_pairs, seed=args.seed)
     run_id, table = run_train(args.spec, args.objective, folds=args.folds, config=config,
                               attribute=args.attribute, warehouse=args.warehouse, lake=args.lake,
                               out_dir=args.out_dir, run_id=args.run_id,
-                              progress=lambda m: print(m, file=sys.stderr))
+                              progress=lambda m: print(m, file=sys.stderr),
+                              max_f1_loss=args.max_f1_loss, lambdas=args.lambdas, records=args.records,
+                              spec_budget=args.lambda_cec is None)
     import polars as pl
 
     summary = pl.from_arrow(table).filter(pl.col("statistic") != "fold")
@@ -289,10 +292,19 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--folds", type=int, default=5)
     t.add_argument("--epochs", type=int, default=30)
     t.add_argument("--lambda-eo", type=float, default=1.0)
-    t.add_argument("--lambda-cec", type=float, default=1.0)
+    t.add_argument("--lambda-cec", type=float, default=None,
+                   help="a fixed λ_CEC (default 1, or the spec's F1 budget's search when it sets one)")
     t.add_argument("--steps", type=int, default=8, help="integrated-gradient steps T inside the CEC loss (stratified random points)")
     t.add_argument("--cec-pairs", type=int, default=32, help="matched pairs per batch in the CEC loss (0: all)")
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--max-f1-loss", type=float, default=None, metavar="LOSS",
+                   help="choose λ_CEC per fold by validation: the lowest-CEC λ whose F1 is at most LOSS "
+                        "below the plain model's (default: the spec's engines.cec.training.max_f1_loss; "
+                        "none: the fixed --lambda-cec)")
+    t.add_argument("--lambdas", type=float, nargs="+", default=None,
+                   help="the λ_CEC grid of the search (default: the spec's, 0.01 0.03 0.1 0.3 1)")
+    t.add_argument("--records", type=int, default=None,
+                   help="train on a sample of N records stratified by label and group (default: the spec's; all)")
     t.add_argument("--attribute", default=None, help="protected attribute (default: the spec's first)")
     t.add_argument("--out-dir", default="data/models", help="model files (default %(default)s)")
     t.add_argument("--run-id", default=None)
