@@ -16,13 +16,12 @@ Every engine of the spec runs serially in this process and writes one run to a s
 warehouse, as the audit flow would; the table then reads ``audit.findings``: per world ×
 audit × engine × attribute, whether a finding is flagged (a difference that calls for
 attention) and whether it is evidence of disparate treatment, its robustness value, and the
-truth: whether the world's penalty falls harder on the attribute's protected group than on its
-reference group (``affected``: the direct-effect harm rate of the protected group above the
-reference group's, from the generator's ``harmed``). A false alarm is evidence on an unaffected
-attribute; a miss is an affected attribute with no evidence. Where the generator knows who was
-harmed, each individual direct-effect finding (ST at each k; CF where it holds every mediator) is
-scored too: its share of refused protected applicants flagged, precision and recall against
-the direct truth (``audit.detection``).
+truth: whether the world's penalty treats the attribute's protected group worse because of that
+attribute (``affected``: :func:`affected`, the generator's controlled direct effects). A false
+alarm is evidence on an unaffected attribute; a miss is an affected attribute with no evidence.
+Where the generator knows who was harmed, each individual direct-effect finding (ST at each k;
+CF where it holds every mediator) is scored too: its share of refused protected applicants
+flagged, precision and recall against the direct truth (``audit.detection``).
 """
 from __future__ import annotations
 
@@ -68,27 +67,44 @@ def _spec(audit: str, world: str, rows: int, seed: int, engines: list[str] | Non
 
 
 def affected(data, world: str, rows: int, seed: int, effect: float = 1.0) -> dict[str, bool]:
-    """Per attribute of ``data``: does the world's penalty harm its protected group at a higher
-    rate than its reference group (the generator's direct-effect truth ``harmed``)?"""
+    """Per tested unit of ``data`` (attribute or intersection): is its protected group treated
+    worse *because of* the unit's attributes — does any of its members lose an approval to the
+    world's penalty that the attribute alone switches off (the generator's controlled direct
+    effect ``harmed_direct_<column>``; for the tract attribute, the redlining world's ``harmed``,
+    its penalty following the tract share)? A group that only shares members, inputs or tracts
+    with the penalised (women where Black women are penalised are, through sex; majority-minority
+    tracts where Black applicants are, are not) is not affected: evidence on it is a false alarm."""
     import pyarrow as pa
 
     from aequum.engines.core.intersections import resolve
     from aequum.engines.generators import catalogue
+    from aequum.engines.generators.hmda import WORLDS
 
     truth = catalogue.truth(data.spec.source.generator, rows, seed, world=world, effect=effect)
-    harmed = np.zeros(rows, bool)
-    ids = np.asarray(truth["id"].to_numpy(zero_copy_only=False), dtype=np.int64)
-    harmed[ids] = truth["harmed"].to_numpy(zero_copy_only=False)
-    mine = harmed[data.id_text.cast(pa.int64()).to_numpy()]
-    out = {}
+    at = np.full(rows, -1, np.int64)
+    at[np.asarray(truth["id"].to_numpy(zero_copy_only=False), dtype=np.int64)] = np.arange(truth.num_rows)
+    mine = at[data.id_text.cast(pa.int64()).to_numpy()]
+
+    def flags(column: str) -> np.ndarray:
+        return np.asarray(truth[column].fill_null(False).to_numpy(zero_copy_only=False))[mine]
+
+    column = {p.name: p.column for p in data.spec.protected}
+    direct = {}
+    for name in data.groups:
+        if f"harmed_direct_{column[name]}" in truth.column_names:
+            direct[name] = flags(f"harmed_direct_{column[name]}")
+        elif column[name].startswith("tract_minority") and WORLDS[world]["kind"] == "tract":
+            direct[name] = flags("harmed")
+        else:
+            direct[name] = np.zeros(len(mine), bool)
     units = [[a] for a in data.groups]
     if "cst" in data.spec.engines.run:
         cst = data.spec.engines.cst
         units += resolve(data.spec, data.groups, cst.intersections, cst.min_cell()).units
-    for unit in units:  # an intersection's protected group: protected in each; reference: in none
+    out = {}
+    for unit in units:  # an intersection's protected group: protected in each of its attributes
         prot = np.logical_and.reduce([data.groups[a] == 1 for a in unit])
-        ref = np.logical_and.reduce([data.groups[a] == 0 for a in unit])
-        out["&".join(unit)] = bool(prot.any() and ref.any() and mine[prot].mean() > mine[ref].mean())
+        out["&".join(unit)] = bool(np.logical_or.reduce([direct[a] for a in unit])[prot].any())
     return out
 
 
@@ -203,18 +219,20 @@ def rates(findings: list[dict]) -> list[dict]:
 def print_table(rows: list[dict]) -> None:
     import polars as pl
 
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=250, float_precision=3, fmt_str_lengths=60,
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=1000, float_precision=3, fmt_str_lengths=400,
                    tbl_hide_column_data_types=True, tbl_hide_dataframe_shape=True):
         print(pl.DataFrame(rows, infer_schema_length=None))
 
 
 def run(quick: bool = False, rows: int | list[int] | None = None, seeds: list[int] | None = None,
-        effects: list[float] | None = None, worlds: list[str] | None = None) -> list[dict]:
+        effects: list[float] | None = None, worlds: list[str] | None = None,
+        findings_file: str | None = None) -> list[dict]:
     """The table at ``rows`` applications (the command line's ``--rows``: its first size; default
     100,000, 20,000 with ``quick``), for each of ``seeds`` (default 1) and each of ``effects``
     (the worlds' penalties times it; default 1; the null world runs once, having none), over
     ``worlds`` (default all); engines outcome, reasons, regression and CST (with ``quick``) or
-    every engine of the shipped specs."""
+    every engine of the shipped specs; ``findings_file``: every finding with its truth, as JSON
+    lines, for a look beyond the tables."""
     from aequum.engines.generators.hmda import WORLDS, check_world
 
     rows = (rows[0] if isinstance(rows, list) else rows) or (20_000 if quick else 100_000)
@@ -232,6 +250,11 @@ def run(quick: bool = False, rows: int | list[int] | None = None, seeds: list[in
                         findings += audit_world(audit, world, rows, seed, Path(tmp), engines, effect=effect)
                     print(f"{world} ×{effect:g} / {audit}, {rows:,} rows, seed {seed}: "
                           f"{time.perf_counter() - t0:.0f} s", flush=True)
+    if findings_file:
+        import json
+
+        with open(findings_file, "w") as f:
+            f.writelines(json.dumps(x, default=str) + "\n" for x in findings)
     rows_out = table(findings)
     print_table(rows_out)
     print("\nOver the seeds: runs naming each attribute as evidence (found: affected; false alarms: not):")

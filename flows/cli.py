@@ -189,9 +189,11 @@ def cmd_report(args) -> int:
 
 def cmd_bench(args) -> int:
     module = import_module(BENCHMARKS[args.name])
-    extra = {name: getattr(args, name) for name in ("seeds", "effects", "worlds") if getattr(args, name)}
+    extra = {name: getattr(args, name) for name in ("seeds", "effects", "worlds", "findings_file")
+             if getattr(args, name)}
     if extra and args.name != "validity":
-        print(f"aequum: error: {', '.join('--' + n for n in extra)} are for bench validity", file=sys.stderr)
+        print(f"aequum: error: {', '.join('--' + n.replace('_', '-') for n in extra)} are for bench validity",
+              file=sys.stderr)
         return 2
     module.run(quick=args.quick, **({"rows": args.rows} if args.rows else {}), **extra)
     return 0
@@ -322,6 +324,8 @@ def parser() -> argparse.ArgumentParser:
                    help="validity: the worlds' penalties times each of these (default 1)")
     b.add_argument("--worlds", nargs="+", default=None, choices=list(WORLDS), metavar="WORLD",
                    help="validity: the worlds to run (default all)")
+    b.add_argument("--findings", dest="findings_file", default=None, metavar="FILE",
+                   help="validity: write every finding with its truth to FILE (JSON lines)")
     b.set_defaults(func=cmd_bench)
     return p
 

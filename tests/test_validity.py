@@ -93,3 +93,14 @@ def test_an_intersection_only_penalty_is_named_as_the_intersection(world, unit, 
     assert unit in named and not [f for f in findings if f["evidence"] and not f["affected"]]
     cf = [f for f in findings if f["attribute"] == unit and f["finding"] == "counterfactual fairness"]
     assert cf and cf[0]["evidence"] and cf[0]["precision"] >= 0.8 and cf[0]["recall"] >= 0.5, cf
+
+
+@pytest.mark.parametrize("world, hit, spared", [("redlining", {"tract"}, {"race", "ethnicity", "sex", "asian"}),
+                                                ("intersection", {"race", "sex"}, {"ethnicity", "tract", "asian"})])
+def test_the_truth_is_the_direct_effect_of_the_attribute(world, hit, spared, tmp_path):
+    """A group is affected when the penalty treats it worse because of the attribute, not when it
+    shares members or tracts with the penalised: race is spared by redlining (the penalty follows
+    the tract), tract by the intersection world; women are hit where Black women are."""
+    findings = audit_world("internal", world, 5_000, SEED, tmp_path, ["outcome"])
+    truth = {f["attribute"]: f["affected"] for f in findings}
+    assert all(truth[a] for a in hit) and not any(truth[a] for a in spared), truth
