@@ -302,7 +302,7 @@ def model_step(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[A
     sample of ``model.fit_rows`` of them (:func:`fit_sample`); its quality is measured on every
     record, read in blocks (:func:`assess_model`), so the step takes the memory and time of
     ``fit_rows`` records however many were staged."""
-    columns = record_columns(spec, list(spec.model.features), ids=False)  # the model's inputs and targets
+    columns = record_columns(spec, list(spec.model.features), ids=needs_holdout_ids(spec))  # inputs, targets
     if spec.model.kind != "surrogate":
         model = fit_model(spec, spec_dir, None, ref.categories)
     elif (single := _single_class(spec, ref)) is not None:  # nothing to fit: as a degenerate surrogate
@@ -374,8 +374,18 @@ def fit_model(spec: AuditSpec, spec_dir: Path, table: pa.Table, categories: dict
     data = AuditData(spec, table, categories)
     # fitted to the recorded decisions (never to its own), or to the label
     y = data.label if spec.model.target == "label" else table["_decision"].to_numpy()
-    return build_model(spec.model, X_train=data.feature_values(spec.model.features), y_train=y,
-                       base_dir=spec_dir)
+    model = build_model(spec.model, X_train=data.feature_values(spec.model.features), y_train=y,
+                        base_dir=spec_dir)
+    if ID in table.column_names:  # the records held out of the fit, by id (PBA's test split)
+        model.holdout_ids = data.id_text.take(pa.array(model.holdout_index))
+    return model
+
+
+def needs_holdout_ids(spec: AuditSpec) -> bool:
+    """Whether an engine of the run verifies only the surrogate's held-out records (their ids
+    are then read with the fitting rows)."""
+    pba = spec.engines.params("pba") if "pba" in spec.engines.run else None
+    return pba is not None and pba.inputs == "holdout"
 
 
 def assess_model(spec: AuditSpec, blocks: Iterable[pa.Table], categories: dict, model, say

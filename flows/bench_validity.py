@@ -9,19 +9,19 @@ share; on one input for one group) the shipped specs are run on the same applica
   decision (``decision.inputs: complete``), with a surrogate of the world's decisions as the
   model (:func:`lender_world`).
 
-Both compare Black women with White men in CST (:func:`intersections`).
+Both test the intersections the data allow (``intersections: auto`` of CST and regression): in
+the internal audit Black women against White men among them.
 
 Every engine of the spec runs serially in this process and writes one run to a scratch
 warehouse, as the audit flow would; the table then reads ``audit.findings``: per world ×
 audit × engine × attribute, whether a finding is flagged (a difference that calls for
 attention) and whether it is evidence of disparate treatment, its robustness value, and the
-truth: whether the world's penalty falls harder on the attribute's protected group than on its
-reference group (``affected``: the direct-effect harm rate of the protected group above the
-reference group's, from the generator's ``harmed``). A false alarm is evidence on an unaffected
-attribute; a miss is an affected attribute with no evidence. Where the generator knows who was
-harmed, each individual direct-effect finding (ST at each k; CF where it holds every mediator) is
-scored too: its share of refused protected applicants flagged, precision and recall against
-the direct truth (``audit.detection``).
+truth: whether the world's penalty treats the attribute's protected group worse because of that
+attribute (``affected``: :func:`affected`, the generator's controlled direct effects). A false
+alarm is evidence on an unaffected attribute; a miss is an affected attribute with no evidence.
+Where the generator knows who was harmed, each individual direct-effect finding (ST at each k;
+CF where it holds every mediator) is scored too: its share of refused protected applicants
+flagged, precision and recall against the direct truth (``audit.detection``).
 """
 from __future__ import annotations
 
@@ -50,24 +50,15 @@ def lender_world(raw: dict) -> None:
     raw["engines"]["cst"]["mediators"] = ["log_income", "debt_to_income", "ltv", "credit_score"]
 
 
-def intersections(raw: dict) -> None:
-    """Both audits compare Black women with White men (race × sex in CST), so an
-    intersection-only penalty can be named as such."""
-    black = "race=Black or African American" if any(
-        p.get("compare") in ("each", "both") for p in raw["protected"] if p["name"] == "race") else "race"
-    raw["engines"]["cst"]["intersections"] = [[black, "sex"]]
-
-
-def _spec(audit: str, world: str, rows: int, seed: int, engines: list[str] | None, edit=None):
+def _spec(audit: str, world: str, rows: int, seed: int, engines: list[str] | None, edit=None, effect: float = 1.0):
     import yaml
 
     from aequum.engines.core.spec import parse_spec
 
     raw = yaml.safe_load((REPO / "data" / "specs" / AUDITS[audit]).read_text())
-    raw["source"].update({"rows": rows, "seed": seed, "world": world})
+    raw["source"].update({"rows": rows, "seed": seed, "world": world, "effect": effect})
     if engines is not None:
         raw["engines"]["run"] = [e for e in raw["engines"]["run"] if e in engines]
-    intersections(raw)
     if audit == "internal":
         lender_world(raw)
     if edit is not None:
@@ -75,33 +66,53 @@ def _spec(audit: str, world: str, rows: int, seed: int, engines: list[str] | Non
     return parse_spec(raw)
 
 
-def affected(data, world: str, rows: int, seed: int) -> dict[str, bool]:
-    """Per attribute of ``data``: does the world's penalty harm its protected group at a higher
-    rate than its reference group (the generator's direct-effect truth ``harmed``)?"""
+def affected(data, world: str, rows: int, seed: int, effect: float = 1.0) -> dict[str, bool]:
+    """Per tested unit of ``data`` (attribute or intersection): is its protected group treated
+    worse *because of* the unit's attributes — does any of its members lose an approval to the
+    world's penalty that the attribute alone switches off (the generator's controlled direct
+    effect ``harmed_direct_<column>``; for the tract attribute, the redlining world's ``harmed``,
+    its penalty following the tract share)? A group that only shares members, inputs or tracts
+    with the penalised (women where Black women are penalised are, through sex; majority-minority
+    tracts where Black applicants are, are not) is not affected: evidence on it is a false alarm."""
     import pyarrow as pa
 
+    from aequum.engines.core.intersections import resolve
     from aequum.engines.generators import catalogue
+    from aequum.engines.generators.hmda import WORLDS
 
-    truth = catalogue.truth(data.spec.source.generator, rows, seed, world=world)
-    harmed = np.zeros(rows, bool)
-    ids = np.asarray(truth["id"].to_numpy(zero_copy_only=False), dtype=np.int64)
-    harmed[ids] = truth["harmed"].to_numpy(zero_copy_only=False)
-    mine = harmed[data.id_text.cast(pa.int64()).to_numpy()]
-    out = {}
+    truth = catalogue.truth(data.spec.source.generator, rows, seed, world=world, effect=effect)
+    at = np.full(rows, -1, np.int64)
+    at[np.asarray(truth["id"].to_numpy(zero_copy_only=False), dtype=np.int64)] = np.arange(truth.num_rows)
+    mine = at[data.id_text.cast(pa.int64()).to_numpy()]
+
+    def flags(column: str) -> np.ndarray:
+        return np.asarray(truth[column].fill_null(False).to_numpy(zero_copy_only=False))[mine]
+
+    column = {p.name: p.column for p in data.spec.protected}
+    direct = {}
+    for name in data.groups:
+        if f"harmed_direct_{column[name]}" in truth.column_names:
+            direct[name] = flags(f"harmed_direct_{column[name]}")
+        elif column[name].startswith("tract_minority") and WORLDS[world]["kind"] == "tract":
+            direct[name] = flags("harmed")
+        else:
+            direct[name] = np.zeros(len(mine), bool)
     units = [[a] for a in data.groups]
-    for p in (data.spec.engines.cst.intersections if "cst" in data.spec.engines.run else []):
-        units.append(list(p))
-    for unit in units:  # an intersection's protected group: protected in each; reference: in none
+    if "cst" in data.spec.engines.run:
+        cst = data.spec.engines.cst
+        units += resolve(data.spec, data.groups, cst.intersections, cst.min_cell()).units
+    out = {}
+    for unit in units:  # an intersection's protected group: protected in each of its attributes
         prot = np.logical_and.reduce([data.groups[a] == 1 for a in unit])
-        ref = np.logical_and.reduce([data.groups[a] == 0 for a in unit])
-        out["&".join(unit)] = bool(prot.any() and ref.any() and mine[prot].mean() > mine[ref].mean())
+        out["&".join(unit)] = bool(np.logical_or.reduce([direct[a] for a in unit])[prot].any())
     return out
 
 
 def audit_world(audit: str, world: str, rows: int, seed: int, tmp: Path,
-                engines: list[str] | None = None, edit=None) -> list[dict]:
-    """Run one audit of one world into ``tmp`` and return its findings with the truth
-    (``edit(raw)``: a change to the shipped spec first, e.g. another parameter)."""
+                engines: list[str] | None = None, edit=None, effect: float = 1.0) -> list[dict]:
+    """Run one audit of one world (its penalty times ``effect``) into ``tmp`` and return its
+    findings with the truth (``edit(raw)``: a change to the shipped spec first, e.g. another
+    parameter)."""
     from aequum.engines.core.engine import run_serial
     from aequum.engines.core.models import model_fingerprint
     from aequum.engines.registry import get_engine
@@ -110,7 +121,7 @@ def audit_world(audit: str, world: str, rows: int, seed: int, tmp: Path,
     from aequum.flows.ground_truth import score_run
     from aequum.flows.warehouse import Warehouse
 
-    spec = _spec(audit, world, rows, seed, engines, edit)
+    spec = _spec(audit, world, rows, seed, engines, edit, effect)
     spec_dir = REPO / "data" / "specs"
     data = _stage(spec, spec_dir, tmp)
     results, outcomes = {}, []
@@ -140,9 +151,9 @@ def audit_world(audit: str, world: str, rows: int, seed: int, tmp: Path,
             "FROM audit.detection WHERE run_id = $r AND effect = 'direct' AND \"group\" = 'pooled' "
             "AND ((method = 'ST' AND finding = 'significant') OR (method = 'CF' AND finding = 'discriminated'))",
             params={"r": run_id}).to_arrow_table().to_pylist() if "detection" in results else []
-    truth = affected(data, world, rows, seed)
+    truth = affected(data, world, rows, seed, effect)
     for f in findings:
-        f.update({"world": world, "audit": audit, "affected": truth.get(f["attribute"])})
+        f.update({"world": world, "effect": effect, "seed": seed, "audit": audit, "affected": truth.get(f["attribute"])})
     by_k = {(s["method"], s["attribute"], s["parameter"]): s for s in scored}  # parameter: "k=15"; CF's "k=0"
     for f in findings:
         if f["engine"] != "cst":
@@ -158,13 +169,14 @@ def audit_world(audit: str, world: str, rows: int, seed: int, tmp: Path,
 
 
 def table(findings: list[dict]) -> list[dict]:
-    """Per world × audit × engine: the attributes with evidence, the affected attributes among
-    them (found) and the unaffected ones (false alarms), the flagged ones, and the robustness."""
+    """Per world × effect × seed × audit × engine: the attributes with evidence, the affected
+    attributes among them (found) and the unaffected ones (false alarms), the flagged ones."""
     out = {}
     for f in findings:
-        key = (f["world"], f["audit"], f["engine"])
-        row = out.setdefault(key, {"world": key[0], "audit": key[1], "engine": key[2], "evidence": set(),
-                                   "false_alarms": set(), "missed": set(), "flagged": set(), "affected": set()})
+        key = (f["world"], f["effect"], f["seed"], f["audit"], f["engine"])
+        row = out.setdefault(key, {"world": key[0], "effect": key[1], "seed": key[2], "audit": key[3],
+                                   "engine": key[4], "evidence": set(), "false_alarms": set(), "missed": set(),
+                                   "flagged": set(), "affected": set()})
         a = f["attribute"]
         if f["affected"]:
             row["affected"].add(a)
@@ -177,37 +189,79 @@ def table(findings: list[dict]) -> list[dict]:
     for row in out.values():
         row["missed"] = row["affected"] - row["evidence"]
     return [{k: (", ".join(sorted(v)) if isinstance(v, set) else v) for k, v in r.items()}
-            for r in sorted(out.values(), key=lambda r: (r["world"], r["audit"], r["engine"]))]
+            for r in sorted(out.values(), key=lambda r: (r["world"], r["effect"], r["seed"], r["audit"], r["engine"]))]
+
+
+def rates(findings: list[dict]) -> list[dict]:
+    """Per world × effect × audit, over the seeds run: how many runs named each attribute as
+    evidence (affected ones: found; others: false alarms) and how many missed each affected one."""
+    runs, named, hit = {}, {}, {}
+    for f in findings:
+        key = (f["world"], f["effect"], f["audit"])
+        runs.setdefault(key, set()).add(f["seed"])
+        if f["evidence"]:
+            named.setdefault(key, {}).setdefault((f["attribute"], bool(f["affected"])), set()).add(f["seed"])
+        if f["affected"]:
+            hit.setdefault(key, {}).setdefault(f["attribute"], set())
+    out = []
+    for key in sorted(runs):
+        n = len(runs[key])
+        found = {a: seeds for (a, aff), seeds in named.get(key, {}).items() if aff}
+        alarms = {a: seeds for (a, aff), seeds in named.get(key, {}).items() if not aff}
+        missed = {a: n - len(found.get(a, ())) for a in hit.get(key, {}) if n - len(found.get(a, ())) > 0}
+        out.append({"world": key[0], "effect": key[1], "audit": key[2], "runs": n,
+                    "found (runs)": ", ".join(f"{a} {len(s)}" for a, s in sorted(found.items())),
+                    "false alarms (runs)": ", ".join(f"{a} {len(s)}" for a, s in sorted(alarms.items())),
+                    "missed (runs)": ", ".join(f"{a} {m}" for a, m in sorted(missed.items()))})
+    return out
 
 
 def print_table(rows: list[dict]) -> None:
     import polars as pl
 
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=250, float_precision=3, fmt_str_lengths=60,
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=1000, float_precision=3, fmt_str_lengths=400,
                    tbl_hide_column_data_types=True, tbl_hide_dataframe_shape=True):
-        print(pl.DataFrame(rows))
+        print(pl.DataFrame(rows, infer_schema_length=None))
 
 
-def run(quick: bool = False, rows: int | list[int] | None = None, seeds: tuple[int, ...] = (0,)) -> list[dict]:
+def run(quick: bool = False, rows: int | list[int] | None = None, seeds: list[int] | None = None,
+        effects: list[float] | None = None, worlds: list[str] | None = None,
+        findings_file: str | None = None) -> list[dict]:
     """The table at ``rows`` applications (the command line's ``--rows``: its first size; default
-    100,000, 20,000 with ``quick``), for each of ``seeds``."""
-    from aequum.engines.generators.hmda import WORLDS
+    100,000, 20,000 with ``quick``), for each of ``seeds`` (default 1) and each of ``effects``
+    (the worlds' penalties times it; default 1; the null world runs once, having none), over
+    ``worlds`` (default all); engines outcome, reasons, regression and CST (with ``quick``) or
+    every engine of the shipped specs; ``findings_file``: every finding with its truth, as JSON
+    lines, for a look beyond the tables."""
+    from aequum.engines.generators.hmda import WORLDS, check_world
 
     rows = (rows[0] if isinstance(rows, list) else rows) or (20_000 if quick else 100_000)
     engines = ["outcome", "reasons", "regression", "cst"] if quick else None
+    for world in worlds or []:
+        check_world(world)
     findings = []
-    for seed in seeds:
-        for world in WORLDS:
-            for audit in AUDITS:
-                t0 = time.perf_counter()
-                with tempfile.TemporaryDirectory() as tmp:
-                    findings += audit_world(audit, world, rows, seed, Path(tmp), engines)
-                print(f"{world} / {audit}, {rows:,} rows, seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
+    for seed in seeds or [1]:
+        for world in worlds or list(WORLDS):
+            for effect in ([1.0] if WORLDS[world]["kind"] == "none" else effects or [1.0]):
+                check_world(world, effect)
+                for audit in AUDITS:
+                    t0 = time.perf_counter()
+                    with tempfile.TemporaryDirectory() as tmp:
+                        findings += audit_world(audit, world, rows, seed, Path(tmp), engines, effect=effect)
+                    print(f"{world} ×{effect:g} / {audit}, {rows:,} rows, seed {seed}: "
+                          f"{time.perf_counter() - t0:.0f} s", flush=True)
+    if findings_file:
+        import json
+
+        with open(findings_file, "w") as f:
+            f.writelines(json.dumps(x, default=str) + "\n" for x in findings)
     rows_out = table(findings)
     print_table(rows_out)
+    print("\nOver the seeds: runs naming each attribute as evidence (found: affected; false alarms: not):")
+    print_table(rates(findings))
     st = [f for f in findings if "precision" in f]
     if st:
         print("\nIndividual direct-effect findings (ST significant, CF discriminated) against the direct truth:")
-        print_table([{k: f.get(k) for k in ("world", "audit", "attribute", "finding", "flagged_share", "precision",
+        print_table([{k: f.get(k) for k in ("world", "effect", "seed", "audit", "attribute", "finding", "flagged_share", "precision",
                                             "recall", "evidence", "robust", "robustness_value")} for f in st])
     return rows_out

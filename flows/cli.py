@@ -66,15 +66,19 @@ def _print_table(table, max_rows: int = 50) -> None:
 
 
 def cmd_generate(args) -> int:
-    if args.world != DEFAULT_WORLD and args.name not in ("hmda", "hmda_lender"):
-        print(f"aequum: error: --world is for the hmda and hmda_lender generators, not {args.name}", file=sys.stderr)
+    if (args.world != DEFAULT_WORLD or args.effect != 1.0) and args.name not in ("hmda", "hmda_lender"):
+        print(f"aequum: error: --world and --effect are for the hmda and hmda_lender generators, not {args.name}",
+              file=sys.stderr)
+        return 2
+    if not (args.effect >= 0 and args.effect != float("inf")):
+        print(f"aequum: error: --effect must be a non-negative number, got {args.effect}", file=sys.stderr)
         return 2
     from aequum.flows.generate import generate_to_file
 
     if args.out is not None:
         check_output(args.out, "--out", os.environ.get("AEQUUM_WAREHOUSE", str(DEFAULT_WAREHOUSE)), [DEFAULT_LAKE])
     out = generate_to_file(args.name, args.out, rows=args.rows, seed=args.seed, fmt=args.format,
-                           progress=lambda m: print(m, file=sys.stderr), world=args.world)
+                           progress=lambda m: print(m, file=sys.stderr), world=args.world, effect=args.effect)
     print(out)
     return 0
 
@@ -207,7 +211,13 @@ def cmd_report(args) -> int:
 
 def cmd_bench(args) -> int:
     module = import_module(BENCHMARKS[args.name])
-    module.run(quick=args.quick, **({"rows": args.rows} if args.rows else {}))
+    extra = {name: getattr(args, name) for name in ("seeds", "effects", "worlds", "findings_file")
+             if getattr(args, name)}
+    if extra and args.name != "validity":
+        print(f"aequum: error: {', '.join('--' + n.replace('_', '-') for n in extra)} are for bench validity",
+              file=sys.stderr)
+        return 2
+    module.run(quick=args.quick, **({"rows": args.rows} if args.rows else {}), **extra)
     return 0
 
 
@@ -217,12 +227,15 @@ def cmd_train(args) -> int:
 
     if args.run_id is not None:
         check_run_id(args.run_id)
-    config = TrainConfig(epochs=args.epochs, lambda_eo=args.lambda_eo, lambda_cec=args.lambda_cec,
+    config = TrainConfig(epochs=args.epochs, lambda_eo=args.lambda_eo,
+                         lambda_cec=1.0 if args.lambda_cec is None else args.lambda_cec,
                          steps=args.steps, cec_pairs=args.cec_pairs, seed=args.seed)
     run_id, table = run_train(args.spec, args.objective, folds=args.folds, config=config,
                               attribute=args.attribute, warehouse=args.warehouse, lake=args.lake,
                               out_dir=args.out_dir, run_id=args.run_id,
-                              progress=lambda m: print(m, file=sys.stderr))
+                              progress=lambda m: print(m, file=sys.stderr),
+                              max_f1_loss=args.max_f1_loss, lambdas=args.lambdas, records=args.records,
+                              spec_budget=args.lambda_cec is None)
     import polars as pl
 
     summary = pl.from_arrow(table).filter(pl.col("statistic") != "fold")
@@ -253,6 +266,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--world", choices=list(WORLDS), default=DEFAULT_WORLD, metavar="WORLD",
                    help="hmda and hmda_lender: the planted mechanism (default %(default)s): "
                         + "; ".join(f"{w}: {d}" for w, d in WORLDS.items()))
+    g.add_argument("--effect", type=float, default=1.0,
+                   help="hmda and hmda_lender: the world's penalty times this (default 1; 0.5 for half)")
     g.set_defaults(func=cmd_generate)
 
     i = sub.add_parser("ingest", help="validate and stage a spec's source into the warehouse and lake")
@@ -305,10 +320,19 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--folds", type=int, default=5)
     t.add_argument("--epochs", type=int, default=30)
     t.add_argument("--lambda-eo", type=float, default=1.0)
-    t.add_argument("--lambda-cec", type=float, default=1.0)
+    t.add_argument("--lambda-cec", type=float, default=None,
+                   help="a fixed λ_CEC (default 1, or the spec's F1 budget's search when it sets one)")
     t.add_argument("--steps", type=int, default=8, help="integrated-gradient steps T inside the CEC loss (stratified random points)")
     t.add_argument("--cec-pairs", type=int, default=32, help="matched pairs per batch in the CEC loss (0: all)")
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--max-f1-loss", type=float, default=None, metavar="LOSS",
+                   help="choose λ_CEC per fold by validation: the lowest-CEC λ whose F1 is at most LOSS "
+                        "below the plain model's (default: the spec's engines.cec.training.max_f1_loss; "
+                        "none: the fixed --lambda-cec)")
+    t.add_argument("--lambdas", type=float, nargs="+", default=None,
+                   help="the λ_CEC grid of the search (default: the spec's, 0.01 0.03 0.1 0.3 1)")
+    t.add_argument("--records", type=int, default=None,
+                   help="train on a sample of N records stratified by label and group (default: the spec's; all)")
     t.add_argument("--attribute", default=None, help="protected attribute (default: the spec's first)")
     t.add_argument("--out-dir", default="data/models", help="model files (default %(default)s)")
     t.add_argument("--run-id", default=None)
@@ -321,6 +345,13 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--quick", action="store_true", help="smaller sizes")
     b.add_argument("--rows", type=int, nargs="+", default=None,
                    help="the sizes to run (benches that take sizes: audit; validity: the first)")
+    b.add_argument("--seeds", type=int, nargs="+", default=None, help="validity: the generator seeds (default 1)")
+    b.add_argument("--effects", type=float, nargs="+", default=None,
+                   help="validity: the worlds' penalties times each of these (default 1)")
+    b.add_argument("--worlds", nargs="+", default=None, choices=list(WORLDS), metavar="WORLD",
+                   help="validity: the worlds to run (default all)")
+    b.add_argument("--findings", dest="findings_file", default=None, metavar="FILE",
+                   help="validity: write every finding with its truth to FILE (JSON lines)")
     b.set_defaults(func=cmd_bench)
     return p
 

@@ -43,12 +43,15 @@ class _Sink:
 def generate_to_file(name: str, out: str | Path | None = None, rows: int | None = None, seed: int = 0,
                      fmt: str = "parquet", batch_rows: int = 250_000,
                      progress: Callable[[str], None] | None = None,
-                     world: str = catalogue.DEFAULT_WORLD) -> Path:
-    """Write generator ``name`` (in ``world``) to ``out`` (default ``data/generated/<name>.<fmt>``,
-    ``<name>_<world>.<fmt>`` for a world other than the default)."""
+                     world: str = catalogue.DEFAULT_WORLD, effect: float = 1.0) -> Path:
+    """Write generator ``name`` (in ``world``, its penalty times ``effect``) to ``out`` (default
+    ``data/generated/<name>.<fmt>``, ``<name>_<world>.<fmt>`` for a world other than the default,
+    ``…_x<effect>`` for another effect)."""
     say = progress or (lambda _m: None)
-    catalogue.check_world(name, world)
+    catalogue.check_world(name, world, effect)
     stem = name if world == catalogue.DEFAULT_WORLD else f"{name}_{world}"
+    if effect != 1.0:
+        stem += f"_x{effect:g}"
     path = Path(out) if out else GENERATED / f"{stem}.{fmt}"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -58,7 +61,8 @@ def generate_to_file(name: str, out: str | Path | None = None, rows: int | None 
     n = 0
     sink = truth = None
     try:
-        for batch, truth_batch in catalogue.stream(name, rows=rows, seed=seed, batch_rows=batch_rows, world=world):
+        for batch, truth_batch in catalogue.stream(name, rows=rows, seed=seed, batch_rows=batch_rows, world=world,
+                                                   effect=effect):
             if sink is None:
                 sink = _Sink(tmp, batch.schema, fmt)
             sink.write(batch)
@@ -80,7 +84,7 @@ def generate_to_file(name: str, out: str | Path | None = None, rows: int | None 
     if truth is not None:
         truth.close()
         truth_tmp.replace(truth_path)
-        mechanism = catalogue.mechanism(name, world)
+        mechanism = catalogue.mechanism(name, world, effect)
         if mechanism is not None:
             path.with_name(f"{path.stem}_mechanism.json").write_text(json.dumps(mechanism, indent=2))
     say(f"{name}: wrote {n:,} rows to {path} in {time.perf_counter() - t0:.1f} s")

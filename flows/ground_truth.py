@@ -91,7 +91,7 @@ def load_truth(spec: AuditSpec, spec_dir: Path, ids: pa.Array | None = None) -> 
     if src.kind == "generated":
         from aequum.engines.generators import catalogue
 
-        table = catalogue.truth(src.generator, src.rows, src.seed, src.world)
+        table = catalogue.truth(src.generator, src.rows, src.seed, src.world, src.effect)
         if table is None:
             return None
         if ids is not None:
@@ -103,7 +103,8 @@ def load_truth(spec: AuditSpec, spec_dir: Path, ids: pa.Array | None = None) -> 
                   if f"harmed_direct_{p.column}" in table.column_names}
         return GroundTruth(table["id"], _flags(table, "harmed", "harmed"),
                            {a: _flags(table, c, c) for a, c in total.items()}, source=f"generator {src.generator}"
-                           + (f" (world {src.world})" if src.world != catalogue.DEFAULT_WORLD else ""),
+                           + (f" (world {src.world})" if src.world != catalogue.DEFAULT_WORLD else "")
+                           + (f" (effect {src.effect:g})" if src.effect != 1.0 else ""),
                            direct_posterior=table["p_harmed"] if "p_harmed" in table.column_names else None,
                            total_posterior={a: table[c] for a, c in posterior.items()},
                            direct_by={a: _flags(table, c, c) for a, c in direct.items()},

@@ -209,7 +209,8 @@ def source_stamp(source: Source, base_dir: Path) -> str | None:
     if source.kind == "generated":
         from aequum.engines.generators import catalogue
 
-        h.update(repr((source.generator, source.rows, source.seed, source.world)).encode())
+        h.update(repr((source.generator, source.rows, source.seed, source.world)
+                      + ((source.effect,) if source.effect != 1.0 else ())).encode())
         h.update(Path(catalogue.module_file(source.generator)).read_bytes())
         return h.hexdigest()
     return None
@@ -489,7 +490,7 @@ def _generated(source: Source, batch_rows: int) -> Stream:
     from aequum.engines.generators import catalogue
 
     batches = catalogue.batches(source.generator, rows=source.rows, seed=source.seed,
-                                batch_rows=batch_rows, world=source.world)
+                                batch_rows=batch_rows, world=source.world, effect=source.effect)
     first = next(batches)
     def chain() -> Iterator[pa.RecordBatch]:
         yield first

@@ -72,6 +72,8 @@ def record_contract(spec: AuditSpec) -> str:
     part["id_column"] = spec.source.id_column
     if spec.source.kind == "generated" and spec.source.world != "dti_penalty":
         part["world"] = spec.source.world
+    if spec.source.kind == "generated" and spec.source.effect != 1.0:
+        part["effect"] = spec.source.effect
     return json.dumps(part, sort_keys=True, separators=(",", ":"))
 
 

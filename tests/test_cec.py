@@ -6,11 +6,13 @@ import polars as pl
 import pyarrow as pa
 import pytest
 import torch
+from conftest import REPO, shared_file, stage_spec
 
 from aequum.engines.core.data import AuditData
+from aequum.engines.core.knn import euclidean_knn
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.models import LinearRule, TorchMLP
-from aequum.engines.core.spec import SpecError, parse_spec
+from aequum.engines.core.spec import SpecError, load_spec, parse_spec
 from aequum.engines.matching.attributions import attribute_pairs, completeness_error
 from aequum.engines.matching.cec_engine import CECEngine
 from aequum.engines.matching.cec_matching import Standardised, baselines, gathered_baselines, match, standardise
@@ -151,6 +153,25 @@ def test_matching_equals_brute_force_with_ties(seed):
     assert np.array_equal(m.counterpart, cp)
     assert np.allclose(m.distance, dist)
     assert np.all(group[m.counterpart] == 1 - m.group) and np.all(stratum[m.counterpart] == m.stratum)
+
+
+def test_a_true_tie_after_standardisation_goes_to_the_smaller_id(tmp_path):
+    """German credit record 755 (a woman, bad credit) lies 261 DM from men 289 and 561, every
+    other financial feature equal. Standardised, the two distances differ by one ulp; the tie
+    (equal within the relative tolerance of CST's search, knn.tie_order) goes to 289."""
+    shared_file("FGCE", "GermanCredit.data")
+    spec = load_spec(REPO / "data" / "specs" / "german_credit_cec.yaml")
+    data = stage_spec(spec, tmp_path, REPO / "data" / "specs")
+    ids = np.asarray(data.id_text.to_pylist())
+    pos = {r: i for i, r in enumerate(ids)}
+    Z = standardise(data.feature_values(spec.engines.cec.merit_features(spec)))
+    d = {r: np.linalg.norm(Z[pos[r]] - Z[pos["755"]]) for r in ("289", "561")}
+    assert d["289"] != d["561"] and np.isclose(d["289"], d["561"], rtol=1e-12, atol=0)
+    m = match(Z, data.groups["sex"].astype(np.int8), data.label.astype(np.int8))
+    at = np.flatnonzero(m.factual == pos["755"])[0]
+    assert ids[m.counterpart[at]] == "289"
+    i, _ = euclidean_knn(Z[[pos["289"], pos["561"]]], Z[[pos["755"]]], 1)  # 561 is 1 ulp nearer
+    assert i[0, 0] == 0
 
 
 def test_distance_threshold_rejects_far_matches():

@@ -232,15 +232,23 @@ def test_cst_summary_tests_the_significant_count_against_chance():
 
     n, sig = 257, 13
     rows = [{"protected_attribute": "race", "method": "ST", "k": 15, "discriminated": i < 40,
-             "significant": i < sig, "delta_p": 0.1, "probable": False} for i in range(n)]
+             "significant": i < sig, "delta_p": 0.1, "probable": False, "comparable": True} for i in range(n)]
     rows += [{"protected_attribute": "race", "method": "CF", "k": 0, "discriminated": True,
-              "significant": None, "delta_p": None, "probable": None}]
+              "significant": None, "delta_p": None, "probable": None, "comparable": None}]
     rows += [{"protected_attribute": "sex", "method": "ST", "k": 15, "discriminated": False,
-              "significant": False, "delta_p": 0.0, "probable": False} for _ in range(50)]
+              "significant": False, "delta_p": 0.0, "probable": False, "comparable": True} for _ in range(50)]
+    # claims without comparators (engines.cst.overlap) were not tested: the chance count is over the others
+    rows += [{"protected_attribute": "sex", "method": "ST", "k": 15, "discriminated": None,
+              "significant": None, "delta_p": 0.4, "probable": None, "comparable": False} for _ in range(30)]
+    rows += [{"protected_attribute": "sex", "method": "ST", "k": 15, "discriminated": True,
+              "significant": True, "delta_p": 0.5, "probable": True, "comparable": True} for _ in range(6)]
     out = {(r["protected_attribute"], r["method"]): r for r in summary(pa.Table.from_pylist(rows), alpha=0.05).to_pylist()}
     # 13 of 257 (5.1%) is what chance alone gives at alpha = 5%
     assert out[("race", "ST")]["excess_p_value"] == pytest.approx(binom.sf(sig - 1, n, 0.05), rel=1e-10)
-    assert out[("race", "ST")]["excess_p_value"] > 0.4
-    assert out[("race", "CF")]["excess_p_value"] is None and out[("sex", "ST")]["excess_p_value"] == 1.0
+    assert out[("race", "ST")]["excess_p_value"] > 0.4 and out[("race", "ST")]["comparable"] == n
+    assert out[("race", "CF")]["excess_p_value"] is None and out[("race", "CF")]["comparable"] is None
+    sex = out[("sex", "ST")]
+    assert sex["complainants"] == 86 and sex["comparable"] == 56 and sex["significant"] == 6
+    assert sex["excess_p_value"] == pytest.approx(binom.sf(5, 56, 0.05), rel=1e-10)
     strict = summary(pa.Table.from_pylist(rows), alpha=0.01).to_pylist()
     assert [r for r in strict if r["method"] == "ST" and r["protected_attribute"] == "race"][0]["excess_p_value"] < 1e-3

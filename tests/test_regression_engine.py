@@ -27,7 +27,7 @@ RAW = {
                  {"name": "dti", "type": "ordinal", "order": DTI},
                  {"name": "loan_type", "type": "categorical", "categories": ["1", "2", "3"]},
                  {"name": "age", "type": "ordinal", "order": ["<25", "25-44", ">44"], "mutability": "immutable"}],
-    "engines": {"run": ["regression"]},
+    "engines": {"run": ["regression"], "regression": {"intersections": []}},  # the attributes alone
 }
 
 
@@ -114,7 +114,7 @@ def test_the_engine_logit_equals_controlled_logit_called_directly():
     numbers; the p-values adjusted across the run's attributes as the LPM's are."""
     raw = copy.deepcopy(RAW)
     raw["features"][0]["nullable"] = True
-    raw["engines"]["regression"] = {"correction": "bh", "confidence": 0.9}
+    raw["engines"]["regression"] = {"correction": "bh", "confidence": 0.9, "intersections": []}
     d = data(raw=raw, penalty=0.06, seed=11)
     income = d.table["income"].to_numpy().copy()
     income[5:35] = np.nan

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from aequum.flows.bench_validity import audit_world, table
+from aequum.flows.bench_validity import audit_world, rates, table
 
 ROWS, SEED = 30_000, 7
 ENGINES = ["outcome", "reasons", "regression", "cst"]
@@ -59,6 +59,48 @@ def test_the_table_counts_false_alarms_and_misses():
         {"world": "w", "audit": "a", "engine": "cst", "attribute": "ethnicity", "flagged": False, "evidence": False,
          "affected": True},
     ]
+    rows = [{**r, "effect": 1.0, "seed": 1} for r in rows]
     (r,) = table(rows)
     assert r["evidence"] == "race, sex" and r["false_alarms"] == "sex" and r["missed"] == "ethnicity"
     assert r["affected"] == "ethnicity, race" and r["flagged"] == "race, sex"
+    # over seeds: how many runs named each attribute, found or false alarm, and missed each affected one
+    again = [{**r, "seed": 2, "evidence": r["attribute"] == "race"} for r in rows]
+    (over,) = rates(rows + again)
+    assert over["runs"] == 2 and over["found (runs)"] == "race 2" and over["false alarms (runs)"] == "sex 1"
+    assert over["missed (runs)"] == "ethnicity 2"
+
+
+def test_null_world_internal_situation_testing_accuses_nobody(null_world):
+    """Situation testing on the lender's records, with its bias correction (the shipped spec's
+    engines.cst.bias_correction): the groups differ in where their inputs lie, and the raw
+    neighbourhood comparison read that as a double standard (a third of the refused women of
+    majority-minority tracts); corrected, no finding is flagged (no more significant claims than
+    chance makes: cst_summary.excess_p_value) and no group has more than 10% of its refused
+    applicants significant (the claims overlap, so the count scatters about its 5% level)."""
+    findings = null_world["internal"]
+    st = [f for f in findings if f["finding"].startswith("situation testing") and "flagged_share" in f]
+    assert {"race&sex", "sex&tract", "tract"} <= {f["attribute"] for f in st}
+    assert all(f["flagged_share"] <= 0.10 and not f["flagged"] for f in st), st
+
+
+@pytest.mark.parametrize("world, unit", [("intersection", "race&sex")])
+def test_an_intersection_only_penalty_is_named_as_the_intersection(world, unit, tmp_path):
+    """Black women penalised, nobody else: the internal audit tests race × sex by default and
+    names it (group-level logit and individual findings), with precision >= 0.8 and recall >= 0.5
+    against the direct truth, and no unaffected group is evidence."""
+    findings = audit_world("internal", world, ROWS, SEED, tmp_path, ENGINES)
+    named = {f["attribute"] for f in findings if f["evidence"]}
+    assert unit in named and not [f for f in findings if f["evidence"] and not f["affected"]]
+    cf = [f for f in findings if f["attribute"] == unit and f["finding"] == "counterfactual fairness"]
+    assert cf and cf[0]["evidence"] and cf[0]["precision"] >= 0.8 and cf[0]["recall"] >= 0.5, cf
+
+
+@pytest.mark.parametrize("world, hit, spared", [("redlining", {"tract"}, {"race", "ethnicity", "sex", "asian"}),
+                                                ("intersection", {"race", "sex"}, {"ethnicity", "tract", "asian"})])
+def test_the_truth_is_the_direct_effect_of_the_attribute(world, hit, spared, tmp_path):
+    """A group is affected when the penalty treats it worse because of the attribute, not when it
+    shares members or tracts with the penalised: race is spared by redlining (the penalty follows
+    the tract), tract by the intersection world; women are hit where Black women are."""
+    findings = audit_world("internal", world, 5_000, SEED, tmp_path, ["outcome"])
+    truth = {f["attribute"]: f["affected"] for f in findings}
+    assert all(truth[a] for a in hit) and not any(truth[a] for a in spared), truth

@@ -382,8 +382,15 @@ def test_generate_a_world_from_the_command_line(tmp_path, monkeypatch, capsys):
     assert json.loads((out / "hmda_lender_redlining_mechanism.json").read_text())["kind"] == "tract"
     capsys.readouterr()
     assert main(["generate", "loan", "--world", "null", "--rows", "10"]) == 2
-    assert "--world is for the hmda" in capsys.readouterr().err
+    assert "--world and --effect are for the hmda" in capsys.readouterr().err
+    assert main(["generate", "loan", "--effect", "2", "--rows", "10"]) == 2
+    assert main(["generate", "hmda", "--effect", "-1", "--rows", "10"]) == 2
+    assert "--effect must be a non-negative number" in capsys.readouterr().err
     assert not (out / "loan.parquet").exists() and not (out / "hmda.parquet").exists()
+    assert main(["generate", "hmda", "--world", "score_penalty", "--effect", "0.5", "--rows", "300"]) == 0
+    assert json.loads((out / "hmda_score_penalty_x0.5_mechanism.json").read_text())["score_shift"] == 0.225
+    assert pq.read_table(out / "hmda_score_penalty_x0.5_truth.parquet").equals(
+        hmda_truth(300, 0, "score_penalty", 0.5))
     with pytest.raises(SystemExit):
         main(["generate", "hmda", "--world", "nowhere"])
     assert "invalid choice: 'nowhere'" in capsys.readouterr().err
@@ -401,3 +408,50 @@ def test_the_worlds_are_named_alike_where_they_are_listed():
     assert list(cli.WORLDS) == list(hmda.WORLDS)
     assert list(typing.get_args(Source.model_fields["world"].annotation)) == list(hmda.WORLDS)
     assert cli.DEFAULT_WORLD == hmda.DEFAULT_WORLD == Source.model_fields["world"].default
+
+
+# ---- effect sizes --------------------------------------------------------------------------
+@pytest.mark.parametrize("world", ["dti_penalty", "score_penalty", "intersection", "redlining", "input_penalty"])
+def test_effect_scales_the_penalty_and_nothing_else(world):
+    """effect 0 decides as the null world; effect 1 is the world as listed; a larger effect harms
+    a superset of the applicants a smaller one harms (the shift only grows), on the same draws."""
+    n = 20_000
+    null = hmda_truth(n, 5, "null")
+    zero, one, half, double = (hmda_truth(n, 5, world, e) for e in (0.0, 1.0, 0.5, 2.0))
+    assert zero["decision"].equals(null["decision"]) and not any(zero["harmed"].to_pylist())
+    assert one.equals(hmda_truth(n, 5, world))
+    harmed = [np.asarray(t["harmed"].to_numpy(zero_copy_only=False)) for t in (half, one, double)]
+    assert harmed[0].sum() < harmed[1].sum() < harmed[2].sum()
+    assert not (harmed[0] & ~harmed[1]).any() and not (harmed[1] & ~harmed[2]).any()
+    assert score_shift(world, 0.5) == pytest.approx(0.5 * score_shift(world))
+    m = hmda.mechanism(world, 2.0)
+    assert m["effect"] == 2.0 and m["score_shift"] == pytest.approx(2 * score_shift(world))
+    assert lender_rule(world, 0.5)["coefficients"]["race"] == pytest.approx(
+        0.5 * lender_rule(world)["coefficients"]["race"])
+
+
+def test_effect_is_checked_and_belongs_to_the_hmda_generators():
+    from aequum.engines.core.spec import SpecError, parse_spec
+    from conftest import REPO
+
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="effect must be a non-negative number"):
+            hmda_truth(10, 0, "score_penalty", bad)
+    with pytest.raises(ValueError, match="no worlds"):
+        next(catalogue.stream("loan", 10, effect=2.0))
+    spec = _hmda_spec()
+    raw = spec.model_dump(mode="json")
+    raw["source"].update({"effect": 0.5, "world": "score_penalty"})
+    half = parse_spec(raw)
+    assert half.source.effect == 0.5
+    from aequum.flows.readers import source_stamp
+    from aequum.flows.staging import record_contract
+
+    raw["source"]["effect"] = 1.0
+    listed = parse_spec(raw)
+    assert record_contract(half) != record_contract(listed)  # another effect, another dataset version
+    assert source_stamp(half.source, REPO) != source_stamp(listed.source, REPO)
+    raw["source"]["effect"] = 0.5
+    raw["source"].update({"generator": "loan", "world": "dti_penalty"})
+    with pytest.raises(SpecError, match="source.effect=0.5 is for the hmda and hmda_lender generators only"):
+        parse_spec(raw)

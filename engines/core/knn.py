@@ -475,6 +475,24 @@ def _fetch(points: Points, queries: Points, groups, trees, want: int, kk: int,
     return idx, dist, unsure
 
 
+def tie_order(ci: np.ndarray, cd: np.ndarray, kk: int, rtol: float = _RTOL) -> np.ndarray:
+    """Per row, the positions of the kk best candidates by (distance, index), distances within a
+    relative ``rtol`` of each other counting as equal (``_RTOL``, the margin CST's search allows
+    between a tree's distances and the exact ones): the rule "ties go to the smaller index"
+    then holds for mathematically equal distances that rounding left a few ulps apart (a record
+    261 DM above one neighbour and 261 DM below another, after standardisation: CEC's Euclidean
+    matching; CST's mixed distances are exact on their lattice and need no tolerance). Distances are
+    sorted, and each one within ``rtol`` of the previous joins its tie class; the classes keep
+    their order and the index orders each class. Vectorised over the rows."""
+    o = np.argsort(cd, axis=1, kind="stable")
+    d = np.take_along_axis(cd, o, 1)
+    with np.errstate(invalid="ignore"):
+        step = d[:, 1:] > d[:, :-1] * (1 + rtol) + np.finfo(np.float64).tiny
+    tie_class = np.concatenate([np.zeros((len(d), 1), np.int64), np.cumsum(step, axis=1)], axis=1)
+    within = np.lexsort((np.take_along_axis(ci, o, 1), tie_class), axis=1)[:, :kk]
+    return np.take_along_axis(o, within, 1)
+
+
 def _select(ci: np.ndarray, cd: np.ndarray, kk: int, exclude: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """The kk best candidates per row by (distance, index), dropping the excluded point."""
     cd = cd.copy()
@@ -489,8 +507,9 @@ def euclidean_knn(points: np.ndarray, queries: np.ndarray, k: int = 1) -> tuple[
 
     CEC's Algorithm 1 (Popoola & Sheppard, Definition 2) matches on the L2 distance between
     standardised financial features. Backed by a KD-tree (p = 2); distances are recomputed
-    with one numpy formula so equal distances compare equal, and ties are broken by (distance,
-    point index), refetching more candidates while a tie at the k-th distance may hide a point
+    with one numpy formula, and ties — distances equal within the relative tolerance ``_RTOL``
+    (:func:`tie_order`, CST's search margin) — go to the smaller point index, refetching more
+    candidates while a tie at the k-th distance may hide a point
     with a smaller index. Fewer than k points: fewer columns. Returns (indices, distances).
     """
     points = np.ascontiguousarray(points, dtype=np.float64).reshape(len(points), -1)
@@ -513,10 +532,11 @@ def euclidean_knn(points: np.ndarray, queries: np.ndarray, k: int = 1) -> tuple[
         _, ci = tree.query(queries[todo], k=want, p=2)
         ci = np.asarray(ci, np.int64).reshape(len(todo), want)
         cd = np.sqrt(((points[ci] - queries[todo][:, None, :]) ** 2).sum(-1))
-        order = np.lexsort((ci, cd), axis=1)[:, :kk]
+        order = tie_order(ci, cd, kk)
         i_s, d_s = np.take_along_axis(ci, order, 1), np.take_along_axis(cd, order, 1)
-        # the farthest fetched candidate not beyond the k-th distance: more may tie there
-        unsure = (want < n) & (cd.max(axis=1) <= d_s[:, -1])
+        # the farthest fetched candidate not beyond the k-th distance (up to the tie tolerance):
+        # more may tie there
+        unsure = (want < n) & (cd.max(axis=1) <= d_s.max(axis=1) * (1 + _RTOL))
         done = ~unsure
         idx[todo[done]], dist[todo[done]] = i_s[done], d_s[done]
         todo, want = todo[unsure], min(4 * want, n)

@@ -288,6 +288,7 @@ def fit_surrogate(X: np.ndarray, y: np.ndarray, feature_names, hidden=(64, 32), 
             raise ModelError(f"surrogate: operating_point must be balanced or matched_rate, not {operating_point!r}")
     finally:
         torch.set_num_threads(threads)
+    model.holdout_index = test  # positions of the rows held out of the fit (engines.pba inputs: holdout)
     model.fidelity = {f"train_{k}": v for k, v in decision_quality(y_train, model.score(X[train])).items()}
     if len(test):
         model.fidelity.update({f"holdout_{k}": v for k, v in

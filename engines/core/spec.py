@@ -99,6 +99,9 @@ class Source(_Model):
         "intersection (0.45 on Black women's risk only), redlining (0.45 on applications from tracts more "
         "than 50% minority), input_penalty (LTV read 8 points higher for Asian applicants). Part of the "
         "generated dataset's identity and of the truth it is scored against.")
+    effect: float = Field(
+        1.0, ge=0, allow_inf_nan=False, description="The world's penalty times this (hmda and hmda_lender "
+        "only): 0.5 for half the points or half the shift, 2 for twice; part of the dataset's identity.")
     id_column: str | None = Field(
         description="Column holding a unique record id; null: the 0-based source row number is "
         "the id (for files without one, such as the papers' reference data).")
@@ -114,6 +117,8 @@ class Source(_Model):
             raise ValueError(f"source.kind={self.kind!r} needs source.{need[self.kind]}")
         if self.world != "dti_penalty" and (self.kind != "generated" or self.generator not in ("hmda", "hmda_lender")):
             raise ValueError(f"source.world={self.world!r} is for the hmda and hmda_lender generators only")
+        if self.effect != 1.0 and (self.kind != "generated" or self.generator not in ("hmda", "hmda_lender")):
+            raise ValueError(f"source.effect={self.effect!r} is for the hmda and hmda_lender generators only")
         if self.kind == "postgres" and self.uri is None:
             raise ValueError("source.kind='postgres' needs source.uri")
         if self.kind in ("duckdb", "postgres") and (self.table is None) == (self.query is None):

@@ -1,8 +1,8 @@
 """The built-in generators by name, as streams of Arrow record batches.
 
 ``stream`` yields (data batch, ground-truth batch or None); ``batches`` only the data.
-``world`` (hmda and hmda_lender only) names the planted mechanism (``hmda.WORLDS``); the other
-generators take only the default.
+``world`` (hmda and hmda_lender only) names the planted mechanism (``hmda.WORLDS``) and
+``effect`` scales its size (1: as listed); the other generators take only the defaults.
 """
 from __future__ import annotations
 
@@ -15,22 +15,22 @@ WORLD_GENERATORS = ("hmda", "hmda_lender")  # the generators with a planted mech
 DEFAULT_WORLD = "dti_penalty"  # hmda.DEFAULT_WORLD
 
 
-def check_world(name: str, world: str) -> None:
-    """A ValueError unless ``world`` is one of the generator's worlds."""
+def check_world(name: str, world: str, effect: float = 1.0) -> None:
+    """A ValueError unless ``world`` is one of the generator's worlds and ``effect`` a size."""
     if name in WORLD_GENERATORS:
         from aequum.engines.generators.hmda import check_world as known
 
-        known(world)
-    elif world != DEFAULT_WORLD:
-        raise ValueError(f"generator {name!r} has no worlds (world={world!r}): worlds are for "
-                         f"{' and '.join(WORLD_GENERATORS)}")
+        known(world, effect)
+    elif world != DEFAULT_WORLD or effect != 1.0:
+        raise ValueError(f"generator {name!r} has no worlds (world={world!r}, effect={effect!r}): worlds are "
+                         f"for {' and '.join(WORLD_GENERATORS)}")
 
 
 def stream(name: str, rows: int | None = None, seed: int = 0, batch_rows: int = 250_000,
-           world: str = DEFAULT_WORLD) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch | None]]:
+           world: str = DEFAULT_WORLD, effect: float = 1.0) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch | None]]:
     if name not in NAMES:
         raise ValueError(f"unknown generator {name!r}; known: {list(NAMES)}")
-    check_world(name, world)
+    check_world(name, world, effect)
     if name == "loan":
         from aequum.engines.generators.loan import DEFAULT_ROWS, iter_loan_batches
 
@@ -44,16 +44,16 @@ def stream(name: str, rows: int | None = None, seed: int = 0, batch_rows: int = 
     elif name == "hmda":
         from aequum.engines.generators.hmda import DEFAULT_ROWS, iter_hmda_batches
 
-        yield from iter_hmda_batches(rows or DEFAULT_ROWS, seed, batch_rows, world=world)
+        yield from iter_hmda_batches(rows or DEFAULT_ROWS, seed, batch_rows, world=world, effect=effect)
     else:  # hmda_lender
         from aequum.engines.generators.hmda import DEFAULT_ROWS, iter_lender_batches
 
-        yield from iter_lender_batches(rows or DEFAULT_ROWS, seed, batch_rows, world=world)
+        yield from iter_lender_batches(rows or DEFAULT_ROWS, seed, batch_rows, world=world, effect=effect)
 
 
 def batches(name: str, rows: int | None = None, seed: int = 0, batch_rows: int = 250_000,
-            world: str = DEFAULT_WORLD) -> Iterator[pa.RecordBatch]:
-    for data, _truth in stream(name, rows, seed, batch_rows, world):
+            world: str = DEFAULT_WORLD, effect: float = 1.0) -> Iterator[pa.RecordBatch]:
+    for data, _truth in stream(name, rows, seed, batch_rows, world, effect):
         yield data
 
 
@@ -66,21 +66,22 @@ def module_file(name: str) -> str:
     return import_module(f"aequum.engines.generators.{name.removesuffix('_lender')}").__file__
 
 
-def mechanism(name: str, world: str = DEFAULT_WORLD) -> dict | None:
+def mechanism(name: str, world: str = DEFAULT_WORLD, effect: float = 1.0) -> dict | None:
     """The planted discrimination mechanism of a generator (in ``world``), where it has one."""
-    check_world(name, world)
+    check_world(name, world, effect)
     if name in WORLD_GENERATORS:
         from aequum.engines.generators.hmda import mechanism as hmda_mechanism
 
-        return hmda_mechanism(world)
+        return hmda_mechanism(world, effect)
     return None
 
 
-def truth(name: str, rows: int | None = None, seed: int = 0, world: str = DEFAULT_WORLD) -> pa.Table | None:
+def truth(name: str, rows: int | None = None, seed: int = 0, world: str = DEFAULT_WORLD,
+          effect: float = 1.0) -> pa.Table | None:
     """A generator's ground truth of harm (the table written beside its files), where it has one."""
-    check_world(name, world)
+    check_world(name, world, effect)
     if name in WORLD_GENERATORS:  # the same applications, so the same truth
         from aequum.engines.generators.hmda import DEFAULT_ROWS, hmda_truth
 
-        return hmda_truth(rows or DEFAULT_ROWS, seed, world)
+        return hmda_truth(rows or DEFAULT_ROWS, seed, world, effect)
     return None

@@ -186,16 +186,23 @@ WORLDS: dict[str, dict] = {
 }
 
 
-def check_world(world: str) -> dict:
-    """The entry of :data:`WORLDS` named ``world``; a ValueError naming the known worlds otherwise."""
+def check_world(world: str, effect: float = 1.0) -> dict:
+    """The entry of :data:`WORLDS` named ``world`` with its penalty's size times ``effect`` (1:
+    as listed; 0.5: half the points or half the shift; any non-negative number); a ValueError
+    naming the known worlds, or the bad effect, otherwise."""
     if world not in WORLDS:
         raise ValueError(f"hmda generator: unknown world {world!r}; known worlds: {list(WORLDS)}")
-    return WORLDS[world]
+    if not (isinstance(effect, (int, float)) and np.isfinite(effect) and effect >= 0):
+        raise ValueError(f"hmda generator: effect must be a non-negative number, got {effect!r}")
+    return {**WORLDS[world], "size": WORLDS[world]["size"] * float(effect), "effect": float(effect)}
 
 
-def score_shift(world: str) -> float:
+def score_shift(world: str, effect: float = 1.0) -> float:
     """What the world's penalty adds to the risk of a record it applies to."""
-    w = check_world(world)
+    return _shift(check_world(world, effect))
+
+
+def _shift(w: dict) -> float:
     return INPUT_WEIGHTS[w["variable"]] * w["size"] if w["kind"] == "input" else w["size"]
 
 
@@ -209,10 +216,10 @@ def _who(w: dict) -> str:
         f"{column} {' / '.join(values)}" for column, values in w["penalised"].items())
 
 
-def mechanism(world: str = DEFAULT_WORLD) -> dict:
-    """The planted mechanism of ``world`` and the meaning of the ground truth's columns (the JSON
-    written beside generated files)."""
-    w = check_world(world)
+def mechanism(world: str = DEFAULT_WORLD, effect: float = 1.0) -> dict:
+    """The planted mechanism of ``world`` (its penalty times ``effect``) and the meaning of the
+    ground truth's columns (the JSON written beside generated files)."""
+    w = check_world(world, effect)
     fair = {"DTI": "0.09(DTI-36)", "LTV": "0.05(LTV-80)"}
     if w["kind"] == "input":
         read = {"debt_to_income_ratio": "DTI", "combined_loan_to_value_ratio": "LTV"}[w["variable"]]
@@ -250,8 +257,8 @@ def mechanism(world: str = DEFAULT_WORLD) -> dict:
         **{f"p_harmed_{kind}_{c}": f"the same for harmed_{kind}_{c}" for kind in ("total", "direct")
            for c in INTERVENTIONS},
     }
-    return {"world": world, "kind": w["kind"], "description": w["description"], **size,
-            "score_shift": score_shift(world), "penalised": w["penalised"], "match": w["match"],
+    return {"world": world, "effect": w["effect"], "kind": w["kind"], "description": w["description"], **size,
+            "score_shift": _shift(w), "penalised": w["penalised"], "match": w["match"],
             "decision": decision,
             "denial_reason_1": "for denied applications: 1 (debt-to-income) if the DTI as the underwriter read it "
                                "exceeds 43, else 4 (collateral) if the LTV as read exceeds 95, else 3 (credit history)",
@@ -338,9 +345,8 @@ def _tract_share(black, hisp, u):
     return np.clip(35 + 30 * (black | hisp) + 20.0 * u, 0, 100)
 
 
-def _applies(world, black, hisp, asian, female, tract):
-    """Whether the world's penalty applies to each record (bool array)."""
-    w = WORLDS[world]
+def _applies(w, black, hisp, asian, female, tract):
+    """Whether the world's penalty (``w``: :func:`check_world`'s entry) applies to each record."""
     if w["kind"] == "none":
         return np.zeros(black.shape, bool)
     if w["kind"] == "tract":
@@ -351,9 +357,9 @@ def _applies(world, black, hisp, asian, female, tract):
     return (np.logical_or if w["match"] == "any" else np.logical_and).reduce(per_column)
 
 
-def _penalty(world, black, hisp, asian, female, tract):
+def _penalty(w, black, hisp, asian, female, tract):
     """What the world's penalty adds to each record's risk (0 where it does not apply)."""
-    return score_shift(world) * _applies(world, black, hisp, asian, female, tract)
+    return _shift(w) * _applies(w, black, hisp, asian, female, tract)
 
 
 # sd of the risk's unobserved part, -1.2 credit + 0.5 u_risk (credit's own noise is N(0, 1))
@@ -382,16 +388,17 @@ def _posterior(low, high, mean):
         return np.where(sf_low > 0, (sf_low - sf_high) / sf_low, 1.0)
 
 
-def _risk(world, black, hisp, asian, female, u_credit, u_income, u_dti, u_ltv, u_risk, u_tract):
+def _risk(w, black, hisp, asian, female, u_credit, u_income, u_dti, u_ltv, u_risk, u_tract):
     """(risk the underwriter evaluates, the same without the planted penalty); denied iff risk > CUTOFF."""
     income, dti, ltv = _income(black, hisp, asian, female, u_income), _dti(black, hisp, u_dti), _ltv(black, hisp, u_ltv)
     base = 0.05 * (ltv - 80) - 0.45 * np.log(income / 80) - 1.2 * _credit(black, hisp, asian, u_credit) + 0.5 * u_risk
     risk_fair = base + 0.09 * (dti - 36)
-    return risk_fair + _penalty(world, black, hisp, asian, female, _tract_share(black, hisp, u_tract)), risk_fair
+    return risk_fair + _penalty(w, black, hisp, asian, female, _tract_share(black, hisp, u_tract)), risk_fair
 
 
 def _block(n: int, seed: int, block: int, first_row: int, lar: bool = True,
-           world: str = DEFAULT_WORLD) -> tuple[dict[str, pa.Array] | None, dict[str, np.ndarray]]:
+           world: str = DEFAULT_WORLD, effect: float = 1.0) -> tuple[dict[str, pa.Array] | None, dict[str, np.ndarray]]:
+    w = check_world(world, effect)
     rng = np.random.default_rng([seed, block])
     races = VALUE_SETS["derived_race"]
     race_i, race = _pick(rng, races, [0.6, 5.5, 8.0, 0.2, 61.0, 0.4, 4.0, 0.3, 20.0], n)
@@ -418,18 +425,18 @@ def _block(n: int, seed: int, block: int, first_row: int, lar: bool = True,
     u_tract = np.random.default_rng([seed, block, 2]).standard_normal(n)
     dti, minority_share = _dti(black, hisp, u_dti), _tract_share(black, hisp, u_tract)
     groups = (black, hisp, asian, female)
-    risk, risk_fair = _risk(world, *groups, u_credit, u_income, u_dti, u_ltv, u_risk, u_tract)
-    penalised, pen = _applies(world, *groups, minority_share), _penalty(world, *groups, minority_share)
+    risk, risk_fair = _risk(w, *groups, u_credit, u_income, u_dti, u_ltv, u_risk, u_tract)
+    penalised, pen = _applies(w, *groups, minority_share), _penalty(w, *groups, minority_share)
     approved, approved_fair = risk <= CUTOFF, risk_fair <= CUTOFF
     # the inputs as the underwriter read them (the denial reason cites these)
-    planted = WORLDS[world]
+    planted = w
     dti_read = dti + planted["size"] * penalised if planted.get("variable") == "debt_to_income_ratio" else dti
     ltv_read = ltv + planted["size"] * penalised if planted.get("variable") == "combined_loan_to_value_ratio" else ltv
     # total effects: the same applicant (same noise) under do(attribute := reference value)
     none = np.zeros(n, bool)
     groups_do = {"derived_race": (none, hisp, none, female), "derived_ethnicity": (black, none, asian, female),
                  "derived_sex": (black, hisp, asian, none)}
-    approved_do = {c: _risk(world, *g, u_credit, u_income, u_dti, u_ltv, u_risk, u_tract)[0] <= CUTOFF
+    approved_do = {c: _risk(w, *g, u_credit, u_income, u_dti, u_ltv, u_risk, u_tract)[0] <= CUTOFF
                    for c, g in groups_do.items()}
     # what the observable variables can tell (the Bayes posterior of harm given them): every
     # world's penalty is a known function of the groups and the tract share, so given those the
@@ -441,13 +448,13 @@ def _block(n: int, seed: int, block: int, first_row: int, lar: bool = True,
     approved_direct = {}
     for c, g in groups_do.items():
         # controlled direct effect: only the penalty follows the intervention (the tract share as drawn)
-        pen_do = _penalty(world, *g, minority_share)
+        pen_do = _penalty(w, *g, minority_share)
         approved_direct[c] = risk_fair + pen_do <= CUTOFF
         posterior[f"p_harmed_direct_{c}"] = _posterior(low, CUTOFF - observed - pen_do, mean)
         # total effect: every structural equation follows it (W shifts with the group's mean)
         shift = mean - _latent_mean(g[0], g[1], g[2])
         high = CUTOFF - _observed_risk(*g, u_income, u_dti, u_ltv) \
-            - _penalty(world, *g, _tract_share(g[0], g[1], u_tract)) + shift
+            - _penalty(w, *g, _tract_share(g[0], g[1], u_tract)) + shift
         posterior[f"p_harmed_total_{c}"] = _posterior(low, high, mean)
     # action taken: out-of-scope outcomes (withdrawn, incomplete, purchased) independent of merit
     action_i = np.where(approved, np.where(rng.random(n) < 0.93, 0, 1), 2)
@@ -587,18 +594,19 @@ def _truth_batch(truth: dict) -> pa.RecordBatch:
                                        for f in TRUTH], schema=TRUTH)
 
 
-def hmda_truth(n: int = DEFAULT_ROWS, seed: int = 0, world: str = DEFAULT_WORLD) -> pa.Table:
+def hmda_truth(n: int = DEFAULT_ROWS, seed: int = 0, world: str = DEFAULT_WORLD, effect: float = 1.0) -> pa.Table:
     """The ground truth of ``n`` generated rows alone (the same as :func:`iter_hmda_batches`
     writes beside the LAR), without formatting the LAR: a few seconds per million rows."""
-    _check(n, world)
-    return pa.Table.from_batches([_truth_batch(_block(min(BLOCK, n - start), seed, b, start, lar=False, world=world)[1])
+    _check(n, world, effect)
+    return pa.Table.from_batches([_truth_batch(_block(min(BLOCK, n - start), seed, b, start, lar=False, world=world,
+                                                      effect=effect)[1])
                                   for b, start in enumerate(range(0, n, BLOCK))], schema=TRUTH)
 
 
-def _check(n: int, world: str) -> None:
+def _check(n: int, world: str, effect: float = 1.0) -> None:
     if n <= 0:
         raise ValueError(f"hmda generator: rows must be positive, got {n}")
-    check_world(world)
+    check_world(world, effect)
 
 
 LENDER = pa.schema([("derived_race", pa.string()), ("derived_ethnicity", pa.string()), ("derived_sex", pa.string()),
@@ -607,7 +615,7 @@ LENDER = pa.schema([("derived_race", pa.string()), ("derived_ethnicity", pa.stri
                     ("tract_minority_share", pa.float64())])
 
 
-def lender_rule(world: str = DEFAULT_WORLD) -> dict:
+def lender_rule(world: str = DEFAULT_WORLD, effect: float = 1.0) -> dict:
     """The lender's decision function in ``world`` (the generator's: approved iff score >= 0,
     score = CUTOFF - risk) as a linear rule on LENDER's columns and the group indicators ``race``
     (Black or African American) and ``ethnicity`` (Hispanic or Latino): ``coefficients``,
@@ -621,8 +629,8 @@ def lender_rule(world: str = DEFAULT_WORLD) -> dict:
     input_penalty (Asian applicants, for whom there is no indicator) — the coefficients are the
     decision without the penalty (race and ethnicity 0) and ``penalty`` says, in words, what the
     score loses and for whom."""
-    w = check_world(world)
-    shift = score_shift(world)
+    w = check_world(world, effect)
+    shift = _shift(w)
     linear = w["kind"] == "none" or (w["match"] == "any" and w["kind"] in ("input", "score")
                                      and set(w["penalised"]) == {"derived_race", "derived_ethnicity"}
                                      and w["penalised"]["derived_race"] == [BLACK]
@@ -646,7 +654,7 @@ LENDER_RULE = lender_rule(DEFAULT_WORLD)
 
 
 def iter_lender_batches(n: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int = 250_000,
-                        world: str = DEFAULT_WORLD) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch]]:
+                        world: str = DEFAULT_WORLD, effect: float = 1.0) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch]]:
     """(lender batch, ground-truth batch) pairs: the same applications as :func:`iter_hmda_batches`
     (same seed, same world, same row numbers) as the lender's own records hold them — the group
     columns, the action taken, and every input of its decision (:func:`lender_rule`) unbinned:
@@ -655,11 +663,12 @@ def iter_lender_batches(n: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int = 
     as the LAR's tract_minority_population_percent before rounding). An internal audit with the
     lender's model: the one setting in which an individual's counterfactual decision is
     identifiable."""
-    _check(n, world)
+    _check(n, world, effect)
     for start in range(0, n, batch_rows):
         take = min(batch_rows, n - start)
         blocks = range(start // BLOCK, (start + take - 1) // BLOCK + 1)
-        parts = [_block(min(BLOCK, n - b * BLOCK), seed, b, b * BLOCK, lar=False, world=world) for b in blocks]
+        parts = [_block(min(BLOCK, n - b * BLOCK), seed, b, b * BLOCK, lar=False, world=world, effect=effect)
+                 for b in blocks]
         lender = pa.Table.from_batches([pa.RecordBatch.from_pydict(c, schema=LENDER) for c, _ in parts])
         truth = pa.Table.from_batches([_truth_batch(t) for _, t in parts])
         offset = start - blocks[0] * BLOCK
@@ -669,13 +678,13 @@ def iter_lender_batches(n: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int = 
 
 def iter_hmda_batches(n: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int = 250_000,
                       spelling: str = "snapshot",
-                      world: str = DEFAULT_WORLD) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch]]:
+                      world: str = DEFAULT_WORLD, effect: float = 1.0) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch]]:
     """(LAR batch, ground-truth batch) pairs covering ``n`` rows; identical for any batch_rows.
 
     ``spelling``: "snapshot" (underscores) or "data_browser" (hyphens, loan_to_value_ratio);
-    ``world``: the planted mechanism (:data:`WORLDS`).
+    ``world``: the planted mechanism (:data:`WORLDS`); ``effect``: its size, times the listed one.
     """
-    _check(n, world)
+    _check(n, world, effect)
     if spelling not in ("snapshot", "data_browser"):
         raise ValueError(f"hmda generator: spelling must be 'snapshot' or 'data_browser', got {spelling!r}")
     pending_lar: list[pa.RecordBatch] = []
@@ -683,7 +692,7 @@ def iter_hmda_batches(n: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int = 25
     pending = 0
     for b, start in enumerate(range(0, n, BLOCK)):
         size = min(BLOCK, n - start)
-        lar, truth = _to_batches(*_block(size, seed, b, start, world=world), spelling)
+        lar, truth = _to_batches(*_block(size, seed, b, start, world=world, effect=effect), spelling)
         pending_lar.append(lar)
         pending_truth.append(truth)
         pending += size

@@ -8,6 +8,30 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 DEFAULT_SWEEP = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75]
 
 
+class CECTrainingParams(BaseModel):
+    """``aequum train``'s choices for this spec (the command line's flags override them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_f1_loss: float | None = Field(
+        None, ge=0, lt=1, description="Choose λ_CEC per fold by validation: the lowest-CEC λ of "
+        "`lambdas` whose validation F1 is at most this below the plain model's (--max-f1-loss); "
+        "null: the fixed --lambda-cec.")
+    lambdas: list[float] = Field(default_factory=lambda: [0.01, 0.03, 0.1, 0.3, 1.0],
+                                 description="The λ_CEC grid searched, in increasing order.")
+    validation: float = Field(0.2, gt=0, lt=1, description="Share of each fold's training records "
+                              "held out to choose λ (stratified by label and group).")
+    records: int | None = Field(None, gt=1, description="Train on a sample of this many records, "
+                                "stratified by label and group (seeded); null: every record.")
+
+    @field_validator("lambdas")
+    @classmethod
+    def _lambdas(cls, v: list[float]) -> list[float]:
+        if not v or any(not 0 < x < float("inf") for x in v):
+            raise ValueError(f"lambdas must list positive finite values, got {v}")
+        return sorted(set(v))
+
+
 class CECParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -45,6 +69,8 @@ class CECParams(BaseModel):
         "in cec_summary (records: sampled, population: before sampling); null: every record.")
     sample_seed: int = Field(0, description="Seed of the factual sample (drawn in record-id order, so "
                              "the sample does not depend on the order of the rows).")
+    training: CECTrainingParams = Field(default_factory=CECTrainingParams,
+                                        description="aequum train: λ search and training sample.")
     chunk_size: int = Field(50_000, gt=0, description="Factual records per parallel piece.")
     batch_pairs: int = Field(512, gt=0, description="Pairs per torch batch inside a piece "
                              "(memory: 2 x batch_pairs paths x their segments or steps).")

@@ -296,29 +296,42 @@ def folds(label: np.ndarray, group: np.ndarray, k: int, seed: int = 0) -> np.nda
 
 def cross_validate(inputs: np.ndarray, merit: np.ndarray, label: np.ndarray, group: np.ndarray,
                    names, objectives: list[str], k: int, config: TrainConfig,
-                   progress: Callable[[dict], None] | None = None) -> list[dict]:
+                   progress: Callable[[dict], None] | None = None, budget=None) -> list[dict]:
     """Per objective and fold: train on k − 1 folds (Phase 1 on them), evaluate on the held-out
     fold with its records matched to the training folds' records (Algorithm 1's indices are built
     on the training data). The same folds, pairs and seed for every objective; each fold's pairs
-    are matched once."""
+    are matched once.
+
+    With a ``budget`` (:class:`~aequum.engines.matching.cec_lambda.Budget`), the cec objective's
+    λ_CEC is chosen per fold by validation inside the training folds
+    (:func:`~aequum.engines.matching.cec_lambda.choose_lambda`); a fold where no λ meets the
+    budget trains with λ_CEC = 0 and says so (``budget_met`` False, the search in ``search``)."""
     fold = folds(label, group, k, config.seed)
     train_pairs = [make_pairs(inputs[fold != i], merit[fold != i], label[fold != i], group[fold != i])
                    for i in range(k)]
     rows = []
     for objective in objectives:
-        cfg = config.for_objective(objective)
         for i in range(k):
             tr, te = fold != i, fold == i
-            pairs = train_pairs[i]
+            cfg, extra = config.for_objective(objective), {"max_f1_loss": None, "budget_met": None}
+            if budget is not None and objective == "cec":
+                from aequum.engines.matching.cec_lambda import choose_lambda
+
+                say = None if progress is None else (
+                    lambda t, i=i: progress({"objective": "lambda", "fold": i + 1, "folds": k, **t}))
+                search = choose_lambda(inputs[tr], merit[tr], label[tr], group[tr], names, config, budget, say)
+                cfg = replace(cfg, lambda_cec=search["lambda_cec"] or 0.0)
+                extra = {"max_f1_loss": budget.max_f1_loss, "budget_met": search["lambda_cec"] is not None,
+                         "search": search}
             t0 = time.perf_counter()
             report = None if progress is None else (
                 lambda e, o=objective, i=i: progress({"objective": o, "fold": i + 1, "folds": k, **e}))
-            model = train(inputs[tr], label[tr], group[tr], pairs, names, cfg, report)
+            model = train(inputs[tr], label[tr], group[tr], train_pairs[i], names, cfg, report)
             seconds = time.perf_counter() - t0
             metrics = evaluate(model, inputs[te], merit[te], label[te], group[te], cfg.threshold,
                                pool=(inputs[tr], merit[tr], label[tr], group[tr]))
             rows.append({"objective": objective, "fold": i + 1, "seconds": seconds,
-                         "lambda_eo": cfg.lambda_eo, "lambda_cec": cfg.lambda_cec, **metrics})
+                         "lambda_eo": cfg.lambda_eo, "lambda_cec": cfg.lambda_cec, **extra, **metrics})
     return rows
 
 
@@ -327,7 +340,8 @@ TRAINING = pa.schema([
     ("fold", pa.int32()), ("f1", pa.float64()), ("auc", pa.float64()), ("eo_gap", pa.float64()),
     ("sp_gap", pa.float64()), ("cec", pa.float64()), ("pfr", pa.float64()), ("regime_b", pa.float64()),
     ("pairs", pa.int64()), ("seconds", pa.float64()), ("epochs", pa.int32()),
-    ("lambda_eo", pa.float64()), ("lambda_cec", pa.float64()), ("model_path", pa.string()),
+    ("lambda_eo", pa.float64()), ("lambda_cec", pa.float64()), ("max_f1_loss", pa.float64()),
+    ("budget_met", pa.bool_()), ("model_path", pa.string()),
 ])
 METRICS = ["f1", "auc", "eo_gap", "sp_gap", "cec", "pfr", "regime_b", "pairs", "seconds"]
 
@@ -335,16 +349,23 @@ METRICS = ["f1", "auc", "eo_gap", "sp_gap", "cec", "pfr", "regime_b", "pairs", "
 def training_table(rows: list[dict], attribute: str, epochs: int,
                    model_paths: dict[str, str] | None = None) -> pa.Table:
     """cec_training: one row per objective and fold, then the mean and the standard deviation
-    (sample, ddof = 1) over the folds per objective (the paper's Table 2 "mean ± std")."""
+    (sample, ddof = 1) over the folds per objective (the paper's Table 2 "mean ± std"); λ_CEC in
+    both holds the folds' median (the λ the final model is trained with) and
+    ``budget_met`` whether every fold met the F1 budget."""
     out = []
     for r in rows:
         out.append({"attribute": attribute, "statistic": "fold", "epochs": epochs, "model_path": None,
+                    "max_f1_loss": r.get("max_f1_loss"), "budget_met": r.get("budget_met"),
                     **{k: r[k] for k in ["objective", "fold", "lambda_eo", "lambda_cec", *METRICS]}})
     for objective in dict.fromkeys(r["objective"] for r in rows):
         mine = [r for r in rows if r["objective"] == objective]
         for stat, fn in (("mean", np.mean), ("sd", lambda v: np.std(v, ddof=1) if len(v) > 1 else np.nan)):
+            met = [m.get("budget_met") for m in mine]
             row = {"attribute": attribute, "objective": objective, "statistic": stat, "fold": None,
-                   "epochs": epochs, "lambda_eo": mine[0]["lambda_eo"], "lambda_cec": mine[0]["lambda_cec"],
+                   "epochs": epochs, "lambda_eo": mine[0]["lambda_eo"],
+                   "lambda_cec": float(np.median([m["lambda_cec"] for m in mine])),
+                   "max_f1_loss": mine[0].get("max_f1_loss"),
+                   "budget_met": None if None in met else all(met),
                    "model_path": (model_paths or {}).get(objective) if stat == "mean" else None}
             for k in METRICS:
                 v = fn(np.array([np.nan if m[k] is None else m[k] for m in mine], dtype=np.float64))

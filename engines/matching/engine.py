@@ -22,8 +22,10 @@ import pyarrow.compute as pc
 
 from aequum.engines.core.data import ROW, AuditData, record_columns
 from aequum.engines.core.engine import Tables, chunks, concat_parts, stable_sort
+from aequum.engines.core.intersections import resolve
 from aequum.engines.core.points_file import PointsFile
 from aequum.engines.core.sampling import record_order, stratified_sample
+from aequum.engines.matching.bias_correction import fit_group, shifts
 from aequum.engines.matching.params import CSTParams
 from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
 from aequum.engines.matching.situation_testing import (CLAIMS, EVIDENCE, SAMPLING, SUMMARY, claims, evidence,
@@ -44,6 +46,10 @@ class Test:
     decision_cf: np.ndarray  # ŷ^CF of the complainants, entry i for complainants[i]
     complainants: np.ndarray
     sampling: pa.Table  # per stratum: population and sampled complainants
+    # the bias correction (CSTParams.bias_correction), or None: the protected group's surface
+    # fitted on each half of it, the reference group's, and the half of each complainant
+    surfaces: tuple[tuple[np.ndarray, np.ndarray], np.ndarray] | None = None
+    halves: np.ndarray | None = None
 
     @property
     def protected(self) -> np.ndarray:
@@ -61,6 +67,8 @@ class State:
     tests: list[Test]
     params: CSTParams
     effect: str  # what CF and CST measure (cst_summary.effect)
+    skipped: dict[str, str]  # intersections auto did not test, and why
+    dims: int  # the distance's numeric attributes (the dimension its overlap check reads)
 
 
 def _in_record_order(data: AuditData) -> AuditData:
@@ -239,7 +247,7 @@ class CSTEngine:
         # from here the features are read from X: their staged columns (and the row numbers) go
         data.let_go([*names, ROW])
 
-        units = [[p.name] for p in spec.protected] + [list(g) for g in params.intersections]
+        units, skipped = _units(data, params)
         supplied = _supplied_tables(data, units)
         scm, values = None, {}
         if any("&".join(u) not in supplied for u in units):
@@ -285,10 +293,14 @@ class CSTEngine:
         del scm, values
         factual = normalise(X[:, :nf], kinds, levels, params.normalization)
         del X
+        refused = data.decision == 0
         for test, others in zip(tests, nominal):
             test.factual = factual.with_nominal(np.column_stack(others)) if others else factual
+            if params.bias_correction == "logistic":
+                test.surfaces, test.halves = _surfaces(factual.metric, refused, test)
         targets = {eq.target for eq in spec.scm.equations} if spec.scm is not None and spec.scm.equations else None
-        return State(data.id_text, data.decision, tests, params, params.effect(targets))
+        dims = sum(kind != "categorical" for kind in kinds)
+        return State(data.id_text, data.decision, tests, params, params.effect(targets), skipped, dims)
 
     def spill(self, state: State, folder: str) -> State:
         """The state with the tests' points of every record in files (one set per distinct
@@ -313,7 +325,8 @@ class CSTEngine:
         hood = search(test.factual, test.counterfactual.take(np.arange(s, e)), test.protected, test.reference,
                       comp, max(p.k))
         table = claims(state.ids, test.attribute, comp, hood, state.decision, test.decision_cf[s:e],
-                       p.k, p.alpha, p.tau, p.max_distance)
+                       p.k, p.alpha, p.tau, p.max_distance, _shifts(test, comp, hood, s, e), p.overlap,
+                       state.dims)
         depth = evidence_depth(table, len(comp), max(p.k), p.evidence)
         return {"cst_claims": table,
                 "cst_evidence": evidence(state.ids, test.attribute, comp, hood, depth, p.max_distance)}
@@ -328,8 +341,62 @@ class CSTEngine:
         for row in sampling.group_by("protected_attribute").aggregate([("population", "sum")]).to_pylist():
             population[row["protected_attribute"]] = row["population_sum"]
         out["cst_summary"] = summary(out["cst_claims"], population, state.effect, state.params.alpha)
-        out["cst_sampling"] = sampling
+        out["cst_sampling"] = pa.concat_tables([sampling, pa.Table.from_pylist(
+            [{"protected_attribute": unit, "stratum": f"intersection not tested: {why}", "decision": None,
+              "population": 0, "sampled": 0} for unit, why in sorted(state.skipped.items())], schema=SAMPLING)])
         return out
+
+
+def _surfaces(metric: np.ndarray, refused: np.ndarray, test: Test):
+    """The bias correction's fitted surfaces: the protected group's cross-fitted on its two
+    halves (alternate members in record order), so that a complainant's own decision and those
+    of its half never shape the surface it is corrected by — fitted on them, a surface that
+    separates the decisions puts every refused complainant on its refused side, where the
+    reference group's surface need not (a one-sided bias); the reference group's on all of it
+    (no complainant is in it). Returns ((half 0's, half 1's), reference's) and each
+    complainant's half."""
+    members = np.flatnonzero(test.protected)
+    protected = tuple(fit_group(metric, refused, half) for half in (members[0::2], members[1::2]))
+    own = (np.searchsorted(members, test.complainants) % 2).astype(np.int8)
+    return (protected, fit_group(metric, refused, np.flatnonzero(test.reference))), own
+
+
+def _shifts(test: Test, comp: np.ndarray, hood, s: int, e: int) -> dict[str, np.ndarray] | None:
+    """The bias correction's moves of each neighbour's decision (``CSTParams.bias_correction``):
+    the control group's by the surface of the protected half the complainant is not in, the test
+    groups' by the reference group's, around the complainant (ST) and its counterfactual (CST).
+    The complainants' and every neighbour's points are read in one pass (on a cluster they are
+    in files)."""
+    if test.surfaces is None:
+        return None
+    (half0, half1), reference = test.surfaces
+    groups = (hood.control, hood.test_factual, hood.test_counterfactual)
+    points = test.factual.take(np.concatenate([comp, *(g.ravel() for g in groups)])).metric
+    m, d = len(comp), points.shape[1]
+    centres = points[:m]
+    near = np.split(points[m:], np.cumsum([g.size for g in groups])[:-1])
+    control, factual, counterfactual = (n.reshape(*g.shape, d) for n, g in zip(near, groups))
+    cf_centres = test.counterfactual.take(np.arange(s, e)).metric
+    other = test.halves[s:e] == 0  # in half 0: corrected by half 1's surface
+    return {"control": np.where(other[:, None], shifts(centres, control, half1), shifts(centres, control, half0)),
+            "test_factual": shifts(centres, factual, reference),
+            "test_counterfactual": shifts(cf_centres, counterfactual, reference)}
+
+
+def _units(data: AuditData, params: CSTParams) -> tuple[list[list[str]], dict[str, str]]:
+    """The tested units: every protected attribute, then the intersections (the spec's, or for
+    ``auto`` the pairs whose cells hold ``params.min_cell()`` records and that have
+    counterfactuals: SCM equations or a table of their own); the auto pairs skipped, and why."""
+    spec = data.spec
+    resolved = resolve(spec, data.groups, params.intersections, params.min_cell())
+    units, skipped = resolved.units, dict(resolved.skipped)
+    if params.intersections == "auto" and (spec.scm is None or not spec.scm.equations):
+        given = {frozenset(key.split("&")) for key in (data.counterfactuals or {})} \
+            if isinstance(data.counterfactuals, dict) else set()
+        skipped.update({"&".join(u): "no scm.equations and no counterfactual table for it"
+                        for u in units if frozenset(u) not in given})
+        units = [u for u in units if frozenset(u) in given]
+    return [[p.name] for p in spec.protected] + units, skipped
 
 
 def _sample(data, label: str, attrs: list[str], comp: np.ndarray, params: CSTParams) -> tuple[np.ndarray, pa.Table]:

@@ -5,6 +5,8 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from aequum.engines.core.intersections import MIN_CELL
+
 
 class CSTParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -28,9 +30,12 @@ class CSTParams(BaseModel):
         None, description="Attributes of the distance; default: every feature of the spec.")
     max_distance: float | None = Field(
         None, gt=0, description="Drop neighbours farther than this (groups may then be smaller than k).")
-    intersections: list[list[str]] = Field(
-        default_factory=list, description="Groups of protected attributes tested jointly "
-        "(intersectional discrimination: complainants protected in all, do(all := reference)).")
+    intersections: list[list[str]] | Literal["auto"] = Field(
+        "auto", description="Groups of protected attributes tested jointly (intersectional "
+        "discrimination: complainants protected in all, do(all := reference)). auto: every pair of "
+        "attributes on different columns whose four cells each hold max(30, k + 1) records "
+        "(engines.core.intersections; the pairs skipped are named in cst_summary's run notes); [] "
+        "for none.")
     protected_in_distance: list[str] = Field(
         default_factory=list, description="Protected attributes that enter the distance as nominal "
         "attributes (their group) when another attribute is tested — the CST paper's law-school "
@@ -45,6 +50,20 @@ class CSTParams(BaseModel):
         "legitimate (e.g. income): the counterfactual world holds them at their factual values and "
         "their descendants follow from those — a path-specific effect instead of the total effect; "
         "cst_summary.effect names what was measured.")
+    bias_correction: Literal["none", "logistic"] = Field(
+        "none", description="none: the paper's shares of refusals among the neighbours. logistic: "
+        "each neighbour's refusal moved to the complainant's inputs by its group's fitted logistic "
+        "surface (Abadie & Imbens 2011's bias-corrected matching; engines.matching.bias_correction), "
+        "so a group sparse around the complainant — its nearest members drawn from where it is "
+        "dense, with other inputs — does not read as a different standard. For ST and CST; CF has "
+        "no neighbours.")
+    overlap: float | None = Field(
+        None, gt=1, description="Test a complainant's ST and CST claims only where the reference "
+        "group has members like it: the local odds of the protected over the reference group around "
+        "it (k-nearest-neighbour density estimate: (r_t / r_c)^d, the groups' k-th distances, d the "
+        "distance's numeric attributes) at most this (9: Crump et al. 2009's trimming at a "
+        "propensity of 0.9). Other claims keep Δp and are not counted as tested "
+        "(cst_claims.comparable false, cst_summary.comparable). null: every claim is tested (the paper).")
     chunk_size: int = Field(20_000, gt=0, description="Complainants per parallel piece.")
     sample: int | None = Field(
         None, gt=0, description="Test a stratified random sample of this many complainants per tested "
@@ -66,12 +85,21 @@ class CSTParams(BaseModel):
         """Members each tested unit needs (protected, reference): the complainant and its k
         nearest others in the protected group, k in the reference group (the largest k)."""
         kmax = max(self.k)
-        units = [[p.name] for p in spec.protected] + [list(g) for g in self.intersections]
+        units = [[p.name] for p in spec.protected] + [list(g) for g in self.declared_intersections]
         return {"&".join(u): (kmax + 1, kmax) for u in units}
+
+    @property
+    def declared_intersections(self) -> list[list[str]]:
+        """The intersections the spec names (none for auto, which tests those the data allow)."""
+        return [] if self.intersections == "auto" else self.intersections
+
+    def min_cell(self) -> int:
+        """The fewest records of each cell of an intersection tested by auto."""
+        return max(MIN_CELL, max(self.k) + 1)
 
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
-        spec.check_intersections("engines.cst.intersections", *self.intersections)
+        spec.check_intersections("engines.cst.intersections", *self.declared_intersections)
         spec.check_attribute_names("engines.cst.protected_in_distance", self.protected_in_distance)
         unknown = [f for f in self.mediators if f not in spec.feature_names]
         if unknown:
@@ -88,7 +116,7 @@ class CSTParams(BaseModel):
                              "targets of scm.equations (nothing the protected attribute moves)")
         if running and isinstance(spec.scm.counterfactuals, dict) and not spec.scm.equations:
             given = {frozenset(key.split("&")) for key in spec.scm.counterfactuals}
-            units = [[p.name] for p in spec.protected] + self.intersections
+            units = [[p.name] for p in spec.protected] + self.declared_intersections
             lacking = ["&".join(u) for u in units if frozenset(u) not in given]
             if lacking:
                 raise ValueError(f"engines.cst tests {lacking}, which have no table in scm.counterfactuals "

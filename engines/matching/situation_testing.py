@@ -9,6 +9,8 @@ Alvarez & Ruggieri (2023), §3: for each complainant c (a protected record),
 * p_c, p_t: shares of negative decisions (Eq. 4); Δp = p_c − p_t; discriminated iff Δp > τ
   (Def. 3.4); SE = sqrt(p_c(1−p_c)/n_c + p_t(1−p_t)/n_t) (Wald; Eq. 5 with its sign slip
   corrected); significant iff Δp − z_{1−α}·SE > τ (Def. 3.5, one-sided as Tables 2–3);
+* bias correction (``CSTParams.bias_correction``, not the paper's): each neighbour's decision
+  moved to the centre's inputs by its group's fitted surface (``engines.matching.bias_correction``);
 * CF (Kusner et al. 2017): ŷ_c negative and ŷ_c^CF positive (Δp = 1; −1 the reverse); one
   decision against one, no sample: ``significant`` is null.
 * probability of necessity (Tian & Pearl 2000, Thm. 1: under exogeneity and monotonicity
@@ -42,7 +44,7 @@ CLAIMS = pa.schema([
     ("ci_low", pa.float64()), ("ci_high", pa.float64()), ("one_sided_low", pa.float64()),
     ("discriminated", pa.bool_()), ("significant", pa.bool_()),
     ("decision", pa.int8()), ("decision_counterfactual", pa.int8()),
-    ("pn", pa.float64()), ("probable", pa.bool_()),
+    ("pn", pa.float64()), ("probable", pa.bool_()), ("comparable", pa.bool_()),
 ])
 EVIDENCE = pa.schema([
     ("record_id", pa.string()), ("protected_attribute", pa.string()), ("centre", pa.string()),
@@ -55,7 +57,7 @@ SUMMARY = pa.schema([
     ("significant", pa.int64()), ("significant_share", pa.float64()),
     ("reverse", pa.int64()), ("note", pa.string()), ("population", pa.int64()),
     ("probable", pa.int64()), ("probable_share", pa.float64()), ("effect", pa.string()),
-    ("excess_p_value", pa.float64()),
+    ("excess_p_value", pa.float64()), ("comparable", pa.int64()),
 ])
 SAMPLING = pa.schema([
     ("protected_attribute", pa.string()), ("stratum", pa.string()), ("decision", pa.int8()),
@@ -158,25 +160,50 @@ def search(factual: Points, counterfactual: Points, protected: np.ndarray, refer
 
 
 def _proportions(neg: np.ndarray, idx: np.ndarray, dist: np.ndarray, k: int, max_distance: float | None,
-                 centre_neg: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """(p, n): share of negative decisions among the first k neighbours (and the centre)."""
+                 centre_neg: np.ndarray | None, shift: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(p, n): share of negative decisions among the first k neighbours (and the centre); with
+    ``shift``, each neighbour's decision moved by it (``bias_correction.shifts``), the share
+    clipped to [0, 1]."""
     cols = idx[:, :k]
     ok = np.ones(cols.shape, bool) if max_distance is None else dist[:, :k] <= max_distance
     negs = (neg[cols] * ok).sum(1).astype(np.float64)
+    if shift is not None:
+        negs += (shift[:, :k] * ok).sum(1)
     n = ok.sum(1).astype(np.float64)
     if centre_neg is not None:
         negs += centre_neg
         n += 1
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n > 0, negs / np.maximum(n, 1), np.nan), n
+        p = np.where(n > 0, negs / np.maximum(n, 1), np.nan)
+    return (p if shift is None else np.clip(p, 0.0, 1.0)), n
+
+
+def comparable(control_dist: np.ndarray, test_dist: np.ndarray, overlap: float, dims: int) -> np.ndarray:
+    """Whether the reference group has members like the complainant: the local odds of the
+    protected group over the reference group around it at most ``overlap``. With k members of
+    each group within its k-th distances r_c and r_t, the k-nearest-neighbour density estimate
+    (Loftsgaarden & Quesenberry 1965) gives those odds as (r_t / r_c)^dims — ``dims`` the
+    dimension the distances grow in. A complainant the reference group reaches only far off has
+    no comparators: its claim would compare it with other applicants, with other inputs (matching
+    without overlap; the trimming of Crump, Hotz, Imbens & Mitnik 2009, "Dealing with limited
+    overlap in estimation of average treatment effects", Biometrika 96(1): propensity above 0.9,
+    odds above 9)."""
+    return test_dist <= control_dist * overlap ** (1.0 / max(dims, 1)) * (1 + 1e-12)
 
 
 def claims(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarray, hood: Neighbourhoods,
            decision: np.ndarray, decision_cf: np.ndarray, ks: list[int], alpha: float, tau: float,
-           max_distance: float | None) -> pa.Table:
+           max_distance: float | None, shifts: dict[str, np.ndarray] | None = None,
+           overlap: float | None = None, dims: int = 1) -> pa.Table:
     """One row per complainant × method × k (and one CF row, k = 0), in blocks of one row per
     complainant in the order of ``complainants``; ``decision`` of every record, ``decision_cf``
-    of the complainants (entry i: complainants[i])."""
+    of the complainants (entry i: complainants[i]). ``shifts``: the bias correction's moves of
+    each neighbour's decision (``bias_correction.shifts``) per neighbourhood — ``control``,
+    ``test_factual``, ``test_counterfactual`` — or None for the paper's shares. ``overlap``:
+    the largest local odds of the protected group over the reference group at which a claim is
+    tested (:func:`comparable`, ``dims`` metric attributes); other claims keep Δp, with
+    discriminated, significant and probable null and ``comparable`` false."""
+    shifts = shifts or {}
     neg = decision == 0  # counted as integers, then as floats (a float per record: 67 MB at 10M)
     z_one, z_two = NormalDist().inv_cdf(1 - alpha), NormalDist().inv_cdf(1 - alpha / 2)
     c_neg, c_neg_cf = neg[complainants].astype(np.float64), (np.asarray(decision_cf) == 0).astype(np.float64)
@@ -184,18 +211,22 @@ def claims(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarray,
     m = len(complainants)
     rid = record_ids(ids, complainants)
     for k in ks:
-        p_ctrl, n_ctrl = _proportions(neg, hood.control, hood.control_dist, k, max_distance, None)
-        p_ctrl_c, n_ctrl_c = _proportions(neg, hood.control, hood.control_dist, k, max_distance, c_neg)
-        p_st, n_st = _proportions(neg, hood.test_factual, hood.test_factual_dist, k, max_distance, None)
+        sc, sf, st = shifts.get("control"), shifts.get("test_factual"), shifts.get("test_counterfactual")
+        p_ctrl, n_ctrl = _proportions(neg, hood.control, hood.control_dist, k, max_distance, None, sc)
+        p_ctrl_c, n_ctrl_c = _proportions(neg, hood.control, hood.control_dist, k, max_distance, c_neg, sc)
+        p_st, n_st = _proportions(neg, hood.test_factual, hood.test_factual_dist, k, max_distance, None, sf)
         p_cf, n_cf = _proportions(neg, hood.test_counterfactual, hood.test_counterfactual_dist, k,
-                                  max_distance, None)
+                                  max_distance, None, st)
         p_cf_c, n_cf_c = _proportions(neg, hood.test_counterfactual, hood.test_counterfactual_dist, k,
-                                      max_distance, c_neg_cf)
-        for method, (pc, nc, pt, nt) in {
-            "ST": (p_ctrl, n_ctrl, p_st, n_st),
-            "CST_wo_centres": (p_ctrl, n_ctrl, p_cf, n_cf),
-            "CST": (p_ctrl_c, n_ctrl_c, p_cf_c, n_cf_c),
+                                      max_distance, c_neg_cf, st)
+        for method, (pc, nc, pt, nt, test_dist) in {
+            "ST": (p_ctrl, n_ctrl, p_st, n_st, hood.test_factual_dist),
+            "CST_wo_centres": (p_ctrl, n_ctrl, p_cf, n_cf, hood.test_counterfactual_dist),
+            "CST": (p_ctrl_c, n_ctrl_c, p_cf_c, n_cf_c, hood.test_counterfactual_dist),
         }.items():
+            ok = (np.ones(m, bool) if overlap is None else
+                  comparable(hood.control_dist[:, k - 1], test_dist[:, k - 1], overlap, dims))
+            cols["comparable"].append(ok)
             dp = pc - pt
             with np.errstate(invalid="ignore", divide="ignore"):
                 se = np.sqrt(pc * (1 - pc) / nc + pt * (1 - pt) / nt)
@@ -211,12 +242,13 @@ def claims(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarray,
             cols["ci_low"].append(dp - z_two * se)
             cols["ci_high"].append(dp + z_two * se)
             cols["one_sided_low"].append(dp - z_one * se)
-            cols["discriminated"].append(dp > tau)
-            cols["significant"].append((dp - z_one * se > tau).astype(np.float64))
+            untested = np.where(ok, 0.0, np.nan)  # NaN -> null where the groups do not overlap
+            cols["discriminated"].append((dp > tau) + untested)
+            cols["significant"].append((dp - z_one * se > tau) + untested)
             with np.errstate(invalid="ignore", divide="ignore"):
                 pn = np.where(pc > 0, 1 - pt / pc, np.nan)
             cols["pn"].append(pn)
-            cols["probable"].append(np.nan_to_num(pn, nan=0.0) > 0.5)
+            cols["probable"].append((np.nan_to_num(pn, nan=0.0) > 0.5) + untested)
     dp = c_neg - c_neg_cf
     nan = np.full(m, np.nan)
     for name, v in {"record_id": rid, "method": np.full(m, "CF"), "k": np.zeros(m, np.int32),
@@ -224,7 +256,7 @@ def claims(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarray,
                     "p_c": c_neg, "p_t": c_neg_cf, "delta_p": dp, "se": nan, "ci_low": nan,
                     "ci_high": nan, "one_sided_low": nan, "discriminated": dp > tau,
                     "significant": nan, "pn": np.where(c_neg == 1, 1.0 - c_neg_cf, 0.0),
-                    "probable": (c_neg == 1) & (c_neg_cf == 0)}.items():  # one counterfactual: no test
+                    "probable": (c_neg == 1) & (c_neg_cf == 0), "comparable": nan}.items():  # one counterfactual: no test
         cols[name].append(v)
     reps = len(ks) * 3 + 1
     cols["protected_attribute"] = [np.full(m * reps, attribute)]
@@ -233,7 +265,7 @@ def claims(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarray,
     arrays = {}
     for f in CLAIMS:
         v = np.concatenate(cols[f.name])
-        if pa.types.is_floating(f.type) or f.name == "significant":
+        if pa.types.is_floating(f.type) or f.name in ("significant", "discriminated", "probable", "comparable"):
             arrays[f.name] = pa.array(v, pa.float64(), from_pandas=True).cast(f.type)  # NaN -> null
         else:
             arrays[f.name] = pa.array(v, f.type)
@@ -302,20 +334,25 @@ def summary(claims_table: pa.Table, population: dict[str, int] | None = None, ef
     """Counts and shares of discriminated / significant / probable complainants by attribute × method × k.
     Significance is null where no claim has a test (CF), with a ``note`` saying why;
     ``population``: complainants before sampling, per attribute (default: those tested);
+    ``comparable``: the complainants with comparators in the reference group, whose claims were
+    tested;
     ``effect``: what the counterfactual world measures (total, or path-specific with mediators
     held) — CF's and CST's; ST compares the same features across groups (ceteris paribus).
 
     ``excess_p_value``: whether more complainants are significant than chance alone makes —
     each complainant's test holds its level ``alpha``, so with no discrimination the count is
-    at most Binomial(complainants, alpha): P(X >= significant) for that binomial (one-sided; the
+    at most Binomial(comparable, alpha) — the complainants whose claims were tested, those with
+    comparators (:func:`comparable`): P(X >= significant) for that binomial (one-sided; the
     complainants' neighbourhoods overlap, so the tests are not independent and the p-value is
     a screen, not exact). Null where there is no test (CF)."""
     import polars as pl
 
     df = pl.from_arrow(claims_table)
-    tested = pl.col("significant").count() > 0
+    tested = pl.col("method").first() != "CF"
     out = (df.group_by(["protected_attribute", "method", "k"], maintain_order=True)
            .agg(pl.len().alias("complainants"),
+                pl.when(tested).then(pl.col("comparable").fill_null(False).sum()).otherwise(None)
+                .cast(pl.Int64).alias("comparable"),
                 pl.col("discriminated").fill_null(False).sum().alias("discriminated"),
                 pl.when(tested).then(pl.col("significant").sum()).otherwise(None).alias("significant"),
                 (pl.col("delta_p") < 0).fill_null(False).sum().alias("reverse"),
@@ -332,7 +369,7 @@ def summary(claims_table: pa.Table, population: dict[str, int] | None = None, ef
     from scipy.special import bdtrc
 
     sig = out["significant"].cast(pl.Float64).to_numpy()  # NaN: no test
-    n = out["complainants"].to_numpy()
+    n = out["comparable"].cast(pl.Float64).fill_null(0).to_numpy().astype(np.int64)  # the claims tested
     excess = np.full(len(sig), np.nan)
     tested = ~np.isnan(sig)
     s = sig[tested]  # P(X >= s) = P(X > s - 1); s = 0 gives 1

@@ -38,7 +38,12 @@ and as all of them together; ``strongest_control`` and ``adjusted_*_at_strongest
 bound's. What the data cannot see (a credit score, in the public HMDA LAR) may still explain a
 disparity that is robust to such a confounder: the findings say so.
 
-P-values, the LPM's and the logit's alike, are adjusted across the run's attributes (Holm by
+Intersections (``intersections``, auto by default: ``engines.core.intersections``) are tested as
+units of their own: the applicants protected in every attribute of one against those in the
+reference group of every one (Black women against White men), the groups of the other columns
+held — the group-level test of CST's intersection findings.
+
+P-values, the LPM's and the logit's alike, are adjusted across the run's units (Holm by
 default: ``p_adjusted``/``significant``, ``logit_p_adjusted``/``logit_significant``). An
 attribute with fewer than ``min_group_size`` applicants in a group keeps its estimates, without
 p-values or significance. Tables ``regression_estimates`` (one row per attribute) and
@@ -52,6 +57,7 @@ import pyarrow as pa
 
 from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.core.intersections import resolve
 from aequum.engines.outcome_stats import adjust_p_values
 from aequum.engines.regression.logit import LogitResult, controlled_logit
 from aequum.engines.regression.design import Categorical
@@ -126,9 +132,18 @@ class RegressionEngine:
             if p.of is None:
                 first.setdefault(p.column, p.name)
         column = {p.name: p.column for p in data.spec.protected}
-        others = {a: [name for c, name in first.items() if c != column[a]] if params.other_groups else []
-                  for a in data.groups}
-        return {"y": y, "groups": dict(data.groups), "controls": controls, "names": names, "params": params,
+        groups = dict(data.groups)
+        units = {a: [a] for a in groups}
+        # an intersection: protected in every attribute (1) against reference in every one (0)
+        for unit in resolve(data.spec, data.groups, params.intersections, params.min_cell(data.spec)).units:
+            prot = np.logical_and.reduce([data.groups[a] == 1 for a in unit])
+            ref = np.logical_and.reduce([data.groups[a] == 0 for a in unit])
+            label = "&".join(unit)
+            groups[label] = np.where(prot, 1, np.where(ref, 0, -1)).astype(np.int8)
+            units[label] = list(unit)
+        others = {label: [name for c, name in first.items() if c not in {column[a] for a in unit}]
+                  if params.other_groups else [] for label, unit in units.items()}
+        return {"y": y, "groups": groups, "controls": controls, "names": names, "params": params,
                 "others": others}
 
     def pieces(self, state) -> list[str]:

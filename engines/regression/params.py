@@ -5,6 +5,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from aequum.engines.core.intersections import MIN_CELL
+
 
 class RegressionParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -20,6 +22,13 @@ class RegressionParams(BaseModel):
         "so a penalty on one group is not read as another's that overlaps it: race and the tract's "
         "minority share, ethnicity and race. The linear model and its sensitivity analysis keep the "
         "recorded inputs alone, the benchmarks' calibration.")
+    intersections: list[list[str]] | Literal["auto"] = Field(
+        "auto", description="Intersections tested beside the attributes: those protected in every "
+        "attribute of one (Black women) against those in the reference group of every one (White "
+        "men), the comparison CST's intersections make. auto: the pairs of attributes on different "
+        "columns whose four cells each hold max(min_group_size, CST's minimum) records "
+        "(engines.core.intersections) — the same pairs CST tests, so its intersection findings have "
+        "their group-level test; [] for none.")
     confidence: float = Field(0.95, gt=0.5, lt=1, description="Level of the intervals; 1 − confidence "
                               "is the significance level of the (adjusted) tests and of RV_{1,α}.")
     correction: Literal["holm", "bh", "none"] = Field(
@@ -47,8 +56,16 @@ class RegressionParams(BaseModel):
             raise ValueError(f"benchmark_multipliers must be distinct positive numbers, got {v}")
         return v
 
+    def min_cell(self, spec) -> int:
+        """The fewest records of each cell of an intersection tested by auto: CST's minimum when
+        CST runs (so both engines test the same pairs), and at least ``min_group_size``."""
+        cst = spec.engines.cst if "cst" in spec.engines.run else None
+        return max(self.min_group_size, cst.min_cell() if cst is not None else MIN_CELL)
+
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
+        if self.intersections != "auto":
+            spec.check_intersections("engines.regression.intersections", *self.intersections)
         if self.controls is not None:
             unknown = [c for c in self.controls if c not in spec.feature_names]
             if unknown:

@@ -90,6 +90,18 @@ def _population(values: list[np.ndarray], attrs: list[str]) -> dict[str, int]:
     return dict(sorted((str(label), int(counts[c])) for label, c in zip(labels, present)))
 
 
+def _held_out(data, ids: pa.Array, inputs: str) -> np.ndarray | bool:
+    """``inputs: holdout``: a mask of the records the surrogate held out of its fit (the paper's
+    test split); ``all``: True."""
+    if inputs == "all":
+        return True
+    held = getattr(data.model, "holdout_ids", None)
+    if held is None or len(held) == 0:
+        raise ValueError("engines.pba.inputs 'holdout' verifies the records a surrogate was not fitted on; "
+                         "this model has none (use model.kind surrogate, or inputs: all)")
+    return pc.is_in(ids, value_set=held).to_numpy(zero_copy_only=False)
+
+
 def _domain(data, name: str) -> tuple[float, float]:
     feat = data.spec.feature(name)
     if feat.range is not None:
@@ -142,6 +154,7 @@ class PBAEngine:
                 low[j], high[j] = _domain(data, n)
         ids = data.id_text
         _check_inputs(data, names, ids)
+        held_out = _held_out(data, ids, params.inputs)
         order = pc.sort_indices(ids).to_numpy()  # by id as text, stable
         units = []
         for attrs in units_spec:
@@ -155,7 +168,7 @@ class PBAEngine:
             sens = tuple(names.index(f) for f in flipped)
             box = BoxSpec(tuple(names), sens, unit, low, high)
             groups = [data.groups[a] for a in attrs]
-            eligible = np.logical_and.reduce([g >= 0 for g in groups]) & (truth >= 0)
+            eligible = np.logical_and.reduce([g >= 0 for g in groups]) & (truth >= 0) & held_out
             rows = order[eligible[order]]
             population = _population([g[rows] for g in groups], attrs)
             if params.sample is not None and params.sample < len(rows):

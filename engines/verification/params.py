@@ -21,6 +21,10 @@ class PBAParams(BaseModel):
     truth: Literal["label", "decision"] = Field(
         "label", description="The class c_i inputs must be predicted as, in both copies, to be "
         "considered (Eq. 3): the label (the paper), or the recorded decision (no label, e.g. HMDA).")
+    inputs: Literal["all", "holdout"] = Field(
+        "all", description="The records verified: all, or holdout — only those the surrogate was not "
+        "fitted on (its seeded 20 % held-out share: the paper's 80/20 split, Table 3 scored on the test "
+        "20 %); needs model.kind surrogate.")
     sample: int | None = Field(
         None, gt=0, description="Verify a reproducible random sample of this many inputs per "
         "attribute (drawn by record id, reported in pba_summary); default: every input.")

@@ -17,7 +17,9 @@
 -- where the groups' inputs differ in density a neighbourhood of k reaches further for one
 -- group than the other) and either survives the sensitivity analysis (robust) or the records
 -- hold every input of the decisions (decision.inputs: complete); a total-effect finding is
--- evidence only for a counterfactual-fairness audit.
+-- evidence only for a counterfactual-fairness audit. Complainants without comparators in the
+-- reference group (cst_summary.comparable, engines.cst.overlap) are not tested: the statement
+-- says how many were.
 CREATE OR REPLACE VIEW audit.findings_cst AS
 WITH params AS (
   SELECT run_id,
@@ -66,12 +68,15 @@ SELECT f.run_id, 'cst' AS engine, f.protected_attribute AS attribute, 'protected
             ELSE printf(
               '%s of %s complainants of %s (%s) fared worse than their %s neighbours in the '
               'reference group with significance (one-sided, alpha = %s, tau = %s, k = %d; %s); '
-              '%s (%s) show some gap. %s',
+              '%s (%s) show some gap.%s %s',
               audit.num(f.significant), audit.num(f.complainants),
               audit.group_label(f.protected_attribute, 'protected'), audit.pct(f.significant_share),
               CASE WHEN f.method = 'ST' THEN 'factual' ELSE 'counterfactual' END,
               CAST(f.alpha AS VARCHAR), CAST(f.tau AS VARCHAR), f.k, f.estimand,
               audit.num(f.discriminated), audit.pct(f.discriminated_share),
+              CASE WHEN f.comparable < f.complainants THEN printf(
+                ' Only %s had comparators in the reference group (engines.cst.overlap); the others '
+                'were not tested.', audit.num(f.comparable)) ELSE '' END,
               CASE WHEN NOT f.flagged THEN printf('Not significantly more than the %s that chance alone flags '
                                                   'at this level.', audit.pct(f.alpha))
                    WHEN f.estimand IN ('total effect', 'path-specific effect') THEN
