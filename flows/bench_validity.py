@@ -69,42 +69,37 @@ def _spec(audit: str, world: str, rows: int, seed: int, engines: list[str] | Non
 def affected(data, world: str, rows: int, seed: int, effect: float = 1.0) -> dict[str, bool]:
     """Per tested unit of ``data`` (attribute or intersection): is its protected group treated
     worse *because of* the unit's attributes — does any of its members lose an approval to the
-    world's penalty that the attribute alone switches off (the generator's controlled direct
-    effect ``harmed_direct_<column>``; for the tract attribute, the redlining world's ``harmed``,
-    its penalty following the tract share)? A group that only shares members, inputs or tracts
-    with the penalised (women where Black women are penalised are, through sex; majority-minority
-    tracts where Black applicants are, are not) is not affected: evidence on it is a false alarm."""
+    world's penalty (the generator's ``harmed``) that intervening on the unit's columns alone
+    switches off (``hmda.penalised_after``: the controlled direct effect, jointly for an
+    intersection)? A group that only shares members, inputs or tracts with the penalised
+    (majority-minority tracts where Black applicants are penalised; Black applicants where the
+    tracts are) is not affected: evidence on it is a false alarm."""
     import pyarrow as pa
 
     from aequum.engines.core.intersections import resolve
     from aequum.engines.generators import catalogue
-    from aequum.engines.generators.hmda import WORLDS
+    from aequum.engines.generators.hmda import penalised_after
 
-    truth = catalogue.truth(data.spec.source.generator, rows, seed, world=world, effect=effect)
-    at = np.full(rows, -1, np.int64)
-    at[np.asarray(truth["id"].to_numpy(zero_copy_only=False), dtype=np.int64)] = np.arange(truth.num_rows)
-    mine = at[data.id_text.cast(pa.int64()).to_numpy()]
-
-    def flags(column: str) -> np.ndarray:
-        return np.asarray(truth[column].fill_null(False).to_numpy(zero_copy_only=False))[mine]
-
-    column = {p.name: p.column for p in data.spec.protected}
-    direct = {}
-    for name in data.groups:
-        if f"harmed_direct_{column[name]}" in truth.column_names:
-            direct[name] = flags(f"harmed_direct_{column[name]}")
-        elif column[name].startswith("tract_minority") and WORLDS[world]["kind"] == "tract":
-            direct[name] = flags("harmed")
-        else:
-            direct[name] = np.zeros(len(mine), bool)
+    # the applications as the lender holds them (the same draws as either audit's records)
+    records = pa.Table.from_batches([b for b, _ in catalogue.stream("hmda_lender", rows, seed, world=world,
+                                                                    effect=effect)])
+    harmed = np.asarray(catalogue.truth("hmda_lender", rows, seed, world=world, effect=effect)["harmed"]
+                        .fill_null(False).to_numpy(zero_copy_only=False))
+    mine = data.id_text.cast(pa.int64()).to_numpy()  # generated ids are the row numbers
+    tract_columns = ("tract_minority_share", "tract_minority_population_percent")
+    column = {p.name: "tract_minority_share" if p.column in tract_columns else p.column for p in data.spec.protected}
     units = [[a] for a in data.groups]
-    if "cst" in data.spec.engines.run:
-        cst = data.spec.engines.cst
-        units += resolve(data.spec, data.groups, cst.intersections, cst.min_cell()).units
+    engines = data.spec.engines
+    if "cst" in engines.run:
+        units += resolve(data.spec, data.groups, engines.cst.intersections, engines.cst.min_cell()).units
+    if "regression" in engines.run:
+        reg = engines.regression
+        units += resolve(data.spec, data.groups, reg.intersections, reg.min_cell(data.spec)).units
     out = {}
     for unit in units:  # an intersection's protected group: protected in each of its attributes
+        direct = harmed & ~penalised_after(world, records, {column[a] for a in unit}, effect)
         prot = np.logical_and.reduce([data.groups[a] == 1 for a in unit])
-        out["&".join(unit)] = bool(np.logical_or.reduce([direct[a] for a in unit])[prot].any())
+        out["&".join(unit)] = bool(direct[mine][prot].any())
     return out
 
 

@@ -95,12 +95,15 @@ def test_an_intersection_only_penalty_is_named_as_the_intersection(world, unit, 
     assert cf and cf[0]["evidence"] and cf[0]["precision"] >= 0.8 and cf[0]["recall"] >= 0.5, cf
 
 
-@pytest.mark.parametrize("world, hit, spared", [("redlining", {"tract"}, {"race", "ethnicity", "sex", "asian"}),
-                                                ("intersection", {"race", "sex"}, {"ethnicity", "tract", "asian"})])
+@pytest.mark.parametrize("world, hit, spared", [
+    ("redlining", {"tract", "sex&tract"}, {"race", "ethnicity", "sex", "asian"}),
+    ("intersection", {"race", "sex", "race&sex"}, {"ethnicity", "tract", "asian"}),
+    ("dti_penalty", {"race", "ethnicity", "race&ethnicity"}, {"sex", "tract", "asian"})])
 def test_the_truth_is_the_direct_effect_of_the_attribute(world, hit, spared, tmp_path):
     """A group is affected when the penalty treats it worse because of the attribute, not when it
     shares members or tracts with the penalised: race is spared by redlining (the penalty follows
-    the tract), tract by the intersection world; women are hit where Black women are."""
-    findings = audit_world("internal", world, 5_000, SEED, tmp_path, ["outcome"])
+    the tract), tract by the intersection and dti worlds; women are hit where Black women are; Black
+    and Hispanic applicants, penalised once, through both attributes jointly."""
+    findings = audit_world("internal", world, 5_000, SEED, tmp_path, ["outcome", "regression"])
     truth = {f["attribute"]: f["affected"] for f in findings}
     assert all(truth[a] for a in hit) and not any(truth[a] for a in spared), truth

@@ -455,3 +455,18 @@ def test_effect_is_checked_and_belongs_to_the_hmda_generators():
     raw["source"].update({"generator": "loan", "world": "dti_penalty"})
     with pytest.raises(SpecError, match="source.effect=0.5 is for the hmda and hmda_lender generators only"):
         parse_spec(raw)
+
+
+def test_penalised_after_an_intervention_follows_the_world():
+    """do(race := White) frees Black applicants of the dti world's penalty but not those also
+    Hispanic; do on both frees all; redlining's follows the tract alone."""
+    rec = pa.Table.from_batches([b for b, _ in iter_lender_batches(20_000, 3, 20_000, world="dti_penalty")])
+    race = np.asarray(rec["derived_race"].to_numpy(zero_copy_only=False))
+    hisp = np.asarray(rec["derived_ethnicity"].to_numpy(zero_copy_only=False)) == HISPANIC
+    black = race == BLACK
+    assert np.array_equal(hmda.penalised_after("dti_penalty", rec, set()), black | hisp)
+    assert np.array_equal(hmda.penalised_after("dti_penalty", rec, {"derived_race"}), hisp)
+    assert not hmda.penalised_after("dti_penalty", rec, {"derived_race", "derived_ethnicity"}).any()
+    tract = np.asarray(rec["tract_minority_share"].to_numpy(zero_copy_only=False))
+    assert np.array_equal(hmda.penalised_after("redlining", rec, {"derived_race", "derived_sex"}), tract > 50)
+    assert not hmda.penalised_after("redlining", rec, {"tract_minority_share"}).any()

@@ -357,6 +357,25 @@ def _applies(w, black, hisp, asian, female, tract):
     return (np.logical_or if w["match"] == "any" else np.logical_and).reduce(per_column)
 
 
+def penalised_after(world: str, records: pa.Table, intervened: set[str], effect: float = 1.0) -> np.ndarray:
+    """Whether ``world``'s penalty still applies to each of the lender's ``records`` (:data:`LENDER`
+    columns) after do(column := reference) for each column in ``intervened`` — derived_race :=
+    White, derived_ethnicity := Not Hispanic or Latino, derived_sex := Male, and
+    ``tract_minority_share`` := a share below every threshold. A harmed record the intervention
+    frees is harmed through those columns jointly: the truth of an intersection's direct effect
+    (Black and Hispanic applicants keep the dti world's penalty under do(race := White) alone,
+    and lose it under both)."""
+    def value(column):
+        return np.asarray(records[column].to_numpy(zero_copy_only=False))
+
+    race, eth, sex = value("derived_race"), value("derived_ethnicity"), value("derived_sex")
+    keep = {c: c not in intervened for c in ("derived_race", "derived_ethnicity", "derived_sex")}
+    tract = value("tract_minority_share") if "tract_minority_share" not in intervened else np.zeros(len(race))
+    return _applies(check_world(world, effect), (race == BLACK) & keep["derived_race"], (eth == HISPANIC) &
+                    keep["derived_ethnicity"], (race == ASIAN) & keep["derived_race"],
+                    (sex == "Female") & keep["derived_sex"], tract)
+
+
 def _penalty(w, black, hisp, asian, female, tract):
     """What the world's penalty adds to each record's risk (0 where it does not apply)."""
     return _shift(w) * _applies(w, black, hisp, asian, female, tract)
