@@ -99,23 +99,18 @@ def cmd_ingest(args) -> int:
     return 0
 
 
-def _print_detection(detection) -> None:
-    """Detection quality against the source's ground truth: each method's findings (CST:
-    significant and probable; CF: discriminated) against the truth of its own kind; lift =
-    precision / base rate (1: no better than chance). Every row: ``aequum show detection``."""
-    import polars as pl
+def _print_conclusion(record: dict, findings: list[dict]) -> None:
+    """The conclusion and the ranked findings (at most 15 lines; every finding: ``aequum show
+    findings``, the detection rows among them: ``aequum show detection``)."""
+    import json
 
-    df = (pl.from_arrow(detection)
-          .filter(pl.col("same_kind") & ((pl.col("engine") != "cst") | (pl.col("method") == "CF")
-                                         | pl.col("finding").is_in(["significant", "probable"])))
-          .with_columns(pl.when(pl.col("base_rate") > 0).then(pl.col("precision") / pl.col("base_rate")).alias("lift"),
-                        pl.concat_str([pl.col("engine"), pl.col("method")], separator=" ").alias("method"),
-                        pl.concat_str([pl.col("protected_attribute"), pl.col("group")], separator=" ").alias("group"))
-          .select(["method", "parameter", "group", "finding", "effect", "population", "flagged",
-                   "base_rate", "precision", "lift", "recall", "f1"])
-          .with_columns(pl.col(pl.Float64).round(3)))
-    print("detection vs the ground truth (lift = precision / base rate; every row: aequum show detection):")
-    _print_table(df.to_arrow(), max_rows=60)
+    from aequum.flows.reporting.conclusion import terminal_lines
+
+    try:
+        parameters = json.loads(record.get("parameters") or "{}")
+    except json.JSONDecodeError:
+        parameters = {}
+    print("\n".join(terminal_lines(record, parameters, findings)))
 
 
 def cmd_audit(args) -> int:
@@ -150,15 +145,15 @@ def cmd_audit(args) -> int:
     with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
         run = wh.run(run_id)
         engines_status = wh.engine_status(run_id)
-        detection = wh.result("detection", run_id) if "detection" in wh.table_names() else None
+        findings = wh.query("report/findings", {"run_id": run_id}).to_pylist() if "findings" in wh.table_names() else []
     print(f"\nrun {run_id}: {run['status']}")
     for name, e in sorted(engines_status.items()):
-        print(f"  {name:8s} {e['status']:9s} {e['seconds'] or 0:7.2f} s  {e['tables']}"
+        print(f"  {name:8s} {e['status']:9s} {e['seconds'] or 0:7.2f} s"
               + (f"  {e['error']}" if e["error"] else ""))
-    if detection is not None and detection.num_rows:
-        _print_detection(detection)
-    print(f"results: DuckDB warehouse {Path(args.warehouse).resolve()} (schema audit, run_id = '{run_id}')")
-    print(f"  e.g. aequum show outcome_gaps --run-id {run_id}")
+    if findings:
+        _print_conclusion(run, findings)
+    print(f"results: DuckDB warehouse {Path(args.warehouse).resolve()} (schema audit, run_id = '{run_id}'); "
+          f"every finding: aequum show findings --run-id {run_id}")
     if args.report is not None:
         from aequum.flows.report import write_report
 

@@ -263,7 +263,12 @@ class Warehouse:
         if parts:
             body = " UNION ALL BY NAME ".join(f"SELECT * FROM audit.{quote_ident(check_table_name(p))}"
                                               for p in parts)
-            self.con.execute(f"CREATE OR REPLACE VIEW audit.{quote_ident(name)} AS {body}")
+            # a union ranked by sql/<name>_ranked.sql is written to all_<name> and ranked from there
+            ranked = (SQL_DIR / f"{name}_ranked.sql").exists()
+            target = f"all_{name}" if ranked else name
+            self.con.execute(f"CREATE OR REPLACE VIEW audit.{quote_ident(target)} AS {body}")
+            if ranked:
+                self.run_sql(f"{name}_ranked")
 
     def close(self) -> None:
         self.con.close()

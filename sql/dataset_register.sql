@@ -4,4 +4,4 @@ INSERT INTO audit.datasets (dataset_version, spec_name, source_kind, source_fing
                             categories, created_at, source_stamp, contract_hash, lake_stamp)
 VALUES ($dataset_version, $spec_name, $source_kind, $source_fingerprint, $rows_read,
         $rows_staged, $rows_quarantined, $rows_out_of_scope, $staged_table, $lake_path, $categories,
-        now()::TIMESTAMP, $source_stamp, $contract_hash, $lake_stamp);
+        timezone('UTC', now()), $source_stamp, $contract_hash, $lake_stamp);

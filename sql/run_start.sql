@@ -6,4 +6,4 @@ INSERT INTO audit.runs (run_id, spec_name, spec_hash, dataset_version, source_fi
                         code_version, model_fingerprint, parameters, started_at, status,
                         host, pid, pid_started)
 VALUES ($run_id, $spec_name, $spec_hash, NULL, NULL, $code_version, NULL, $parameters,
-        now()::TIMESTAMP, 'running', $host, $pid, $pid_started);
+        timezone('UTC', now()), 'running', $host, $pid, $pid_started);

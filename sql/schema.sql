@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS audit.runs (
     code_version       VARCHAR NOT NULL,
     model_fingerprint  VARCHAR,
     parameters         JSON NOT NULL,        -- the validated spec's engines section
-    started_at         TIMESTAMP NOT NULL,
+    started_at         TIMESTAMP NOT NULL,   -- UTC (run_start.sql, run_finish.sql)
     finished_at        TIMESTAMP,
     status             VARCHAR NOT NULL,     -- running | succeeded | partial | failed | abandoned
     error              VARCHAR

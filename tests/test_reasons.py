@@ -105,5 +105,5 @@ def test_the_hmda_penalty_on_debt_to_income_is_named(tmp_path):
         assert "judged by a stricter standard" in h["statement"] and "better values" in h["statement"]
     assert not by["sex"]["flagged"]  # no penalty planted on sex
     text = write_report(path, "hmda-r", tmp_path / "r.html").read_text()
-    summary = text.split('<section id="summary"', 1)[1].split("</section>", 1)[0]
+    summary = text.split('<section id="conclusion"', 1)[1].split("</section>", 1)[0]
     assert "debt_to_income_ratio" in summary

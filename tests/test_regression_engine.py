@@ -284,7 +284,7 @@ def test_an_hmda_audit_writes_the_tables_and_the_findings(tmp_path):
     assert (f"E-value {race['e_value']:.2f} ({race['e_value_ci']:.2f} for the interval's limit nearer 1"
             in r["statement"])
     assert r["statement"].startswith("After controlling for income, combined_loan_to_value_ratio, ")
-    assert "points more often than those in the reference group of race" in r["statement"]
+    assert "points more often than those in the White group of race" in r["statement"]
     assert "robustness value" in r["statement"] and f"one 2x as strong as {race['strongest_control']} would" in r["statement"]
     for a, row in rows.items():
         assert row["flagged"] == bool(by[a]["logit_significant"] and by[a]["odds_ratio"] > 1)

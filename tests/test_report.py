@@ -15,7 +15,7 @@ from aequum.flows.reporting.run import CASES
 from aequum.flows.reporting.sections import SECTIONS
 from aequum.flows.warehouse import Warehouse
 
-SECTION_IDS = ["audited", "summary", "engine-outcome", "engine-cst", "engine-raguel", "engine-fgce"]
+SECTION_IDS = ["conclusion", "audited", "methods", "engine-outcome", "engine-cst", "engine-raguel", "engine-fgce"]
 
 
 def sections(text: str) -> list[str]:
@@ -59,7 +59,7 @@ def test_sections_follow_the_engines_that_ran(tmp_path):
 
     path = small_audit(tmp_path, rows=300, engines=["outcome"], run_id="only-outcome")
     text = write_report(path, out=tmp_path / "r.html").read_text()  # the latest run by default
-    assert sections(text) == ["audited", "summary", "engine-outcome"]
+    assert sections(text) == ["conclusion", "audited", "methods", "engine-outcome"]
     assert set(SECTIONS) >= {"outcome", "cst", "fgce", "raguel"}
 
 
@@ -181,7 +181,7 @@ def test_pba_findings_and_section(tmp_path):
     assert head["individuals"] == s["verified"] and head["value"] == s["pba"]
     assert f"of the {s['considered']:,} considered inputs" in head["statement"] and "a sample of" in head["statement"]
     text = write_report(path, "hmda-pba", tmp_path / "pba.html").read_text()
-    assert sections(text) == ["audited", "summary", "engine-outcome", "engine-pba"]
+    assert sections(text) == ["conclusion", "audited", "methods", "engine-outcome", "engine-pba"]
     assert figures(text, "engine-pba") == 1 and external_references(text) == []
 
 
@@ -212,6 +212,6 @@ def test_cec_findings_and_section(tmp_path):
     assert head["flagged"] == (s["cec"] > s["threshold"])
     assert f"differ most on {top[0][0]}" in head["statement"]
     text = write_report(path, "cec-small", tmp_path / "cec.html").read_text()
-    assert sections(text) == ["audited", "summary", "engine-outcome", "engine-cec"]
+    assert sections(text) == ["conclusion", "audited", "methods", "engine-outcome", "engine-cec"]
     assert figures(text, "engine-cec") == 1 and external_references(text) == []
     assert "Regime B pairs with the largest explanation gap" in text

@@ -26,7 +26,7 @@ def open_in_chromium(html: Path, screenshot: Path | None = None) -> dict:
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium(), headless=True)
         try:
-            context = browser.new_context(viewport={"width": 1200, "height": 900})
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
 
             def route(r):
                 url = r.request.url
@@ -42,6 +42,14 @@ def open_in_chromium(html: Path, screenshot: Path | None = None) -> dict:
             page.on("pageerror", lambda e: seen["errors"].append(str(e)))
             page.on("request", lambda r: seen["requests"].append(r.url))
             page.goto(html.resolve().as_uri(), wait_until="load")
+            seen["first_screen"] = page.evaluate(
+                "() => [...document.querySelectorAll('section[data-section]')]"
+                ".filter(s => s.getBoundingClientRect().top < innerHeight).map(s => s.id)")
+            page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")
+            seen["too_wide"] = page.evaluate(
+                "() => [...document.querySelectorAll('main *')].filter(e => e.getBoundingClientRect().right"
+                " > document.documentElement.clientWidth + 1).map(e => e.tagName + '.' + e.className).slice(0, 5)")
+            seen["scroll_width"] = page.evaluate("() => [document.documentElement.scrollWidth, innerWidth]")
             seen["sections"] = page.eval_on_selector_all(
                 "section[data-section]", "els => els.map(e => [e.id, e.offsetHeight > 0])")
             seen["plots"] = page.eval_on_selector_all(
@@ -63,11 +71,14 @@ def test_report_in_headless_chromium(small_audit_warehouse, tmp_path):
     assert [m for m in seen["console"] if m[0] in ("error", "warning")] == []
     assert seen["blocked"] == [] and seen["requests"] == [out.resolve().as_uri()]
     expected = re.findall(r'<section id="([^"]+)" data-section', text)
-    assert [s[0] for s in seen["sections"]] == expected and len(expected) == 6
+    assert [s[0] for s in seen["sections"]] == expected and len(expected) == 7
     assert all(shown for _, shown in seen["sections"])
     assert len(seen["plots"]) == text.count('<figure class="plot"><svg ') == 9
     assert all(w > 200 and h > 80 and marks > 10 for w, h, marks in seen["plots"])
     assert seen["title"] == "aequum audit report: loan"
+    assert expected[0] == "conclusion" and seen["first_screen"][0] == "conclusion"
+    assert seen["too_wide"] == [] and seen["scroll_width"][0] <= seen["scroll_width"][1]  # no scroll at 1280 px
+    assert "=protected" not in text and "<td>protected</td>" not in text  # the spec's values, not placeholders
     assert (tmp_path / "report.png").stat().st_size > 10_000
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from aequum.flows.reporting import plots
 from aequum.flows.reporting.html import Section, flag, markup, plot, table
+from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import CASES, EVIDENCE_CASES, Run
 from aequum.flows.reporting.sections import section
 
@@ -25,12 +26,21 @@ def detections_plot(summary: list[dict], attribute: str) -> str:
         ax.axhline(cf[0]["discriminated_share"], color=plots.SIGNIFICANT, linestyle=":", label="CF (flips)")
     ax.set_xlabel("k (neighbours per comparison group)")
     ax.set_ylabel("share of complainants\nsignificantly discriminated")
+    top = max([s["significant_share"] or 0 for s in summary] + [cf[0]["discriminated_share"] or 0 if cf else 0])
+    ax.set_ylim(0, max(0.05, min(1.0, 1.15 * top)) if top < 0.9 else 1.05)
     ax.legend(frameon=False, fontsize=8)
     ax.grid(alpha=0.3)
     return plots.to_svg(fig, f"CST detections by k for {attribute}")
 
 
-def delta_plot(claims: list[dict], k: int) -> str:
+def delta_significant(claim: dict, tau: float) -> bool:
+    """A point is drawn red when its test found it significant and the interval drawn with it
+    lies above τ, so no red point's interval crosses τ."""
+    low = claim["ci_low"] if claim["ci_low"] is not None else claim["delta_p"]
+    return bool(claim["significant"]) and low is not None and low > tau
+
+
+def delta_plot(claims: list[dict], k: int, tau: float = 0.0) -> str:
     fig = plots.figure(7.5, 3.0)
     ax = fig.subplots()
     total = claims[0]["total"] if claims else 0
@@ -39,12 +49,12 @@ def delta_plot(claims: list[dict], k: int) -> str:
         x = 100 * c["position"] / max(sampled - 1, 1)
         low = c["ci_low"] if c["ci_low"] is not None else c["delta_p"]
         high = c["ci_high"] if c["ci_high"] is not None else c["delta_p"]
-        colour = plots.SIGNIFICANT if c["significant"] else plots.NEUTRAL
+        colour = plots.SIGNIFICANT if delta_significant(c, tau) else plots.NEUTRAL
         ax.errorbar(x, c["delta_p"], yerr=[[c["delta_p"] - low], [high - c["delta_p"]]], fmt="o",
                     markersize=3, color=colour, ecolor=colour, capsize=1.5)
     ax.axhline(0, color=plots.NEUTRAL, linewidth=0.8)
     ax.set_xlabel(f"complainants ranked by Δp, percent (a fixed sample of {sampled:,} of {total:,}; "
-                  f"red: significant), k = {k}")
+                  f"red: significant with its interval above τ = {tau:g}), k = {k}")
     ax.set_ylabel("Δp = p_control − p_test")
     ax.set_xlim(-2, 102)
     return plots.to_svg(fig, "Delta p per complainant with confidence intervals")
@@ -60,7 +70,9 @@ def histogram_plot(bins: list[dict]) -> str:
     ax.bar(x, plain, width=0.09, color=plots.NEUTRAL, label="not significant")
     ax.bar(x, marked, width=0.09, bottom=plain, color=plots.SIGNIFICANT, label="significant")
     ax.set_xlabel("Δp (all complainants)")
-    ax.set_ylabel("complainants")
+    ax.set_ylabel("complainants (log scale)")
+    ax.set_yscale("symlog", linthresh=1)
+    ax.set_ylim(bottom=0)
     ax.legend(frameon=False, fontsize=8)
     return plots.to_svg(fig, "Distribution of delta p")
 
@@ -68,6 +80,7 @@ def histogram_plot(bins: list[dict]) -> str:
 @section("cst", "Counterfactual situation testing (CST)", ("cst_claims", "cst_summary"))
 def cst_section(run: Run, sec: Section) -> None:
     params = run.parameters.get("cst", {})
+    labels = Labels(run.parameters)
     summary = run.result("cst_summary")
     sec.add(markup("<p>Each complainant (a member of the protected group) is compared with its k nearest "
                    "neighbours in the protected group (control) and with the k nearest reference-group "
@@ -87,14 +100,16 @@ def cst_section(run: Run, sec: Section) -> None:
         claims = run.query("cst_top_claims", attribute=attribute, method="CST", k=k, limit=CASES)
         spread = run.query("cst_claims_spread", attribute=attribute, method="CST", k=k, points=PLOTTED)
         if spread:
-            sec.add(plot(delta_plot(spread, k), f"Δp with its two-sided interval for a fixed sample of "
+            sec.add(plot(delta_plot(spread, k, params.get("tau", 0.0)), f"Δp with its two-sided interval for a fixed sample of "
                          f"complainants (by a hash of their id), ranked by Δp, at k = {k}; all of them "
                          f"are in audit.cst_claims."))
         bins = run.query("cst_delta_histogram", attribute=attribute, method="CST", k=k)
         if bins:
-            sec.add(plot(histogram_plot(bins), f"Δp of every complainant at k = {k}."))
+            sec.add(plot(histogram_plot(bins), f"Δp of every complainant at k = {k} (a logarithmic "
+                         f"count axis, so the bins away from 0 stay visible)."))
         sec.add(markup("<h4>Top {} cases at k = {}</h4>", min(CASES, len(claims)), k), table([
-            {"record": c["record_id"], "decision": c["decision"], "counterfactual decision": c["decision_counterfactual"],
+            {"record": c["record_id"], "decision": labels.decision(c["decision"]),
+             "counterfactual decision": labels.decision(c["decision_counterfactual"]),
              "control": c["n_control"], "test": c["n_test"], "p control": c["p_c"], "p test": c["p_t"],
              "Δp": c["delta_p"], "interval": "n/a" if c["ci_low"] is None else f"{c['ci_low']:.2f} to {c['ci_high']:.2f}",
              "significant": flag(c["significant"], "significant", "no")} for c in claims[:CASES]]))
@@ -135,7 +150,7 @@ def _effect_sampling_truth(run: Run, sec: Section, summary: list[dict]) -> None:
                 "precision at that recall.</p>",
                 table([{"attribute": d["protected_attribute"], "group": d["group"], "method": d["method"],
                         "k": d["parameter"], "finding": d["finding"], "truth": d["effect"],
-                        "complainants": d["population"], "flagged": d["flagged"], "harmed": d["harmed"],
+                        "complainants": d["population"], "named by the method": d["flagged"], "harmed": d["harmed"],
                         "base rate": d["base_rate"], "precision": d["precision"],
                         "precision 95% CI": "n/a" if d.get("precision_ci_low") is None
                         else f"{d['precision_ci_low']:.2f} to {d['precision_ci_high']:.2f}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from aequum.flows.reporting import plots
 from aequum.flows.reporting.html import Section, markup, plot, table
+from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import CASES, Run
 from aequum.flows.reporting.sections import section
 
@@ -54,6 +55,7 @@ def fgce_section(run: Run, sec: Section) -> None:
     summary = run.result("fgce_k0d0")
     curves = run.result("fgce_curves")
     chosen = run.result("fgce_counterfactuals")
+    labels = Labels(run.parameters)
     sec.add("<p>For the rejected members of each group: how many can be shown a feasible path (through "
             "the data, respecting what they can change) to a favourable decision with k "
             "counterfactual explanations, and how far they must go. A group covered less, or only at a "
@@ -69,13 +71,13 @@ def fgce_section(run: Run, sec: Section) -> None:
         if any(c["curve"] == "cost" and c["cost"] is not None for c in mine):
             sec.add(plot(cost_plot(mine), "The cost of covering each group's coverable members with k "
                          "counterfactuals."))
-        sec.add(table([{"group": s["group_name"], "rejected": s["factuals"], "coverable": s["coverable"],
+        sec.add(table([{"group": labels.group(attribute, s["group_name"]), "rejected": s["factuals"], "coverable": s["coverable"],
                         "coverable share": s["coverable_share"], "k0": s["k0"], "d0 at k0": s["d0_at_k0"],
                         f"coverage at k = {s['k']}": s["coverage_at_k"]} for s in rows]))
         picks = sorted((c for c in chosen if c["attribute"] == attribute),
                        key=lambda c: (c["group_name"], c["pick"]))
         if picks:
             sec.add("<h4>Chosen counterfactuals (the recourse each group is shown)</h4>", table(
-                [{"group": c["group_name"], "pick": c["pick"], "counterfactual record": c["record_id"],
+                [{"group": labels.group(attribute, c["group_name"]), "pick": c["pick"], "counterfactual record": c["record_id"],
                   "covers": c["factuals_covered"], "cumulative coverage": c["cumulative_coverage"],
                   "mean cost": c["mean_cost"], "rule": c["rule"]} for c in picks[:CASES * 2]]))

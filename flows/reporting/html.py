@@ -23,7 +23,12 @@ th{background:#f3f4f6;font-weight:600}td.num{text-align:right;font-variant-numer
 dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;font-size:13px}
 dl.meta dt{color:#6b7280}dl.meta dd{margin:0;font-family:ui-monospace,Menlo,monospace;word-break:break-all}
 .flag{display:inline-block;padding:0 6px;border-radius:9px;font-size:11px;font-weight:600;white-space:nowrap}
-.flag.yes{background:#fee2e2;color:#991b1b}.flag.no{background:#e5e7eb;color:#374151}
+.flag.yes,.flag.flagged{background:#fee2e2;color:#991b1b}.flag.no,.flag.quiet{background:#e5e7eb;color:#374151}
+.flag.evidence{background:#991b1b;color:#fff}.flag.quality{background:#dbeafe;color:#1e3a8a}
+.flag.repair{background:#ede9fe;color:#4c1d95}
+p.conclusion{font-size:15px;margin:6px 0}td{overflow-wrap:anywhere}
+table.wide{display:block;overflow-x:auto}section>details>summary{margin:4px 0 8px}
+@media print{details{display:block}details>*{display:block}}
 figure.plot{margin:10px 0 18px}figure.plot svg{max-width:100%;height:auto}
 figcaption{font-size:12px;color:#4b5563}.note{font-size:12px;color:#6b7280}
 details summary{cursor:pointer;color:#1d4ed8}nav a{margin-right:12px}
@@ -97,6 +102,13 @@ def flag(on: bool | None, yes: str = "flagged", no: str = "not flagged") -> Raw:
     return Raw(f'<span class="flag {"yes" if on else "no"}">{esc(yes if on else no)}</span>')
 
 
+def badge(text: str, kind: str) -> str:
+    """A word in its colour: flagged / evidence (red: something is wrong with the decisions),
+    quiet (grey), quality (blue: a grade of the audit itself), repair (violet: what a re-ranking
+    achieved)."""
+    return markup('<span class="flag {}">{}</span>', kind, text)
+
+
 def plot(svg: str, caption: str) -> str:
     return f'<figure class="plot">{svg}<figcaption>{esc(caption)}</figcaption></figure>'
 
@@ -108,14 +120,18 @@ class Section:
     id: str
     title: str
     body: list[str] = field(default_factory=list)
+    fold: str | None = None  # the body folds under this summary (a <details>) when given
 
     def add(self, *parts: str) -> "Section":
         self.body.extend(parts)
         return self
 
     def render(self) -> str:
+        body = "".join(self.body)
+        if self.fold is not None:
+            body = f"<details><summary>{esc(self.fold)}</summary>{body}</details>"
         return (f'<section id="{esc(self.id)}" data-section="{esc(self.id)}">'
-                f"<h2>{esc(self.title)}</h2>{''.join(self.body)}</section>")
+                f"<h2>{esc(self.title)}</h2>{body}</section>")
 
 
 def page(title: str, subtitle: str, sections: Iterable[Section]) -> str:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from aequum.flows.reporting import plots
 from aequum.flows.reporting.html import Section, flag, markup, plot, table
+from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import Run
 from aequum.flows.reporting.sections import section
 
 
-def _label(row: dict) -> str:
-    return f"{row['attribute']}: {row['group_name'].replace(',', ' & ')}"
+def _label(row: dict, labels: Labels | None = None) -> str:
+    """"sex: Female"; an intersection "race&sex: Black or African American × Female"."""
+    return f"{row['attribute']}: {(labels or Labels({})).group(row['attribute'], row['group_name'])}"
 
 
 def p_text(p: float | None) -> str:
@@ -19,7 +21,7 @@ def p_text(p: float | None) -> str:
     return "<\u00a00.001" if p < 0.001 else f"{p:.3f}"
 
 
-def rates_plot(metrics: list[dict]) -> str:
+def rates_plot(metrics: list[dict], labels: Labels | None = None) -> str:
     rows = [m for m in metrics if m["favourable_rate"] is not None][::-1]
     fig = plots.figure(7.5, 0.9 + 0.28 * len(rows))
     ax = fig.subplots()
@@ -29,14 +31,14 @@ def rates_plot(metrics: list[dict]) -> str:
         colour = plots.group_colour(m["group_name"])
         ax.errorbar(m["favourable_rate"], i, xerr=[[max(m["favourable_rate"] - low, 0.0)], [max(high - m["favourable_rate"], 0.0)]],
                     fmt="o", color=colour, ecolor=colour, capsize=3, alpha=0.45 if m.get("too_small") else 1)
-    ax.set_yticks(range(len(rows)), [_label(m) + ("  (too small)" if m.get("too_small") else "") for m in rows])
+    ax.set_yticks(range(len(rows)), [_label(m, labels) + ("  (too small)" if m.get("too_small") else "") for m in rows])
     ax.set_xlabel("favourable rate with its Wilson interval")
     ax.set_xlim(0, 1)
     ax.grid(axis="x", alpha=0.3)
     return plots.to_svg(fig, "Favourable rates per group with confidence intervals")
 
 
-def di_plot(gaps: list[dict], threshold: float) -> str:
+def di_plot(gaps: list[dict], threshold: float, labels: Labels | None = None) -> str:
     rows = [g for g in gaps if g["di_ratio"] is not None][::-1]
     fig = plots.figure(7.5, 0.9 + 0.28 * max(len(rows), 1))
     ax = fig.subplots()
@@ -48,7 +50,7 @@ def di_plot(gaps: list[dict], threshold: float) -> str:
                     color=colour, ecolor=colour, capsize=3, alpha=0.45 if g.get("too_small") else 1)
     ax.axvline(threshold, color=plots.SIGNIFICANT, linestyle="--", linewidth=1)
     ax.axvline(1.0, color=plots.NEUTRAL, linewidth=0.8)
-    ax.set_yticks(range(len(rows)), [_label(g) for g in rows])
+    ax.set_yticks(range(len(rows)), [_label(g, labels) for g in rows])
     ax.set_xlabel(f"disparate impact ratio vs the reference\n(bars: log-method interval; dashed: {threshold:g})")
     ax.grid(axis="x", alpha=0.3)
     return plots.to_svg(fig, "Disparate impact ratios with confidence intervals")
@@ -57,6 +59,7 @@ def di_plot(gaps: list[dict], threshold: float) -> str:
 @section("outcome", "Outcome metrics", ("outcome_metrics", "outcome_gaps"))
 def outcome_section(run: Run, sec: Section) -> None:
     params = run.parameters.get("outcome", {})
+    labels = Labels(run.parameters)
     confidence = params.get("confidence", 0.95)
     threshold = params.get("four_fifths", 0.8)
     metrics = sorted(run.result("outcome_metrics"), key=lambda m: (m["attribute"].count("&"), m["attribute"], m["group_name"]))
@@ -65,12 +68,12 @@ def outcome_section(run: Run, sec: Section) -> None:
                    "confidence; groups smaller than {} are shown faded and not judged. p-values are "
                    "adjusted across all {} comparisons of the run ({}).</p>", 100 * confidence,
                    params.get("min_group_size", 30), len(gaps), params.get("correction", "holm")))
-    sec.add(plot(rates_plot(metrics), "Favourable rate per group (orange: protected, blue: reference, "
+    sec.add(plot(rates_plot(metrics, labels), "Favourable rate per group (orange: protected, blue: reference, "
                  "grey: mixed intersections); bars are Wilson intervals."))
     if gaps:
-        sec.add(plot(di_plot(gaps, threshold), "Disparate impact ratio per group against its reference "
+        sec.add(plot(di_plot(gaps, threshold, labels), "Disparate impact ratio per group against its reference "
                      "(red: adverse impact); bars are log-method intervals."))
-    rows = [{"group": _label(g), "n": g["n_group"], "rate": g.get("favourable_rate"),
+    rows = [{"group": _label(g, labels), "n": g["n_group"], "rate": g.get("favourable_rate"),
              "reference rate": g.get("reference_rate"), "DI": g["di_ratio"],
              "DI interval": "n/a" if g.get("di_ci_low") is None else f"{g['di_ci_low']:.2f} to {g['di_ci_high']:.2f}",
              "p": p_text(g["spd_p_value"]), "p adjusted": p_text(g.get("spd_p_adjusted")),
@@ -81,5 +84,5 @@ def outcome_section(run: Run, sec: Section) -> None:
     refs = [m for m in metrics if m["is_reference"] and m.get("four_fifths_vs_highest")]
     if refs:
         sec.add("<h3>Reference groups under four fifths of the highest rate</h3>",
-                table([{"group": _label(m), "rate": m["favourable_rate"], "highest group": m["highest_group"],
+                table([{"group": _label(m, labels), "rate": m["favourable_rate"], "highest group": labels.group(m["attribute"], m["highest_group"]),
                         "ratio to highest": m["ratio_to_highest"]} for m in refs]))

@@ -4,7 +4,8 @@ suggested actions (who should change what, and whom they overtake)."""
 from __future__ import annotations
 
 from aequum.flows.reporting import plots
-from aequum.flows.reporting.html import Section, flag, markup, plot, table
+from aequum.flows.reporting.html import Raw, Section, badge, markup, plot, table
+from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import CASES, Run
 from aequum.flows.reporting.sections import section
 
@@ -35,6 +36,7 @@ def raguel_section(run: Run, sec: Section) -> None:
             "have to change to be accepted). A fair ranking represents each group in every prefix "
             "or block near its share of the population; RAGUEL re-ranks by suggesting actions that "
             "move under-represented applicants up.</p>")
+    labels = Labels(run.parameters)
     block_size = next((s["block_size"] for s in summary if s["block_size"]), 100)
     for attribute in sorted({s["attribute"] for s in summary}):
         rows = sorted((s for s in summary if s["attribute"] == attribute), key=lambda s: s["algorithm"])
@@ -51,12 +53,13 @@ def raguel_section(run: Run, sec: Section) -> None:
                         "tolerance": s["tolerance"], "unfair blocks before": s["unfair_blocks_before"],
                         "after": s["unfair_blocks_after"], "r before": s["r_before"], "r after": s["r_after"],
                         "applicants moved": s["points_changed"], "total cost": s["total_modification_cost"],
-                        "success": flag(s["success"], "repaired", "not repaired")} for s in rows]))
+                        "re-ranking": Raw(badge("repaired" if s["success"] else "not repaired", "repair"))}
+                       for s in rows]))
         for s in rows:
             actions = run.query("raguel_top_actions", attribute=attribute, algorithm=s["algorithm"], limit=CASES)
             if actions:
                 sec.add(markup("<h4>Suggested actions ({}, the {} costliest)</h4>", s["algorithm"], len(actions)), table(
-                    [{"record": a["record_id"], "group": a["group_name"], "feature": a["feature"],
+                    [{"record": a["record_id"], "group": labels.group(attribute, a["group_name"]), "feature": labels.feature(a["feature"]),
                       "from": a["value_before"], "to": a["value_after"], "cost before": a["cost_before"],
                       "cost after": a["cost_after"], "modification cost": a["modification_cost"],
                       "overtakes": a["overtakes"]} for a in actions]))

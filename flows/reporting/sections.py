@@ -38,7 +38,7 @@ def engine_sections(run: Run) -> list[Section]:
         reg = SECTIONS.get(name)
         if reg is None or not run.ran(name) or not set(reg.tables) <= run.tables:
             continue
-        sec = Section(f"engine-{name}", reg.title)
+        sec = Section(f"engine-{name}", reg.title, fold="Show the evidence")
         reg.build(run, sec)
         out.append(sec)
     return out

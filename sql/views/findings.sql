@@ -34,6 +34,8 @@
 --   robustness_value  RV_{1,alpha}: the partial R-squared an unobserved confounder needs with
 --                both group and decision to make it insignificant (Cinelli & Hazlett 2020)
 --   e_value      for ratio findings, the E-value of the ratio (VanderWeele & Ding 2017)
+--   rank         the finding's place in its run by severity x confidence, 1 first
+--                (sql/union/findings.sql ranks the union; the parts do not have it)
 
 CREATE OR REPLACE MACRO audit.pct(x) AS
     CASE WHEN x IS NULL THEN 'n/a' ELSE printf('%.1f%%', 100 * x) END;
@@ -59,13 +61,44 @@ CREATE OR REPLACE MACRO audit.compared_attribute(label_) AS
 CREATE OR REPLACE MACRO audit.compared_value(label_) AS
     (SELECT min(c.value) FROM audit.comparisons c WHERE c.label = label_);
 
--- "the protected group of race", "the Asian group of race", "race=protected & sex=reference"
+-- The groups of every run's attributes as people read them (runs.parameters $.audit.groups:
+-- the recorded values or their labels, or the column's range): "Female", "White".
+CREATE OR REPLACE VIEW audit.group_values AS
+SELECT DISTINCT g.attribute, g.protected, g.reference
+FROM (SELECT unnest(from_json(json_extract(parameters, '$.audit.groups'),
+                              '[{"attribute": "VARCHAR", "protected": "VARCHAR", "reference": "VARCHAR"}]')) AS g
+      FROM audit.runs) AS r;
+
+-- the recorded values of an attribute's protected or reference group (null when not recorded)
+CREATE OR REPLACE MACRO audit.group_value(attribute_, group_name_) AS
+    (SELECT min(CASE group_name_ WHEN 'protected' THEN v.protected WHEN 'reference' THEN v.reference END)
+     FROM audit.group_values v WHERE v.attribute = attribute_);
+
+-- every run's group parts as values: 'race=protected' -> 'Black / Asian', 'sex=reference' -> 'Male'
+CREATE OR REPLACE VIEW audit.group_parts AS
+SELECT map_from_entries(coalesce(list({'key': attribute || '=' || side, 'value': label}), [])) AS parts
+FROM (SELECT attribute, 'protected' AS side, min(protected) AS label FROM audit.group_values GROUP BY ALL
+      UNION ALL
+      SELECT attribute, 'reference', min(reference) FROM audit.group_values GROUP BY ALL)
+WHERE label IS NOT NULL;
+
+-- an intersection's group (race=protected,sex=reference) as values: "Black / Asian × Male"
+-- (a part whose values were not recorded stays as it is); parts are looked up whole, never
+-- split on '='
+CREATE OR REPLACE MACRO audit.intersection_label(group_name_) AS
+    (SELECT array_to_string(list_transform(string_split(group_name_, ','),
+                                           lambda p: coalesce(g.parts[p], p)), ' × ')
+     FROM audit.group_parts g);
+
+-- "the Female group of sex", "the Asian group of race", "Female × Black" (where values were
+-- not recorded: "the protected group of race", "race=protected × sex=reference")
 CREATE OR REPLACE MACRO audit.group_label(attribute, group_name) AS
     CASE WHEN group_name = 'protected' AND audit.compared_attribute(attribute) IS NOT NULL
               -- a per-value comparison (protected[].compare): race=Asian's protected group
               THEN printf('the %s group of %s', audit.compared_value(attribute), audit.compared_attribute(attribute))
-         WHEN group_name IN ('protected', 'reference') THEN printf('the %s group of %s', group_name, attribute)
-         ELSE replace(group_name, ',', ' & ') END;
+         WHEN group_name IN ('protected', 'reference')
+              THEN printf('the %s group of %s', coalesce(audit.group_value(attribute, group_name), group_name), attribute)
+         ELSE audit.intersection_label(group_name) END;
 
 -- E-value of a risk ratio (VanderWeele & Ding 2017): RR + sqrt(RR (RR - 1)), with 1/RR below 1
 CREATE OR REPLACE MACRO audit.e_value(rr) AS
@@ -116,5 +149,6 @@ SELECT CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS VARCHAR) AS engine,
        CAST(NULL AS VARCHAR) AS cases_table, CAST(NULL AS VARCHAR) AS statement,
        CAST(NULL AS VARCHAR) AS estimand, CAST(NULL AS VARCHAR) AS basis,
        CAST(NULL AS BOOLEAN) AS evidence, CAST(NULL AS BOOLEAN) AS robust,
-       CAST(NULL AS DOUBLE) AS robustness_value, CAST(NULL AS DOUBLE) AS e_value
+       CAST(NULL AS DOUBLE) AS robustness_value, CAST(NULL AS DOUBLE) AS e_value,
+       CAST(NULL AS BIGINT) AS rank
 WHERE false;

@@ -2,9 +2,10 @@
 -- harmed, each engine's individual findings scored against the truth of their own kind (CF and
 -- CST: the total effect of do(attribute := reference); ST and PBA: the direct effect). One row
 -- per run x engine x method x parameter x attribute x group x finding; the headline is the
--- CST significant finding at the largest k and CF. Flagged when the findings are no better
--- than chance (precision at or below the base rate of harm among those examined). The interval
--- is precision's 95% Wilson interval.
+-- CST significant finding at the largest k and CF. Never flagged: flagged says something is
+-- wrong with the audited decisions, and these rows grade the audit itself (the statement says
+-- whether the findings beat chance: precision against the base rate of harm among those
+-- examined). The interval is precision's 95% Wilson interval.
 CREATE OR REPLACE VIEW audit.findings_detection AS
 WITH d AS (
   SELECT d.*, TRY_CAST(regexp_extract(d.parameter, 'k=(\d+)', 1) AS INTEGER) AS k,
@@ -19,7 +20,7 @@ SELECT d.run_id, 'detection' AS engine, d.protected_attribute AS attribute,
        printf('%s %s (%s, %s) against the %s-effect truth', d.engine, d.method, d.parameter, d.finding,
               d.effect) AS finding,
        (d.method = 'CST' AND d.finding = 'significant' AND d.k = d.k_headline) OR d.method = 'CF' AS headline,
-       coalesce(d.precision <= d.base_rate, false) AS flagged,
+       false AS flagged,
        'precision' AS measure, d.precision AS value, d.precision_ci_low AS ci_low, d.precision_ci_high AS ci_high,
        CASE WHEN d.precision_ci_low IS NULL THEN NULL ELSE 0.95 END AS confidence, NULL::DOUBLE AS p_value,
        NULL::BOOLEAN AS significant,

@@ -1,10 +1,14 @@
 -- RAGUEL findings (Haldar et al.): per run x protected attribute x algorithm (main
 -- configuration), whether the ranking by recourse cost represents the groups fairly (Def. 3.2
 -- per prefix / per block), the recourse fairness ratio r (Eq. 4) and what re-ranking takes.
+-- Flagged when the ranking misrepresents the groups before re-ranking (block: an unfair block;
+-- prefix: a prefix that needs actions); whether the re-ranking repaired it is the statement's,
+-- not the flag's.
 CREATE OR REPLACE VIEW audit.findings_raguel AS
 SELECT run_id, 'raguel' AS engine, attribute, 'protected' AS group_name,
        printf('ranked recourse representation (%s)', algorithm) AS finding, true AS headline,
-       coalesce(points_changed > 0 OR unfair_blocks_before > 0 OR NOT success, false) AS flagged,
+       coalesce(CASE WHEN algorithm = 'block' THEN unfair_blocks_before > 0 ELSE points_changed > 0 END,
+                false) AS flagged,
        'r_before' AS measure, r_before AS value, NULL::DOUBLE AS ci_low, NULL::DOUBLE AS ci_high,
        NULL::DOUBLE AS confidence, NULL::DOUBLE AS p_value, NULL::BOOLEAN AS significant,
        points_changed AS individuals, 'raguel_actions' AS cases_table,

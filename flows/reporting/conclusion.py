@@ -1,0 +1,159 @@
+"""The report's first screen and the end of ``aequum audit`` in the terminal: a conclusion in
+a few plain sentences generated from ``audit.findings`` (what differs between which groups, by
+how much, how sure, whether it is evidence on the audit's question, what the data cannot show),
+then the findings ranked by severity × confidence (``audit.findings.rank``)."""
+from __future__ import annotations
+
+from aequum.flows.reporting.html import Raw, Section, badge, markup, table
+from aequum.flows.reporting.labels import Labels
+
+RANKED = 12  # findings listed on the first screen; the rest fold below
+
+QUESTION = {"disparate_treatment": "disparate treatment", "disparate_impact": "disparate impact",
+            "counterfactual_fairness": "counterfactual unfairness"}
+MEANS = {  # what a finding of each estimand can say
+    "raw disparity": "rates differ, not why",
+    "adjusted disparity": "a difference that remains given the named controls",
+    "direct effect": "a difference the group makes given the recorded inputs",
+    "total effect": "a difference the group makes through the causal model",
+    "path-specific effect": "a difference along one path of the causal model",
+    "procedural": "the reasons or explanations differ",
+    "model property": "a property of the model examined, not of every decision",
+    "recourse": "how hard it is to be approved, not the decisions themselves",
+    "detection quality": "how well the audit's findings find the harmed (a grade of the audit)",
+}
+
+
+def ordered(findings: list[dict]) -> list[dict]:
+    """The findings by their rank (warehouses written before the rank column: the same order)."""
+    if findings and all(f.get("rank") is not None for f in findings):
+        return sorted(findings, key=lambda f: f["rank"])
+    return sorted(findings, key=lambda f: (not f.get("evidence"), not f.get("flagged"), not f.get("headline"),
+                                           f.get("estimand") == "detection quality",
+                                           f["p_value"] if f.get("p_value") is not None else 2.0,
+                                           -(f.get("individuals") or 0)))
+
+
+def verdict(f: dict) -> tuple[str, str]:
+    """The finding's word and colour: evidence, flagged, not flagged; detection rows grade the
+    audit (better / no better than chance), never the decisions."""
+    if f.get("estimand") == "detection quality":
+        return "audit quality", "quality"
+    if f.get("evidence"):
+        return "evidence", "evidence"
+    if f.get("flagged"):
+        return "flagged", "flagged"
+    return "not flagged", "quiet"
+
+
+def confidence_text(f: dict) -> str:
+    p = f.get("p_value")
+    if p is not None:
+        return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+    if f.get("ci_low") is not None and f.get("confidence"):
+        return f"{100 * f['confidence']:g}% interval"
+    return "no test (descriptive)"
+
+
+def figure_text(f: dict, labels: Labels) -> str:
+    value = f.get("value")
+    if value is None:
+        return "n/a"
+    text = f"{labels.measure(f.get('measure'))}: {value:.3g}"
+    if f.get("ci_low") is not None and f.get("ci_high") is not None:
+        text += f" ({100 * (f.get('confidence') or 0.95):g}% CI {f['ci_low']:.3g} to {f['ci_high']:.3g})"
+    return text
+
+
+def sentences(run_record: dict, parameters: dict, findings: list[dict], labels: Labels) -> list[str]:
+    """Three to six plain sentences: the question and the count, the strongest findings with
+    how sure and whether they are evidence, and what the data cannot show."""
+    audit = parameters.get("audit", {})
+    question = QUESTION.get(audit.get("question") or "disparate_treatment", "disparate treatment")
+    about = [f for f in findings if f.get("estimand") != "detection quality"]
+    heads = [f for f in about if f.get("headline")]
+    flagged = [f for f in about if f.get("flagged")]
+    evidence = [f for f in about if f.get("evidence")]
+    out = [f"This audit of {run_record.get('spec_name')} asked whether the decisions show {question}: "
+           f"{len(flagged)} of its {len(about)} findings ({len(heads)} headline) flag a difference in the "
+           f"decisions, and {len(evidence)} {'is' if len(evidence) == 1 else 'are'} evidence on that question."]
+    for f in ordered(flagged)[:2]:
+        group = labels.versus(f["attribute"], f["group_name"])
+        sure = confidence_text(f)
+        if f.get("evidence"):
+            why = "it is evidence of " + question
+            if f.get("robustness_value") is not None:
+                why += (f" (an unobserved confounder would need to explain {100 * f['robustness_value']:.1f}% "
+                        "of both group and decision to remove it)")
+        else:
+            why = f"it is not evidence of {question} by itself: a {f.get('estimand')} finding shows " \
+                  + MEANS.get(f.get("estimand") or "", "a difference")
+        out.append(f"{group} ({f['engine']}, {f['finding']}): {figure_text(f, labels)}, {sure}; {why}.")
+    if not flagged:
+        out.append("No finding flags a difference between the groups at the configured confidence; "
+                   "that is not proof that the decisions are fair.")
+    limits = []
+    if audit.get("inputs", "partial") != "complete":
+        limits.append("the records do not hold every input of the decisions, so an input they lack "
+                      "may explain a difference")
+    if audit.get("model") == "surrogate":
+        limits.append("the model-based engines examine a surrogate fitted to the decisions, not the "
+                      "lender's model")
+    limits.append("a statistical audit cannot show intent, and a finding about groups does not prove "
+                  "that any one applicant was treated worse")
+    out.append("What the data cannot show: " + "; ".join(limits) + ".")
+    return out
+
+
+def ranked_rows(findings: list[dict], labels: Labels, engines_shown: set[str], limit: int | None) -> list[dict]:
+    rows = []
+    for f in ordered(findings)[:limit]:
+        word, kind = verdict(f)
+        if kind == "quality" and f.get("value") is not None:
+            word = "audit: no better than chance" if _below_chance(f) else "audit: better than chance"
+        anchor = f"engine-{f['engine']}" if f["engine"] in engines_shown else None
+        finding = Raw(markup('<a href="#{}">{}</a>', anchor, f["finding"])) if anchor else f["finding"]
+        rows.append({"rank": f.get("rank"), "": Raw(badge(word, kind)), "groups": labels.versus(f["attribute"], f["group_name"]),
+                     "finding": finding, "figure": figure_text(f, labels), "how sure": confidence_text(f),
+                     "what it says": f.get("statement") or ""})
+    return rows
+
+
+def _below_chance(f: dict) -> bool:
+    """A detection row's findings no better than chance (precision at or below the base rate,
+    which its statement states as the lift)."""
+    import re
+
+    m = re.search(r"(\d+(?:\.\d+)?)x chance", f.get("statement") or "")
+    return m is not None and float(m.group(1)) <= 1.0
+
+
+def conclusion_section(run, findings: list[dict], labels: Labels, engines_shown: set[str]) -> Section:
+    sec = Section("conclusion", "Conclusion")
+    sec.add("".join(markup("<p class=\"conclusion\">{}</p>", s)
+                    for s in sentences(run.record, run.parameters, findings, labels)))
+    top = [f for f in ordered(findings) if f.get("flagged") or f.get("evidence") or f.get("headline")][:RANKED]
+    sec.add(markup("<h3>The findings, most serious and most certain first</h3>"),
+            table(ranked_rows(top, labels, engines_shown, None), cls="findings"))
+    rest = len(findings) - len(top)
+    if rest > 0:
+        sec.add(markup("<details><summary>Every finding of the run ({:,}; <code>audit.findings</code>, "
+                       "run_id = '{}', ordered by <code>rank</code>)</summary>", len(findings), run.run_id)
+                + table(ranked_rows(findings, labels, engines_shown, None), cls="findings") + "</details>")
+    return sec
+
+
+def terminal_lines(run_record: dict, parameters: dict, findings: list[dict], limit: int = 15) -> list[str]:
+    """The end of ``aequum audit``: the conclusion and the ranked findings in at most ``limit`` lines."""
+    labels = Labels(parameters)
+    said = sentences(run_record, parameters, findings, labels)
+    lines = ["Conclusion:"] + [f"  {s}" for s in said]
+    ranked = [f for f in ordered(findings) if f.get("flagged") or f.get("evidence")]
+    room = limit - len(lines) - 1
+    if ranked and room > 0:
+        lines.append("Ranked findings:")
+        for f in ranked[:room]:
+            word, _ = verdict(f)
+            lines.append(f"  {f.get('rank') or '-':>3} {word:11s} {labels.versus(f['attribute'], f['group_name'])}: "
+                         f"{f['engine']}, {f['finding']} ({confidence_text(f)})")
+    return lines[:limit]

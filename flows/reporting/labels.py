@@ -1,0 +1,99 @@
+"""How the report names what the tables hold: groups by their recorded values ("Female",
+"Black or African American × Female"), decisions as the spec records them, features with their
+units, and figures by human labels (the field name stays in a tooltip and the glossary).
+
+Everything comes from the run's parameters (``spec.run_parameters``: ``audit.groups``,
+``audit.decision``, ``audit.units``); a run written without them reads as the tables name it."""
+from __future__ import annotations
+
+from datetime import datetime
+
+MEASURES = {  # field name -> what a reader calls it
+    "di_ratio": "disparate impact ratio", "spd": "difference in favourable rates",
+    "significant_share": "share of complainants significantly treated worse",
+    "discriminated_share": "share of complainants treated worse",
+    "regime_b": "share of pairs with the same decision for different reasons",
+    "coverage_at_k": "share of the rejected with a feasible path to approval",
+    "d0_at_k0": "largest recourse cost needed to cover the group",
+    "r_before": "recourse fairness ratio (lowest over highest group mean cost)",
+    "median_difference": "difference of the groups' medians of the cited variable",
+    "precision": "precision of the audit's findings against the ground truth",
+    "pba": "share of inputs proven persistently biased", "odds_ratio": "odds ratio of an unfavourable decision",
+    "estimate": "controlled difference in the probability of approval",
+}
+
+
+def short(label: str, keep: int = 2) -> str:
+    """A pooled group of many values, shortened: "Black or African American / Asian / … (5 values)"."""
+    parts = label.split(" / ")
+    if len(parts) <= keep + 1:
+        return label
+    return " / ".join(parts[:keep]) + f" / … ({len(parts)} values)"
+
+
+class Labels:
+    def __init__(self, parameters: dict):
+        audit = parameters.get("audit", {}) if isinstance(parameters, dict) else {}
+        self.groups = {g["attribute"]: g for g in audit.get("groups") or [] if isinstance(g, dict)}
+        self.comparisons = {c["label"]: c for c in audit.get("comparisons") or [] if isinstance(c, dict)}
+        self.decisions = audit.get("decision") or {}
+        self.units = audit.get("units") or {}
+
+    def side(self, attribute: str, side: str) -> str | None:
+        g = self.groups.get(attribute)
+        return short(g[side]) if g and g.get(side) else None
+
+    def group(self, attribute: str, group_name: str | None) -> str:
+        """The group as recorded: "Female"; an intersection "Black or African American × Female"."""
+        if group_name is None:
+            return "n/a"
+        if group_name in ("protected", "reference"):
+            return self.side(attribute, group_name) or f"{group_name} group of {attribute}"
+        if group_name in ("all", "pooled"):
+            return f"all of {attribute}"
+        out = []
+        for part in group_name.split(","):
+            for side in ("protected", "reference"):
+                if part.endswith("=" + side):
+                    out.append(self.side(part[: -len(side) - 1], side) or part)
+                    break
+            else:
+                out.append(part)
+        return " × ".join(out)
+
+    def versus(self, attribute: str, group_name: str | None) -> str:
+        """"Female against Male" for a group compared with its attribute's reference group."""
+        ref = self.side(attribute, "reference")
+        me = self.group(attribute, group_name)
+        return f"{me} against {ref}" if ref and group_name != "reference" and ref != me else me
+
+    def decision(self, value) -> str:
+        """An internal decision (1 favourable, 0 unfavourable) as the spec records it."""
+        if value is None:
+            return "n/a"
+        favourable = bool(value) if not isinstance(value, str) else value in ("1", "true", "True")
+        key = "favourable" if favourable else "unfavourable"
+        recorded = self.decisions.get(key)
+        return f"{key} ({recorded})" if recorded else key
+
+    def feature(self, name: str) -> str:
+        unit = self.units.get(name)
+        return f"{name} ({unit})" if unit else name
+
+    def measure(self, name: str | None) -> str:
+        return MEASURES.get(name or "", name or "")
+
+
+def utc(value) -> str:
+    """A warehouse time (UTC) for people: 2026-11-27 12:22:35 UTC."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{value} UTC"
+
+
+def id_key(value) -> tuple:
+    """Sort numeric record ids as numbers (2 before 15 before 1324), others after, as text."""
+    text = "" if value is None else str(value)
+    return (0, int(text), "") if text.isdigit() else (1, 0, text)

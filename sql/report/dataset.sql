@@ -1,0 +1,5 @@
+-- The dataset a run audited: its source, rows read, staged, quarantined and out of scope.
+SELECT d.dataset_version, d.source_kind, d.rows_read, d.rows_staged, d.rows_quarantined,
+       d.rows_out_of_scope, d.created_at
+FROM audit.runs r JOIN audit.datasets d ON d.dataset_version = r.dataset_version
+WHERE r.run_id = $run_id;
