@@ -59,7 +59,7 @@ def _stage(rows_sample: int | None, hidden: tuple[int, int], deltas: list[float]
 
     from aequum.engines.core.data import AuditData
     from aequum.engines.core.spec import parse_spec
-    from aequum.flows.audit import fit_model
+    from aequum.flows.model_step import fit_model
     from aequum.flows.staging import stage
     from aequum.flows.warehouse import Warehouse
 
@@ -79,7 +79,7 @@ def _stage_spec(path: Path, tmp: Path):
     """Stage the spec at ``path`` and fit its model, as the audit does: its AuditData."""
     from aequum.engines.core.data import AuditData
     from aequum.engines.core.spec import load_spec
-    from aequum.flows.audit import fit_model
+    from aequum.flows.model_step import fit_model
     from aequum.flows.staging import stage
     from aequum.flows.warehouse import Warehouse
 

@@ -47,7 +47,7 @@ BENCHMARKS = {
 def _prefect_env() -> None:
     """Local Prefect defaults for a command-line run (the environment may override them). The
     flow's Prefect API (a configured server, or a temporary one that the Dask workers report
-    to) is set up by ``flows.audit.flow_api``."""
+    to) is set up by ``flows.run_control.flow_api``."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_HOME", str(Path(tempfile.gettempdir()) / f"aequum-prefect-{os.getuid()}"))
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
@@ -139,7 +139,7 @@ def cmd_audit(args) -> int:
         # are imported and the cluster starts (stopped unused if the settings name an API)
         server = None if os.environ.get("PREFECT_API_URL") else TemporaryAPI()
         try:
-            from aequum.flows.audit import run_audit  # imports Prefect and Dask: about 1 s
+            from aequum.flows.audit import run_audit
 
             run_id = run_audit(args.spec, warehouse=args.warehouse, lake=args.lake, run_id=args.run_id,
                                engines=engines, dask_address=args.dask_address, workers=args.workers,

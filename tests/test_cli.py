@@ -63,7 +63,7 @@ def test_missing_model_file_is_a_user_error(tmp_path, capsys, monkeypatch):
     spec["model"] = {"kind": "mlp", "features": ["AnnualSalary", "AccountBalance"], "path": "none.pt",
                      "hidden": [4]}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
-    from aequum.flows.audit import fit_model
+    from aequum.flows.model_step import fit_model
     from aequum.engines.core.models import ModelError
     from aequum.engines.core.spec import load_spec
 
