@@ -124,3 +124,15 @@ def test_show_of_a_dataset_table_for_a_run_without_a_dataset_is_one_line(small_a
     err = capsys.readouterr().err
     assert err == ("aequum: error: run no-data staged no dataset, so audit.quarantine has no rows of "
                    "it; pick another run with --run-id (aequum runs lists them)\n")
+
+
+def test_show_prints_every_table_and_view_of_the_warehouse(small_audit_warehouse, capsys):
+    """Whatever the README's warehouse section names: every table and view of a run's warehouse."""
+    wh = str(small_audit_warehouse)
+    with Warehouse(wh, read_only=True) as w:
+        names = w.table_names()
+    assert {"runs", "run_engines", "datasets", "quarantine", "aequum_tables", "findings",
+            "latest_runs", "comparisons"} <= set(names)
+    for name in names:
+        assert main(["show", name, "--warehouse", wh]) == 0, name
+        assert capsys.readouterr().out.startswith(f"audit.{name}"), name
