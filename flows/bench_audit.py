@@ -83,7 +83,9 @@ def _measure_stages(spec_path: str, workdir: str) -> dict:
     import duckdb
 
     from aequum.engines.core.spec import load_spec
-    from aequum.flows.audit import new_run_id, prepare_model, run_engine_pieces, supplied_counterfactuals, write_run
+    from aequum.flows.audit import new_run_id, write_run
+    from aequum.flows.engine_tasks import run_engine_pieces
+    from aequum.flows.model_step import prepare_model, supplied_counterfactuals
     from aequum.flows.staging import stage
     from aequum.flows.versioning import code_version
     from aequum.flows.warehouse import Warehouse
@@ -212,7 +214,7 @@ def _fixed_cost(tmp: Path) -> dict:
             **start_floors(env)}
 
 
-_CLUSTER_START = (  # one worker: a default cluster's for an audit below flows.audit.ONE_WORKER_ROWS
+_CLUSTER_START = (  # one worker: a default cluster's for an audit below flows.cluster.ONE_WORKER_ROWS
     "from distributed import Client, LocalCluster\n"
     "cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=':0', "
     "preload=['aequum.flows.audit'])\n"

@@ -24,7 +24,7 @@ SHARED = REPO.parent / "shared" / "data" / "counterfactual-situation-testing" / 
 
 def _stage(spec, spec_dir: Path, tmp: Path):
     from aequum.engines.core.data import AuditData
-    from aequum.flows.audit import fit_model
+    from aequum.flows.model_step import fit_model
     from aequum.flows.staging import stage
     from aequum.flows.warehouse import Warehouse
 
@@ -101,7 +101,7 @@ def score(spec, spec_dir: Path, out: dict, seconds: float):
     import polars as pl
 
     from aequum.engines.matching.engine import CSTEngine
-    from aequum.flows.audit import EngineOutcome
+    from aequum.flows.engine_tasks import EngineOutcome
     from aequum.flows.ground_truth import score_run
 
     outcome = EngineOutcome("cst", "succeeded", seconds, 1, out, dict(CSTEngine.tables))

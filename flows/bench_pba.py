@@ -10,7 +10,7 @@
 2. The paper's Table 3 in its setup (``german_credit_pba_table3``: the (100, 50) network fitted
    on 80 % of the applicants, verified on the held-out 20 %; RB as robustness accuracy): SP,
    TPR, CFA, RB and PBA observed / flipped per δ, Junior vs Senior, beside the paper's
-   fairness-agnostic (100, 50) cells; the README's table is this output (tests/test_pba_table3.py).
+   fairness-agnostic (100, 50) cells; docs/engines.md's table is this output (tests/test_pba_table3.py).
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def _stage(rows_sample: int | None, hidden: tuple[int, int], deltas: list[float]
 
     from aequum.engines.core.data import AuditData
     from aequum.engines.core.spec import parse_spec
-    from aequum.flows.audit import fit_model
+    from aequum.flows.model_step import fit_model
     from aequum.flows.staging import stage
     from aequum.flows.warehouse import Warehouse
 
@@ -79,7 +79,7 @@ def _stage_spec(path: Path, tmp: Path):
     """Stage the spec at ``path`` and fit its model, as the audit does: its AuditData."""
     from aequum.engines.core.data import AuditData
     from aequum.engines.core.spec import load_spec
-    from aequum.flows.audit import fit_model
+    from aequum.flows.model_step import fit_model
     from aequum.flows.staging import stage
     from aequum.flows.warehouse import Warehouse
 

@@ -111,7 +111,7 @@ def audit_world(audit: str, world: str, rows: int, seed: int, tmp: Path,
     from aequum.engines.core.engine import run_serial
     from aequum.engines.core.models import model_fingerprint
     from aequum.engines.registry import get_engine
-    from aequum.flows.audit import EngineOutcome
+    from aequum.flows.engine_tasks import EngineOutcome
     from aequum.flows.bench_cst import _stage
     from aequum.flows.ground_truth import score_run
     from aequum.flows.warehouse import Warehouse

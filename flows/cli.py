@@ -28,6 +28,7 @@ WORLDS = {
     "input_penalty": "LTV read 8 points higher for Asian applicants",
 }
 DEFAULT_WORLD = "dti_penalty"
+LAKE_HELP = "the Parquet lake the staged records are written to and read from (default %(default)s)"
 CHECK_SOURCE = ("read and fingerprint the source even when its files have the sizes and modification "
                 "times they had when staged (otherwise the staged copy is reused unread)")
 
@@ -47,7 +48,7 @@ BENCHMARKS = {
 def _prefect_env() -> None:
     """Local Prefect defaults for a command-line run (the environment may override them). The
     flow's Prefect API (a configured server, or a temporary one that the Dask workers report
-    to) is set up by ``flows.audit.flow_api``."""
+    to) is set up by ``flows.run_control.flow_api``."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_HOME", str(Path(tempfile.gettempdir()) / f"aequum-prefect-{os.getuid()}"))
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
@@ -134,7 +135,7 @@ def cmd_audit(args) -> int:
         # are imported and the cluster starts (stopped unused if the settings name an API)
         server = None if os.environ.get("PREFECT_API_URL") else TemporaryAPI()
         try:
-            from aequum.flows.audit import run_audit  # imports Prefect and Dask: about 1 s
+            from aequum.flows.audit import run_audit
 
             run_id = run_audit(args.spec, warehouse=args.warehouse, lake=args.lake, run_id=args.run_id,
                                engines=engines, dask_address=args.dask_address, workers=args.workers,
@@ -252,10 +253,10 @@ def parser() -> argparse.ArgumentParser:
                         help="seconds to wait for a warehouse another process is writing (default %(default)s)")
 
     g = sub.add_parser("generate", help="write a built-in dataset (loan, cec_synthetic, hmda, hmda_lender)")
-    g.add_argument("name", choices=["loan", "cec_synthetic", "hmda", "hmda_lender"])
+    g.add_argument("name", choices=["loan", "cec_synthetic", "hmda", "hmda_lender"], help="the generator")
     g.add_argument("--rows", type=int, default=None, help="rows (default: the generator's)")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    g.add_argument("--seed", type=int, default=0, help="random seed (default %(default)s)")
+    g.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="file format (default %(default)s)")
     g.add_argument("--out", default=None,
                    help="output file (default data/generated/NAME.FORMAT, NAME_WORLD.FORMAT for another world)")
     g.add_argument("--world", choices=list(WORLDS), default=DEFAULT_WORLD, metavar="WORLD",
@@ -266,16 +267,16 @@ def parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_generate)
 
     i = sub.add_parser("ingest", help="validate and stage a spec's source into the warehouse and lake")
-    i.add_argument("--spec", required=True)
+    i.add_argument("--spec", required=True, help="audit spec (YAML)")
     wh_args(i)
-    i.add_argument("--lake", default=str(DEFAULT_LAKE))
+    i.add_argument("--lake", default=str(DEFAULT_LAKE), help=LAKE_HELP)
     i.add_argument("--check-source", action="store_true", help=CHECK_SOURCE)
     i.set_defaults(func=cmd_ingest)
 
     a = sub.add_parser("audit", help="run a full audit of a spec (ingest + engines + run record)")
     a.add_argument("--spec", default="data/specs/loan.yaml", help="audit spec (default %(default)s)")
     wh_args(a)
-    a.add_argument("--lake", default=str(DEFAULT_LAKE))
+    a.add_argument("--lake", default=str(DEFAULT_LAKE), help=LAKE_HELP)
     a.add_argument("--run-id", default=None, help="re-use a run id (its old rows are replaced)")
     a.add_argument("--engines", default=None, help="comma-separated engines (default: the spec's)")
     a.add_argument("--dask-address", default=os.environ.get("AEQUUM_DASK_ADDRESS"),
@@ -288,22 +289,24 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("runs", help="list runs and their status")
     wh_args(r)
-    r.add_argument("--spec", default=None)
-    r.add_argument("--limit", type=int, default=20)
+    r.add_argument("--spec", default=None, help="only the runs of this spec name")
+    r.add_argument("--limit", type=int, default=20, help="runs listed, latest first (default %(default)s)")
     r.set_defaults(func=cmd_runs)
 
     s = sub.add_parser("show", help="print an audit table for a run (default: the latest), or "
                        "write it as CSV / Parquet; without TABLE, list the run's tables")
-    s.add_argument("table", nargs="?", default=None)
+    s.add_argument("table", nargs="?", default=None,
+                   help="an audit table or view, e.g. outcome_gaps, findings, quarantine (default: list the run's tables)")
     wh_args(s)
-    s.add_argument("--run-id", default=None)
+    s.add_argument("--run-id", default=None, help="the run (default: the latest; aequum runs lists them)")
     s.add_argument("--limit", type=int, default=50, help="rows printed (files get every row)")
-    s.add_argument("--format", choices=["table", "csv", "parquet"], default="table")
+    s.add_argument("--format", choices=["table", "csv", "parquet"], default="table",
+                   help="table: fitted to the terminal; csv, parquet: every row (default %(default)s)")
     s.add_argument("--out", default=None, help="output file for csv / parquet (csv: default stdout)")
     s.set_defaults(func=cmd_show)
 
     rp = sub.add_parser("report", help="write a run's self-contained HTML report (default: the latest run)")
-    rp.add_argument("run_id", nargs="?", default=None)
+    rp.add_argument("run_id", nargs="?", default=None, help="the run (default: the latest)")
     wh_args(rp)
     rp.add_argument("--out", default=None, help="HTML file (default report-RUN_ID.html)")
     rp.set_defaults(func=cmd_report)
@@ -312,14 +315,14 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--spec", required=True, help="audit spec (label, model.features, financial features)")
     t.add_argument("--objective", nargs="+", choices=["plain", "eo", "cec"], default=["cec"],
                    help="plain: BCE; eo: + λ_EO·L_EO; cec: + λ_EO·L_EO + λ_CEC·L_CEC (several: compared)")
-    t.add_argument("--folds", type=int, default=5)
-    t.add_argument("--epochs", type=int, default=30)
-    t.add_argument("--lambda-eo", type=float, default=1.0)
+    t.add_argument("--folds", type=int, default=5, help="cross-validation folds (default %(default)s)")
+    t.add_argument("--epochs", type=int, default=30, help="training epochs (default %(default)s)")
+    t.add_argument("--lambda-eo", type=float, default=1.0, help="λ_EO, the equalized-odds loss's weight (default %(default)s)")
     t.add_argument("--lambda-cec", type=float, default=None,
                    help="a fixed λ_CEC (default 1, or the spec's F1 budget's search when it sets one)")
     t.add_argument("--steps", type=int, default=8, help="integrated-gradient steps T inside the CEC loss (stratified random points)")
     t.add_argument("--cec-pairs", type=int, default=32, help="matched pairs per batch in the CEC loss (0: all)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=int, default=0, help="random seed (default %(default)s)")
     t.add_argument("--max-f1-loss", type=float, default=None, metavar="LOSS",
                    help="choose λ_CEC per fold by validation: the lowest-CEC λ whose F1 is at most LOSS "
                         "below the plain model's (default: the spec's engines.cec.training.max_f1_loss; "
@@ -330,13 +333,13 @@ def parser() -> argparse.ArgumentParser:
                    help="train on a sample of N records stratified by label and group (default: the spec's; all)")
     t.add_argument("--attribute", default=None, help="protected attribute (default: the spec's first)")
     t.add_argument("--out-dir", default="data/models", help="model files (default %(default)s)")
-    t.add_argument("--run-id", default=None)
+    t.add_argument("--run-id", default=None, help="re-use a run id (its old rows are replaced)")
     wh_args(t)
-    t.add_argument("--lake", default=str(DEFAULT_LAKE))
+    t.add_argument("--lake", default=str(DEFAULT_LAKE), help=LAKE_HELP)
     t.set_defaults(func=cmd_train)
 
     b = sub.add_parser("bench", help="run a benchmark")
-    b.add_argument("name", choices=sorted(BENCHMARKS))
+    b.add_argument("name", choices=sorted(BENCHMARKS), help="the benchmark")
     b.add_argument("--quick", action="store_true", help="smaller sizes")
     b.add_argument("--rows", type=int, nargs="+", default=None,
                    help="the sizes to run (benches that take sizes: audit; validity: the first)")

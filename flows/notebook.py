@@ -63,7 +63,7 @@ def audit(frame: Any, spec: dict | str | Path, engines: list[str] | None = None,
     the id column if the frame has one (default: the row number). ``engines`` overrides
     ``engines.run``. Bad input raises the same errors, naming the field, row or value, as the
     command line reports; ``say`` receives progress lines (``None``: quiet)."""
-    from aequum.flows.audit import prepare_model
+    from aequum.flows.model_step import prepare_model
     from aequum.flows.counterfactuals import load_counterfactuals
     from aequum.flows.staging import stage
     from aequum.flows.warehouse import Warehouse

@@ -1,12 +1,17 @@
 """``aequum show``: a run's audit table for a person (fitted to the terminal) or a file (CSV /
 Parquet, every row, streamed). Without a table name it lists the run's tables; a table whose
-engine the run did not execute (or that failed) is said so, not printed empty."""
+engine the run did not execute (or that failed) is said so, not printed empty.
+
+A table is a run's by its ``run_id`` column (the result tables, ``runs``, ``run_engines``), or by
+the run's dataset when it has only ``dataset_version`` (``datasets``, ``quarantine``); the
+registry ``aequum_tables`` belongs to no run and is shown whole."""
 from __future__ import annotations
 
 import json
 import shutil
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import polars as pl
 import pyarrow as pa
@@ -83,6 +88,38 @@ def engine_note(wh: Warehouse, name: str, run_id: str) -> str | None:
             f"no rows of this run. Pick another run with --run-id (aequum runs lists them).")
 
 
+class Scope(NamedTuple):
+    """The rows of ``audit.<name>`` that are a run's: ``where`` (SQL, parameter ``$key``),
+    ``key``, the column the terminal leaves out (it holds ``key`` on every row), and a title."""
+    where: str
+    key: str | None
+    hidden: str | None
+    title: str
+
+
+def run_scope(wh: Warehouse, name: str, run_id: str) -> Scope:
+    """Which rows of ``audit.<name>`` belong to run ``run_id`` (module docstring)."""
+    columns = {r[0] for r in wh.con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'audit' "
+        "AND table_name = $name", {"name": name}).fetchall()}
+    if "run_id" in columns:
+        return Scope("WHERE run_id = $key", run_id, "run_id", f"audit.{name}, run {run_id}")
+    if "dataset_version" in columns:
+        version = wh.run(run_id)["dataset_version"]
+        if version is None:
+            raise WarehouseError(f"run {run_id} staged no dataset, so audit.{name} has no rows of it; "
+                                 f"pick another run with --run-id (aequum runs lists them)")
+        return Scope("WHERE dataset_version = $key", version, "dataset_version",
+                     f"audit.{name}, dataset {version} of run {run_id}")
+    return Scope("", None, None, f"audit.{name} (every run)")
+
+
+def scoped_sql(name: str, scope: Scope, select: str = "*", tail: str = "") -> tuple[str, dict]:
+    """``SELECT select FROM audit.<name>`` limited to ``scope``, and its parameters."""
+    sql = f"SELECT {select} FROM audit.{check_table_name(name)} {scope.where} {tail}"
+    return sql, ({"key": scope.key} if scope.key is not None else {})
+
+
 def write_file(wh: Warehouse, name: str, run_id: str, fmt: str, out: str | None) -> None:
     """Stream every row of the run's ``audit.<name>`` to a CSV or Parquet file."""
     import pyarrow.csv as pcsv
@@ -90,8 +127,8 @@ def write_file(wh: Warehouse, name: str, run_id: str, fmt: str, out: str | None)
 
     if fmt == "parquet" and out is None:
         raise WarehouseError("--format parquet needs --out FILE")
-    reader = wh.con.sql(f"SELECT * FROM audit.{check_table_name(name)} WHERE run_id = $run_id",
-                        params={"run_id": run_id}).to_arrow_reader(100_000)
+    sql, params = scoped_sql(name, run_scope(wh, name, run_id))
+    reader = wh.con.sql(sql, params=params or None).to_arrow_reader(100_000)
     if fmt == "csv":
         sink = sys.stdout.buffer if out is None else Path(out).open("wb")
         try:
@@ -135,9 +172,11 @@ def show(args, notify=None) -> int:
                 print(f"wrote audit.{args.table} of run {run_id} to {args.out}", file=sys.stderr)
             return 0
         name = check_table_name(args.table)
-        total = wh.con.execute(f"SELECT count(*) FROM audit.{name} WHERE run_id = $run_id",
-                               {"run_id": run_id}).fetchall()[0][0]
-        rows = wh.con.sql(f"SELECT * EXCLUDE (run_id) FROM audit.{name} WHERE run_id = $run_id LIMIT $limit",
-                          params={"run_id": run_id, "limit": args.limit}).to_arrow_table()
-        print_table(rows, title=f"audit.{name}, run {run_id}", total=total)
+        scope = run_scope(wh, name, run_id)
+        sql, params = scoped_sql(name, scope, "count(*)")
+        total = wh.con.execute(sql, params).fetchall()[0][0]
+        select = f"* EXCLUDE ({scope.hidden})" if scope.hidden else "*"
+        sql, params = scoped_sql(name, scope, select, "LIMIT $limit")
+        rows = wh.con.sql(sql, params=params | {"limit": args.limit}).to_arrow_table()
+        print_table(rows, title=scope.title, total=total)
         return 0

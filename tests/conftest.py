@@ -55,7 +55,7 @@ def stage_spec(spec, tmp: Path, spec_dir: Path | None = None):
     """Stage a spec (path or AuditSpec) into a throwaway warehouse under ``tmp``; its AuditData."""
     from aequum.engines.core.data import AuditData
     from aequum.engines.core.spec import AuditSpec, load_spec
-    from aequum.flows.audit import fit_model
+    from aequum.flows.model_step import fit_model
     from aequum.flows.staging import stage
     from aequum.flows.warehouse import Warehouse
 

@@ -63,7 +63,7 @@ def test_the_fixed_cost_floors_are_each_the_fastest_start_and_the_servers_stop(m
     assert floors == {"server_start_s": 2, "cluster_start_s": 2, "flow_import_s": 1}
     assert len(started) == bench_audit.FIXED_COST_REPEAT and stopped == started
     assert {r for r in ran} == {(sys.executable, "-c", "x")}
-    # the cluster of a small audit: one worker (flows.audit.dask_runner with the default number)
+    # the cluster of a small audit: one worker (flows.cluster.dask_runner with the default number)
     assert "n_workers=1," in bench_audit._CLUSTER_START and "wait_for_workers(1)" in bench_audit._CLUSTER_START
     assert "aequum.flows.audit" in bench_audit._CLUSTER_START
 

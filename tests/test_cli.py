@@ -63,7 +63,7 @@ def test_missing_model_file_is_a_user_error(tmp_path, capsys, monkeypatch):
     spec["model"] = {"kind": "mlp", "features": ["AnnualSalary", "AccountBalance"], "path": "none.pt",
                      "hidden": [4]}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
-    from aequum.flows.audit import fit_model
+    from aequum.flows.model_step import fit_model
     from aequum.engines.core.models import ModelError
     from aequum.engines.core.spec import load_spec
 
@@ -156,3 +156,14 @@ def test_a_user_error_is_one_line_and_a_bug_a_traceback(tmp_path, capsys, monkey
     monkeypatch.setattr(cli, "parser", Parsed)
     with pytest.raises(ZeroDivisionError):
         cli.main([])
+
+
+def test_every_option_of_every_command_has_help():
+    import argparse
+
+    from aequum.flows.cli import parser
+
+    (sub,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = [f"{name} {a.option_strings or a.dest}" for name, p in sub.choices.items() for a in p._actions
+               if not a.help and not isinstance(a, argparse._HelpAction)]
+    assert missing == []

@@ -23,7 +23,7 @@ LOAN = "counterfactual-situation-testing", "data", "LoanApplication_v2.csv"
 def loan_out(tmp_path_factory):
     shared_file(*LOAN)
     from aequum.engines.core.spec import load_spec
-    from aequum.flows.audit import fit_model
+    from aequum.flows.model_step import fit_model
     from aequum.flows.staging import stage
     from aequum.flows.warehouse import Warehouse
 

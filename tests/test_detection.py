@@ -14,7 +14,7 @@ from aequum.engines.core.spec import SpecError, load_spec, parse_spec
 from aequum.engines.detection import DETECTION, GroundTruth, cst_detection, detection_table, scores
 from aequum.engines.matching.engine import CSTEngine
 from aequum.engines.matching.situation_testing import CLAIMS
-from aequum.flows.audit import EngineOutcome
+from aequum.flows.engine_tasks import EngineOutcome
 from aequum.flows.ground_truth import load_truth, score_run
 
 REPO_SPEC = "data/specs/hmda.yaml"

@@ -464,7 +464,7 @@ def per_point_greedy(reach, k, d):
 def test_incremental_greedy_equals_the_per_point_greedy(seed):
     """The incremental greedy (gains updated from newly covered factuals, cost sums only on
     ties) picks exactly what the per-point greedy picks, at every budget, ties included."""
-    from aequum.engines.feasibility.selection import _greedy_core, greedy_coverage
+    from aequum.engines.feasibility.greedy import _greedy_core, greedy_coverage
     rng = np.random.default_rng(seed)
     R, _, _, _ = random_instance(seed, n_f=int(rng.integers(5, 60)), n_c=int(rng.integers(3, 40)))
     if seed % 2:        # inexact costs from a small pool: float sums whose order matters

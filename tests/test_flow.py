@@ -181,7 +181,7 @@ def test_a_default_cluster_starts_its_other_workers_only_for_an_audit_that_needs
     a number given starts them all at once. The results are the same either way."""
     import os
 
-    from aequum.flows import audit
+    from aequum.flows import audit, cluster
 
     seen, real = [], audit.size_workers
 
@@ -194,7 +194,7 @@ def test_a_default_cluster_starts_its_other_workers_only_for_an_audit_that_needs
     spec = write_case(tmp_path, engines="[outcome]")
     wh_path, lake = str(tmp_path / "wh.duckdb"), str(tmp_path / "lake")
     run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="small")
-    monkeypatch.setattr(audit, "ONE_WORKER_ROWS", 0)
+    monkeypatch.setattr(cluster, "ONE_WORKER_ROWS", 0)
     run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="grown")
     run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="given", workers=2)
     n = max(1, min(2, os.cpu_count() or 1))
@@ -212,6 +212,7 @@ def test_a_model_made_in_its_own_process_reaches_the_engines_packed(prefect_serv
     process); the engines unpack it where they run, with the same results and the same model
     fingerprint as the model made in the flow's process."""
     from aequum.flows import audit
+    from aequum.flows import model_step as step
 
     spec = write_case(tmp_path, engines="[cst]")
     spec.write_text(spec.read_text().replace("engines: {run: [cst]}", "engines: {run: [cst], cst: {k: [5]}}") + (
@@ -224,11 +225,11 @@ def test_a_model_made_in_its_own_process_reaches_the_engines_packed(prefect_serv
 
     def prepare(*args, **kwargs):
         out = real(*args, **kwargs)
-        packed.append(isinstance(out[0], audit.PackedModel))
+        packed.append(isinstance(out[0], step.PackedModel))
         return out
 
     monkeypatch.setattr(audit, "prepare_model", prepare)
-    monkeypatch.setattr(audit, "OWN_PROCESS_ROWS", 0)
+    monkeypatch.setattr(step, "OWN_PROCESS_ROWS", 0)
     run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="packed", workers=2)
     assert packed == [True]
     with Warehouse(wh_path, read_only=True) as wh:

@@ -108,17 +108,18 @@ def test_the_warehouse_is_free_while_engines_run(prefect_server, tmp_path, monke
     """The audit holds no warehouse connection between staging and the result write: another
     connection (here a read-only one, as a BI tool or `aequum runs` opens) gets in."""
     import aequum.flows.audit as audit
+    from aequum.flows import model_step as step
 
     wh = tmp_path / "wh.duckdb"
     seen = []
-    fit = audit.fit_model
+    fit = step.fit_model
 
     def fit_and_peek(*args, **kwargs):
         with Warehouse(wh, read_only=True, wait=0) as reader:
             seen.append(reader.run("r")["status"])
         return fit(*args, **kwargs)
 
-    monkeypatch.setattr(audit, "fit_model", fit_and_peek)
+    monkeypatch.setattr(step, "fit_model", fit_and_peek)
     audit.audit_flow(str(loan_spec(tmp_path, ["outcome"])), warehouse=str(wh),
                      lake=str(tmp_path / "lake"), run_id="r")
     assert seen == ["running"]
@@ -475,7 +476,7 @@ def test_group_sizes_count_per_value_comparisons_of_one_column():
 def test_engine_pieces_report_their_progress(tmp_path):
     """Issue 16: a long engine says how many of its pieces are done (here every piece, with a
     zero interval), serially as on a cluster."""
-    from aequum.flows.audit import Progress
+    from aequum.flows.engine_tasks import Progress
 
     said = []
     progress = Progress("cst", said.append, every=3600)

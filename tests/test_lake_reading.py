@@ -1,4 +1,4 @@
-"""Engines read only the staged columns they declare, from the Parquet lake (flows.audit.load_lake)."""
+"""Engines read only the staged columns they declare, from the Parquet lake (flows.lake_reading.load_lake)."""
 from __future__ import annotations
 
 import time
@@ -15,7 +15,9 @@ from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import declared_columns, declared_rows, run_serial
 from aequum.engines.core.spec import parse_spec
 from aequum.engines.registry import ENGINES, engine_params, get_engine
-from aequum.flows.audit import fit_model, load_lake, run_engine_pieces
+from aequum.flows.engine_tasks import run_engine_pieces
+from aequum.flows.lake_reading import load_lake
+from aequum.flows.model_step import fit_model
 from aequum.flows.staging import stage
 from aequum.flows.warehouse import Warehouse
 
@@ -181,13 +183,13 @@ def test_a_large_engine_state_runs_its_pieces_where_it_was_prepared(tmp_path, mo
     import pyarrow as pa
 
     from aequum.engines.matching.cec_matching import Matches
-    from aequum.flows import audit
+    from aequum.flows import engine_tasks
 
     m = Matches(np.zeros(10), np.zeros(10, np.int8), np.zeros(10, np.int8), np.zeros(10, np.int64),
                 np.zeros(10), np.zeros(10, bool), [])
-    assert audit.state_bytes({"u": [m, (np.zeros(100), pa.array([1, 2]))], "n": 3}) == 80 + 20 + 80 + 80 + 10 + 800 + 16
+    assert engine_tasks.state_bytes({"u": [m, (np.zeros(100), pa.array([1, 2]))], "n": 3}) == 80 + 20 + 80 + 80 + 10 + 800 + 16
     shared = np.zeros(1000)  # CST's tests share one factual point set: counted once
-    assert audit.state_bytes([shared, {"a": shared, "b": [shared, np.zeros(10)]}]) == 8000 + 80
+    assert engine_tasks.state_bytes([shared, {"a": shared, "b": [shared, np.zeros(10)]}]) == 8000 + 80
 
     class NoCluster:
         def scatter(self, *a, **k):
@@ -198,12 +200,12 @@ def test_a_large_engine_state_runs_its_pieces_where_it_was_prepared(tmp_path, mo
     model = fit_model(spec, SPECS, table, ref.categories)
     serial = run_engine_pieces("cst", spec, ref.lake_path, ref.categories, model, None)
     assert serial.pieces > 1
-    monkeypatch.setattr(audit, "BROADCAST_LIMIT", 0)
+    monkeypatch.setattr(engine_tasks, "BROADCAST_LIMIT", 0)
     local = run_engine_pieces("cst", spec, ref.lake_path, ref.categories, model, None, NoCluster())
     assert local.status == "succeeded"
     for t, v in serial.tables.items():
         assert local.tables[t].equals(v), t
-    monkeypatch.setattr(audit, "BROADCAST_LIMIT", 2 ** 62)
+    monkeypatch.setattr(engine_tasks, "BROADCAST_LIMIT", 2 ** 62)
     with pytest.raises(AssertionError, match="broadcast"):
         run_engine_pieces("cst", spec, ref.lake_path, ref.categories, model, None, NoCluster())
 
@@ -263,7 +265,7 @@ def test_engines_of_a_run_run_one_at_a_time_on_a_cluster():
 
     from distributed import Client
 
-    from aequum.flows.audit import _holding
+    from aequum.flows.engine_tasks import _holding
 
     spans = []
     with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0") as client:
@@ -285,13 +287,13 @@ def test_engines_of_a_run_run_one_at_a_time_on_a_cluster():
 
 
 def test_a_large_lake_read_gives_the_memory_of_its_steps_back(tmp_path, monkeypatch):
-    from aequum.flows import audit
+    from aequum.flows import lake_reading
 
     spec, ref, table = staged(tmp_path, "loan.yaml", 300)
     given_back = []
-    monkeypatch.setattr(audit, "release_memory", lambda: given_back.append(True))
-    audit.load_lake(ref.lake_path, ["_row", "_decision"])
+    monkeypatch.setattr(lake_reading, "release_memory", lambda: given_back.append(True))
+    lake_reading.load_lake(ref.lake_path, ["_row", "_decision"])
     assert given_back == []  # a small read keeps the allocators' memory for the next
-    monkeypatch.setattr(audit, "_KEEP_BYTES", 0)  # every read counts as large
-    again = audit.load_lake(ref.lake_path, ["_row", "_decision"])
+    monkeypatch.setattr(lake_reading, "_KEEP_BYTES", 0)  # every read counts as large
+    again = lake_reading.load_lake(ref.lake_path, ["_row", "_decision"])
     assert again.num_rows == table.num_rows and given_back == [True]

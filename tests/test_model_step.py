@@ -1,4 +1,4 @@
-"""The run's model step (flows.audit.prepare_model): a surrogate fitted on a stratified sample of
+"""The run's model step (flows.model_step.prepare_model): a surrogate fitted on a stratified sample of
 ``model.fit_rows`` staged records, its quality measured on every record in blocks."""
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from aequum.engines.core.data import DECISION, ID, ROW, record_columns
 from aequum.engines.core.spec import SpecError, parse_spec
 from aequum.engines.generators.hmda import iter_hmda_batches
 from aequum.engines.core.models import model_fingerprint
-from aequum.flows.audit import (PackedModel, assess_model, fit_model, fit_sample, lake_blocks, load_lake,
-                                prepare_model)
+from aequum.flows.lake_reading import lake_blocks, load_lake
+from aequum.flows.model_step import PackedModel, assess_model, fit_model, fit_sample, prepare_model
 from aequum.flows.staging import stage
 from aequum.flows.warehouse import Warehouse
 
@@ -96,12 +96,12 @@ def test_the_model_step_fits_on_the_sample_and_measures_every_record(lar, tmp_pa
 def test_the_model_step_in_a_process_of_its_own_is_the_step_in_place(lar, tmp_path, monkeypatch):
     """Above ``OWN_PROCESS_ROWS`` staged records the step runs in a spawned process: the same
     model, quality and progress."""
-    from aequum.flows import audit
+    from aequum.flows import model_step as step
 
     spec, ref = _stage(tmp_path, _source(lar, "lar.parquet"), 1000)
     here: list[str] = []
     model, quality, problem = prepare_model(spec, SPECS, ref, here.append)
-    monkeypatch.setattr(audit, "OWN_PROCESS_ROWS", ref.rows_staged - 1)
+    monkeypatch.setattr(step, "OWN_PROCESS_ROWS", ref.rows_staged - 1)
     there: list[str] = []
     child_model, child_quality, child_problem = prepare_model(spec, SPECS, ref, there.append)
     X = np.random.default_rng(0).normal(size=(50, len(spec.model.features))) + 1
@@ -125,13 +125,13 @@ def test_the_flow_holds_a_model_made_in_its_own_process_without_torch(lar, tmp_p
 import sys
 from pathlib import Path
 from aequum.engines.core.spec import parse_spec
-from aequum.flows import audit
+from aequum.flows import model_step as step
 from aequum.flows.staging import DatasetRef
-audit.OWN_PROCESS_ROWS = 0
+step.OWN_PROCESS_ROWS = 0
 spec = parse_spec({spec.model_dump(mode="json")!r})
 ref = DatasetRef(**{ref.__dict__!r})
-model, quality, problem = audit.prepare_model(spec, Path({str(SPECS)!r}), ref, lambda _m: None, packed=True)
-assert isinstance(model, audit.PackedModel), type(model)
+model, quality, problem = step.prepare_model(spec, Path({str(SPECS)!r}), ref, lambda _m: None, packed=True)
+assert isinstance(model, step.PackedModel), type(model)
 assert "torch" not in sys.modules, "the flow's process imported torch"
 print(model.fingerprint)
 """

@@ -341,7 +341,7 @@ def test_out_of_core_lake_rerank(tmp_path):
     import yaml
     from aequum.engines.core.data import AuditData
     from aequum.engines.core.spec import parse_spec
-    from aequum.flows.audit import load_lake
+    from aequum.flows.lake_reading import load_lake
     from aequum.flows.raguel_stream import rerank_lake
     from aequum.flows.staging import stage
     from aequum.flows.warehouse import Warehouse
@@ -355,7 +355,7 @@ def test_out_of_core_lake_rerank(tmp_path):
     summary = rerank_lake(ref.lake_path, spec, spec.engines.raguel, "gender", tmp_path / "out.parquet",
                           batch_rows=97)
     streamed = pq.read_table(tmp_path / "out.parquet")
-    from aequum.flows.audit import fit_model
+    from aequum.flows.model_step import fit_model
     table = load_lake(ref.lake_path)
     data = AuditData(spec, table, ref.categories, fit_model(spec, REPO / "data/specs", table, ref.categories))
     mem = run_serial(RaguelEngine(), data, spec.engines.raguel)

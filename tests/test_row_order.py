@@ -47,7 +47,8 @@ def source_table(raw: dict, rows: int | None, tmp: Path) -> pa.Table:
 def run_spec(raw: dict, table: pa.Table, tmp: Path) -> dict[str, list]:
     """Every engine's tables (and the model's quality) for ``table`` staged under ``raw``."""
     from aequum.engines.core.spec import parse_spec
-    from aequum.flows.audit import prepare_model, run_engine_pieces, supplied_counterfactuals
+    from aequum.flows.engine_tasks import run_engine_pieces
+    from aequum.flows.model_step import prepare_model, supplied_counterfactuals
     from aequum.flows.staging import stage
     from aequum.flows.warehouse import Warehouse
 

@@ -78,3 +78,61 @@ def test_show_writes_csv_and_parquet(small_audit_warehouse, tmp_path, capsys):
     assert lines[0].startswith('"run_id","attribute"') and len(lines) == 2
     assert main(["show", "outcome_gaps", "--warehouse", wh, "--format", "parquet"]) == 2
     assert "--format parquet needs --out" in capsys.readouterr().err
+
+
+def test_show_prints_every_fixed_table_of_the_run(small_audit_warehouse, tmp_path, capsys):
+    """The tables without a run_id column: datasets and quarantine by the run's dataset, the
+    registry aequum_tables whole; runs and run_engines by the run."""
+    path = tmp_path / "wh.duckdb"
+    shutil.copy(small_audit_warehouse, path)
+    with Warehouse(path) as w:
+        version = w.run("loan-small")["dataset_version"]
+        for v in (version, "another0dataset0"):
+            w.con.execute("INSERT INTO audit.datasets (dataset_version, spec_name, source_kind, "
+                          "source_fingerprint, rows_read, rows_staged, rows_quarantined, "
+                          "rows_out_of_scope, staged_table, created_at) VALUES "
+                          "(?, 'loan', 'generator', '400:1', 402, 400, 2, 0, 'staging.d_x', now())", [v])
+        w.con.execute("INSERT INTO audit.quarantine VALUES (?, 3, 'a3', 'income', '-1', 'below 0'), "
+                      "(?, 9, 'a9', 'age', 'x', 'not a number'), ('another0dataset0', 1, 'b', 'f', "
+                      "'v', 'r')", [version, version])
+    wh = str(path)
+    for table, title in (("datasets", f"audit.datasets, dataset {version} of run loan-small: 1 row"),
+                         ("quarantine", f"audit.quarantine, dataset {version} of run loan-small: 2 rows"),
+                         ("aequum_tables", "audit.aequum_tables (every run): "),
+                         ("runs", "audit.runs, run loan-small: 1 row"),
+                         ("run_engines", "audit.run_engines, run loan-small: ")):
+        assert main(["show", table, "--warehouse", wh]) == 0, table
+        captured = capsys.readouterr()
+        assert captured.out.startswith(title) and captured.err == "", table
+    assert main(["show", "quarantine", "--warehouse", wh, "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith('"dataset_version","source_row"') and len(lines) == 3
+    assert lines[1].startswith(f'"{version}",3,"a3","income"')
+    assert main(["show", "datasets", "--warehouse", wh, "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(version) == 1 and "another0dataset0" not in out
+
+
+def test_show_of_a_dataset_table_for_a_run_without_a_dataset_is_one_line(small_audit_warehouse,
+                                                                          tmp_path, capsys):
+    path = tmp_path / "wh.duckdb"
+    shutil.copy(small_audit_warehouse, path)
+    with Warehouse(path) as wh:
+        wh.start_run("no-data", "loan", "h", "test", {})
+        wh.finish_run("no-data", "failed", error="the source could not be read")
+    assert main(["show", "quarantine", "--warehouse", str(path), "--run-id", "no-data"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("aequum: error: run no-data staged no dataset, so audit.quarantine has no rows of "
+                   "it; pick another run with --run-id (aequum runs lists them)\n")
+
+
+def test_show_prints_every_table_and_view_of_the_warehouse(small_audit_warehouse, capsys):
+    """Whatever the README's warehouse section names: every table and view of a run's warehouse."""
+    wh = str(small_audit_warehouse)
+    with Warehouse(wh, read_only=True) as w:
+        names = w.table_names()
+    assert {"runs", "run_engines", "datasets", "quarantine", "aequum_tables", "findings",
+            "latest_runs", "comparisons"} <= set(names)
+    for name in names:
+        assert main(["show", name, "--warehouse", wh]) == 0, name
+        assert capsys.readouterr().out.startswith(f"audit.{name}"), name

@@ -13,7 +13,7 @@ import pytest
 
 from aequum.engines.core import validation
 from aequum.flows import staging
-from aequum.flows.audit import load_lake
+from aequum.flows.lake_reading import load_lake
 from aequum.flows.readers import SourceError, header_names, open_source, read_ahead
 from aequum.flows.staging import stage, write_behind
 from test_ingest import BAD_ROWS, GOOD_ROWS, spec_for, write_csv

@@ -69,7 +69,7 @@ def test_a_streamed_table_is_the_stable_sort_of_the_pieces_rows(seed):
 def test_the_sections_keep_their_rows_out_of_combine_and_can_live_in_files(tmp_path):
     import pyarrow.parquet as pq
 
-    from aequum.flows.audit import SectionFiles
+    from aequum.flows.engine_tasks import SectionFiles
 
     engine = ToyEngine()
     keep = SectionFiles(str(tmp_path / "sections"))

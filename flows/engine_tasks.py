@@ -1,0 +1,268 @@
+"""One engine of a run as a Prefect task (:func:`engine_task`): its state prepared from the
+staged columns it declares, its pieces fanned out on the run's Dask cluster (or run in place when
+the state is too large to broadcast), its results handed back as an :class:`EngineOutcome`
+(spooled to Parquet files when the run asks)."""
+from __future__ import annotations
+
+import time
+import traceback
+import uuid
+from collections.abc import Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from aequum.engines.core.data import AuditData
+from aequum.engines.core.engine import (Section, assemble, conform, declared_columns, declared_rows, run_piece,
+                                        run_rounds, spill)
+from aequum.engines.core.spec import AuditSpec
+from aequum.engines.registry import engine_params, get_engine
+from aequum.flows.lake_reading import load_lake, release_memory
+from aequum.flows.model_step import unpacked
+
+
+@dataclass
+class EngineOutcome:
+    """One engine's run: its result tables in ``tables``, or, once :meth:`spool` has written
+    them to Parquet files (``files``, with their ``rows``), there: the worker that ran the
+    engine then hands the flow a few paths instead of its results (CST's evidence: 7M rows at
+    1M HMDA records, 12.5M at 10M), which the flow held all at once, as pickled bytes and as
+    tables, until the end of the run (1.9 GB of its 2.5 GB peak at 1M)."""
+
+    engine: str
+    status: str
+    seconds: float
+    pieces: int
+    tables: dict[str, pa.Table]
+    schemas: dict[str, pa.Schema]
+    error: str | None = None
+    files: dict[str, list[str]] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+
+    def spool(self, folder: Path) -> EngineOutcome:
+        """The outcome with its tables in memory written to ``folder/<engine>/<table>.parquet``
+        (a streamed table's pieces are already in files: ``files``)."""
+        if not self.tables:
+            return self
+        where = Path(folder) / self.engine
+        where.mkdir(parents=True, exist_ok=True)
+        files, rows = dict(self.files), dict(self.rows)
+        for name, table in self.tables.items():
+            files[name] = [str(where / f"{name}.parquet")]
+            pq.write_table(table, files[name][0])
+            rows[name] = table.num_rows
+        return EngineOutcome(self.engine, self.status, self.seconds, self.pieces, {}, self.schemas,
+                             self.error, files, rows)
+
+    def row_counts(self) -> dict[str, int]:
+        return {**{t: v.num_rows for t, v in self.tables.items()}, **self.rows}
+
+    def results(self) -> Mapping[str, pa.Table]:
+        """Its tables by name, each read from its files when asked for (if spooled)."""
+        return self.tables if not self.files else _SpooledTables(self.tables, self.files)
+
+    def result(self, name: str) -> pa.Table | list[str]:
+        """A table to insert: in memory, or the paths of its Parquet files (rows in file order)."""
+        return self.files[name] if name in self.files else self.tables[name]
+
+
+class _SpooledTables(Mapping):
+    def __init__(self, tables: dict[str, pa.Table], files: dict[str, list[str]]):
+        self.tables, self.files = tables, files
+
+    def __getitem__(self, name: str) -> pa.Table:
+        if name in self.tables:
+            return self.tables[name]
+        return pa.concat_tables([pq.read_table(f) for f in self.files[name]])
+
+    def __contains__(self, name: object) -> bool:  # without reading the table
+        return name in self.tables or name in self.files
+
+    def column(self, name: str, column: str) -> pa.ChunkedArray:
+        """One column of a table, only that column read from its files."""
+        if name in self.tables:
+            return self.tables[name][column]
+        return pa.chunked_array([c for f in self.files[name] for c in pq.read_table(f, columns=[column])[column].chunks],
+                                pq.read_schema(self.files[name][0]).field(column).type)
+
+    def __iter__(self):
+        return iter({**self.tables, **self.files})
+
+    def __len__(self) -> int:
+        return len({**self.tables, **self.files})
+
+
+class Progress:
+    """``engine NAME: i/n pieces`` lines, at most every ``every`` seconds and at the end."""
+
+    def __init__(self, name: str, say, every: float = 10.0):
+        self.name, self.say, self.every = name, say, every
+        self.last = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if done == total or now - self.last >= self.every:
+            self.say(f"engine {self.name}: {done}/{total} pieces done")
+            self.last = now
+
+
+BROADCAST_LIMIT = 2 * 2 ** 30  # CST at 1M HMDA rows: 0.85 GB (broadcast); at 10M several GB
+
+
+def state_bytes(obj: Any, depth: int = 0, seen: set[int] | None = None) -> int:
+    """The array bytes an engine's state holds (numpy and Arrow, through dataclasses, lists,
+    tuples and dicts), each array once however many parts of the state share it: a state above
+    ``BROADCAST_LIMIT`` runs its pieces in the task that prepared it instead of being copied to
+    every worker (CST's state of 10M HMDA rows, several GB, failed Dask's broadcast and doubled
+    the audit's memory)."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, (np.ndarray, pa.Table, pa.Array, pa.ChunkedArray)):
+        if id(obj) in seen:
+            return 0
+        seen.add(id(obj))
+        return obj.nbytes
+    if depth > 6:
+        return 0
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return sum(state_bytes(getattr(obj, f.name), depth + 1, seen) for f in fields(obj))
+    if isinstance(obj, (list, tuple)):
+        return sum(state_bytes(v, depth + 1, seen) for v in obj)
+    if isinstance(obj, dict):
+        return sum(state_bytes(v, depth + 1, seen) for v in obj.values())
+    return 0
+
+
+def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
+                      counterfactuals: dict[str, pa.Table] | None, client=None, say=None,
+                      lock: str | None = None, spool: str | None = None) -> EngineOutcome:
+    """Run one engine over a staged dataset version; pieces fan out on ``client`` if given.
+    ``say`` receives the pieces' progress. With ``lock`` (a name on ``client``'s cluster) the
+    engine runs while holding that lock: the engines of one run then run one at a time, each
+    fanning its pieces out over every worker, so that the memory of one engine (the records
+    it reads, the arrays built from them, its state on every worker, its results: 4-5 GB for
+    CST or CEC at 10M HMDA records) is never needed next to another's. Its seconds count from
+    when it holds the lock. With ``spool`` (a folder) the results are written there as Parquet
+    before the lock is let go (:meth:`EngineOutcome.spool`)."""
+    engine = get_engine(name)
+    params = engine_params(spec, name)
+    progress = Progress(name, say or (lambda _message: None))
+    # a streamed table's rows go to files where each piece ran (engines.core.engine)
+    keep = SectionFiles(str(Path(spool) / name / "sections")) if spool is not None else None
+
+    def run_pieces(st, pieces):
+        if client is None or len(pieces) < 2 or state_bytes(st) > BROADCAST_LIMIT:
+            parts = []
+            for p in pieces:
+                parts.append(run_piece(engine, st, p, keep))
+                progress(len(parts), len(pieces))
+            return parts
+        from distributed import as_completed
+
+        state_f = client.scatter(st, broadcast=True)
+        futures = {client.submit(run_piece, engine, state_f, p, keep, pure=False): i for i, p in enumerate(pieces)}
+        parts = [None] * len(pieces)  # in piece order, whatever order they finish in
+        # each piece's tables come here as it finishes and its future is let go at once: the
+        # worker that ran it does not keep them until the last piece is done (CST at 10M
+        # records: ~0.3 GB per piece), and the state's copies go when the pieces are done
+        for done, (future, part) in enumerate(as_completed(futures, with_results=True), start=1):
+            parts[futures.pop(future)] = part
+            del future, part
+            progress(done, len(pieces))
+        del state_f
+        return parts
+
+    with _holding(client, lock):
+        t0 = time.perf_counter()
+        state = _prepare(engine, params, spec, lake_path, categories, model, counterfactuals)
+        state = spill(engine, state, str(Path(spool) / name / "state") if spool is not None else None)
+        release_memory()  # the records read are gone; the state is what the pieces need
+        state, parts, n_pieces, sections = run_rounds(engine, state, run_pieces)
+        out = engine.combine(state, parts)
+        del state, parts
+        tables = {t: conform(out[t], schema, t) for t, schema in engine.tables.items() if t not in sections}
+        del out
+        files, rows = {}, {}
+        for t, found in sections.items():
+            if keep is None or not found:
+                tables[t] = assemble(found, engine.tables[t])
+            else:
+                files[t], rows[t] = [s.path for s in found], sum(s.rows for s in found)
+        outcome = EngineOutcome(name, "succeeded", time.perf_counter() - t0, n_pieces, tables, dict(engine.tables),
+                                files=files, rows=rows)
+        del tables
+        if spool is not None:
+            outcome = outcome.spool(Path(spool))
+        release_memory()
+    return outcome
+
+
+@dataclass(frozen=True)
+class SectionFiles:
+    """Writes each section of a streamed table to its own Parquet file under ``folder``, on the
+    worker that ran the piece, and hands back the section without its rows."""
+
+    folder: str
+
+    def __call__(self, section: Section) -> Section:
+        where = Path(self.folder) / section.name
+        where.mkdir(parents=True, exist_ok=True)
+        path = str(where / f"{uuid.uuid4().hex}.parquet")
+        pq.write_table(section.table, path)
+        return replace(section, table=None, path=path)
+
+
+@contextmanager
+def _holding(client, lock: str | None):
+    if client is None or lock is None:
+        yield
+        return
+    from distributed import Lock
+
+    with Lock(lock):  # on the cluster of the client or worker this runs in
+        yield
+
+
+def _prepare(engine, params, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
+             counterfactuals: dict[str, pa.Table] | None):
+    """The engine's state from the staged columns and records it declares (read here and held
+    by the engine's data only, so that a column the engine lets go is freed at once and the
+    rest when the state is ready)."""
+    # no name here holds the records: the engine's data alone does
+    return engine.prepare(AuditData(spec, load_lake(lake_path, declared_columns(engine, spec, params),
+                                                    getattr(engine, "row_order", True),
+                                                    declared_rows(engine, spec, params)),
+                                    categories, unpacked(model), counterfactuals), params)
+
+
+@task(name="engine", cache_policy=NO_CACHE, retries=0)
+def engine_task(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
+                counterfactuals: dict[str, pa.Table] | None, lock: str | None = None,
+                spool: str | None = None) -> EngineOutcome:
+    """One engine as a Prefect task; failures come back as a failed outcome, not an exception.
+    ``lock``, ``spool``: see :func:`run_engine_pieces`."""
+    from distributed import get_worker, worker_client
+
+    t0 = time.perf_counter()
+    try:
+        say = get_run_logger().info
+        try:
+            get_worker()
+        except ValueError:  # not on a Dask worker (another task runner): run the pieces here
+            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, say=say,
+                                     spool=spool)
+        # worker_client secedes this task's thread while it waits for its pieces, so the
+        # pieces can run on the same workers (no deadlock when every thread holds an engine)
+        with worker_client() as client:
+            return run_engine_pieces(name, spec, lake_path, categories, model, counterfactuals, client, say, lock,
+                                     spool)
+    except Exception as exc:  # an engine failure is recorded, the other engines still land
+        detail = f"{type(exc).__name__}: {exc}"
+        get_run_logger().error("engine %s failed: %s\n%s", name, detail, traceback.format_exc())
+        return EngineOutcome(name, "failed", time.perf_counter() - t0, 0, {}, {}, detail)
