@@ -141,7 +141,8 @@ def test_generated_hmda_is_scored_against_its_own_truth(tmp_path):
     spec_path = _hmda_spec(tmp_path)
     spec = load_spec(spec_path)
     data = stage_spec(spec, tmp_path, tmp_path)
-    out = run_serial(CSTEngine(), data, spec.engines.cst.model_copy(update={"evidence": "none"}))
+    # the attributes, whose truth a named truth file gives column by column (no intersections)
+    out = run_serial(CSTEngine(), data, spec.engines.cst.model_copy(update={"evidence": "none", "intersections": []}))
     outcome = EngineOutcome("cst", "succeeded", 0.0, 1, out, dict(CSTEngine.tables))
     table = score_run(spec, tmp_path, [outcome], lambda _m: None)
     # as the audit flow scores it: the results written to Parquet by the engine's task
@@ -256,8 +257,9 @@ def test_audit_of_a_generated_source_writes_detection_findings_and_report(prefec
     raw = yaml.safe_load(open(REPO_SPEC))
     raw["source"]["rows"] = 20_000
     raw["engines"]["run"] = ["outcome", "cst"]
-    raw["engines"]["cst"].update({"k": [15], "sample": 150})
-    raw["protected"][0]["compare"] = "pooled"  # three attributes of 150 sampled complainants each
+    # three attributes of 150 sampled complainants each (no intersections)
+    raw["engines"]["cst"].update({"k": [15], "sample": 150, "intersections": []})
+    raw["protected"][0]["compare"] = "pooled"
     raw["protected"] = [p for p in raw["protected"] if p["name"] != "tract"]
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
     wh_path = str(tmp_path / "wh.duckdb")
