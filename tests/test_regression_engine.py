@@ -344,3 +344,23 @@ def test_findings_test_the_logit_and_read_complete_inputs_as_evidence(warehouse,
     assert "odds of denial were 1.40 times the reference group's (95% CI 1.20 to 1.63, p < 0.001, holm-adjusted)" \
         in race["statement"] and "average marginal effect of +2.8 points (1.5 to 4.1), E-value 1.65 (1.43" \
         in race["statement"]
+
+
+def test_other_groups_are_held_as_their_joint_cells():
+    """Black and Hispanic is a cell of its own (a penalty on "Black or Hispanic" counts once for
+    it); among the fitted rows a cell too small or of one outcome joins the largest cell."""
+    from aequum.engines.regression.engine import held_cells
+
+    race = np.array([1, 1, 0, 0, 2, 1, 0, 0, 0, 0, 1, 0], np.int8)
+    eth = np.array([1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1], np.int8)
+    y = np.array([1, 0, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0], float)
+    rows = np.arange(12)
+    cells = held_cells([race, eth], 1, y, rows)
+    codes = cells.codes
+    # (race, eth): (1,1) rows 0 and 5 share a cell, apart from (1,0), (0,1) and (0,0)
+    assert codes[0] == codes[5] and len({codes[0], codes[1], codes[2], codes[3]}) == 4
+    # (2,0), one record of one outcome, joins the largest cell, (0,0)
+    assert codes[4] == codes[3]
+    small = held_cells([race, eth], 3, y, rows).codes
+    assert len(set(small.tolist())) == 1  # every cell under 3 records (or of one outcome) pooled
+    assert (held_cells([race, eth], 1, y, np.arange(6)).codes[6:] == -1).all()  # rows not fitted

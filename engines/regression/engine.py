@@ -157,10 +157,10 @@ class RegressionEngine:
                              multipliers=params.benchmark_multipliers,
                              robust_multiplier=params.robust_multiplier, rows=rows)
         held = state["others"].get(attribute, [])
-        group_blocks = [Categorical(np.where(state["groups"][a] == 1, 1, np.where(state["groups"][a] == 0, 0, 2)),
-                                    ["reference", "protected", "neither"]) for a in held]
-        logit = controlled_logit(state["y"], groups, [*state["controls"], *group_blocks],
-                                 [*state["names"], *(f"{a} (group)" for a in held)], params.confidence, rows=rows)
+        cells = [held_cells([state["groups"][a] for a in held], params.min_group_size, state["y"], rows)] if held else []
+        logit = controlled_logit(state["y"], groups, [*state["controls"], *cells],
+                                 [*state["names"], *([" × ".join(held) + " (groups)"] if held else [])],
+                                 params.confidence, rows=rows)
         small = min(fit.n_treated, fit.n_control) < params.min_group_size
         notes = [fit.note] if fit.note else []
         if small:
@@ -194,6 +194,26 @@ class RegressionEngine:
             est = est.set_column(est.schema.get_field_index(sig_col), sig_col, pa.array(significant, pa.bool_()))
         out["regression_estimates"] = est
         return out
+
+
+def held_cells(groups: list[np.ndarray], min_size: int, y: np.ndarray, rows: np.ndarray) -> Categorical:
+    """The other attributes' groups as one categorical of their joint cells (protected /
+    reference / neither in each: Black and Hispanic is a cell of its own). Held jointly, not as
+    one dummy block per attribute: a penalty on "Black or Hispanic" counts once for an applicant
+    who is both, which additive blocks cannot express, and the misfit lands on whatever attribute
+    is tested next to them (the tract's groups, which the penalised fill). Among the fitted
+    ``rows``, cells of fewer than ``min_size`` records or with one outcome only (whose dummy
+    would separate the logit) join the largest cell, the dummies' reference."""
+    code = np.zeros(len(groups[0]), np.int64)
+    for g in groups:
+        code = code * 3 + np.where(g == 1, 1, np.where(g == 0, 0, 2))
+    cells, inverse = np.unique(code[rows], return_inverse=True)
+    counts = np.bincount(inverse, minlength=len(cells))
+    outcome = np.bincount(inverse, weights=np.nan_to_num(y[rows]), minlength=len(cells))
+    pooled = (counts < min_size) | (outcome == 0) | (outcome == counts)
+    codes = np.full(len(code), -1, np.int64)  # rows not fitted: never read
+    codes[rows] = np.where(pooled[inverse], int(np.argmax(counts)), inverse)
+    return Categorical(codes, [f"cell {c}" for c in cells])
 
 
 def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str], params) -> dict:
