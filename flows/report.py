@@ -17,7 +17,7 @@ from aequum.flows.reporting.methods import methods_section
 from aequum.flows.reporting.run import Run
 from aequum.flows.reporting.sections import engine_sections
 from aequum.flows.guard import check_output, check_run_id
-from aequum.flows.warehouse import Warehouse, lake_roots
+from aequum.flows.warehouse import Warehouse, lake_roots, source_paths
 
 
 def audited_section(run: Run) -> Section:
@@ -69,7 +69,7 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
     with Warehouse(warehouse, read_only=True, wait=wait, notify=notify) as wh:
         run = Run.open(wh, run_id)
         path = Path(out) if out is not None else Path(f"report-{check_run_id(run.run_id, 'run id')}.html")
-        check_output(path, "--out", warehouse, lake_roots(wh))
+        check_output(path, "--out", warehouse, lake_roots(wh), source_paths(wh))
         text = build_report(run)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow as pa
 
 from aequum.flows.guard import check_output
-from aequum.flows.warehouse import Warehouse, WarehouseError, check_table_name, lake_roots
+from aequum.flows.warehouse import Warehouse, WarehouseError, check_table_name, lake_roots, source_paths
 
 MAX_CELL = 40  # characters of a text cell in the terminal
 
@@ -166,7 +166,7 @@ def show(args, notify=None) -> int:
             return 1
         if args.format != "table":
             if args.out is not None:
-                check_output(args.out, "--out", args.warehouse, lake_roots(wh))
+                check_output(args.out, "--out", args.warehouse, lake_roots(wh), source_paths(wh))
             write_file(wh, args.table, run_id, args.format, args.out)
             if args.out:
                 print(f"wrote audit.{args.table} of run {run_id} to {args.out}", file=sys.stderr)

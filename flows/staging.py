@@ -38,7 +38,7 @@ from aequum.engines.core.spec import AuditSpec
 from aequum.engines.core.validation import QUARANTINE_SCHEMA, check_columns, validate_batch
 from aequum.flows.lake_writer import PartitionedWriter
 from aequum.flows.paths import DEFAULT_LAKE
-from aequum.flows.readers import open_source, read_ahead, source_stamp
+from aequum.flows.readers import open_source, read_ahead, source_files, source_stamp
 from aequum.flows.warehouse import (Warehouse, load_sql, process_alive, quote_ident, staged_table,
                                     this_process)
 
@@ -221,7 +221,8 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                 "source_fingerprint": fingerprint, "rows_read": rows, "rows_staged": staged_rows,
                 "rows_quarantined": bad.num_rows, "rows_out_of_scope": skipped, "staged_table": target,
                 "lake_path": str(lake_path), "categories": json.dumps(cats),
-                "source_stamp": stamp, "contract_hash": contract, "lake_stamp": lake_stamp(tmp)})
+                "source_stamp": stamp, "contract_hash": contract, "lake_stamp": lake_stamp(tmp),
+                "source_files": json.dumps([str(f) for f in source_files(spec.source, spec_dir)])})
             made = False  # it is the staged table now
             if lake_path.exists():
                 shutil.rmtree(lake_path)

@@ -131,6 +131,17 @@ def lake_roots(wh: "Warehouse") -> list[Path]:
     return sorted({Path(p).parent.parent for (p,) in paths if Path(p).is_absolute()})
 
 
+def source_paths(wh: "Warehouse") -> list[Path]:
+    """The files the warehouse's dataset versions were read from (``audit.datasets.source_files``)."""
+    if "datasets" not in wh.table_names():
+        return []
+    try:
+        rows = wh.con.execute("SELECT DISTINCT source_files FROM audit.datasets WHERE source_files IS NOT NULL").fetchall()
+    except duckdb.BinderException:  # a warehouse written before the column existed
+        return []
+    return sorted({Path(p) for (files,) in rows for p in json.loads(files)})
+
+
 class Warehouse:
     """A DuckDB warehouse file with the ``audit`` and ``staging`` schemas.
 

@@ -25,6 +25,8 @@ ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS contract_hash VARCHAR;
 -- What the lake copy's files were when it was staged (relative path, size, modification time of
 -- each): a copy whose files changed since is staged again, not reused.
 ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS lake_stamp VARCHAR;
+-- the files a dataset version was read from (JSON list of absolute paths): no command writes there
+ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS source_files VARCHAR;
 
 -- Rows that failed validation, one per bad row, with the first failing field and why.
 CREATE TABLE IF NOT EXISTS audit.quarantine (

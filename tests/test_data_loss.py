@@ -60,6 +60,24 @@ def test_show_and_report_refuse_to_write_over_the_warehouse_or_into_the_lake(wh_
         assert wh.run("loan-small")["status"] == "succeeded"
 
 
+def test_show_and_report_refuse_to_write_over_a_source_the_warehouse_was_staged_from(wh_copy, tmp_path, capsys):
+    """The warehouse records the files each dataset version was read from (audit.datasets.
+    source_files): show and report never write there."""
+    import shutil
+
+    source = tmp_path / "raguel.csv"
+    shutil.copy(REPO / "data" / "examples" / "raguel_example1.csv", source)
+    raw = yaml.safe_load((REPO / "data" / "specs" / "raguel_example.yaml").read_text())
+    raw["source"]["path"] = str(source)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    assert main(["ingest", "--spec", str(tmp_path / "s.yaml"), "--warehouse", str(wh_copy),
+                 "--lake", str(tmp_path / "lake")]) == 0
+    before = source.read_bytes()
+    for argv in (["show", "outcome_gaps", "--format", "csv"], ["report"]):
+        one_line_exit_2([*argv, "--warehouse", str(wh_copy), "--out", str(source)], capsys, "is read by the audit")
+    assert source.read_bytes() == before
+
+
 def test_any_duckdb_database_is_refused_as_an_output(wh_copy, tmp_path, capsys):
     other = tmp_path / "other.duckdb"
     Warehouse(other).close()
