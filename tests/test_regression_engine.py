@@ -12,7 +12,7 @@ import pytest
 from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.spec import SpecError, parse_spec
-from aequum.engines.regression.engine import ESTIMATES, RegressionEngine, resolve_controls
+from aequum.engines.regression.engine import ESTIMATES, RegressionEngine, held_cells, resolve_controls
 from aequum.engines.regression.logit import controlled_logit
 from aequum.engines.regression.design import Categorical
 from aequum.engines.regression.sensitivity import ALL_CONTROLS, controlled_lpm
@@ -73,11 +73,13 @@ def test_a_planted_direct_penalty_is_found_and_equals_the_lpm():
     assert race["ci_low"] > 0 and race["controls"] == "income, dti, loan_type"  # age is immutable
     assert race["n_protected"] + race["n_reference"] == race["n"] == len(d) and race["dropped_null"] == 0
     # the same numbers as the model fitted directly, with the ordinal DTI as dummies of its bins
+    # and the other attribute's groups held (not a benchmark)
     g = d.groups["race"]
-    direct = controlled_lpm(1.0 - d.decision, g, [d.column_values("income"),
-                                                 Categorical(d.column_values("dti"), DTI),
-                                                 Categorical(d.column_values("loan_type"), ["1", "2", "3"])],
-                            ["income", "dti", "loan_type"], robust_multiplier=2.0)
+    y = 1.0 - d.decision
+    sex = held_cells([d.groups["sex"]], 30, y, np.flatnonzero((g == 0) | (g == 1)))
+    direct = controlled_lpm(y, g, [d.column_values("income"), Categorical(d.column_values("dti"), DTI),
+                                   Categorical(d.column_values("loan_type"), ["1", "2", "3"]), sex],
+                            ["income", "dti", "loan_type", "sex (groups)"], robust_multiplier=2.0, held=1)
     assert race["estimate"] == direct.estimate and race["se"] == direct.se and race["rv_q1"] == direct.rv_q
     dti = direct.bound("dti", 2.0)
     # robustness is judged at the default multiplier, 2: against each control and all together
@@ -87,9 +89,9 @@ def test_a_planted_direct_penalty_is_found_and_equals_the_lpm():
     at2 = [b for c in direct.sensitivity for b in c.bounds if b.multiplier == 2.0]
     assert len(at2) == 4 and all(b.adjusted_ci_low > 0 for b in at2)
     # at 1 the same holds, and a smaller robust_multiplier never turns a robust estimate fragile
-    assert controlled_lpm(1.0 - d.decision, g, [d.column_values("income"), Categorical(d.column_values("dti"), DTI),
-                                               Categorical(d.column_values("loan_type"), ["1", "2", "3"])],
-                          ["income", "dti", "loan_type"], robust_multiplier=1.0).robust is True
+    assert controlled_lpm(y, g, [d.column_values("income"), Categorical(d.column_values("dti"), DTI),
+                                 Categorical(d.column_values("loan_type"), ["1", "2", "3"]), sex],
+                          ["income", "dti", "loan_type", "sex (groups)"], robust_multiplier=1.0, held=1).robust is True
     bench = [r for r in out["regression_benchmarks"] if r["attribute"] == "race"]
     assert [(r["control"], r["multiplier"]) for r in bench] == [
         (c, k) for c in ("income", "dti", "loan_type", ALL_CONTROLS) for k in (1.0, 2.0, 3.0)]
@@ -349,8 +351,6 @@ def test_findings_test_the_logit_and_read_complete_inputs_as_evidence(warehouse,
 def test_other_groups_are_held_as_their_joint_cells():
     """Black and Hispanic is a cell of its own (a penalty on "Black or Hispanic" counts once for
     it); among the fitted rows a cell too small or of one outcome joins the largest cell."""
-    from aequum.engines.regression.engine import held_cells
-
     race = np.array([1, 1, 0, 0, 2, 1, 0, 0, 0, 0, 1, 0], np.int8)
     eth = np.array([1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1], np.int8)
     y = np.array([1, 0, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0], float)

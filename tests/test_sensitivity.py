@@ -369,3 +369,22 @@ def test_a_large_effect_with_weak_controls_is_robust():
     assert out.robust is True and out.estimate == pytest.approx(0.2, abs=0.03)
     assert out.rv_qa > 0.1 and out.strongest_control == ALL_CONTROLS
     assert all(b.adjusted_ci_low > 0 for c in out.sensitivity for b in c.bounds)
+
+
+def test_a_held_block_is_in_the_model_but_no_benchmark(fitted):
+    """The regression engine holds the other protected groups' cells (``held``): in the model,
+    so the estimate is the full model's, but a confounder is measured against the recorded
+    inputs only — PySensemakr's benchmark_covariates on the same fit."""
+    _, fit, dummies, _, (y, d, income, cat), _ = fitted
+    ours = controlled_lpm(y, d, [income, Categorical(cat, LEVELS)], ["income", "cat"], 0.95,
+                          multipliers=[1, 2], held=1)
+    close(ours.estimate, fit.params["d"])
+    assert [c.name for c in ours.sensitivity] == ["income"] and ours.strongest_control == "income"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = sensemakr.Sensemakr(fit, "d", benchmark_covariates={"income": ["income"]}, kd=[1, 2], alpha=0.05)
+    bounds = theirs.bounds.set_index("bound_label")
+    for k in (1, 2):
+        mine, row = ours.bound("income", float(k)), bounds.loc[f"{k}x income"]
+        close([mine.r2dz_x, mine.r2yz_dx, mine.adjusted_estimate, mine.adjusted_se],
+              [row["r2dz_x"], row["r2yz_dx"], row["adjusted_estimate"], row["adjusted_se"]])

@@ -153,20 +153,22 @@ class RegressionEngine:
         params = state["params"]
         groups = state["groups"][attribute]
         rows = np.flatnonzero(((groups == 0) | (groups == 1)) & ~np.isnan(state["y"]))
-        fit = controlled_lpm(state["y"], groups, state["controls"], state["names"], params.confidence,
-                             multipliers=params.benchmark_multipliers,
-                             robust_multiplier=params.robust_multiplier, rows=rows)
         held = state["others"].get(attribute, [])
         cells = [held_cells([state["groups"][a] for a in held], params.min_group_size, state["y"], rows)] if held else []
-        logit = controlled_logit(state["y"], groups, [*state["controls"], *cells],
-                                 [*state["names"], *([" × ".join(held) + " (groups)"] if held else [])],
-                                 params.confidence, rows=rows)
+        blocks, names = [*state["controls"], *cells], [*state["names"], *([" × ".join(held) + " (groups)"] if held else [])]
+        # both models compare within the other groups' cells; a confounder is measured against the
+        # recorded inputs only (the cells are held, not benchmarks)
+        fit = controlled_lpm(state["y"], groups, blocks, names, params.confidence,
+                             multipliers=params.benchmark_multipliers,
+                             robust_multiplier=params.robust_multiplier, rows=rows, held=len(cells))
+        logit = controlled_logit(state["y"], groups, blocks, names, params.confidence, rows=rows)
         small = min(fit.n_treated, fit.n_control) < params.min_group_size
         notes = [fit.note] if fit.note else []
         if small:
             notes.append(f"fewer than {params.min_group_size} applicants in a group "
                          f"({fit.n_treated:,} protected, {fit.n_control:,} reference): reported, not tested")
-        row = {**_estimate_row(attribute, fit, small, notes, params), **_logit_row(logit, fit, small)}
+        row = {**_estimate_row(attribute, fit, small, notes, params, names[len(state["names"]):]),
+               **_logit_row(logit, fit, small)}
         estimates = pa.Table.from_pylist([row], schema=ESTIMATES)
         wanted = {float(k) for k in params.benchmark_multipliers}
         bench = [{"attribute": attribute, "control": c.name, "multiplier": b.multiplier,
@@ -216,7 +218,10 @@ def held_cells(groups: list[np.ndarray], min_size: int, y: np.ndarray, rows: np.
     return Categorical(codes, [f"cell {c}" for c in cells])
 
 
-def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str], params) -> dict:
+def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str], params,
+                  held: list[str]) -> dict:
+    """The LPM's columns; ``controls`` names the recorded inputs (the ``held`` groups' cells are
+    held in both models but are no control a confounder is measured against)."""
     bound = (fit.bound(fit.strongest_control, float(params.robust_multiplier))
              if fit.strongest_control is not None else None)
     return {
@@ -230,7 +235,7 @@ def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str],
         "adjusted_at_strongest": None if bound is None else bound.adjusted_estimate,
         "adjusted_ci_low_at_strongest": None if bound is None else bound.adjusted_ci_low,
         "adjusted_ci_high_at_strongest": None if bound is None else bound.adjusted_ci_high,
-        "robust": None if small else fit.robust, "controls": ", ".join(fit.controls),
+        "robust": None if small else fit.robust, "controls": ", ".join(c for c in fit.controls if c not in held),
         "note": "; ".join(notes) or None, "correction": params.correction,
         "robust_multiplier": float(params.robust_multiplier),
     }

@@ -21,8 +21,9 @@ class RegressionParams(BaseModel):
         "protected attributes (those of other columns, protected / reference / neither in each, as "
         "one categorical of their joint cells: Black and Hispanic is a cell of its own; cells under "
         "min_group_size pooled), so a penalty on one group is not read as another's that overlaps "
-        "it: race and the tract's minority share, ethnicity and race. The linear model and its "
-        "sensitivity analysis keep the recorded inputs alone, the benchmarks' calibration.")
+        "it: race and the tract's minority share, ethnicity and race. The linear model holds them "
+        "too, so its sensitivity analysis judges the comparison the logit tests; its benchmarks are "
+        "the recorded inputs alone.")
     intersections: list[list[str]] | Literal["auto"] = Field(
         "auto", description="Intersections tested beside the attributes: those protected in every "
         "attribute of one (Black women) against those in the reference group of every one (White "

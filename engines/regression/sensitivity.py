@@ -324,7 +324,7 @@ def _block_r2(coef: np.ndarray, inv: np.ndarray, cols: slice, s2: float, dof: in
 def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Sequence[str],
                    confidence: float = 0.95, *, multipliers: Sequence[float] = (1.0, 2.0, 3.0),
                    robust_multiplier: float = 1.0, rows: np.ndarray | None = None,
-                   block_rows: int | None = None) -> LPMResult:
+                   block_rows: int | None = None, held: int = 0) -> LPMResult:
     """The linear probability model ``y ~ 1 + d + X`` by OLS and the sensitivity of d's
     coefficient to an omitted confounder, benchmarked against every control.
 
@@ -346,6 +346,9 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     ``d ~ 1 + X``) and with y (from the outcome model), each via t² or the block's F, and the
     benchmark bounds at ``kd = ky =`` each multiplier (1 always computed), and the same for the
     controls taken together as one block (:data:`ALL_CONTROLS`, when there are two or more).
+    The last ``held`` blocks are held but are no benchmarks (the other protected groups: the
+    comparison is made within them, and a confounder is measured against the recorded inputs);
+    they are not among the controls taken together either.
     ``robust``: the estimate keeps its sign and its adjusted interval excludes 0 under a
     confounder ``robust_multiplier`` (k) times as strong as each control and as all of them
     together (a bound that is impossible — the benchmark explains half of d or more — counts
@@ -430,9 +433,11 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     dof_d = n - p  # d ~ 1 + X: p − 1 slopes and the intercept
     s2_d = rss_d / dof_d
     sens = []
-    benchmarks = [(b.name, b.start, b.stop) for b in blocks]
-    if len(blocks) > 1:  # the controls as one block: a confounder as strong as all of them together
-        benchmarks.append((ALL_CONTROLS, 1, p))
+    held_names = set(names[len(names) - held:]) if held else set()
+    inputs = [b for b in blocks if b.name not in held_names]
+    benchmarks = [(b.name, b.start, b.stop) for b in inputs]
+    if len(inputs) > 1:  # the controls as one block: a confounder as strong as all of them together
+        benchmarks.append((ALL_CONTROLS, inputs[0].start, inputs[-1].stop))
     for name, start, stop in benchmarks:
         cols = slice(start, stop)
         r2y = _block_r2(coef, g_inv, cols, s2, dof)
