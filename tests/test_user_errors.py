@@ -203,3 +203,52 @@ def test_a_ragged_csv_line_is_a_source_error_naming_the_line(tmp_path, warehouse
     with pytest.raises(SourceError, match=r"d.csv: .*Line: 2502 \(Expected Number of Columns: 4 Found: \d+\)") as err:
         stage(spec, tmp_path, warehouse, tmp_path / "lake", batch_rows=1000)
     assert "secret" not in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.prefect
+@pytest.mark.parametrize("case, message", [("busy_warehouse", "is in use by another process"),
+                                           ("parquet_of_other_types", "AnnualSalary")])
+def test_a_busy_warehouse_and_a_parquet_of_other_types_are_one_line(prefect_server, tmp_path, loan_csv, capfd,
+                                                                    monkeypatch, case, message):
+    """Two errors that only the flow meets: the warehouse held by another process past
+    AEQUUM_WAREHOUSE_WAIT, and a Parquet source whose column holds another type (lists where the
+    spec reads a number). One line, exit 2, no traceback."""
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.csv as pv
+    import pyarrow.parquet as pq
+
+    raw = copy.deepcopy(LOAN)
+    raw["source"] = {"kind": "csv", "path": str(loan_csv), "id_column": "id"}
+    raw["engines"] = {"run": ["outcome"]}
+    wh = tmp_path / "wh.duckdb"
+    hold = None
+    if case == "busy_warehouse":
+        from aequum.flows.warehouse import Warehouse
+
+        Warehouse(wh).close()
+        monkeypatch.setenv("AEQUUM_WAREHOUSE_WAIT", "0.5")
+        hold = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                                 "print('held', flush=True); time.sleep(60)", str(wh)], stdout=subprocess.PIPE, text=True)
+        assert hold.stdout.readline().strip() == "held"
+    else:
+        table = pv.read_csv(loan_csv)
+        salary = table.schema.get_field_index("AnnualSalary")
+        table = table.set_column(salary, "AnnualSalary", pa.array([[v] for v in table["AnnualSalary"].to_pylist()]))
+        pq.write_table(table, tmp_path / "loan.parquet")
+        raw["source"] = {"kind": "parquet", "path": str(tmp_path / "loan.parquet"), "id_column": "id"}
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    try:
+        capfd.readouterr()
+        code = main(["audit", "--spec", str(spec), "--warehouse", str(wh), "--lake", str(tmp_path / "lake")])
+        err = capfd.readouterr().err
+    finally:
+        if hold is not None:
+            hold.kill()
+            hold.wait()
+    assert code == 2 and "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("aequum: error:")]
+    assert len(errors) == 1 and message in errors[0], err

@@ -42,6 +42,16 @@ def check_columns(columns: list[str], spec: AuditSpec) -> None:
                                 f"{' ...' if len(columns) > 12 else ''}")
 
 
+def _check_scalar(schema, columns: list[str]) -> None:
+    """Fail, naming the column, where a source column holds nested values (lists, structs,
+    maps, arrays: a Parquet file of another schema) instead of one number or text per field."""
+    nested = [(c, schema[c]) for c in dict.fromkeys(columns) if c in schema and schema[c].is_nested()]
+    if nested:
+        shown = ", ".join(f"{c!r} holds {t}" for c, t in nested)
+        raise SourceSchemaError(f"source column(s) of another type: {shown}; aequum reads one number or text "
+                                "per field")
+
+
 TEXT, NUMBER = "_aequum_text:", "_aequum_number:"
 
 
@@ -215,6 +225,7 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
     ``row_offset`` is the 0-based source row number of the batch's first row.
     """
     df, decoded = _frame(batch, spec.columns())
+    _check_scalar(df.schema, spec.columns())
     n = df.height
     content_hash = _content_hash(df.select(spec.columns()), spec.source.id_column is None, row_offset)
     schema = df.schema
