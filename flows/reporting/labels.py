@@ -91,9 +91,3 @@ def utc(value) -> str:
     if isinstance(value, datetime):
         return value.strftime("%Y-%m-%d %H:%M:%S UTC")
     return f"{value} UTC"
-
-
-def id_key(value) -> tuple:
-    """Sort numeric record ids as numbers (2 before 15 before 1324), others after, as text."""
-    text = "" if value is None else str(value)
-    return (0, int(text), "") if text.isdigit() else (1, 0, text)
