@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from aequum.flows.reporting import plots
 from aequum.flows.reporting.html import Section, markup, plot, table
+from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import CASES, Run
 from aequum.flows.reporting.sections import section
 
@@ -40,6 +41,7 @@ def cec_plot(summary: list[dict], sweep: list[dict], attribute: str) -> str:
 @section("cec", "Counterfactual explanation consistency (CEC)", ("cec_summary", "cec_regimes", "cec_features"))
 def cec_section(run: Run, sec: Section) -> None:
     summary, sweep, features = run.result("cec_summary"), run.result("cec_regimes"), run.result("cec_features")
+    labels = Labels(run.parameters)
     sec.add("<p>Each record is matched with its nearest real record of the other group with the same "
             "outcome on the financial features, and the model's reasoning for both is compared by "
             "integrated gradients against the same baseline. Regime B — the same decision for different "
@@ -50,7 +52,7 @@ def cec_section(run: Run, sec: Section) -> None:
         sec.add(plot(cec_plot(rows, [r for r in sweep if r["attribute"] == attribute], attribute),
                      "Left: regime shares per group at the configured threshold. Right: the regime B "
                      "share over the threshold sweep (dotted line: the configured threshold)."))
-        sec.add(table([{"group": r["group"], "records": r["records"], "matched": r["matched"],
+        sec.add(table([{"group": labels.group(attribute, r["group"]), "records": r["records"], "matched": r["matched"],
                         "coverage": r["coverage"], "median match distance": r["distance_median"],
                         "CEC": r["cec"], "PFR": r["pfr"], "regime B": r["regime_b"],
                         "IG completeness error, mean": r["completeness_mean_error"],
@@ -61,8 +63,9 @@ def cec_section(run: Run, sec: Section) -> None:
         if top:
             sec.add("<h4>Where the reasoning differs (all pairs)</h4>", table(
                 [{"input": f["feature"], "share of the gap": f["share_of_delta"],
-                  "attribution, protected member": f["attribution_protected"],
-                  "attribution, reference member": f["attribution_reference"], "direction": f["direction"]}
+                  f"attribution, {labels.group(attribute, 'protected')} member": f["attribution_protected"],
+                  f"attribution, {labels.group(attribute, 'reference')} member": f["attribution_reference"],
+                  "direction": f["direction"]}
                  for f in top]))
         cases = run.query("cec_top_pairs", attribute=attribute, limit=CASES)
         if cases:

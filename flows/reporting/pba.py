@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aequum.flows.reporting import plots
 from aequum.flows.reporting.html import Section, markup, plot, table
+from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import CASES, Run
 from aequum.flows.reporting.sections import section
 
@@ -33,6 +34,7 @@ def pba_plot(rows: list[dict], attribute: str) -> str:
 @section("pba", "Persistent bias verification (PBA)", ("pba_summary", "pba_inputs"))
 def pba_section(run: Run, sec: Section) -> None:
     summary = run.result("pba_summary")
+    labels = Labels(run.parameters)
     sec.add("<p>Each input is paired with its twin, the same input with the protected attribute "
             "flipped, and every input within δ perturbation units of it is checked: the model is "
             "<em>persistently</em> biased on an input when it is proven more confident in the true "
@@ -44,7 +46,7 @@ def pba_section(run: Run, sec: Section) -> None:
         sec.add(markup("<h3>{}</h3>", attribute))
         sec.add(plot(pba_plot(rows, attribute), "PBA score (left) and robustness (right) per group "
                      "and setting over δ (solid: observed, dashed: flipped)."))
-        sec.add(table([{"group": r["group_name"], "setting": r["setting"], "δ": r["delta"],
+        sec.add(table([{"group": labels.group(attribute, r["group_name"]), "setting": r["setting"], "δ": r["delta"],
                         "inputs": r["inputs"], "considered": r["considered"], "verified": r["verified"],
                         "falsified": r["falsified"], "inconclusive": r["inconclusive"], "PBA": r["pba"],
                         "robustness": r["robustness"], "favourable rate": r["favourable_rate"],
@@ -55,7 +57,7 @@ def pba_section(run: Run, sec: Section) -> None:
             cases = run.query("pba_top_inputs", attribute=attribute, group_name=top["group_name"],
                               setting="flipped", delta=top["delta"], limit=CASES)
             sec.add(markup("<h4>Verified inputs of {} (flipped, δ = {:g}), largest proven margin first</h4>",
-                           top["group_name"], top["delta"]), table(
+                           labels.group(attribute, top["group_name"]), top["delta"]), table(
                         [{"record": c["record_id"], "decision": c["decision"], "twin decision": c["twin_decision"],
                           "objective": c["objective"], "lower bound": c["lower_bound"],
                           "upper bound": c["upper_bound"], "method": c["method"]} for c in cases]))
