@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from aequum.engines.core.highs import quiet_highs
 from aequum.engines.core.imports import load
 from aequum.engines.feasibility.greedy import _greedy_core, greedy_coverage
 from aequum.engines.feasibility.reach import (Infeasible, Reach, Selection, _assign, _check_k, _selection,
@@ -24,13 +25,7 @@ def _solve_mip(c, lb, ub, integer, A: sp.csr_matrix, row_lb, row_ub, maximize=Fa
     ``start``: optional feasible point handed to HiGHS as the first incumbent.
     """
     highspy = load("highspy")
-
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("random_seed", 0)
-    h.setOptionValue("threads", 1)
-    h.setOptionValue("mip_rel_gap", 0.0)
-    h.setOptionValue("mip_abs_gap", 0.0)
+    h = quiet_highs(mip_abs_gap=0.0)
     n = len(c)
     lp = highspy.HighsLp()
     lp.num_col_ = n

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from aequum.engines.core.highs import quiet_highs
 from aequum.engines.core.imports import load
 from aequum.engines.verification.network import Network
 
@@ -204,12 +205,4 @@ def solve(net: Network, copies: list[Copy], lo: np.ndarray, hi: np.ndarray, sens
 
 def new_highs():
     """A quiet, single-threaded, seeded HiGHS instance (reused across the LPs of a piece)."""
-    highspy = load("highspy")
-
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", 1)
-    h.setOptionValue("random_seed", 0)
-    h.setOptionValue("mip_rel_gap", 0.0)
-    h.setOptionValue("mip_abs_gap", 1e-9)
-    return h
+    return quiet_highs(mip_abs_gap=1e-9)
