@@ -76,7 +76,7 @@ def affected(data, world: str, rows: int, seed: int, effect: float = 1.0) -> dic
     tracts are) is not affected: evidence on it is a false alarm."""
     import pyarrow as pa
 
-    from aequum.engines.core.intersections import resolve
+    from aequum.engines.core.intersections import resolve, unit_groups
     from aequum.engines.generators import catalogue
     from aequum.engines.generators.hmda import penalised_after
 
@@ -98,8 +98,7 @@ def affected(data, world: str, rows: int, seed: int, effect: float = 1.0) -> dic
     out = {}
     for unit in units:  # an intersection's protected group: protected in each of its attributes
         direct = harmed & ~penalised_after(world, records, {column[a] for a in unit}, effect)
-        prot = np.logical_and.reduce([data.groups[a] == 1 for a in unit])
-        out["&".join(unit)] = bool(direct[mine][prot].any())
+        out["&".join(unit)] = bool(direct[mine][unit_groups(data.groups, unit) == 1].any())
     return out
 
 

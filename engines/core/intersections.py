@@ -30,15 +30,31 @@ class Resolved:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def candidate_pairs(spec) -> list[list[str]]:
-    """Every pair of protected attributes on different columns, in spec order (each column's
-    first attribute that is not a per-value comparison)."""
+def column_attributes(spec) -> dict[str, str]:
+    """Each protected column's first attribute that is not a per-value comparison (the pooled
+    one of ``protected[].compare``), by column, in spec order."""
     first: dict[str, str] = {}
     for p in spec.protected:
         if p.of is None:
             first.setdefault(p.column, p.name)
-    names = list(first.values())
+    return first
+
+
+def candidate_pairs(spec) -> list[list[str]]:
+    """Every pair of protected attributes on different columns, in spec order (each column's
+    :func:`column_attributes`)."""
+    names = list(column_attributes(spec).values())
     return [[a, b] for i, a in enumerate(names) for b in names[i + 1:]]
+
+
+def unit_groups(groups: dict[str, np.ndarray], unit: list[str]) -> np.ndarray:
+    """Per record: 1 protected in every attribute of ``unit``, 0 in the reference group of every
+    one, -1 otherwise (``groups``: per attribute, 1 / 0 / -1); an attribute alone is its groups."""
+    if len(unit) == 1:
+        return groups[unit[0]].astype(np.int8, copy=False)
+    prot = np.logical_and.reduce([groups[a] == 1 for a in unit])
+    ref = np.logical_and.reduce([groups[a] == 0 for a in unit])
+    return np.where(prot, 1, np.where(ref, 0, -1)).astype(np.int8)
 
 
 def resolve(spec, groups: dict[str, np.ndarray], declared, min_cell: int) -> Resolved:

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from aequum.engines.core.data import ROW, record_columns, record_ids
 from aequum.engines.core.engine import Tables, chunks, concat_parts
+from aequum.engines.core.intersections import unit_groups
 from aequum.engines.matching.attributions import attribute_pairs, normalise, score_function
 from aequum.engines.matching.cec_matching import Matches, Standardised, gathered_baselines, match
 from aequum.engines.matching.cec_params import CECParams
@@ -71,11 +72,7 @@ _GATHER = 1 << 18  # records whose model inputs are gathered at a time
 def _unit_group(data, attrs: list[str], order: np.ndarray) -> np.ndarray:
     """Per record in canonical order: 1 protected in every attribute of ``attrs``, 0 reference
     in every one, -1 otherwise (not in the unit)."""
-    if len(attrs) == 1:  # the attribute's own groups
-        return data.groups[attrs[0]][order].astype(np.int8, copy=False)
-    prot = np.logical_and.reduce([data.groups[a][order] == 1 for a in attrs])
-    ref = np.logical_and.reduce([data.groups[a][order] == 0 for a in attrs])
-    return np.where(prot, 1, np.where(ref, 0, -1)).astype(np.int8)
+    return unit_groups(data.groups, attrs)[order]
 
 
 def _involved(units: list[Unit], n: int) -> np.ndarray:

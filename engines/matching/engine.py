@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from aequum.engines.core.data import ROW, AuditData, record_columns
 from aequum.engines.core.engine import Tables, chunks, concat_parts, stable_sort
-from aequum.engines.core.intersections import resolve
+from aequum.engines.core.intersections import resolve, unit_groups
 from aequum.engines.core.points_file import PointsFile
 from aequum.engines.core.sampling import record_order, stratified_sample
 from aequum.engines.matching.bias_correction import fit_group, shifts
@@ -259,8 +259,8 @@ class CSTEngine:
         tests, nominal = [], []  # per test: the other protected attributes' groups in its distance
         kmax = max(params.k)
         for attrs in units:
-            prot = np.logical_and.reduce([data.groups[a] == 1 for a in attrs])
-            ref = np.logical_and.reduce([data.groups[a] == 0 for a in attrs])
+            unit = unit_groups(data.groups, attrs)
+            prot, ref = unit == 1, unit == 0
             label = "&".join(attrs)
             if prot.sum() < kmax + 1:
                 raise ValueError(f"protected group of {label!r} has {int(prot.sum())} members; CST with "
@@ -391,11 +391,10 @@ def _units(data: AuditData, params: CSTParams) -> tuple[list[list[str]], dict[st
     resolved = resolve(spec, data.groups, params.intersections, params.min_cell())
     units, skipped = resolved.units, dict(resolved.skipped)
     if params.intersections == "auto" and (spec.scm is None or not spec.scm.equations):
-        given = {frozenset(key.split("&")) for key in (data.counterfactuals or {})} \
-            if isinstance(data.counterfactuals, dict) else set()
+        given = _supplied_tables(data, units) if isinstance(data.counterfactuals, dict) else {}
         skipped.update({"&".join(u): "no scm.equations and no counterfactual table for it"
-                        for u in units if frozenset(u) not in given})
-        units = [u for u in units if frozenset(u) in given]
+                        for u in units if "&".join(u) not in given})
+        units = [u for u in units if "&".join(u) in given]
     return [[p.name] for p in spec.protected] + units, skipped
 
 

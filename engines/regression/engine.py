@@ -57,7 +57,7 @@ import pyarrow as pa
 
 from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
-from aequum.engines.core.intersections import resolve
+from aequum.engines.core.intersections import column_attributes, resolve, unit_groups
 from aequum.engines.outcome_stats import adjust_p_values
 from aequum.engines.regression.logit import LogitResult, controlled_logit
 from aequum.engines.regression.design import Categorical
@@ -127,19 +127,14 @@ class RegressionEngine:
             controls.append(values if levels is None else Categorical(values, levels))
         # the other attributes' groups the logit holds, as protected / reference / neither: one
         # attribute a column (its first, never a per-value comparison of protected[].compare)
-        first: dict[str, str] = {}
-        for p in data.spec.protected:
-            if p.of is None:
-                first.setdefault(p.column, p.name)
+        first = column_attributes(data.spec)
         column = {p.name: p.column for p in data.spec.protected}
         groups = dict(data.groups)
         units = {a: [a] for a in groups}
         # an intersection: protected in every attribute (1) against reference in every one (0)
         for unit in resolve(data.spec, data.groups, params.intersections, params.min_cell(data.spec)).units:
-            prot = np.logical_and.reduce([data.groups[a] == 1 for a in unit])
-            ref = np.logical_and.reduce([data.groups[a] == 0 for a in unit])
             label = "&".join(unit)
-            groups[label] = np.where(prot, 1, np.where(ref, 0, -1)).astype(np.int8)
+            groups[label] = unit_groups(data.groups, unit)
             units[label] = list(unit)
         others = {label: [name for c, name in first.items() if c not in {column[a] for a in unit}]
                   if params.other_groups else [] for label, unit in units.items()}
