@@ -81,9 +81,9 @@ def affected(data, world: str, rows: int, seed: int, effect: float = 1.0) -> dic
     from aequum.engines.generators.hmda import penalised_after
 
     # the applications as the lender holds them (the same draws as either audit's records)
-    records = pa.Table.from_batches([b for b, _ in catalogue.stream("hmda_lender", rows, seed, world=world,
-                                                                    effect=effect)])
-    harmed = np.asarray(catalogue.truth("hmda_lender", rows, seed, world=world, effect=effect)["harmed"]
+    pairs = list(catalogue.stream("hmda_lender", rows, seed, world=world, effect=effect))  # one generation
+    records = pa.Table.from_batches([b for b, _ in pairs])
+    harmed = np.asarray(pa.Table.from_batches([t for _, t in pairs])["harmed"]
                         .fill_null(False).to_numpy(zero_copy_only=False))
     mine = data.id_text.cast(pa.int64()).to_numpy()  # generated ids are the row numbers
     tract_columns = ("tract_minority_share", "tract_minority_population_percent")
