@@ -85,14 +85,14 @@ def fit_group(metric: np.ndarray, refused: np.ndarray, rows: np.ndarray) -> np.n
 
 
 def surface(beta: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """μ̂(x): the fitted probability of refusal at each row of ``x``."""
-    return expit(beta[0] + x @ beta[1:])
+    """μ̂(x): the fitted probability of refusal at each row of ``x`` (``beta``: one surface, or
+    one per row, broadcast against ``x``'s leading axes)."""
+    return expit(beta[..., 0] + np.sum(x * beta[..., 1:], axis=-1))
 
 
 def shifts(centres: np.ndarray, neighbours: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """μ̂(x_centre) − μ̂(x_neighbour) for each neighbour j of centre i (``centres``: (m, d)
     metric coordinates; ``neighbours``: (m, k, d)), the amount Eq. 7 moves each neighbour's
-    decision by."""
-    m, k, d = neighbours.shape
-    at_neighbours = surface(beta, neighbours.reshape(m * k, d)).reshape(m, k)
-    return surface(beta, centres)[:, None] - at_neighbours
+    decision by; ``beta``: one surface, or one per centre (m, d + 1)."""
+    per_centre = beta if beta.ndim == 1 else beta[:, None, :]
+    return surface(beta, centres)[:, None] - surface(per_centre, neighbours)

@@ -378,7 +378,7 @@ def _shifts(test: Test, comp: np.ndarray, hood, s: int, e: int) -> dict[str, np.
     control, factual, counterfactual = (n.reshape(*g.shape, d) for n, g in zip(near, groups))
     cf_centres = test.counterfactual.take(np.arange(s, e)).metric
     other = test.halves[s:e] == 0  # in half 0: corrected by half 1's surface
-    return {"control": np.where(other[:, None], shifts(centres, control, half1), shifts(centres, control, half0)),
+    return {"control": shifts(centres, control, np.where(other[:, None], half1, half0)),
             "test_factual": shifts(centres, factual, reference),
             "test_counterfactual": shifts(cf_centres, counterfactual, reference)}
 
