@@ -95,8 +95,10 @@ def test_total_effect_truth_follows_the_structural_equations():
 
 
 # seed 0, 3,000 rows (the tract minority share drawn from its own stream before the decision, the
-# denial reason citing the inputs as read; every other column as before: tests/test_worlds.py)
-PINNED_LAR_DIGEST = "f078252aa075a4dfa8fd09927f995e8f4a882a24199d1d4de42c5a524529fdc3"
+# denial reason citing the inputs as read; every other column as before: tests/test_worlds.py);
+# without lei and derived_msa_md as recorded before hmda_lenders assigned them, and with them
+PINNED_LAR_DIGEST = "58469191ad51d8c05b247b1b301b1ef940117f2903e603b28a595107dd2b16a9"
+PINNED_BEFORE_LENDERS = "79f1f966c6f35f242c6502591d8ffa0572790a2c25ced65a663cb0d34ee24d61"
 
 
 def test_hmda_lar_is_pinned():
@@ -106,6 +108,8 @@ def test_hmda_lar_is_pinned():
     lar, _ = hmda(3_000, batch_rows=3_000)
     digest = hashlib.sha256(lar.write_csv().encode()).hexdigest()
     assert digest == PINNED_LAR_DIGEST
+    kept = lar.drop(["lei", "derived_msa_md"])
+    assert hashlib.sha256(kept.write_csv().encode()).hexdigest() == PINNED_BEFORE_LENDERS
 
 
 def test_hmda_is_deterministic_and_independent_of_batch_size():

@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from collections.abc import Callable
@@ -92,12 +92,14 @@ class Source(_Model):
         None, description="Built-in generator (generated).")
     rows: int | None = Field(None, gt=0, description="Rows to generate (generated).")
     seed: int = Field(0, description="Generator seed (generated).")
-    world: Literal["null", "dti_penalty", "score_penalty", "intersection", "redlining", "input_penalty"] = Field(
+    world: Literal["null", "dti_penalty", "score_penalty", "intersection", "redlining", "input_penalty",
+                   "lender_redlining"] = Field(
         "dti_penalty", description="The planted mechanism, for the hmda and hmda_lender generators only "
         "(engines.generators.hmda.WORLDS): null (none), dti_penalty (default: DTI read 5 points higher for "
         "Black and for Hispanic applicants), score_penalty (0.45 on their risk, through no input), "
         "intersection (0.45 on Black women's risk only), redlining (0.45 on applications from tracts more "
-        "than 50% minority), input_penalty (LTV read 8 points higher for Asian applicants). Part of the "
+        "than 50% minority), input_penalty (LTV read 8 points higher for Asian applicants), lender_redlining "
+        "(no decision changes; five named lenders take 75% fewer applications from such tracts). Part of the "
         "generated dataset's identity and of the truth it is scored against.")
     effect: float = Field(
         1.0, ge=0, allow_inf_nan=False, description="The world's penalty times this (hmda and hmda_lender "
@@ -598,6 +600,50 @@ class Ingest(_Model):
         "name, rows, seed and code) as when it was staged; false: read and fingerprint every time.")
 
 
+class Geography(_Model):
+    """Where each record was made and where its applicant lives, by role (the geography engine;
+    FAIR_LENDING.md, "Geography and peers"). ``lender`` and ``market`` name declared categorical
+    features (their categories inferred from the data): other engines see them only where a
+    spec names them (the regression engine's fixed effects). The tract columns are staged
+    beside the features, never features themselves: a value that is not a number (the LAR's
+    "NA") or is empty is staged as null and never quarantines a record."""
+
+    lender: str = Field(description="Declared categorical feature naming the lender (the LAR's lei).")
+    market: str = Field(description="Declared categorical feature naming the market (derived_msa_md).")
+    outside_markets: list[str] = Field(
+        default_factory=lambda: ["99999"], description="Market values that are no market (the LAR's "
+        "99999: outside any metropolitan area): their records have no peers and are left out.")
+    tract: str | None = Field(None, description="Source column: the census tract (text, leading zeros).")
+    county: str | None = Field(None, description="Source column: the county code (text).")
+    minority_share: str | None = Field(None, description="Source column: the tract's minority population "
+                                       "share, percent (tract_minority_population_percent).")
+    black_share: str | None = Field(None, description="Source column: the tract's Black population share, "
+                                    "percent (not in the public LAR).")
+    hispanic_share: str | None = Field(None, description="Source column: the tract's Hispanic population "
+                                       "share, percent (not in the public LAR).")
+    income_ratio: str | None = Field(None, description="Source column: tract median family income as a "
+                                     "percent of the MSA's (tract_to_msa_income_percentage).")
+    market_income: str | None = Field(None, description="Source column: the MSA's median family income, USD "
+                                      "(ffiec_msa_md_median_family_income).")
+    population: str | None = Field(None, description="Source column: the tract's population (tract_population).")
+
+    TEXT_ROLES: ClassVar[tuple[str, ...]] = ("tract", "county")
+    NUMBER_ROLES: ClassVar[tuple[str, ...]] = ("minority_share", "black_share", "hispanic_share",
+                                               "income_ratio", "market_income", "population")
+
+    def staged(self) -> dict[str, str]:
+        """The tract columns staged for this section: source column -> "text" or "number"."""
+        out: dict[str, str] = {}
+        for role in (*self.TEXT_ROLES, *self.NUMBER_ROLES):
+            column = getattr(self, role)
+            if column is not None:
+                kind = "text" if role in self.TEXT_ROLES else "number"
+                if out.get(column, kind) != kind:
+                    raise ValueError(f"geography: column {column!r} named as both text and a number")
+                out[column] = kind
+        return out
+
+
 class AuditSpec(_Model):
     """One audited decision system."""
 
@@ -610,6 +656,8 @@ class AuditSpec(_Model):
     label: Label | None = None
     features: list[Feature] = Field(min_length=1)
     scm: SCM | None = None
+    geography: Geography | None = Field(None, description="The lender, market and tract columns "
+                                        "(the geography engine).")
     ingest: Ingest = Field(default_factory=Ingest)
     engines: EnginesSpec = Field(default_factory=EnginesSpec)
     question: Literal["disparate_treatment", "disparate_impact", "counterfactual_fairness"] = Field(
@@ -710,11 +758,31 @@ class AuditSpec(_Model):
                 if stray:
                     raise ValueError(f"scm.counterfactuals{f'[{key}]' if key else ''}.columns: {stray} are "
                                      "not declared features")
+        if self.geography is not None:
+            self._check_geography(feats, pcols)
         for name in engine_names():
             check = getattr(self.engines.params(name), "check_spec", None)
             if check is not None:
                 check(self, running=name in self.engines.run)
         return self
+
+    def _check_geography(self, feats: list[str], pcols: set[str]) -> None:
+        g = self.geography
+        for role in ("lender", "market"):
+            name = getattr(g, role)
+            if name not in feats or self.feature(name).type != "categorical":
+                raise ValueError(f"geography.{role}: {name!r} is not a declared categorical feature")
+        if g.lender == g.market:
+            raise ValueError("geography: lender and market name the same feature")
+        staged = g.staged()
+        ranged = {p.column for p in self.protected if p.by_range}  # their numbers are not staged otherwise
+        others = {*feats, *(pcols - ranged), *([self.decision.column] if self.decision else []),
+                  *(self.decision.reasons.columns if self.decision and self.decision.reasons else []),
+                  *([self.label.column] if self.label else []),
+                  *([self.source.id_column] if self.source.id_column else [])}
+        clash = sorted(set(staged) & others)
+        if clash:
+            raise ValueError(f"geography: {clash} are already other columns of the spec")
 
     def _pooled_hint(self, names: list[str]) -> str:
         expanded = sorted({p.of for p in self.protected if p.of in names})
@@ -779,6 +847,7 @@ class AuditSpec(_Model):
         if self.label:
             cols.append(self.label.column)
         cols += self.feature_names
+        cols += list(self.geography.staged()) if self.geography is not None else []
         return list(dict.fromkeys(cols))
 
     def run_parameters(self) -> dict:

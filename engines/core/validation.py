@@ -270,6 +270,12 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
     if spec.decision is not None and spec.decision.reasons is not None:
         derived += [_text(c).alias(c) for c in spec.decision.reasons.columns]  # codes, kept as text
 
+    if spec.geography is not None:  # tract fields: "NA", empty or not a number stage as null
+        for column, kind in spec.geography.staged().items():
+            text = _text(column)
+            derived.append((pl.when((text == "") | (text == "NA")).then(None).otherwise(text) if kind == "text"
+                            else pl.when(_number(column).is_finite()).then(_number(column)).otherwise(None)).alias(column))
+
     categories: dict[str, set[str]] = {}
     for f in spec.features:
         expr, fchecks = _feature_checks(f, schema[f.name])
