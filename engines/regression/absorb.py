@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from scipy import linalg
 
 
 @dataclass
@@ -85,8 +86,9 @@ class Effects:
         return out
 
     def sums(self, pos: slice, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(F_sᵀv, F_bᵀv)`` over the rows ``pos`` (v a vector or a rows × m matrix)."""
-        b = group_sum(self.codes[0][pos], self.sizes[0], v)
+        """``(F_sᵀv, F_bᵀv)`` over the rows ``pos`` (v a vector or a rows × m matrix); the rows
+        are in the absorbed effect's order (:func:`absorb_rows`), so its sums are runs."""
+        b = run_sum(self.codes[0][pos], self.sizes[0], v)
         s = np.zeros((self.small, *v.shape[1:]))
         for j in range(1, len(self.sizes)):
             col = self.small_columns(j, pos)
@@ -109,12 +111,24 @@ def group_sum(codes: np.ndarray, size: int, v: np.ndarray) -> np.ndarray:
     return np.asarray(f @ v)
 
 
+def run_sum(codes: np.ndarray, size: int, v: np.ndarray) -> np.ndarray:
+    """:func:`group_sum` for ``codes`` in ascending order: one sum a run."""
+    if size == 1:
+        return v.sum(axis=0, keepdims=True) if v.ndim > 1 else np.array([v.sum()])
+    out = np.zeros((size, *v.shape[1:]))
+    if len(codes):
+        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+        out[codes[starts]] = np.add.reduceat(v, starts, axis=0)
+    return out
+
+
 def absorb_rows(y: np.ndarray, keep: np.ndarray, fixed: Sequence[np.ndarray], names: Sequence[str],
                 binary: bool) -> tuple[np.ndarray, Effects, str | None]:
     """The kept rows once the levels that fit their rows exactly are dropped (with a binary y: a
     level whose outcomes are all 0 or all 1; else a level of one record), repeated until none
     is left, and the effects recoded to their levels present, the largest first. ``fixed``:
-    the effects' codes over all rows (nulls already dropped from ``keep``)."""
+    the effects' codes over all rows (nulls already dropped from ``keep``). The rows returned
+    are ordered by the level of the effect of most levels (its sums are then runs)."""
     if not fixed:
         return keep, no_effects(len(keep)), None
     codes = [np.asarray(f)[keep].astype(np.int64) for f in fixed]
@@ -149,13 +163,19 @@ def absorb_rows(y: np.ndarray, keep: np.ndarray, fixed: Sequence[np.ndarray], na
     order = sorted(range(len(recoded)), key=lambda j: (-sizes[j], j))
     recoded = [recoded[j] for j in order]
     sizes = [sizes[j] for j in order]
+    # the rows in the absorbed effect's order (stable: the given order within a level)
+    by_level = np.argsort(recoded[0], kind="stable")
+    keep = keep[by_level]
+    recoded = [c[by_level] for c in recoded]
     reference = [0] + [int(np.argmax(np.bincount(c, minlength=s))) for c, s in zip(recoded[1:], sizes[1:])]
     return keep, Effects([names[j] for j in order], recoded, sizes, reference), note
 
 
 class Normal:
     """The weighted normal equations of ``[X, F_s, F_b]`` summed a block of rows at a time
-    (:meth:`add`), then solved by the partitioned inverse (:meth:`solver`)."""
+    (:meth:`add`), then solved by the partitioned inverse (:meth:`solver`). The dense blocks are
+    summed as the rows come; the effects' own cross products (D, C, S) from every row's weight
+    in one ``bincount`` each at the end."""
 
     def __init__(self, p: int, effects: Effects):
         self.effects = effects
@@ -163,57 +183,73 @@ class Normal:
         self.a = np.zeros((p, p))
         self.bb = np.zeros((nb, p))
         self.bs = np.zeros((ns, p))
-        self.d = np.zeros(nb)
-        self.c = np.zeros((nb, ns))
-        self.s = np.zeros((ns, ns))
+        n = len(effects.codes[0])
+        self.weights = None if nb == 1 and not ns else np.ones(n)
+        self.weighted = False
 
     def add(self, x: np.ndarray, w: np.ndarray | None, pos: slice) -> None:
         """Add the rows ``pos`` (their dense columns ``x``, weights ``w``; None = 1)."""
         e = self.effects
         wx = x if w is None else x * w[:, None]
         self.a += x.T @ wx
-        weights = np.ones(len(x)) if w is None else w
         bs, bb = e.sums(pos, wx)
         self.bb += bb
         self.bs += bs
-        code_b = e.codes[0][pos]
-        self.d += np.bincount(code_b, weights=weights, minlength=e.sizes[0])
-        if not e.small:
-            return
-        cols = [e.small_columns(j, pos) for j in range(1, len(e.sizes))]
-        ns = e.small
+        if w is not None:
+            self.weighted = True
+            if self.weights is None:
+                self.total = getattr(self, "total", 0.0) + float(w.sum())
+            else:
+                self.weights[pos] = w
+
+    @property
+    def d(self) -> np.ndarray:
+        e = self.effects
+        if self.weights is None:
+            return np.array([self.total if self.weighted else float(len(e.codes[0]))])
+        return np.bincount(e.codes[0], weights=self.weights, minlength=e.sizes[0])
+
+    def cross(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(C, S)``: the absorbed effect against the others, and the others among themselves."""
+        e = self.effects
+        ns, nb = e.small, e.sizes[0]
+        whole = slice(0, len(e.codes[0]))
+        cols = [e.small_columns(j, whole) for j in range(1, len(e.sizes))]
+        c = np.zeros((nb, ns))
+        s = np.zeros((ns, ns))
         for j, col in enumerate(cols):
             hit = col >= 0
-            self.c += np.bincount(code_b[hit] * ns + col[hit], weights=weights[hit],
-                                  minlength=e.sizes[0] * ns).reshape(e.sizes[0], ns)
-            for k in range(j, len(cols)):
+            w = self.weights[hit]
+            c += np.bincount(e.codes[0][hit] * ns + col[hit], weights=w, minlength=nb * ns).reshape(nb, ns)
+            s += np.diag(np.bincount(col[hit], weights=w, minlength=ns))
+            for k in range(j + 1, len(cols)):
                 both = hit & (cols[k] >= 0)
-                self.s += np.bincount(col[both] * ns + cols[k][both], weights=weights[both],
-                                      minlength=ns * ns).reshape(ns, ns)
-                if k != j:
-                    self.s += np.bincount(cols[k][both] * ns + col[both], weights=weights[both],
-                                          minlength=ns * ns).reshape(ns, ns)
+                t = np.bincount(col[both] * ns + cols[k][both], weights=self.weights[both],
+                                minlength=ns * ns).reshape(ns, ns)
+                s += t + t.T
+        return c, s
 
     def solver(self) -> "Solver | None":
         """The partitioned solver, or None when a level carries no weight (D has a zero)."""
-        if np.any(self.d <= 0) or not np.all(np.isfinite(self.d)):
+        d = self.d
+        if np.any(d <= 0) or not np.all(np.isfinite(d)):
             return None
-        return Solver(self)
+        return Solver(self, d, *self.cross())
 
 
 class Solver:
     """The within-matrix ``G`` of the module docstring and solves of the full system."""
 
-    def __init__(self, ne: Normal):
-        self.dinv = 1 / ne.d
-        self.bb, self.c = ne.bb, ne.c
+    def __init__(self, ne: Normal, d: np.ndarray, c: np.ndarray, s: np.ndarray):
+        self.dinv = 1 / d
+        self.bb, self.c = ne.bb, c
         db = self.dinv[:, None] * ne.bb
         a1 = ne.a - ne.bb.T @ db
         self.collinear_effects = False
-        if ne.c.shape[1]:
-            dc = self.dinv[:, None] * ne.c
-            t = ne.s - ne.c.T @ dc
-            self.bs1 = ne.bs - ne.c.T @ db
+        if c.shape[1]:
+            dc = self.dinv[:, None] * c
+            t = s - c.T @ dc
+            self.bs1 = ne.bs - c.T @ db
             self.tinv, self.collinear_effects = _symmetric_inverse(t)
             self.g = a1 - self.bs1.T @ self.tinv @ self.bs1
         else:
@@ -256,13 +292,20 @@ class Solver:
 
 
 def _symmetric_inverse(t: np.ndarray) -> tuple[np.ndarray, bool]:
-    """The inverse of the symmetric ``t``, or its pseudo-inverse (eigenvalues below 1e-10 of the
-    largest left out) when the effects are nested: a level of one effect the sum of levels of
-    another (a market served by lenders found nowhere else). The group's estimate stays
-    identified; the nested levels' own effects are not."""
+    """The inverse of the symmetric ``t`` (by its Cholesky factor, equilibrated), or its
+    pseudo-inverse (eigenvalues below 1e-10 of the largest left out) when the effects are
+    nested: a level of one effect the sum of levels of another (a market served by lenders found
+    nowhere else). The group's estimate stays identified; the nested levels' own effects are not."""
     t = (t + t.T) / 2
     scale = 1 / np.sqrt(np.maximum(np.diag(t), 1e-300))
     te = t * scale[:, None] * scale[None, :]
+    try:
+        factor = linalg.cho_factor(te)
+        if np.min(np.abs(np.diag(factor[0]))) ** 2 > 1e-10:
+            inv = linalg.cho_solve(factor, np.eye(len(te)))
+            return inv * scale[:, None] * scale[None, :], False
+    except linalg.LinAlgError:
+        pass
     eig, vec = np.linalg.eigh(te)
     keep = eig > 1e-10 * eig[-1]
     inv = (vec[:, keep] / eig[keep]) @ vec[:, keep].T

@@ -35,6 +35,7 @@ class Block:
     levels: np.ndarray | None     # dummy codes of a categorical (reference left out)
     start: int = 0
     stop: int = 0
+    lookup: np.ndarray | None = None  # a categorical's code -> its dummy's column (−1: the reference)
 
 
 def null_mask(values: np.ndarray, categorical: bool) -> np.ndarray:
@@ -56,13 +57,21 @@ def spans(rows: np.ndarray, size: int):
 
 
 def fill(z: np.ndarray, idx: np.ndarray, d: np.ndarray, blocks: list[Block]) -> np.ndarray:
-    """The design's rows ``idx`` (d, then each block's columns), uncentred, into ``z``."""
+    """The design's rows ``idx`` (d, then each block's columns), uncentred, into ``z``: a
+    categorical's dummies as zeros and a one a row (none at its reference)."""
     z[:, 0] = d[idx]
+    rows = np.arange(len(idx))
     for b in blocks:
         if b.levels is None:
             z[:, b.start] = b.values[idx]
         else:
-            z[:, b.start:b.stop] = b.values[idx][:, None] == b.levels[None, :]
+            if b.lookup is None:
+                b.lookup = np.full(int(b.values.max(initial=0)) + 1, -1, np.int64)
+                b.lookup[b.levels] = np.arange(len(b.levels))
+            column = b.lookup[b.values[idx]]
+            z[:, b.start:b.stop] = 0.0
+            hit = column >= 0
+            z[rows[hit], b.start + column[hit]] = 1.0
     return z
 
 
