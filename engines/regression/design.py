@@ -31,7 +31,7 @@ class Categorical:
 class Block:
     name: str
     index: int                    # position among the given controls
-    values: np.ndarray            # numeric values, or categorical codes as int64 (−1 null)
+    values: np.ndarray            # numeric values, or categorical codes as int64 (−1 null); the kept rows' once designed
     levels: np.ndarray | None     # dummy codes of a categorical (reference left out)
     start: int = 0
     stop: int = 0
@@ -44,23 +44,19 @@ def null_mask(values: np.ndarray, categorical: bool) -> np.ndarray:
     return values < 0 if categorical else np.zeros(len(values), bool)
 
 
-def chunks(rows: np.ndarray, size: int):
-    for s in range(0, len(rows), size):
-        yield rows[s:s + size]
+def spans(n: int, size: int):
+    """``(pos, pos)`` a block of the ``n`` kept rows at a time (a slice, twice: the block's
+    positions, and its rows in the gathered arrays of :class:`Design`)."""
+    for s in range(0, n, size):
+        pos = slice(s, min(s + size, n))
+        yield pos, pos
 
 
-def spans(rows: np.ndarray, size: int):
-    """``(pos, idx)`` a block at a time: the block's positions among ``rows`` and its rows."""
-    for s in range(0, len(rows), size):
-        pos = slice(s, min(s + size, len(rows)))
-        yield pos, rows[pos]
-
-
-def fill(z: np.ndarray, idx: np.ndarray, d: np.ndarray, blocks: list[Block]) -> np.ndarray:
-    """The design's rows ``idx`` (d, then each block's columns), uncentred, into ``z``: a
+def fill(z: np.ndarray, idx: slice, d: np.ndarray, blocks: list[Block]) -> np.ndarray:
+    """The design's kept rows ``idx`` (d, then each block's columns), uncentred, into ``z``: a
     categorical's dummies as zeros and a one a row (none at its reference)."""
     z[:, 0] = d[idx]
-    rows = np.arange(len(idx))
+    rows = np.arange(len(z))
     for b in blocks:
         if b.levels is None:
             z[:, b.start] = b.values[idx]
@@ -97,6 +93,8 @@ class Design:
     p: int = 0                     # columns of Z
     means: np.ndarray | None = None
     failure: str | None = None
+    y: np.ndarray | None = None              # the outcome and group of the kept rows, in their order
+    d: np.ndarray | None = None
     effects: Effects | None = None           # the absorbed fixed effects (one level: none)
     cluster: np.ndarray | None = None        # cluster codes over the kept rows (0 … clusters − 1)
     clusters: int = 0
@@ -163,6 +161,11 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     if cluster is not None:
         _, inverse = np.unique(fixed_codes[-1][keep], return_inverse=True)
         cluster_codes, clusters = inverse.astype(np.int64), int(inverse.max(initial=-1)) + 1
+    # the kept rows gathered once, in the order the models read them: every later pass reads
+    # contiguous blocks (``spans``), never a scattered gather
+    y_kept, d_kept = y[keep].astype(np.float64), d[keep].astype(np.float64)
+    for b in blocks:
+        b.values = b.values[keep]
 
     # -- pass 1: means, counts, variation ---------------------------------------------------
     size = block_rows or max(1024, (1 << 22) // (2 + sum(len(b.levels) if b.levels is not None else 1 for b in blocks)))
@@ -173,8 +176,8 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     sums = np.zeros(len(blocks))
     counts = [np.zeros(len(b.levels), np.int64) if b.levels is not None else None for b in blocks]
     y_lo, y_hi, d_lo, d_hi = np.inf, -np.inf, np.inf, -np.inf
-    for idx in chunks(keep, size):
-        yc, dc = y[idx].astype(np.float64), d[idx].astype(np.float64)
+    for _, idx in spans(n, size):
+        yc, dc = y_kept[idx], d_kept[idx]
         y_sum += yc.sum()
         d_sum += dc.sum()
         y01 += int(((yc == 0) | (yc == 1)).sum())
@@ -195,7 +198,8 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     if n_treated and n_control and n_treated + n_control == n:  # d is a 0/1 indicator
         raw = float(y_treated / n_treated - (y_sum - y_treated) / n_control)
     out = Design(n, dropped, keep, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
-                  y01 == n, effects=effects if n else no_effects(0), cluster=cluster_codes, clusters=clusters)
+                  y01 == n, effects=effects if n else no_effects(0), cluster=cluster_codes, clusters=clusters,
+                  y=y_kept, d=d_kept)
 
     def fail(note: str) -> Design:
         out.failure = note

@@ -137,9 +137,13 @@ class RegressionEngine:
         def block(name):
             values = data.column_values(name)
             levels = data.levels(name)
+            if levels is None and name in params.log_controls:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    return np.where(values > 0, np.log(values), np.nan)
             return values if levels is None else Categorical(values, levels)
 
         controls = [block(name) for name in names]
+        names = [f"log {n}" if n in params.log_controls else n for n in names]
         fixed = [block(name) for name in params.fixed_effects]
         cluster = block(params.cluster) if params.cluster else None
         segments = {name: block(name) for name in params.segments}

@@ -170,7 +170,8 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     y = np.asarray(y)
     d = np.asarray(d)
     des = design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster)
-    n, keep, size, notes = des.n, des.keep, des.size, des.notes
+    y, d = des.y, des.d  # the kept rows, gathered in the order every pass reads them
+    n, size, notes = des.n, des.size, des.notes
     events = int(round(des.y_sum)) if des.y_binary else 0
     effects = des.effects
 
@@ -198,8 +199,8 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     # -- the cross products, fixed effects partialled out: scale and the singular-design check --
     buf = np.empty((min(size, n), p), order="F")
     plain = Normal(p, effects)
-    for pos, idx in spans(keep, size):
-        z = fill(buf[:len(idx)], idx, d, blocks)
+    for pos, idx in spans(n, size):
+        z = fill(buf[:idx.stop - idx.start], idx, d, blocks)
         z -= means
         plain.add(z, None, pos)
     _, _, singular = equilibrate(plain.solver().g, blocks, effects.names, np.diag(plain.a))
@@ -210,7 +211,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
 
     def block(idx: np.ndarray) -> np.ndarray:
         """The block's rows of ``(Z − mean)·scale``."""
-        x = buf[:len(idx)]
+        x = buf[:idx.stop - idx.start]
         fill(x, idx, d, blocks)
         x -= means
         x *= scale
@@ -225,10 +226,10 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         grad_s, grad_b = np.zeros(effects.small), np.zeros(effects.sizes[0])
         info = Normal(p, effects) if full else None
         extreme = 0
-        for pos, idx in spans(keep, size):
+        for pos, idx in spans(n, size):
             x = block(idx)
             eta = x @ theta + effects.eta(pos, fe_s, fe_b)
-            yc = y[idx].astype(np.float64)
+            yc = y[idx]
             ll += float(yc @ eta - np.logaddexp(0.0, eta).sum())
             if not full:
                 continue
@@ -245,7 +246,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     # -- Newton–Raphson with step-halving ------------------------------------------------------
     rate = des.y_sum / n
     level_n = np.bincount(effects.codes[0], minlength=effects.sizes[0])
-    level_rate = np.bincount(effects.codes[0], weights=y[keep].astype(np.float64), minlength=effects.sizes[0]) / level_n
+    level_rate = np.bincount(effects.codes[0], weights=y, minlength=effects.sizes[0]) / level_n
     theta, fe_s, fe_b = np.zeros(p), np.zeros(effects.small), np.log(level_rate / (1 - level_rate))
     ll, grad, info, extreme = evaluate(theta, fe_s, fe_b)
     converged = singular_hessian = stalled = False
@@ -317,7 +318,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     total = 0.0
     g = np.zeros(p)
     g_s, g_b = np.zeros(effects.small), np.zeros(effects.sizes[0])
-    for pos, idx in spans(keep, size):
+    for pos, idx in spans(n, size):
         x = block(idx)
         eta = x @ theta + effects.eta(pos, fe_s, fe_b)
         eta1 = eta + theta[0] * (x1 - x[:, 0])
@@ -344,10 +345,10 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         unit[0] = 1.0
         h_d = solver.solve(unit, np.zeros(effects.small), np.zeros(effects.sizes[0]), _solve)
         sums_d, sums_g = np.zeros(des.clusters), np.zeros(des.clusters)
-        for pos, idx in spans(keep, size):
+        for pos, idx in spans(n, size):
             x = block(idx)
             eta = x @ theta + effects.eta(pos, fe_s, fe_b)
-            r = y[idx].astype(np.float64) - expit(eta)
+            r = y[idx] - expit(eta)
             cl = des.cluster[pos]
             sums_d += np.bincount(cl, weights=r * (x @ h_d[0] + effects.eta(pos, h_d[1], h_d[2])), minlength=des.clusters)
             sums_g += np.bincount(cl, weights=r * (x @ h_g[0] + effects.eta(pos, h_g[1], h_g[2])), minlength=des.clusters)

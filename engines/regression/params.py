@@ -31,6 +31,10 @@ class RegressionParams(BaseModel):
         "columns whose four cells each hold max(min_group_size, CST's minimum) records "
         "(engines.core.intersections) — the same pairs CST tests, so its intersection findings have "
         "their group-level test; [] for none.")
+    log_controls: list[str] = Field(
+        default_factory=list, description="Numeric controls entered as their natural log (income, loan "
+        "amount, property value: FAIR_LENDING.md's controls); a value at or below 0 is a null (the row "
+        "is dropped and counted).")
     fixed_effects: list[str] = Field(
         default_factory=list, description="Categorical features entered as fixed effects, absorbed "
         "rather than expanded (engines.regression.absorb): thousands of levels cost a few numbers a "
@@ -97,6 +101,9 @@ class RegressionParams(BaseModel):
             if dup:
                 raise ValueError(f"engines.regression.controls: {dup} listed more than once")
         kinds = {f.name: f.type for f in spec.features}
+        for name in self.log_controls:
+            if kinds.get(name) != "numeric":
+                raise ValueError(f"engines.regression.log_controls: {name!r} is not a numeric feature")
         for field, names in (("fixed_effects", self.fixed_effects), ("segments", self.segments),
                              ("cluster", [self.cluster] if self.cluster else [])):
             for name in names:

@@ -378,7 +378,8 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     y = np.asarray(y)
     d = np.asarray(d)
     des = design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster)
-    n, dropped, keep, size, notes = des.n, des.dropped, des.keep, des.size, des.notes
+    y, d = des.y, des.d  # the kept rows, gathered in the order every pass reads them
+    n, dropped, size, notes = des.n, des.dropped, des.size, des.notes
     n_treated, n_control, raw = des.n_treated, des.n_control, des.raw
     effects = des.effects
 
@@ -402,11 +403,11 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     normal = Normal(p + 1, effects)
     buf = np.empty((min(size, n), p + 1))
     tss = 0.0
-    for pos, idx in spans(keep, size):
-        z = buf[:len(idx)]
+    for pos, idx in spans(n, size):
+        z = buf[:idx.stop - idx.start]
         fill(z[:, :p], idx, d, blocks)
         z[:, :p] -= means
-        z[:, p] = y[idx].astype(np.float64) - y_mean
+        z[:, p] = y[idx] - y_mean
         tss += z[:, p] @ z[:, p]
         normal.add(z, None, pos)
     solver = normal.solver()
@@ -433,10 +434,10 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     a_s, a_b = z_part.back(a, np.zeros_like(gs1), np.zeros_like(normal.bb[:, p]))
     meat = 0.0
     by_cluster = np.zeros(des.clusters)
-    for pos, idx in spans(keep, size):
-        z = fill(buf[:len(idx), :p], idx, d, blocks)
+    for pos, idx in spans(n, size):
+        z = fill(buf[:idx.stop - idx.start, :p], idx, d, blocks)
         z -= means
-        e = (y[idx].astype(np.float64) - y_mean) - z @ coef - effects.eta(pos, s_y, b_y)
+        e = (y[idx] - y_mean) - z @ coef - effects.eta(pos, s_y, b_y)
         u = z @ a + effects.eta(pos, a_s, a_b)
         meat += (e * e) @ (u * u)
         if des.cluster is not None:
