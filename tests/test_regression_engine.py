@@ -305,6 +305,15 @@ def test_an_hmda_audit_writes_the_tables_and_the_findings(tmp_path):
     for row in rows.values():  # a tiny group says why it was not tested
         if by[row["attribute"]]["p_value"] is None:
             assert "not tested" in row["statement"] or "could not be compared" in row["statement"]
+    # the report's section: the odds-ratio figure, the table by recorded group values, the segments
+    from aequum.flows.report import write_report
+    page = write_report(path, "hmda-reg", tmp_path / "report.html").read_text()
+    part = page[page.index('id="engine-regression"'):]
+    assert "Controlled denial regression" in part and "Adjusted odds ratios of denial" in part
+    assert "compared within the same derived_msa_md and lei (fixed effects); intervals are robust to clustering by lei" in part
+    assert f"{race['odds_ratio']:.2f} ({race['or_ci_low']:.2f} to {race['or_ci_high']:.2f})" in part
+    assert "Black or African American / Asian" in part and "Within each product segment" in part
+    assert "loan_type = 1" in part
 
 
 def _estimate(attribute, **kw):
