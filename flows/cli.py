@@ -43,6 +43,7 @@ BENCHMARKS = {
     "detection": "aequum.flows.bench_detection",
     "audit": "aequum.flows.bench_audit",
     "validity": "aequum.flows.bench_validity",
+    "fairlending": "aequum.flows.bench_fairlending",
 }
 
 
