@@ -95,8 +95,12 @@ def test_total_effect_truth_follows_the_structural_equations():
 
 
 # seed 0, 3,000 rows (the tract minority share drawn from its own stream before the decision, the
-# denial reason citing the inputs as read; every other column as before: tests/test_worlds.py)
-PINNED_LAR_DIGEST = "f078252aa075a4dfa8fd09927f995e8f4a882a24199d1d4de42c5a524529fdc3"
+# denial reason citing the inputs as read; every other column as before: tests/test_worlds.py);
+# the pricing fields from the risk-based pricer (engines.generators.hmda_pricing), every other
+# column as before it (UNPRICED_LAR_DIGEST: the LAR without them, the same before and after)
+PINNED_LAR_DIGEST = "02f86a589dca57e254aa5a7eccbd4b0cc5e6946fc5cd8d6512df6fd85cb1227d"
+UNPRICED_LAR_DIGEST = "731d92db17d12b498ece3d92dc8e31566a02397600aa3260d11c14a1180bf87e"
+PRICING = ["interest_rate", "rate_spread", "total_loan_costs", "origination_charges", "discount_points", "lender_credits"]
 
 
 def test_hmda_lar_is_pinned():
@@ -104,8 +108,8 @@ def test_hmda_lar_is_pinned():
     import hashlib
 
     lar, _ = hmda(3_000, batch_rows=3_000)
-    digest = hashlib.sha256(lar.write_csv().encode()).hexdigest()
-    assert digest == PINNED_LAR_DIGEST
+    assert hashlib.sha256(lar.write_csv().encode()).hexdigest() == PINNED_LAR_DIGEST
+    assert hashlib.sha256(lar.drop(PRICING).write_csv().encode()).hexdigest() == UNPRICED_LAR_DIGEST
 
 
 def test_hmda_is_deterministic_and_independent_of_batch_size():
