@@ -19,6 +19,7 @@ ENGINES: dict[str, tuple[str, str]] = {
     "cec": ("aequum.engines.matching.cec_engine:CECEngine", "aequum.engines.matching.cec_params:CECParams"),
     "reasons": ("aequum.engines.reasons:ReasonsEngine", "aequum.engines.reasons_params:ReasonsParams"),
     "regression": ("aequum.engines.regression.engine:RegressionEngine", "aequum.engines.regression.params:RegressionParams"),
+    "pricing": ("aequum.engines.pricing.engine:PricingEngine", "aequum.engines.pricing.params:PricingParams"),
 }
 
 

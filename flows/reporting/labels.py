@@ -20,6 +20,8 @@ MEASURES = {  # field name -> what a reader calls it
     "precision": "precision of the audit's findings against the ground truth",
     "pba": "share of inputs proven persistently biased", "odds_ratio": "odds ratio of an unfavourable decision",
     "estimate": "controlled difference in the probability of approval",
+    "adjusted_price_difference": "difference in a loan's price after controls",
+    "hpml_ratio": "ratio of the groups' higher-priced loan shares",
 }
 
 
