@@ -792,6 +792,16 @@ class AuditSpec(_Model):
             if unknown:
                 raise ValueError(f"{field}: {unknown} are not protected attribute names {names}")
 
+    def check_features(self, field: str, names: list[str]) -> None:
+        """For params models' ``check_spec``: fail naming ``field`` when ``names`` (e.g. an
+        engine's controls) holds a name that is not a declared feature, or one twice."""
+        unknown = [c for c in names if c not in self.feature_names]
+        if unknown:
+            raise ValueError(f"{field}: {unknown} are not declared features (features: {self.feature_names})")
+        dup = sorted({c for c in names if names.count(c) > 1})
+        if dup:
+            raise ValueError(f"{field}: {dup} listed more than once")
+
     def check_intersections(self, field: str, *groups) -> None:
         """As :meth:`check_attribute_names` for intersections, whose attributes must also read
         different columns (race and race=Asian intersect in nothing new)."""

@@ -53,10 +53,7 @@ class PricingParams(BaseModel):
         if self.intersections != "auto":
             spec.check_intersections("engines.pricing.intersections", *self.intersections)
         if self.controls is not None:
-            unknown = [c for c in self.controls if c not in spec.feature_names]
-            if unknown:
-                raise ValueError(f"engines.pricing.controls: {unknown} are not declared features "
-                                 f"(features: {spec.feature_names})")
+            spec.check_features("engines.pricing.controls", self.controls)
         if not running:
             return
         if spec.pricing is None:
