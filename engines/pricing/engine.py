@@ -29,12 +29,13 @@ the run are adjusted together (Holm by default). Explicit empty results, with a 
 nothing can be compared: a field no origination reports (all "Exempt" or "NA"), a group with no
 originations, a field with one value only, fewer than ``min_group_size`` in a group (reported,
 not tested). Tables ``pricing_estimates`` (unit × field) and ``pricing_hpml`` (unit); one piece
-per unit, the adjustment in ``combine``.
+per unit × field, the adjustment in ``combine``.
 """
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
@@ -84,13 +85,12 @@ def pricing_controls(spec, params) -> list[str]:
 def member(values: pa.ChunkedArray, wanted: list) -> np.ndarray:
     """Whether each recorded value (text) is one of ``wanted`` as the spec reads values
     (:func:`~aequum.engines.core.spec.value_key`: "1", "1.0" and 1 are one value); null: no.
-    Each distinct value is looked up once."""
-    text = values.cast(pa.string()).fill_null("\x00")
-    distinct, codes = np.unique(np.asarray(text.to_numpy(zero_copy_only=False), dtype=object).astype(str),
-                                return_inverse=True)
+    Each distinct value is read once (Arrow's unique and is_in over the records)."""
+    text = values.cast(pa.string())
     keys = {value_key(v) for v in wanted}
-    hit = np.array([d != "\x00" and value_key(d) in keys for d in distinct], bool)
-    return hit[codes] if len(distinct) else np.zeros(len(values), bool)
+    hits = [v for v in pc.unique(text).to_pylist() if v is not None and value_key(v) in keys]
+    return np.asarray(pc.is_in(text, value_set=pa.array(hits, pa.string())).fill_null(False)
+                      .to_numpy(zero_copy_only=False), bool)
 
 
 def hpml_flags(spread: np.ndarray, first: np.ndarray, subordinate: np.ndarray, params) -> np.ndarray:
@@ -140,16 +140,20 @@ class PricingEngine:
         return {"originated": originated, "fields": fields, "controls": controls, "names": names,
                 "groups": groups, "others": others, "hpml": hpml, "spread": p.rate_spread, "params": params}
 
-    def pieces(self, state) -> list[str]:
-        return list(state["groups"])
+    def pieces(self, state) -> list[tuple[str, str]]:
+        """One piece per unit x field (the fits spread over the workers); the unit's
+        higher-priced shares go with its first field's piece."""
+        return [(unit, field) for unit in state["groups"] for field in state["fields"]]
 
-    def run_piece(self, state, unit: str) -> Tables:
+    def run_piece(self, state, piece: tuple[str, str]) -> Tables:
+        unit, field = piece
         params, groups = state["params"], state["groups"][unit]
         rows = np.flatnonzero(state["originated"] & ((groups == 0) | (groups == 1)))
-        held = state["others"].get(unit, [])
-        estimates = [self._field(state, unit, field, y, rows, held) for field, y in state["fields"].items()]
-        hpml = [] if state["hpml"] is None else [hpml_row(unit, state["hpml"], groups, rows, params, state["spread"])]
-        return {"pricing_estimates": pa.Table.from_pylist(estimates, schema=ESTIMATES),
+        estimate = self._field(state, unit, field, state["fields"][field], rows, state["others"].get(unit, []))
+        first = field == next(iter(state["fields"]))
+        hpml = [hpml_row(unit, state["hpml"], groups, rows, params, state["spread"])] \
+            if state["hpml"] is not None and first else []
+        return {"pricing_estimates": pa.Table.from_pylist([estimate], schema=ESTIMATES),
                 "pricing_hpml": pa.Table.from_pylist(hpml, schema=HPML)}
 
     def _field(self, state, unit: str, field: str, y: np.ndarray, rows: np.ndarray, held: list[str]) -> dict:
