@@ -144,6 +144,19 @@ def test_hmda_lar_csv_is_read_and_normalised(tmp_path, warehouse):
     q = warehouse.con.execute("SELECT DISTINCT field FROM audit.quarantine").fetchall()
     assert {f for (f,) in q} <= {"income", "debt_to_income_ratio", "property_value",
                                 "combined_loan_to_value_ratio"}
+    # the pricing fields ("NA" unless originated, "Exempt", empty points and credits) are staged as
+    # numbers and nulls: no record is quarantined for them, and the originations keep their prices
+    staged = warehouse.staged(ref.version)
+    for field in ("rate_spread", "interest_rate", "total_loan_costs", "discount_points", "lender_credits",
+                  "origination_charges"):
+        values = staged[field]
+        assert values.type == pa.float64()
+        rows = staged["_row"].to_numpy()
+        text = lar[field].to_numpy()[rows]
+        reported = ~np.isin(text, ["NA", "Exempt", ""])
+        assert values.null_count == (~reported).sum() and reported.sum() > 300
+        assert np.allclose(values.to_numpy(zero_copy_only=False)[reported], text[reported].astype(float))
+    assert set(staged["lien_status"].to_pylist()) == {"1"} and set(staged["action_taken"].to_pylist()) <= {"1", "2", "3"}
     path = generate_to_file("hmda", tmp_path / "g.parquet", rows=1_000)
     assert pq.read_metadata(path).num_rows == 1_000 and (tmp_path / "g_truth.parquet").exists()
 
