@@ -167,7 +167,7 @@ def test_an_hmda_audit_writes_the_tables_the_findings_and_the_report(tmp_path):
     assert black["statement"].startswith("Among originated loans, after controlling for income, ")
     assert "the rate_spread of the Black or African American group of race was" in black["statement"]
     assert "higher than that of the White group of race (" in black["statement"]  # race=Black's reference
-    assert "one as strong as the observed controls together would not explain it away" in black["statement"]
+    assert "one 2x as strong as the observed controls together would not explain it away" in black["statement"]
     assert "  " not in black["statement"]
     assert black["basis"].startswith("controls: income, combined_loan_to_value_ratio") and \
         black["estimand"] == "adjusted disparity"
