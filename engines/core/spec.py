@@ -382,7 +382,8 @@ class Pricing(_Model):
     rate_spread: str | None = Field(None, description="The field holding the rate spread (APR minus "
                                     "the average prime offer rate, points), for the higher-priced share.")
     lien: str | None = Field(None, description="Column of the lien status (HMDA lien_status), for the "
-                             "higher-priced threshold (Reg Z 1026.35: 1.5 points first lien, 3.5 subordinate).")
+                             "higher-priced threshold (Reg Z 1026.35: 1.5 points first lien, 3.5 subordinate); none: every "
+                             "loan read as a first lien.")
     first_lien: list[Scalar] = Field(default_factory=lambda: ["1"], description="Values of `lien` "
                                      "meaning a first lien.")
     subordinate_lien: list[Scalar] = Field(default_factory=lambda: ["2"], description="Values of `lien` "

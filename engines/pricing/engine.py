@@ -107,7 +107,6 @@ class PricingEngine:
 
     name = "pricing"
     tables = {"pricing_estimates": ESTIMATES, "pricing_hpml": HPML}
-    row_order = True
 
     def columns(self, spec, params) -> list[str]:
         """Groups, the controls, the pricing fields, the recorded decision and the lien."""
