@@ -20,6 +20,7 @@ ENGINES: dict[str, tuple[str, str]] = {
     "reasons": ("aequum.engines.reasons:ReasonsEngine", "aequum.engines.reasons_params:ReasonsParams"),
     "regression": ("aequum.engines.regression.engine:RegressionEngine", "aequum.engines.regression.params:RegressionParams"),
     "geography": ("aequum.engines.geography.engine:GeographyEngine", "aequum.engines.geography.params:GeographyParams"),
+    "pricing": ("aequum.engines.pricing.engine:PricingEngine", "aequum.engines.pricing.params:PricingParams"),
 }
 
 

@@ -72,6 +72,8 @@ def record_contract(spec: AuditSpec) -> str:
     part["id_column"] = spec.source.id_column
     if spec.geography is not None:  # its tract columns are staged
         part["geography"] = spec.geography.model_dump(mode="json")
+    if spec.pricing is not None:  # staged only with the section (the contracts of other specs stand)
+        part["pricing"] = spec.pricing.model_dump(mode="json")
     if spec.source.kind == "generated" and spec.source.world != "dti_penalty":
         part["world"] = spec.source.world
     if spec.source.kind == "generated" and spec.source.effect != 1.0:

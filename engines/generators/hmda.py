@@ -40,6 +40,9 @@ records it applies to:
 * ``lender_redlining``: no decision changes (the null world's); five named lenders take 75% fewer
   of the applications from tracts more than half minority (``engines/generators/hmda_lenders.py``,
   which also gives every world its lenders: market shares, the markets each operates in).
+* ``pricing_penalty``: the null world's decisions; the loans originated to Black or African
+  American and to Hispanic or Latino borrowers cost 0.25 points more in rate spread (and
+  interest rate) than the risk-based pricer charges (``engines.generators.hmda_pricing``).
 
 :data:`MECHANISM` is the default world's description (:func:`mechanism` any world's). The
 denial reason of a refused application cites the inputs as the underwriter read them: "1"
@@ -89,6 +92,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aequum.engines.generators import hmda_lenders
+from aequum.engines.generators import hmda_pricing
 
 DEFAULT_ROWS = 100_000
 BLOCK = 50_000
@@ -194,6 +198,13 @@ WORLDS: dict[str, dict] = {
                        "tracts whose minority population share exceeds 50% (fewer applications taken, and so "
                        "fewer loans made, there); every decision as in the null world",
         "threshold": hmda_lenders.THRESHOLD, "penalised": {}, "match": "any", "size": hmda_lenders.AVOIDANCE},
+    "pricing_penalty": {
+        "kind": "pricing",
+        "description": "pricing disparate treatment: loans originated to Black or African American and to "
+                       "Hispanic or Latino borrowers priced 0.25 points higher in rate spread (and interest "
+                       "rate) than the risk-based pricer charges; the decisions are the null world's",
+        "penalised": {"derived_race": [BLACK], "derived_ethnicity": [HISPANIC]}, "match": "any",
+        "size": hmda_pricing.ADD_ON},
 }
 
 
@@ -214,7 +225,7 @@ def score_shift(world: str, effect: float = 1.0) -> float:
 
 
 def _shift(w: dict) -> float:
-    if w["kind"] == "lender":  # where applications go, not how they are decided
+    if w["kind"] in ("lender", "pricing"):  # where applications go or what loans cost, not how they are decided
         return 0.0
     return INPUT_WEIGHTS[w["variable"]] * w["size"] if w["kind"] == "input" else w["size"]
 
@@ -245,6 +256,7 @@ def mechanism(world: str = DEFAULT_WORLD, effect: float = 1.0) -> dict:
             {"variable": w["variable"], "threshold": w["threshold"], "penalty": w["size"]} if w["kind"] == "tract" else
             {"threshold": w["threshold"], "avoidance": min(1.0, w["size"]), "lenders": hmda_lenders.planted_leis()}
             if w["kind"] == "lender" else
+            {"variable": "rate_spread", "add_on_points": w["size"]} if w["kind"] == "pricing" else
             {"penalty": w["size"]})
     columns = {
         "id": "0-based row number (the LAR has no record id)",
@@ -273,6 +285,9 @@ def mechanism(world: str = DEFAULT_WORLD, effect: float = 1.0) -> dict:
                     "columns can do",
         **{f"p_harmed_{kind}_{c}": f"the same for harmed_{kind}_{c}" for kind in ("total", "direct")
            for c in INTERVENTIONS},
+        "overcharged": "an originated loan whose rate spread carries the pricing world's add-on",
+        "rate_spread_overcharge": "for originated loans (null otherwise): the points the add-on adds to the rate "
+                                  "spread and interest rate (0 where none)",
     }
     return {"world": world, "effect": w["effect"], "kind": w["kind"], "description": w["description"], **size,
             "score_shift": _shift(w), "penalised": w["penalised"], "match": w["match"],
@@ -289,7 +304,8 @@ TRUTH = pa.schema([("id", pa.string()), ("penalised", pa.bool_()), ("decision", 
                                                              pa.field(f"harmed_total_{column}", pa.bool_()))],
                    *[pa.field(f"harmed_direct_{column}", pa.bool_()) for column in INTERVENTIONS],
                    ("p_harmed", pa.float64()), *[(f"p_harmed_total_{column}", pa.float64()) for column in INTERVENTIONS],
-                   *[(f"p_harmed_direct_{column}", pa.float64()) for column in INTERVENTIONS]])
+                   *[(f"p_harmed_direct_{column}", pa.float64()) for column in INTERVENTIONS],
+                   ("overcharged", pa.bool_()), ("rate_spread_overcharge", pa.float64())])
 
 
 def normalise_column_name(name: str) -> str:
@@ -512,6 +528,8 @@ def _block(n: int, seed: int, block: int, first_row: int, lar: bool = True,
                                              min(1.0, w["size"]) if w["kind"] == "lender" else 0.0)
     lei, msa = (pc.take(pa.array(v), pa.array(i)) for v, i in ((hmda_lenders.LEIS, lender_i),
                                                               (hmda_lenders.MARKETS, market_i)))
+    add_on = hmda_pricing.add_on(w, penalised)
+    truth["overcharged"], truth["rate_spread_overcharge"] = hmda_pricing.overcharge(add_on, action_i == 0)
     if not lar:  # the rest of the block's stream only formats the LAR
         return {"derived_race": race, "derived_ethnicity": eth, "derived_sex": sex, "action_taken": action,
                 "log_income": np.log(income), "debt_to_income": dti, "ltv": ltv,
@@ -538,12 +556,13 @@ def _block(n: int, seed: int, block: int, first_row: int, lar: bool = True,
     county_n = state_n * 1000 + rng.integers(1, 200, n)
     state, county = _zfill(state_n, 2), _zfill(county_n, 5)
     tract = pc.binary_join_element_wise(county, _zfill(rng.integers(100, 990_000, n), 6), "")
-    priced = approved & in_scope
-    rate = _where(priced, _text(rng.normal(6.7, 0.6, n), 3), pa.scalar("NA"))
+    rng.standard_normal(n)  # the draw the interest rate once took: the later columns keep their values
     reason = np.where(dti_read > 43, "1", np.where(ltv_read > 95, "4", "3"))  # DTI, collateral, credit history
     denial1 = _where(action_i == 2, pa.array(reason, pa.string()), pa.scalar("10"))
     has_co = (sex_i == 2) | (rng.random(n) < 0.35)
     originated = action_i == 0
+    pricing = hmda_pricing.columns(hmda_pricing.prices(seed, block, _credit(black, hisp, asian, u_credit), ltv, dti,
+                                                       loan, lt_i, add_on), action_i)
 
     zeros = pa.array(np.zeros(n, np.int32))
 
@@ -587,13 +606,9 @@ def _block(n: int, seed: int, block: int, first_row: int, lar: bool = True,
         "preapproval": const("2"), "loan_type": loan_type, "loan_purpose": purpose, "lien_status": const("1"),
         "reverse_mortgage": const("2"), "open_end_line_of_credit": const("2"),
         "business_or_commercial_purpose": const("2"), "loan_amount": loan_s,
-        "combined_loan_to_value_ratio": ltv_s, "interest_rate": rate,
-        "rate_spread": _where(priced, _text(rng.normal(0.3, 0.4, n), 3), pa.scalar("NA")),
-        "hoepa_status": _where(originated, pa.scalar("2"), pa.scalar("3")),
-        "total_loan_costs": _where(originated, _text(loan * 0.015, 2), pa.scalar("NA")),
-        "total_points_and_fees": const("NA"),
-        "origination_charges": _where(originated, _text(loan * 0.006, 2), pa.scalar("NA")),
-        "discount_points": empty, "lender_credits": empty, "loan_term": const("360"),
+        "combined_loan_to_value_ratio": ltv_s, **pricing, "rate_spread": skip_draw(pricing["rate_spread"]),
+        "hoepa_status": _where(originated, pa.scalar("2"), pa.scalar("3")), "total_points_and_fees": const("NA"),
+        "loan_term": const("360"),
         "prepayment_penalty_term": const("NA"), "intro_rate_period": const("NA"),
         "negative_amortization": const("2"), "interest_only_payment": const("2"), "balloon_payment": const("2"),
         "other_nonamortizing_features": const("2"), "property_value": prop_s, "construction_method": const("1"),
@@ -678,11 +693,11 @@ def lender_rule(world: str = DEFAULT_WORLD, effect: float = 1.0) -> dict:
     score loses and for whom."""
     w = check_world(world, effect)
     shift = _shift(w)
-    linear = w["kind"] in ("none", "lender") or (w["match"] == "any" and w["kind"] in ("input", "score")
+    linear = w["kind"] in ("none", "lender", "pricing") or (w["match"] == "any" and w["kind"] in ("input", "score")
                                      and set(w["penalised"]) == {"derived_race", "derived_ethnicity"}
                                      and w["penalised"]["derived_race"] == [BLACK]
                                      and w["penalised"]["derived_ethnicity"] == [HISPANIC])
-    on_groups = -shift if linear and w["kind"] not in ("none", "lender") else 0.0
+    on_groups = -shift if linear and w["kind"] not in ("none", "lender", "pricing") else 0.0
     penalty = None
     if not linear:
         who = (f"tract_minority_share > {w['threshold']:g}" if w["kind"] == "tract" else

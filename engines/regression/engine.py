@@ -57,7 +57,7 @@ import pyarrow as pa
 
 from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
-from aequum.engines.core.intersections import column_attributes, resolve, unit_groups
+from aequum.engines.core.intersections import tested_units
 from aequum.engines.outcome_stats import adjust_p_values
 from aequum.engines.regression.logit import LogitResult, controlled_logit
 from aequum.engines.regression.design import Categorical, null_mask
@@ -148,18 +148,10 @@ class RegressionEngine:
         cluster = block(params.cluster) if params.cluster else None
         segments = {name: block(name) for name in params.segments}
         # the other attributes' groups the logit holds, as protected / reference / neither: one
-        # attribute a column (its first, never a per-value comparison of protected[].compare)
-        first = column_attributes(data.spec)
-        column = {p.name: p.column for p in data.spec.protected}
-        groups = dict(data.groups)
-        units = {a: [a] for a in groups}
-        # an intersection: protected in every attribute (1) against reference in every one (0)
-        for unit in resolve(data.spec, data.groups, params.intersections, params.min_cell(data.spec)).units:
-            label = "&".join(unit)
-            groups[label] = unit_groups(data.groups, unit)
-            units[label] = list(unit)
-        others = {label: [name for c, name in first.items() if c not in {column[a] for a in unit}]
-                  if params.other_groups else [] for label, unit in units.items()}
+        # attribute a column (its first, never a per-value comparison of protected[].compare); an
+        # intersection: protected in every attribute (1) against reference in every one (0)
+        groups, others = tested_units(data.spec, data.groups, params.intersections, params.min_cell(data.spec),
+                                      params.other_groups)
         return {"y": y, "groups": groups, "controls": controls, "names": names, "params": params,
                 "others": others, "fixed": fixed, "cluster": cluster, "segments": segments}
 

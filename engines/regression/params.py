@@ -93,13 +93,7 @@ class RegressionParams(BaseModel):
         if self.intersections != "auto":
             spec.check_intersections("engines.regression.intersections", *self.intersections)
         if self.controls is not None:
-            unknown = [c for c in self.controls if c not in spec.feature_names]
-            if unknown:
-                raise ValueError(f"engines.regression.controls: {unknown} are not declared features "
-                                 f"(features: {spec.feature_names})")
-            dup = sorted({c for c in self.controls if self.controls.count(c) > 1})
-            if dup:
-                raise ValueError(f"engines.regression.controls: {dup} listed more than once")
+            spec.check_features("engines.regression.controls", self.controls)
         kinds = {f.name: f.type for f in spec.features}
         for name in self.log_controls:
             if kinds.get(name) != "numeric":

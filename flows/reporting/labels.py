@@ -24,6 +24,8 @@ MEASURES = {  # field name -> what a reader calls it
     "share_difference": "lender's share minus its peers' share",
     "lenders_above_peers": "lenders denying the protected group significantly more than their peers",
     "ratio_of_odds_ratios": "lender's odds ratio of denial over its peers'",
+    "adjusted_price_difference": "difference in a loan's price after controls",
+    "hpml_ratio": "ratio of the groups' higher-priced loan shares",
 }
 
 
