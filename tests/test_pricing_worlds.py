@@ -38,12 +38,15 @@ def lar_run(world: str) -> dict[tuple[str, str], dict]:
     raw = yaml.safe_load((REPO / "data" / "specs" / "hmda.yaml").read_text())
     raw["source"].update(rows=ROWS, seed=SEED, world=world)
     spec = parse_spec(raw)
-    good, offset = [], 0
+    good, offset, categories = [], 0, {}
     for lar, _ in iter_hmda_batches(ROWS, SEED, 20_000, world=world):
         res = validate_batch(lar, spec, offset)
         offset += res.rows
         good.append(res.good)
-    out = run_serial(PricingEngine(), AuditData(spec, pa.concat_tables(good)), spec.engines.pricing)
+        for name, seen in res.categories.items():  # the lender and market levels, as staging records them
+            categories.setdefault(name, set()).update(seen)
+    data = AuditData(spec, pa.concat_tables(good), {k: sorted(v) for k, v in categories.items()})
+    out = run_serial(PricingEngine(), data, spec.engines.pricing)
     return {(r["attribute"], r["field"]): r for r in out["pricing_estimates"].to_pylist()}
 
 
@@ -66,6 +69,11 @@ def test_the_planted_add_on_is_evidence_for_black_and_hispanic_borrowers_only(la
         assert not any(evidence(est[(attribute, f)]) for f in PRICES), attribute
     # the costs carry no add-on
     assert not any(evidence(r) for (a, f), r in est.items() if f not in PRICES)
+    # compared within market and lender as the regression is (the HMDA spec's), tested with
+    # lender-clustered errors: the interval is the cluster one, wider than the classical
+    race = est[("race", "rate_spread")]
+    assert race["fixed_effects"] == "derived_msa_md, lei" and race["cluster"] == "lei" and race["clusters"] > 100
+    assert race["ci_high"] - race["ci_low"] > 2 * 1.96 * race["se"] * 0.99 and race["se_cluster"] > 0
 
 
 def test_the_null_world_is_no_evidence(lar):

@@ -58,6 +58,8 @@ ESTIMATES = pa.schema([
     ("r_squared", pa.float64()), ("rv_q1", pa.float64()), ("rv_q1_alpha", pa.float64()), ("robust", pa.bool_()),
     ("strongest_control", pa.string()), ("robust_multiplier", pa.float64()), ("controls", pa.string()),
     ("correction", pa.string()), ("note", pa.string()),
+    # fixed effects absorbed and the cluster-robust error the test uses when clustered
+    ("fixed_effects", pa.string()), ("cluster", pa.string()), ("clusters", pa.int64()), ("se_cluster", pa.float64()),
 ])
 
 HPML = pa.schema([
@@ -111,7 +113,10 @@ class PricingEngine:
     def columns(self, spec, params) -> list[str]:
         """Groups, the controls, the pricing fields, the recorded decision and the lien."""
         extra = [*pricing_fields(spec, params), spec.decision.column, *([spec.pricing.lien] if spec.pricing.lien else [])]
-        return [*record_columns(spec, pricing_controls(spec, params), ids=False), *extra]
+        fixed, cluster = params.grouping(spec)
+        names = pricing_controls(spec, params)
+        grouping = [g for g in dict.fromkeys([*fixed, *([cluster] if cluster else [])]) if g not in names]
+        return [*record_columns(spec, [*names, *grouping], ids=False), *extra]
 
     def prepare(self, data, params):
         spec = data.spec
@@ -125,6 +130,9 @@ class PricingEngine:
         for name in names:
             values, levels = data.column_values(name), data.levels(name)
             controls.append(values if levels is None else Categorical(values, levels))
+        fixed_names, cluster_name = params.grouping(spec)
+        fixed = [Categorical(data.column_values(n), data.levels(n)) for n in fixed_names]
+        cluster = Categorical(data.column_values(cluster_name), data.levels(cluster_name)) if cluster_name else None
         p = spec.pricing
         hpml = None
         if p.rate_spread is not None and p.rate_spread in fields:
@@ -137,7 +145,9 @@ class PricingEngine:
         min_cell = max(params.min_group_size, spec.engines.regression.min_cell(spec))
         groups, others = tested_units(spec, data.groups, params.intersections, min_cell, params.other_groups)
         return {"originated": originated, "fields": fields, "controls": controls, "names": names,
-                "groups": groups, "others": others, "hpml": hpml, "spread": p.rate_spread, "params": params}
+                "groups": groups, "others": others, "hpml": hpml, "spread": p.rate_spread, "params": params,
+                "grouping": {"fixed": fixed, "fixed_names": fixed_names, "cluster": cluster},
+                "cluster_name": cluster_name}
 
     def pieces(self, state) -> list[tuple[str, str]]:
         """One piece per unit x field (the fits spread over the workers); the unit's
@@ -186,7 +196,8 @@ class PricingEngine:
         names = [*state["names"], *([" × ".join(held) + " (groups)"] if held else [])]
         fit = controlled_lpm(y, groups, [*state["controls"], *cells], names, params.confidence,
                              multipliers=(float(params.robust_multiplier),),
-                             robust_multiplier=params.robust_multiplier, rows=reported, held=len(cells))
+                             robust_multiplier=params.robust_multiplier, rows=reported, held=len(cells),
+                             **state["grouping"])
         small = min(len(prot), len(ref)) < params.min_group_size
         if fit.note:
             notes.append(fit.note)
@@ -195,9 +206,20 @@ class PricingEngine:
                          f"({len(prot):,} protected, {len(ref):,} reference): reported, not tested")
         lower_is_adverse = field in params.borrower_favourable
         adverse = None if fit.estimate is None else (fit.estimate < 0 if lower_is_adverse else fit.estimate > 0)
+        ci_low, ci_high, p_value = fit.ci_low, fit.ci_high, fit.p_value
+        if fit.se_cluster is not None and fit.clusters > 1:  # the test and interval robust to clustering
+            from scipy.stats import t as student_t
+
+            dof_c = fit.clusters - 1
+            crit = float(student_t.ppf(1 - (1 - params.confidence) / 2, dof_c))
+            ci_low, ci_high = fit.estimate - crit * fit.se_cluster, fit.estimate + crit * fit.se_cluster
+            p_value = float(2 * student_t.sf(abs(fit.estimate / fit.se_cluster), dof_c))
         return {**row, "dropped_null": fit.dropped_null, "estimate": fit.estimate, "se": fit.se,
-                "se_robust": fit.se_robust, "ci_low": fit.ci_low, "ci_high": fit.ci_high, "t": fit.t,
-                "dof": fit.dof, "p_value": None if small else fit.p_value, "adverse": adverse,
+                "se_robust": fit.se_robust, "ci_low": ci_low, "ci_high": ci_high, "t": fit.t,
+                "dof": fit.dof, "p_value": None if small else p_value, "adverse": adverse,
+                "fixed_effects": ", ".join(fit.fixed_effects) or None,
+                "cluster": state["cluster_name"],
+                "clusters": fit.clusters or None, "se_cluster": fit.se_cluster,
                 "r_squared": fit.r_squared, "rv_q1": fit.rv_q, "rv_q1_alpha": fit.rv_qa,
                 "robust": None if small else fit.robust, "strongest_control": fit.strongest_control,
                 "controls": ", ".join(c for c in fit.controls if c not in names[len(state["names"]):]),

@@ -25,6 +25,15 @@ class PricingParams(BaseModel):
         None, description="Features controlled for. Default: the regression engine's controls "
         "(engines.regression.controls, else its default), so both compare applicants alike; for the "
         "LAR add loan_type (FAIR_LENDING.md, Pricing).")
+    fixed_effects: list[str] | None = Field(
+        None, description="Categorical features held as fixed effects (absorbed: engines.regression.absorb). "
+        "Default: the regression engine's (engines.regression.fixed_effects: market and lender in the HMDA "
+        "spec), so prices are compared within the same market and lender, as the denials are; [] for none.")
+    cluster: str | None = Field(
+        None, description="A categorical feature whose levels are clusters; the interval and p of each "
+        "difference are then cluster-robust (CR1, t with clusters − 1 degrees of freedom: Cameron & Miller "
+        "2015), the robustness value still from the classical fit it is defined for. Default: the "
+        "regression engine's cluster when the fixed effects are its too.")
     other_groups: bool = Field(
         True, description="Hold the groups of the other protected columns, as one categorical of their "
         "joint cells (engines.regression.engine.held_cells), as the regression engine does.")
@@ -51,12 +60,24 @@ class PricingParams(BaseModel):
         "(40,000 rows) the null world's significant race differences were not robust at 1 or 2, the "
         "pricing world's 0.25-point add-on was at both (tests/test_pricing_worlds.py).")
 
+    def grouping(self, spec) -> tuple[list[str], str | None]:
+        """The fixed effects and the cluster in force (the regression engine's by default)."""
+        if self.fixed_effects is None:
+            reg = spec.engines.regression
+            return list(reg.fixed_effects), self.cluster if self.cluster is not None else reg.cluster
+        return list(self.fixed_effects), self.cluster
+
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
         if self.intersections != "auto":
             spec.check_intersections("engines.pricing.intersections", *self.intersections)
         if self.controls is not None:
             spec.check_features("engines.pricing.controls", self.controls)
+        for field, names in (("fixed_effects", self.fixed_effects or []), ("cluster", [self.cluster] if self.cluster else [])):
+            spec.check_features(f"engines.pricing.{field}", names)
+            numeric = [n for n in names if spec.feature(n).type == "numeric"]
+            if numeric:
+                raise ValueError(f"engines.pricing.{field}: {numeric} numeric; levels are needed (declare it categorical)")
         if not running:
             return
         if spec.pricing is None:
