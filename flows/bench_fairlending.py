@@ -16,6 +16,14 @@ process so that its peak memory is its own:
 - the same **without the fixed effects** (the market and lender as nothing), the cost of
   absorbing them.
 
+At the first size, the **controls ladder**: the pooled race odds ratio with no controls, with
+the recorded inputs (the other groups held), within market and lender, and with the credit
+score the LAR lacks added (the generator's lender records, joined by row number): how much of
+the raw disparity the controls explain and what the omitted factor leaves, with the linear
+model's difference in points and robustness value at each step (the odds ratio is not
+collapsible: adding a strong predictor of denial that is unrelated to the group moves it away
+from 1 even with nothing confounded; the difference in points is collapsible).
+
 At the first size up to 1M rows, on the same LAR rows:
 
 - **fair-lending-screener 0.2.2** (``adjusted_denial_disparity``: statsmodels' Logit with
@@ -113,6 +121,43 @@ def measure_ours(rows: str, tmp: str, staged_json: str, fixed: str) -> dict:
     return {"read_seconds": read, "seconds": seconds, "peak_mb": peak_rss_mb(), "n": row["n"],
             "odds_ratio": row["odds_ratio"], "or_ci": [row["or_ci_low"], row["or_ci_high"]],
             "clusters": row["clusters"], "note": row["note"]}
+
+
+def measure_ladder(rows: str, tmp: str, staged_json: str) -> dict:
+    """The pooled race odds ratio as the design grows: none; the recorded inputs (and the other
+    groups held); the market and lender effects (lender clusters); and the credit score the LAR
+    lacks (the generator's lender records, joined by row number): what the controls take away
+    and what remains. Beside each, the linear model's robustness value and ``robust``."""
+    import pyarrow as pa
+
+    from aequum.engines.generators.hmda import iter_lender_batches
+    from aequum.engines.regression.engine import RegressionEngine, held_cells
+    from aequum.engines.regression.logit import controlled_logit
+    from aequum.engines.regression.sensitivity import controlled_lpm
+
+    data, params = _data(int(rows), tmp, json.loads(staged_json))
+    state = RegressionEngine().prepare(data, params)
+    groups, y = state["groups"]["race"], state["y"]
+    fit_rows = np.flatnonzero(((groups == 0) | (groups == 1)) & ~np.isnan(y))
+    held = state["others"]["race"]
+    cells = [held_cells([state["groups"][a] for a in held], params.min_group_size, y, fit_rows)]
+    lender = pa.Table.from_batches([b for b, _ in iter_lender_batches(int(rows), seed=0)])
+    score = lender["credit_score"].to_numpy()[data.table["_row"].to_numpy()]  # the staged rows' own
+    inputs = [*state["controls"], *cells]
+    names = [*state["names"], "other groups"]
+    grouping = dict(fixed=state["fixed"], fixed_names=params.fixed_effects, cluster=state["cluster"])
+    steps = [("no controls", [], [], {}), ("the recorded inputs, other groups held", inputs, names, {}),
+             ("... within market and lender (fixed effects, lender clusters)", inputs, names, grouping),
+             ("... and the credit score the LAR lacks", [*inputs, score], [*names, "credit score"], grouping)]
+    out = []
+    for label, blocks, block_names, kw in steps:
+        logit = controlled_logit(y, groups, blocks, block_names, rows=fit_rows, **kw)
+        lpm = controlled_lpm(y, groups, blocks, block_names, rows=fit_rows, held=1 if "other groups" in block_names
+                             else 0, robust_multiplier=params.robust_multiplier, **kw)
+        out.append({"step": label, "n": logit.n, "odds_ratio": logit.odds_ratio,
+                    "or_ci": [logit.or_ci_low, logit.or_ci_high], "rv": lpm.rv_qa, "robust": lpm.robust,
+                    "points": lpm.estimate, "points_ci": [lpm.ci_low, lpm.ci_high]})
+    return {"steps": out}
 
 
 def measure_statsmodels(rows: str, tmp: str, staged_json: str) -> dict:
@@ -229,6 +274,15 @@ def run(quick: bool = False, rows: list[int] | None = None) -> None:
                       f"(records read in {r['read_seconds']:.1f} s), peak {r['peak_mb'] / 1024:.2f} GB; "
                       f"odds ratio {r['odds_ratio']:.4f} ({r['or_ci'][0]:.4f} to {r['or_ci'][1]:.4f})"
                       + (f", {r['clusters']} clusters" if r["clusters"] else ""))
+            if n == min(sizes):
+                ladder = in_fresh_process("aequum.flows.bench_fairlending", "measure_ladder", str(n), tmp, blob)
+                print("  the pooled race odds ratio of denial (Black, Asian, ... against White) as the design grows "
+                      "(the world plants a DTI penalty on Black and Hispanic applicants):")
+                for st in ladder["steps"]:
+                    rv = "n/a" if st["rv"] is None else f"{100 * st['rv']:.1f}%"
+                    print(f"    {st['step']}: odds ratio {st['odds_ratio']:.3f} ({st['or_ci'][0]:.3f} to "
+                          f"{st['or_ci'][1]:.3f}); linear model {100 * st['points']:+.2f} points ({100 * st['points_ci'][0]:+.2f} "
+                          f"to {100 * st['points_ci'][1]:+.2f}), robustness value {rv}, robust {st['robust']}; N = {st['n']:,}")
             if n <= 1_000_000:
                 s = in_fresh_process("aequum.flows.bench_fairlending", "measure_statsmodels", str(n), tmp, blob)
                 print(f"  statsmodels Logit, {s['columns']} dummy-expanded columns, lender clusters, on a "
