@@ -153,15 +153,19 @@ class RegressionEngine:
         groups, others = tested_units(data.spec, data.groups, params.intersections, params.min_cell(data.spec),
                                       params.other_groups)
         return {"y": y, "groups": groups, "controls": controls, "names": names, "params": params,
-                "others": others, "fixed": fixed, "cluster": cluster, "segments": segments}
+                "others": others, "fixed": fixed, "cluster": cluster, "segments": segments,
+                "attributes": [p.name for p in data.spec.protected if p.of is None]}
 
     def pieces(self, state) -> list[str]:
-        """Each unit pooled, then each unit within each level of each segment feature present."""
+        """Each unit pooled, then each attribute (every unit with ``segment_units: all``) within
+        each level of each segment feature present."""
+        params = state["params"]
         out = list(state["groups"])
         for name, seg in state["segments"].items():
             codes = np.asarray(seg.codes)
             present = np.unique(codes[~null_mask(codes, True)]).astype(np.int64)
-            out += [SEP.join((unit, name, str(int(level)))) for unit in state["groups"] for level in present]
+            out += [SEP.join((unit, name, str(int(level)))) for unit in state["groups"]
+                    if params.segment_units == "all" or unit in state["attributes"] for level in present]
         return out
 
     def run_piece(self, state, piece: str) -> Tables:

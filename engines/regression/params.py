@@ -52,6 +52,10 @@ class RegressionParams(BaseModel):
         "(loan type, purpose, lien, occupancy): each unit is also tested within each segment "
         "(regression_segments), each segment's feature then out of the controls. The pooled test "
         "holds the segments' dummies among its controls, never pooling them without.")
+    segment_units: Literal["attributes", "all"] = Field(
+        "attributes", description="Which units are tested within the segments: the protected attributes "
+        "(race, ethnicity, sex: one fit per attribute and segment), or every unit (the per-value "
+        "comparisons and intersections too: a fit each, per segment).")
     min_segment_size: int = Field(
         1000, ge=1, description="A segment with fewer applicants with a decision (across the unit's "
         "two groups) is not tested within.")
