@@ -217,7 +217,7 @@ class PricingEngine:
         return {**row, "dropped_null": fit.dropped_null, "estimate": fit.estimate, "se": fit.se,
                 "se_robust": fit.se_robust, "ci_low": ci_low, "ci_high": ci_high, "t": fit.t,
                 "dof": fit.dof, "p_value": None if small else p_value, "adverse": adverse,
-                "fixed_effects": ", ".join(fit.fixed_effects) or None,
+                "fixed_effects": ", ".join(state["grouping"]["fixed_names"]) or None,
                 "cluster": state["cluster_name"],
                 "clusters": fit.clusters or None, "se_cluster": fit.se_cluster,
                 "r_squared": fit.r_squared, "rv_q1": fit.rv_q, "rv_q1_alpha": fit.rv_qa,
