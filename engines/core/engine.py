@@ -22,6 +22,12 @@ An engine that re-decides records with the audited model sets ``uses_model = Tru
 then does not run it when a fitted surrogate cannot stand in for the lender's model
 (``engines.core.model_quality``), and says why.
 
+The run's model is built (a surrogate fitted, its quality measured) only when an engine of the
+run reads it, or when it makes the run's decisions (``model.use_for_decisions``): an engine
+declares ``reads_model``, a bool or ``reads_model(spec, params) -> bool`` (the outcome metrics
+read it only for the AUC, with labels); ``uses_model = True`` implies it; an engine that
+declares neither does not read the model (:func:`declared_reads_model`).
+
 An engine reads only the staged columns it needs: ``columns(spec, params)`` returns their
 names (``engines.core.data.record_columns`` gives the usual ones), and the orchestration
 layer then reads just those from the lake; an engine without it gets every staged column.
@@ -88,6 +94,15 @@ def declared_rows(engine: Engine, spec: Any, params: Any) -> dict[str, int] | No
     """The staged column values an engine's records must have (None: every record)."""
     rows = getattr(engine, "rows", None)
     return None if rows is None else rows(spec, params)
+
+
+def declared_reads_model(engine: Engine, spec: Any, params: Any) -> bool:
+    """Whether the engine reads the run's model under this spec and these parameters: its
+    ``reads_model`` (a bool or a function of them), else its ``uses_model``, else False."""
+    reads = getattr(engine, "reads_model", None)
+    if reads is None:
+        return bool(getattr(engine, "uses_model", False))
+    return bool(reads(spec, params)) if callable(reads) else bool(reads)
 
 
 def spill(engine: Engine, state: Any, folder: str | None) -> Any:
