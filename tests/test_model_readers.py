@@ -1,7 +1,8 @@
 """The run's model is built only when an engine that reads it runs (issue 36): each engine
-declares whether it reads the model (``reads_model``, ``uses_model``); a run of engines that do
-not (outcome without labels, reasons, regression, raguel, fgce) fits no surrogate, records no
-model fingerprint and no model quality; a run with one that does (PBA) fits it."""
+declares whether it reads the model (``reads_model``, ``uses_model``); a run of engines that
+do not (outcome without labels, reasons, regression, pricing, geography, raguel, fgce) fits no
+surrogate, records no model fingerprint and no model quality; a run with one that does (PBA)
+fits it."""
 from __future__ import annotations
 
 import copy
@@ -55,7 +56,7 @@ def test_outcome_reads_the_model_only_with_labels():
     assert not declared_reads_model(outcome, spec, spec.engines.outcome)
     labelled = parse_spec(hmda(label={"column": "action_taken", "positive": ["1"]}), where="(test)")
     assert declared_reads_model(outcome, labelled, labelled.engines.outcome)
-    for name in ("reasons", "regression", "raguel", "fgce"):
+    for name in ("reasons", "regression", "raguel", "fgce", "pricing", "geography"):
         assert not declared_reads_model(get_engine(name), spec, spec.engines.params(name)), name
 
 
