@@ -288,11 +288,6 @@ class OutcomeEngine:
     row_order = False
 
     @staticmethod
-    def reads_model(spec, params: OutcomeParams) -> bool:
-        """The model's scores are read for the AUC only, which needs labels."""
-        return spec.model is not None and spec.label is not None
-
-    @staticmethod
     def columns(spec, params: OutcomeParams) -> list[str]:
         scored = spec.model is not None and spec.label is not None
         return record_columns(spec, spec.model.features if scored else [], ids=False)

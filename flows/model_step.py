@@ -54,17 +54,17 @@ def unpacked(model: Any) -> Any:
 
 
 def model_readers(spec: AuditSpec, engines: Iterable[str]) -> list[str]:
-    """The engines of ``engines`` that read the run's model (each declares it:
-    ``engines.core.engine.declared_reads_model``); every engine when the model makes the
-    run's decisions (``model.use_for_decisions``); none without a model."""
+    """The engines of ``engines`` that read the run's model (each declares it on its
+    parameters: ``engines.core.engine.declared_reads_model``; no engine module is imported);
+    every engine when the model makes the run's decisions (``model.use_for_decisions``); none
+    without a model."""
     from aequum.engines.core.engine import declared_reads_model
-    from aequum.engines.registry import get_engine
 
     if spec.model is None:
         return []
     if spec.model.use_for_decisions:
         return list(engines)
-    return [n for n in engines if declared_reads_model(get_engine(n), spec, spec.engines.params(n))]
+    return [n for n in engines if declared_reads_model(spec.engines.params(n), spec)]
 
 
 def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say, packed: bool = False,

@@ -49,15 +49,43 @@ def test_each_engine_declares_whether_it_reads_the_model():
 
 def test_outcome_reads_the_model_only_with_labels():
     from aequum.engines.core.engine import declared_reads_model
+
+    spec = parse_spec(hmda(), where="(test)")
+    assert not declared_reads_model(spec.engines.outcome, spec)
+    labelled = parse_spec(hmda(label={"column": "action_taken", "positive": ["1"]}), where="(test)")
+    assert declared_reads_model(labelled.engines.outcome, labelled)
+    for name in ("reasons", "regression", "raguel", "fgce", "pricing", "geography"):
+        assert not declared_reads_model(spec.engines.params(name), spec), name
+
+
+def test_an_engine_that_needs_a_usable_model_declares_that_it_reads_it():
+    """``uses_model`` (skipped on a degenerate surrogate) and ``reads_model`` (the model is
+    built for it) agree for every registered engine."""
+    from aequum.engines.core.engine import declared_reads_model
     from aequum.engines.registry import get_engine
 
     spec = parse_spec(hmda(), where="(test)")
-    outcome = get_engine("outcome")
-    assert not declared_reads_model(outcome, spec, spec.engines.outcome)
-    labelled = parse_spec(hmda(label={"column": "action_taken", "positive": ["1"]}), where="(test)")
-    assert declared_reads_model(outcome, labelled, labelled.engines.outcome)
-    for name in ("reasons", "regression", "raguel", "fgce", "pricing", "geography"):
-        assert not declared_reads_model(get_engine(name), spec, spec.engines.params(name)), name
+    for name in ENGINES:
+        if getattr(get_engine(name), "uses_model", False):
+            assert declared_reads_model(spec.engines.params(name), spec), name
+
+
+def test_deciding_whether_to_build_the_model_imports_no_engine():
+    """The flow's process decides from the parameters alone: PBA's and CEC's modules import
+    torch (8 s, and its memory held through the run)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, yaml\n"
+            "from aequum.engines.core.spec import load_spec\n"
+            "from aequum.flows.model_step import model_readers\n"
+            f"spec = load_spec({str(REPO / 'data' / 'specs' / 'hmda.yaml')!r})\n"
+            "assert model_readers(spec, spec.engines.run) == ['cst', 'cec', 'pba'], model_readers(spec, spec.engines.run)\n"
+            "from aequum.engines.registry import ENGINES\n"
+            "engines = [t.split(':')[0] for t, _ in ENGINES.values() if t.split(':')[0] in sys.modules]\n"
+            "assert 'torch' not in sys.modules and not engines, engines\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
 
 
 @pytest.mark.prefect

@@ -23,10 +23,13 @@ then does not run it when a fitted surrogate cannot stand in for the lender's mo
 (``engines.core.model_quality``), and says why.
 
 The run's model is built (a surrogate fitted, its quality measured) only when an engine of the
-run reads it, or when it makes the run's decisions (``model.use_for_decisions``): an engine
-declares ``reads_model``, a bool or ``reads_model(spec, params) -> bool`` (the outcome metrics
-read it only for the AUC, with labels); ``uses_model = True`` implies it; an engine that
-declares neither does not read the model (:func:`declared_reads_model`).
+run reads it, or when it makes the run's decisions (``model.use_for_decisions``). An engine
+that reads it says so on its parameters model, ``reads_model(self, spec) -> bool`` (CST, CEC,
+PBA: always; the outcome metrics: only for the AUC, with labels); one whose parameters do not
+define it does not read the model (:func:`declared_reads_model`). The declaration is on the
+parameters, which validating the spec imports anyway, so that deciding whether to build the
+model imports no engine (PBA's and CEC's modules import torch: 8 s and its memory in the
+flow's process). An engine with ``uses_model = True`` must declare it (tests/test_model_readers.py).
 
 An engine reads only the staged columns it needs: ``columns(spec, params)`` returns their
 names (``engines.core.data.record_columns`` gives the usual ones), and the orchestration
@@ -96,13 +99,11 @@ def declared_rows(engine: Engine, spec: Any, params: Any) -> dict[str, int] | No
     return None if rows is None else rows(spec, params)
 
 
-def declared_reads_model(engine: Engine, spec: Any, params: Any) -> bool:
-    """Whether the engine reads the run's model under this spec and these parameters: its
-    ``reads_model`` (a bool or a function of them), else its ``uses_model``, else False."""
-    reads = getattr(engine, "reads_model", None)
-    if reads is None:
-        return bool(getattr(engine, "uses_model", False))
-    return bool(reads(spec, params)) if callable(reads) else bool(reads)
+def declared_reads_model(params: Any, spec: Any) -> bool:
+    """Whether an engine with these parameters reads the run's model under this spec: its
+    parameters' ``reads_model(spec)``, False when they do not define it."""
+    reads = getattr(params, "reads_model", None)
+    return bool(reads(spec)) if reads is not None else False
 
 
 def spill(engine: Engine, state: Any, folder: str | None) -> Any:
