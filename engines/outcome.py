@@ -6,7 +6,12 @@ precision, F1 and, with a model score, AUC (Mann–Whitney). Gaps of each group 
 reference group: statistical parity difference SPD = P(ŷ=1 | g) − P(ŷ=1 | ref) with a
 two-proportion z-test (raw p-value, and adjusted across all the groups of the run by Holm or
 Benjamini–Hochberg), disparate impact ratio DI = P(ŷ=1 | g) / P(ŷ=1 | ref) with its log-method
-interval, equalized-odds gap max(|ΔTPR|, |ΔFPR|) (Hardt et al. 2016).
+interval, equalized-odds gap max(|ΔTPR|, |ΔFPR|) (Hardt et al. 2016). The unadjusted measures
+examiners read on unfavourable decisions (denials, in lending): the unfavourable-rate ratio
+P(ŷ=0 | g) / P(ŷ=0 | ref) with its log-method interval, and the odds ratio of an unfavourable
+decision [P(ŷ=0 | g)/P(ŷ=1 | g)] / [P(ŷ=0 | ref)/P(ŷ=1 | ref)] with Woolf's interval (Haldane's
+0.5 added to every cell only when a cell is 0, and then said in ``note``):
+:mod:`engines.outcome_stats`.
 
 The four-fifths rule (EEOC Uniform Guidelines §1607.4D) is read both ways: a group is flagged
 when its rate is under 4/5 of the reference's (DI < 0.8) and when it is under 4/5 of the
@@ -31,7 +36,7 @@ from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.core.models import auc
 from aequum.engines.outcome_params import OutcomeParams
-from aequum.engines.outcome_stats import adjust_p_values, ratio_log_interval, wilson_interval
+from aequum.engines.outcome_stats import adjust_p_values, odds_ratio_woolf, ratio_log_interval, wilson_interval
 
 TOO_SMALL = "too small to judge"
 
@@ -58,6 +63,10 @@ GAPS = pa.schema([
     ("spd_p_adjusted", pa.float64()), ("correction", pa.string()), ("significant", pa.bool_()),
     ("too_small", pa.bool_()), ("highest_group", pa.string()), ("ratio_to_highest", pa.float64()),
     ("four_fifths_vs_highest", pa.bool_()), ("shortfall", pa.int64()), ("verdict", pa.string()),
+    ("unfavourable_rate", pa.float64()), ("reference_unfavourable_rate", pa.float64()),
+    ("unfavourable_rate_ratio", pa.float64()), ("unfavourable_ratio_ci_low", pa.float64()),
+    ("unfavourable_ratio_ci_high", pa.float64()), ("odds_ratio", pa.float64()),
+    ("odds_ratio_ci_low", pa.float64()), ("odds_ratio_ci_high", pa.float64()),
 ])
 
 
@@ -124,7 +133,8 @@ def two_proportion_p(k1: int, n1: int, k0: int, n0: int) -> float | None:
 def gap_row(attribute: str, group: str, g: dict, reference: str, r: dict,
             params: OutcomeParams | None = None) -> dict:
     """Gaps of group ``g`` against reference ``r``: SPD with its raw p-value, DI with its
-    log-method interval, the four-fifths rule against the reference, EO; the run-wide
+    log-method interval, the four-fifths rule against the reference, EO, and the unfavourable
+    decisions' rate ratio and odds ratio (:func:`unfavourable_ratios`); the run-wide
     adjustment, the highest-rate reading and the verdict are added by :func:`judge`."""
     params = params or OutcomeParams()
     notes = []
@@ -147,7 +157,10 @@ def gap_row(attribute: str, group: str, g: dict, reference: str, r: dict,
     eo = None if tpr_gap is None or fpr_gap is None else max(abs(tpr_gap), abs(fpr_gap))
     low, high = ratio_log_interval(g["n_favourable"], g["n"], r["n_favourable"], r["n"], params.confidence)
     shortfall = None if rate_r is None else max(0, round(g["n"] * rate_r - g["n_favourable"]))
-    return {"attribute": attribute, "group_name": group, "reference_group": reference,
+    unfavourable = unfavourable_ratios(g, r, params.confidence)
+    if unfavourable.pop("haldane"):
+        notes.append("odds ratio with 0.5 added to every cell (Haldane): a cell of the 2x2 table is 0")
+    return {**unfavourable, "attribute": attribute, "group_name": group, "reference_group": reference,
             "n_group": g["n"], "n_reference": r["n"], "spd": spd,
             "spd_p_value": two_proportion_p(g["n_favourable"], g["n"], r["n_favourable"], r["n"]),
             "di_ratio": di,
@@ -158,6 +171,22 @@ def gap_row(attribute: str, group: str, g: dict, reference: str, r: dict,
             "di_ci_low": low, "di_ci_high": high, "too_small": too_small,
             "highest_group": g["highest_group"], "ratio_to_highest": g["ratio_to_highest"],
             "four_fifths_vs_highest": g["four_fifths_vs_highest"], "shortfall": shortfall}
+
+
+def unfavourable_ratios(g: dict, r: dict, confidence: float) -> dict:
+    """Group ``g`` against reference ``r`` on unfavourable decisions (denials, in lending): each
+    one's unfavourable rate, their ratio with its log-method interval (Katz et al. 1978; None
+    when the reference has none or a group no members) and the odds ratio of an unfavourable
+    decision with Woolf's interval (``outcome_stats.odds_ratio_woolf``; ``haldane``: 0.5 was
+    added to every cell because one was 0). Unadjusted: no controls."""
+    u_g, u_r = g["n"] - g["n_favourable"], r["n"] - r["n_favourable"]
+    rate_g, rate_r = _div(u_g, g["n"]), _div(u_r, r["n"])
+    low, high = ratio_log_interval(u_g, g["n"], u_r, r["n"], confidence)
+    odds, or_low, or_high, haldane = odds_ratio_woolf(u_g, g["n_favourable"], u_r, r["n_favourable"], confidence)
+    return {"unfavourable_rate": rate_g, "reference_unfavourable_rate": rate_r,
+            "unfavourable_rate_ratio": None if rate_g is None or not rate_r else rate_g / rate_r,
+            "unfavourable_ratio_ci_low": low, "unfavourable_ratio_ci_high": high,
+            "odds_ratio": odds, "odds_ratio_ci_low": or_low, "odds_ratio_ci_high": or_high, "haldane": haldane}
 
 
 def highest_rate(by_group: dict[str, dict], params: OutcomeParams) -> None:

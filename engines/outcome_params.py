@@ -65,6 +65,10 @@ class OutcomeParams(BaseModel):
                 out.append(combo)
         return out
 
+    def reads_model(self, spec) -> bool:
+        """The metrics read the run's model only for the AUC of its scores, which needs labels."""
+        return spec.model is not None and spec.label is not None
+
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
         if isinstance(self.intersections, list):

@@ -4,7 +4,13 @@
   (p̂ + z²/2n ± z·sqrt(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n), z = Φ⁻¹(1 − (1−c)/2).
 - Log-method interval of a ratio of two proportions (Katz et al. 1978): the disparate impact
   ratio DI = (k₁/n₁)/(k₀/n₀) has ln DI ± z·sqrt(1/k₁ − 1/n₁ + 1/k₀ − 1/n₀), undefined when
-  either group has no favourable decision.
+  either group has no favourable decision. The same interval of the unfavourable-rate (in
+  lending, denial-rate) ratio counts the unfavourable decisions instead.
+- Woolf's interval of an odds ratio (Woolf 1955, "On estimating the relation between blood
+  group and disease", Ann. Hum. Genet. 19: 251-253): OR = (a·d)/(b·c) of the 2×2 table
+  [[a, b], [c, d]] has ln OR ± z·sqrt(1/a + 1/b + 1/c + 1/d). When a cell is 0, 0.5 is added to
+  every cell (Haldane 1956, Ann. Hum. Genet. 20: 309-311), only then (statsmodels' ``Table2x2``
+  with ``shift_zeros`` replaces the zero cells alone by 0.5, which is not Haldane's estimator).
 - Holm's step-down adjustment (Holm 1979): sorted p₍ᵢ₎ ↦ max_{j≤i} min(1, (m−j+1)·p₍ⱼ₎).
 - Benjamini–Hochberg step-up adjustment (1995): sorted p₍ᵢ₎ ↦ min_{j≥i} min(1, m·p₍ⱼ₎/j).
 
@@ -57,6 +63,21 @@ def ratio_log_interval(k1: int, n1: int, k0: int, n0: int,
     ratio = (k1 / n1) / (k0 / n0)
     se = math.sqrt(1 / k1 - 1 / n1 + 1 / k0 - 1 / n0)
     return ratio * math.exp(-z * se), ratio * math.exp(z * se)
+
+
+def odds_ratio_woolf(a: int, b: int, c: int, d: int, confidence: float
+                     ) -> tuple[float | None, float | None, float | None, bool]:
+    """Odds ratio (a/b)/(c/d) of the 2×2 table [[a, b], [c, d]] with Woolf's log interval:
+    ``(odds ratio, low, high, corrected)``, ``corrected`` when a cell was 0 and Haldane's 0.5
+    was added to every cell; all None when a row of the table is empty (no odds to compare)."""
+    if a + b == 0 or c + d == 0:
+        return None, None, None, False
+    corrected = 0 in (a, b, c, d)
+    if corrected:
+        a, b, c, d = a + 0.5, b + 0.5, c + 0.5, d + 0.5
+    log_or = math.log(a) + math.log(d) - math.log(b) - math.log(c)
+    half = z_value(confidence) * math.sqrt(1 / a + 1 / b + 1 / c + 1 / d)
+    return math.exp(log_or), math.exp(log_or - half), math.exp(log_or + half), corrected
 
 
 def adjust_p_values(p: np.ndarray, method: str) -> np.ndarray:

@@ -90,7 +90,8 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
         # are too small without them is recorded as failed with the reason, and not run
         unfit = staged_group_problems(spec, ref.lake_path, names)
         size_workers(owned_cluster(), ref.rows_staged, logger.info)
-        model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info, packed=True)
+        model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info, packed=True,
+                                                engines=[n for n in names if n not in unfit])
         cfs = supplied_counterfactuals(spec, spec_file.parent, ref)
         release_memory()  # the flow's process waits for the engines from here on
         skipped = [n for n in names if problem and getattr(get_engine(n), "uses_model", False) and n not in unfit]

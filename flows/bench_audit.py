@@ -108,7 +108,7 @@ def _measure_stages(spec_path: str, workdir: str) -> dict:
         wh.start_run(run_id, spec.name, spec.digest(), code_version(), spec.run_parameters())
         ref = stage(spec, spec_file.parent, wh, Path(workdir) / "lake")
     lap("staging")
-    model, quality, problem = prepare_model(spec, spec_file.parent, ref, lambda _m: None)
+    model, quality, problem = prepare_model(spec, spec_file.parent, ref, lambda _m: None, engines=spec.engines.run)
     cfs = supplied_counterfactuals(spec, spec_file.parent, ref)
     lap("model")
     outcomes = []

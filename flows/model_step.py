@@ -53,13 +53,32 @@ def unpacked(model: Any) -> Any:
     return model.unpack() if isinstance(model, PackedModel) else model
 
 
-def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say,
-                  packed: bool = False) -> tuple[Any, pa.Table | None, str | None]:
+def model_readers(spec: AuditSpec, engines: Iterable[str]) -> list[str]:
+    """The engines of ``engines`` that read the run's model (each declares it on its
+    parameters: ``engines.core.engine.declared_reads_model``; no engine module is imported);
+    every engine when the model makes the run's decisions (``model.use_for_decisions``); none
+    without a model."""
+    from aequum.engines.core.engine import declared_reads_model
+
+    if spec.model is None:
+        return []
+    if spec.model.use_for_decisions:
+        return list(engines)
+    return [n for n in engines if declared_reads_model(spec.engines.params(n), spec)]
+
+
+def prepare_model(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say, packed: bool = False,
+                  engines: Iterable[str] | None = None) -> tuple[Any, pa.Table | None, str | None]:
     """The run's model, its quality (``audit.model_quality``) and why it cannot stand in for
     the lender's, if it cannot (:func:`model_step`); in a process of its own when more than
     ``OWN_PROCESS_ROWS`` records were staged, and then, with ``packed``, as a
-    :class:`PackedModel`."""
+    :class:`PackedModel`. With ``engines`` (the run's), nothing is built, fitted or measured
+    when none of them reads the model (:func:`model_readers`)."""
     if spec.model is None:
+        return None, None, None
+    if engines is not None and not model_readers(spec, engines):
+        say(f"no engine of the run ({', '.join(engines) or 'none'}) reads the model: it is not "
+            f"{'fitted' if spec.model.kind == 'surrogate' else 'built'}")
         return None, None, None
     if ref.rows_staged > OWN_PROCESS_ROWS:
         model, quality, problem = run_in_child(_packed_model_step, (spec, spec_dir, ref), say)

@@ -85,7 +85,7 @@ def audit(frame: Any, spec: dict | str | Path, engines: list[str] | None = None,
             quarantine = wh.con.sql(
                 "SELECT source_row, record_id, field, value, reason FROM audit.quarantine "
                 "WHERE dataset_version = $v ORDER BY source_row", params={"v": ref.version}).to_arrow_table()
-        model, quality, problem = prepare_model(parsed, spec_dir, ref, say)
+        model, quality, problem = prepare_model(parsed, spec_dir, ref, say, engines=parsed.engines.run)
         data = AuditData(parsed, staged, ref.categories, model,
                          load_counterfactuals(parsed, spec_dir, staged))
         out: dict[str, pa.Table] = {"quarantine": quarantine}

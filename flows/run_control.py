@@ -91,9 +91,15 @@ def flow_api(server=None):
     ephemeral mode off Prefect's own error stands. ``server``: a ``TemporaryAPI`` the caller
     started earlier (its start-up, seconds, then overlaps the caller's), used in place of a new
     one, or stopped unused when the settings configure an API; stopped at the end either way.
+
+    Prefect logs a "View at <UI URL>" link to each flow run it starts. A temporary server is
+    gone when the run ends and serves no UI, so its link would lead nowhere: the UI URL is set
+    empty for the run (Prefect then prints no link); the run id and the warehouse holding its
+    results are what the command line prints. A configured server keeps its links.
     """
     from prefect.settings import (PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED,
-                                  PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings)
+                                  PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, PREFECT_UI_URL,
+                                  temporary_settings)
 
     from aequum.flows.prefect_api import TemporaryAPI
 
@@ -107,7 +113,7 @@ def flow_api(server=None):
     server = server or TemporaryAPI()
     try:
         url = server.wait(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
-        with temporary_settings(updates={PREFECT_API_URL: url}):
+        with temporary_settings(updates={PREFECT_API_URL: url, PREFECT_UI_URL: ""}):
             yield
             # the run's last logs and events reach the server before it stops (else Prefect's
             # log worker retries against a closed port)

@@ -48,6 +48,10 @@ def test_a_command_line_audit_on_its_own_temporary_server_with_an_external_sched
     assert ": succeeded" in out.stdout
     for noise in ("Error logging to API", "leaked", "Traceback"):
         assert noise not in out.stderr, out.stderr[-3000:]
+    # no link to the run on a server that is gone by the time it is read; the run id and the
+    # warehouse holding its results instead
+    assert "View at" not in out.stdout + out.stderr, (out.stdout + out.stderr)[-6000:]
+    assert f"{tmp_path / 'wh.duckdb'}" in out.stdout and "run loan-" in out.stdout
     assert _servers_of(home) == []  # its server was stopped, not left behind
     assert not [c for c in started if "uvicorn" in c or "prefect.server" in c], started
     assert "Starting temporary server" not in log
@@ -66,6 +70,23 @@ def test_a_command_line_audit_on_its_own_temporary_server_with_an_external_sched
         [(run_id, status)] = wh.con.execute("SELECT run_id, status FROM audit.runs").fetchall()
         assert status == "succeeded"
         assert {e["status"] for e in wh.engine_status(run_id).values()} == {"succeeded"}
+
+
+def test_a_command_line_audit_on_a_configured_server_keeps_its_links(tmp_path, prefect_server):
+    """With PREFECT_API_URL naming a server that outlives the run, Prefect's link to the flow
+    run stays in the output: it leads somewhere."""
+    raw = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
+    raw["source"]["rows"] = 200
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    env = base_env(tmp_path / "prefect", PREFECT_API_URL=prefect_server)
+    out = subprocess.run([sys.executable, "-m", "aequum.flows.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
+                          "--engines", "outcome", "--workers", "1",
+                          "--warehouse", str(tmp_path / "wh.duckdb"), "--lake", str(tmp_path / "lake")],
+                         capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    ui = prefect_server.removesuffix("/api")
+    assert f"View at {ui}/runs/flow-run/" in out.stdout + out.stderr, (out.stdout + out.stderr)[-3000:]
+    assert _servers_of(tmp_path / "prefect") == []  # it started no server of its own
 
 
 def test_a_command_line_audit_that_fails_its_checks_leaves_no_server(tmp_path):

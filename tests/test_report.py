@@ -40,6 +40,11 @@ def test_report_of_a_small_real_audit(small_audit_warehouse, tmp_path):
     assert figures(text, "engine-outcome") == 2 and figures(text, "engine-cst") == 3
     assert figures(text, "engine-fgce") == 2 and figures(text, "engine-raguel") == 2
     assert external_references(text) == []
+    with Warehouse(small_audit_warehouse, read_only=True) as wh:  # the gaps' unadjusted odds ratios, shown
+        odds = wh.con.execute("SELECT odds_ratio, odds_ratio_ci_low, odds_ratio_ci_high FROM audit.outcome_gaps "
+                              "WHERE odds_ratio_ci_low IS NOT NULL").fetchall()
+    assert odds and "<th>odds ratio (interval)</th>" in text
+    assert all(f"{o:.2f} ({lo:.2f} to {hi:.2f})" in text for o, lo, hi in odds)
     assert "<script" not in text and "default-src 'none'" in text
     for field in ("dataset version", "source fingerprint", "model fingerprint", "code version", "started"):
         assert f"<dt>{field}</dt>" in text

@@ -22,6 +22,15 @@ An engine that re-decides records with the audited model sets ``uses_model = Tru
 then does not run it when a fitted surrogate cannot stand in for the lender's model
 (``engines.core.model_quality``), and says why.
 
+The run's model is built (a surrogate fitted, its quality measured) only when an engine of the
+run reads it, or when it makes the run's decisions (``model.use_for_decisions``). An engine
+that reads it says so on its parameters model, ``reads_model(self, spec) -> bool`` (CST, CEC,
+PBA: always; the outcome metrics: only for the AUC, with labels); one whose parameters do not
+define it does not read the model (:func:`declared_reads_model`). The declaration is on the
+parameters, which validating the spec imports anyway, so that deciding whether to build the
+model imports no engine (PBA's and CEC's modules import torch: 8 s and its memory in the
+flow's process). An engine with ``uses_model = True`` must declare it (tests/test_model_readers.py).
+
 An engine reads only the staged columns it needs: ``columns(spec, params)`` returns their
 names (``engines.core.data.record_columns`` gives the usual ones), and the orchestration
 layer then reads just those from the lake; an engine without it gets every staged column.
@@ -88,6 +97,13 @@ def declared_rows(engine: Engine, spec: Any, params: Any) -> dict[str, int] | No
     """The staged column values an engine's records must have (None: every record)."""
     rows = getattr(engine, "rows", None)
     return None if rows is None else rows(spec, params)
+
+
+def declared_reads_model(params: Any, spec: Any) -> bool:
+    """Whether an engine with these parameters reads the run's model under this spec: its
+    parameters' ``reads_model(spec)``, False when they do not define it."""
+    reads = getattr(params, "reads_model", None)
+    return bool(reads(spec)) if reads is not None else False
 
 
 def spill(engine: Engine, state: Any, folder: str | None) -> Any:

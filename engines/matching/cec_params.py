@@ -91,6 +91,10 @@ class CECParams(BaseModel):
         return list(self.features) if self.features is not None else [
             f.name for f in spec.features if f.financial]
 
+    def reads_model(self, spec) -> bool:
+        """The engine reads the run's model (explains the audited model's decisions): it is built for a run of it."""
+        return True
+
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
         spec.check_intersections("engines.cec.intersections", *self.intersections)

@@ -97,6 +97,10 @@ class CSTParams(BaseModel):
         """The fewest records of each cell of an intersection tested by auto."""
         return max(MIN_CELL, max(self.k) + 1)
 
+    def reads_model(self, spec) -> bool:
+        """The engine reads the run's model (re-decides the counterfactuals with the audited model): it is built for a run of it."""
+        return True
+
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
         spec.check_intersections("engines.cst.intersections", *self.declared_intersections)

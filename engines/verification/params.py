@@ -59,6 +59,10 @@ class PBAParams(BaseModel):
                   else [n for n in names if spec.model_input(n) is not None])
         return [[a] for a in single] + [list(g) for g in self.intersections]
 
+    def reads_model(self, spec) -> bool:
+        """The engine reads the run's model (verifies the audited network): it is built for a run of it."""
+        return True
+
     def check_spec(self, spec, running: bool) -> None:
         """Cross-checks against the rest of the spec (called by the spec's validation)."""
         spec.check_attribute_names("engines.pba.attributes", self.attributes or [])

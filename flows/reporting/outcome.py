@@ -1,6 +1,7 @@
 """Report section of the outcome metrics: favourable rates with their Wilson intervals per
 group and intersection, DI ratios with their log-method intervals against the four-fifths line,
-and the table of gaps with raw and adjusted p-values and verdicts."""
+and the table of gaps with raw and adjusted p-values, the unadjusted unfavourable-rate (denial-rate)
+ratio and odds ratio with Woolf's interval, and verdicts."""
 from __future__ import annotations
 
 from aequum.flows.reporting import plots
@@ -19,6 +20,13 @@ def p_text(p: float | None) -> str:
     if p is None:
         return "not tested"
     return "<\u00a00.001" if p < 0.001 else f"{p:.3f}"
+
+
+def interval_text(value: float | None, low: float | None, high: float | None) -> str:
+    """"1.84 (1.52 to 2.23)"; the value alone without an interval; "n/a" without a value."""
+    if value is None:
+        return "n/a"
+    return f"{value:.2f}" if low is None or high is None else f"{value:.2f} ({low:.2f} to {high:.2f})"
 
 
 def rates_plot(metrics: list[dict], labels: Labels | None = None) -> str:
@@ -76,11 +84,18 @@ def outcome_section(run: Run, sec: Section) -> None:
     rows = [{"group": _label(g, labels), "n": g["n_group"], "rate": g.get("favourable_rate"),
              "reference rate": g.get("reference_rate"), "DI": g["di_ratio"],
              "DI interval": "n/a" if g.get("di_ci_low") is None else f"{g['di_ci_low']:.2f} to {g['di_ci_high']:.2f}",
+             "unfavourable ratio": g.get("unfavourable_rate_ratio"),
+             "odds ratio (interval)": interval_text(g.get("odds_ratio"), g.get("odds_ratio_ci_low"),
+                                                    g.get("odds_ratio_ci_high")),
              "p": p_text(g["spd_p_value"]), "p adjusted": p_text(g.get("spd_p_adjusted")),
              "4/5 of reference": g["four_fifths_violation"], "4/5 of highest": g.get("four_fifths_vs_highest"),
              "verdict": flag(g.get("verdict") in ("adverse impact", "significant difference"),
                              g.get("verdict") or "n/a", g.get("verdict") or "n/a")} for g in gaps]
     sec.add("<h3>Gaps against the reference group</h3>", table(rows))
+    sec.add(markup("<p class=\"note\">Unfavourable ratio: the group's unfavourable-decision (denial) "
+                   "rate over the reference's. Odds ratio: of an unfavourable decision, the group's "
+                   "against the reference's, with Woolf's {:g}% interval; both unadjusted (no controls).</p>",
+                   100 * confidence))
     refs = [m for m in metrics if m["is_reference"] and m.get("four_fifths_vs_highest")]
     if refs:
         sec.add("<h3>Reference groups under four fifths of the highest rate</h3>",
