@@ -27,10 +27,14 @@ def figures(text: str, section: str) -> int:
     return len(re.findall(r'<figure class="plot"><svg ', body))
 
 
+CASE_FILE = re.compile(r"[^/]+-cases/finding-\d+-\w+\.csv")
+
+
 def external_references(text: str) -> list[str]:
-    """URLs the page could fetch: src/href attributes and CSS url()s that are not fragments or data."""
+    """URLs the page could fetch: src/href attributes and CSS url()s that are not fragments or
+    data, nor links to the report's own case files (a link is followed only when clicked)."""
     refs = re.findall(r'(?:src|href|xlink:href)\s*=\s*"([^"]*)"', text) + re.findall(r"url\(([^)]*)\)", text)
-    return [r for r in refs if not r.startswith(("#", "data:"))]
+    return [r for r in refs if not r.startswith(("#", "data:")) and not CASE_FILE.fullmatch(r)]
 
 
 def test_report_of_a_small_real_audit(small_audit_warehouse, tmp_path):
@@ -40,6 +44,8 @@ def test_report_of_a_small_real_audit(small_audit_warehouse, tmp_path):
     assert figures(text, "engine-outcome") == 2 and figures(text, "engine-cst") == 3
     assert figures(text, "engine-fgce") == 2 and figures(text, "engine-raguel") == 2
     assert external_references(text) == []
+    links = re.findall(r'<a href="(r-cases/[^"]+)"', text)
+    assert links and all((tmp_path / link).is_file() for link in links)  # the flagged findings' cases
     assert "<script" not in text and "default-src 'none'" in text
     for field in ("dataset version", "source fingerprint", "model fingerprint", "code version", "started"):
         assert f"<dt>{field}</dt>" in text
@@ -51,7 +57,8 @@ def test_report_of_a_small_real_audit(small_audit_warehouse, tmp_path):
     from html import escape
     assert statements and all(escape(s) in text for s in statements)
     assert "Who the top 5 complainants were compared with" in text and f"<td>{top}</td>" in text
-    assert write_report(small_audit_warehouse, "loan-small", tmp_path / "again.html").read_text() == text
+    again = write_report(small_audit_warehouse, "loan-small", tmp_path / "again.html").read_text()
+    assert again.replace('"again-cases/', '"r-cases/') == text
 
 
 def test_sections_follow_the_engines_that_ran(tmp_path):
