@@ -116,7 +116,9 @@ def ranked_rows(findings: list[dict], labels: Labels, engines_shown: set[str], l
         anchor = f"engine-{f['engine']}" if f["engine"] in engines_shown else None
         finding = Raw(markup('<a href="#{}">{}</a>', anchor, f["finding"])) if anchor else f["finding"]
         rows.append({"rank": f.get("rank"), "": Raw(badge(word, kind)), "groups": labels.versus(f["attribute"], f["group_name"]),
-                     "finding": finding, "figure": figure_text(f, labels), "how sure": confidence_text(f),
+                     "finding": finding, "figure": Raw(markup('<span title="{}">{}</span>', f.get("measure") or "",
+                                                             figure_text(f, labels))),
+                     "how sure": confidence_text(f),
                      "what it says": f.get("statement") or ""})
         if cases:
             link = cases.get(f.get("rank"))

@@ -110,16 +110,23 @@ def cst_section(run: Run, sec: Section) -> None:
         sec.add(markup("<h4>Top {} cases at k = {}</h4>", min(CASES, len(claims)), k), table([
             {"record": c["record_id"], "decision": labels.decision(c["decision"]),
              "counterfactual decision": labels.decision(c["decision_counterfactual"]),
-             "control": c["n_control"], "test": c["n_test"], "p control": c["p_c"], "p test": c["p_t"],
-             "Δp": c["delta_p"], "interval": "n/a" if c["ci_low"] is None else f"{c['ci_low']:.2f} to {c['ci_high']:.2f}",
-             "significant": flag(c["significant"], "significant", "no")} for c in claims[:CASES]]))
+             "control decisions": c["n_control"], "test decisions": c["n_test"], "p control": c["p_c"],
+             "p test": c["p_t"], "Δp": c["delta_p"],
+             "interval": "n/a" if c["ci_low"] is None else f"{c['ci_low']:.2f} to {c['ci_high']:.2f}",
+             "significant": flag(c["significant"], "significant", "no")} for c in claims[:CASES]],
+            fields={"control decisions": "n_control", "test decisions": "n_test", "p control": "p_c",
+                    "p test": "p_t", "Δp": "delta_p"}))
+        sec.add(markup('<p class="note">Decisions counted: the k = {} nearest neighbours of each group, and with '
+                       'search centres (CST) the complainant\'s own decision in the control group and its '
+                       'counterfactual decision in the test group ({} each); neighbours farther than '
+                       'engines.cst.max_distance do not count.</p>', k, k + 1))
         ids = [c["record_id"] for c in claims[:EVIDENCE_CASES]]
         evidence = run.query("cst_evidence", attribute=attribute, ids=ids) if ids and "cst_evidence" in run.tables else []
         if evidence:
             sec.add(markup("<h4>Who the top {} complainants were compared with</h4>", len(ids)), table(
                 [{"record": e["record_id"], "centre": e["centre"], "group": e["search_group"],
-                  "members": e["members"], "nearest (distance)": e["nearest"], "farthest": e["farthest"]}
-                 for e in evidence]))
+                  "neighbours": e["members"], "nearest (distance)": e["nearest"], "farthest": e["farthest"]}
+                 for e in evidence], fields={"neighbours": "members"}))
         elif ids:
             sec.add('<p class="note">No comparison groups were written for these complainants '
                     '(engines.cst.evidence).</p>')

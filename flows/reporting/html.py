@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import string
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 STYLE = """
@@ -69,14 +69,45 @@ def fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
+def column_format(values: Iterable) -> Callable[[object], str]:
+    """One number format for a table column, so that its numbers read alike (never 1,442 beside
+    981.513): whole numbers with thousands separators when every number is whole; otherwise the
+    same decimals for every number (3 below 100, 2 below 10,000, none above), thousands
+    separated; a column of small fractions some of which are below 0.001 in three significant
+    digits. Other cells (text, yes/no, n/a) as :func:`fmt` writes them."""
+    numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
+               and v == v and abs(v) != float("inf")]
+    if not numbers:
+        return fmt
+    top = max(abs(v) for v in numbers)
+    if all(v == int(v) for v in numbers) and (top >= 1 or all(isinstance(v, int) for v in values
+                                                            if isinstance(v, (int, float)) and not isinstance(v, bool))):
+        spec = ",.0f"
+    elif top < 1 and any(0 < abs(v) < 1e-3 for v in numbers):
+        spec = ".3g"
+    else:
+        spec = ",.3f" if top < 100 else ",.2f" if top < 10_000 else ",.0f"
+
+    def write(value) -> str:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            return fmt(value)
+        return format(value, spec)
+    return write
+
+
 def table(rows: Sequence[dict], columns: Sequence[str] | None = None,
-          headers: dict[str, str] | None = None, cls: str = "") -> str:
-    """An HTML table of row dicts (numbers right-aligned); empty rows give a short note."""
+          headers: dict[str, str] | None = None, cls: str = "", fields: dict[str, str] | None = None) -> str:
+    """An HTML table of row dicts (numbers right-aligned, one number format per column:
+    :func:`column_format`); empty rows give a short note. ``fields``: per column, the field
+    name it shows, in the header's tooltip (title attribute)."""
     if not rows:
         return '<p class="note">No rows.</p>'
     columns = list(columns or rows[0].keys())
     headers = headers or {}
-    head = "".join(f"<th>{esc(headers.get(c, c))}</th>" for c in columns)
+    fields = fields or {}
+    head = "".join(f'<th title="{esc(fields[c])}">{esc(headers.get(c, c))}</th>' if c in fields
+                   else f"<th>{esc(headers.get(c, c))}</th>" for c in columns)
+    formats = {c: column_format(r.get(c) for r in rows) for c in columns}
     body = []
     for r in rows:
         cells = []
@@ -86,7 +117,8 @@ def table(rows: Sequence[dict], columns: Sequence[str] | None = None,
                 cells.append(f"<td>{v.html}</td>")
             else:
                 num = isinstance(v, (int, float)) and not isinstance(v, bool)
-                cells.append(f'<td class="num">{esc(fmt(v))}</td>' if num else f"<td>{esc(fmt(v))}</td>")
+                text = esc(formats[c](v))
+                cells.append(f'<td class="num">{text}</td>' if num else f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 

@@ -80,6 +80,21 @@ class Labels:
         unit = self.units.get(name)
         return f"{name} ({unit})" if unit else name
 
+    def cost_unit(self, engine: str, parameters: dict | None = None) -> str:
+        """What an engine's recourse costs are measured in. RAGUEL: the weighted Euclidean
+        distance to the decision boundary in the features' own units (engines.reranking.recourse,
+        Eq. 2): the unit itself when the features share it. FGCE: its ``cost`` (engines.feasibility
+        .params): the L2 distance, or the path weight, on features min-max scaled to [0, 1], or
+        the hops of the path."""
+        if engine == "fgce":
+            cost = ((parameters or {}).get("fgce") or {}).get("cost", "distance")
+            return {"hops": "hops", "path": "path weight, features scaled to [0, 1]"}.get(
+                cost, "distance, features scaled to [0, 1]")
+        units = sorted(set(self.units.values()))
+        if len(units) == 1:
+            return units[0]
+        return "weighted distance in the features' units" + (f" ({', '.join(units)})" if units else "")
+
     def measure(self, name: str | None) -> str:
         return MEASURES.get(name or "", name or "")
 
