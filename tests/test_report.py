@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from aequum.flows.cli import main
-from aequum.flows.report import write_report
+from aequum.flows.report import REPORT_CASES, write_report
 from aequum.flows.reporting.run import CASES
 from aequum.flows.reporting.sections import SECTIONS
 from aequum.flows.warehouse import Warehouse
@@ -117,6 +117,18 @@ def enlarge(path: Path, rows: int) -> None:
             FROM range($n) t(i)""", {"n": rows // 10})
 
 
+# Per section, the most bytes it may take, whatever the size of the run's tables: the sections
+# show top-N cases, binned histograms and sampled plots, never a row per record.
+SECTION_BOUNDS = {"conclusion": 60_000, "audited": 15_000, "methods": 15_000, "engine-outcome": 120_000,
+                  "engine-cst": 300_000, "engine-raguel": 200_000, "engine-fgce": 200_000}
+
+
+def section_sizes(text: str) -> dict[str, int]:
+    """Bytes of each section of a report."""
+    return {m.group(1): len(m.group(0).encode()) for m in
+            re.finditer(r'<section id="([^"]+)" data-section.*?</section>', text, flags=re.S)}
+
+
 def check_large_report(tmp_path, source: Path, rows: int) -> tuple[float, int]:
     path = tmp_path / "large.duckdb"
     shutil.copy(source, path)
@@ -131,6 +143,14 @@ def check_large_report(tmp_path, source: Path, rows: int) -> tuple[float, int]:
     assert sections(text) == SECTION_IDS
     cases = text.split("<h4>Top ", 1)[1].split("</table>", 1)[0]
     assert cases.count("<tr>") == CASES + 1  # header + the top cases; the rest stay in the warehouse
+    small = section_sizes(write_report(source, "loan-small", tmp_path / "small.html").read_text(encoding="utf-8"))
+    large = section_sizes(text)
+    print({name: (small[name], large[name]) for name in large})
+    assert large.keys() == small.keys() == SECTION_BOUNDS.keys()
+    for name, bound in SECTION_BOUNDS.items():  # no section grows with the rows
+        assert small[name] <= bound and large[name] <= bound, (name, small[name], large[name])
+    for csv_file in (tmp_path / "large-cases").iterdir():  # the cases beside it: top cases x 2k + 1 rows
+        assert sum(1 for _ in csv_file.open(encoding="utf-8")) <= 1 + REPORT_CASES * (2 * 100 + 1)
     return seconds, size
 
 
