@@ -51,16 +51,17 @@ def has_findings(run: Run) -> bool:
         "SELECT view_name FROM duckdb_views() WHERE schema_name = 'audit'").fetchall()}
 
 
-def build_report(run: Run, cases: dict[int, str] | None = None) -> str:
+def build_report(run: Run, cases: dict[int, str] | None = None, findings: list[dict] | None = None) -> str:
     """The report's HTML for one run: the conclusion and the ranked findings first, then (folded)
     what was audited, the data and methods, and one section per engine. ``cases``: per finding
-    rank, the link to its cases' file."""
+    rank, the link to its cases' file; ``findings``: the run's, when already read."""
     r = run.record
     labels = Labels(run.parameters)
     engines = engine_sections(run)
     sections = []
     if has_findings(run):
-        sections.append(conclusion_section(run, run.query("findings"), labels, {s.id[len("engine-"):] for s in engines},
+        findings = run.query("findings") if findings is None else findings
+        sections.append(conclusion_section(run, findings, labels, {s.id[len("engine-"):] for s in engines},
                                            cases or {}))
     sections.append(audited_section(run))
     dataset = run.query("dataset") if r.get("dataset_version") else []
@@ -80,11 +81,11 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
         path = Path(out) if out is not None else Path(f"report-{check_run_id(run.run_id, 'run id')}.html")
         check_output(path, "--out", warehouse, lake_roots(wh), source_paths(wh))
         folder = path.with_name(path.stem + "-cases")
-        findings = exhibit.flagged_individual(run.query("findings")) if has_findings(run) else []
-        exhibits = exhibit.build(run, findings, REPORT_CASES)
+        findings = run.query("findings") if has_findings(run) else []
+        exhibits = exhibit.build(run, exhibit.flagged_individual(findings), REPORT_CASES)
         for e in exhibits:
             check_output(folder / exhibit.file_name(e), "--out", warehouse, lake_roots(wh), source_paths(wh))
-        text = build_report(run, {e.rank: f"{folder.name}/{exhibit.file_name(e)}" for e in exhibits})
+        text = build_report(run, {e.rank: f"{folder.name}/{exhibit.file_name(e)}" for e in exhibits}, findings)
         labels = Labels(run.parameters)
     path.parent.mkdir(parents=True, exist_ok=True)
     if folder.is_dir():  # the files of an earlier report of the same name: this run's replace them
