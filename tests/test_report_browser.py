@@ -4,19 +4,19 @@ network request, and shows every section and every plot."""
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 from aequum.flows.report import write_report
+from aequum.flows.reporting.exhibit_page import chromium as installed_chromium
 
 
 def chromium() -> str:
-    for candidate in ("/usr/lib/chromium/chromium", shutil.which("chromium"), shutil.which("chromium-browser")):
-        if candidate and Path(candidate).exists():
-            return candidate
-    pytest.skip("no Chromium on this machine (.ci/setup installs Debian's chromium where it can)")
+    found = installed_chromium()
+    if found is None:
+        pytest.skip("no Chromium on this machine (.ci/setup installs Debian's chromium where it can)")
+    return found
 
 
 def open_in_chromium(html: Path, screenshot: Path | None = None) -> dict:

@@ -2,9 +2,12 @@
 -- it (audit.cst_evidence): the control group (the complainant's own group around its factual
 -- inputs) and the test group of the method ($test_centre: 'factual' for ST, the reference
 -- members nearest the complainant's own inputs; 'counterfactual' for CST, those nearest its
--- counterfactual), ranks 1 to k, nearest first.
-SELECT record_id, centre, search_group, rank, neighbour_id, distance
-FROM audit.cst_evidence
-WHERE run_id = $run_id AND protected_attribute = $attribute AND list_contains($ids, record_id)
-  AND rank <= $k AND (search_group = 'control' OR centre = $test_centre)
-ORDER BY list_position($ids, record_id), search_group, rank;
+-- counterfactual), ranks 1 to k, nearest first, in the order of $ids.
+WITH wanted AS (
+  SELECT unnest($ids::VARCHAR[]) AS record_id, generate_subscripts($ids::VARCHAR[], 1) AS position
+)
+SELECT e.record_id, e.centre, e.search_group, e.rank, e.neighbour_id, e.distance
+FROM audit.cst_evidence e JOIN wanted w USING (record_id)
+WHERE e.run_id = $run_id AND e.protected_attribute = $attribute AND e.rank <= $k
+  AND (e.search_group = 'control' OR e.centre = $test_centre)
+ORDER BY w.position, e.search_group, e.rank;
