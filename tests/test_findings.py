@@ -118,7 +118,8 @@ def test_a_new_engine_part_is_one_more_view(warehouse):
 
 def test_group_labels_of_a_per_value_comparison(tmp_path):
     """audit.group_label names both groups of a per-value comparison (race=Asian) by their values
-    and the attribute they belong to: "the Asian group of race", "the White group of race"."""
+    and the attribute they belong to: "the Asian group of race", "the White group of race"; an
+    intersection's side by its parts' values."""
     from aequum.engines.core.spec import load_spec
 
     params = load_spec(SQL_DIR.parent / "data" / "specs" / "hmda.yaml").run_parameters()
@@ -127,6 +128,8 @@ def test_group_labels_of_a_per_value_comparison(tmp_path):
         wh.create_views()
         got = wh.con.execute("SELECT audit.group_label('race=Asian', 'protected'), "
                              "audit.group_label('race=Asian', 'reference'), audit.group_label('sex', 'reference'), "
-                             "audit.group_label('race', 'reference')").fetchone()
+                             "audit.group_label('race', 'reference'), audit.group_label('ethnicity&sex', 'protected'), "
+                             "audit.group_label('x&sex', 'protected')").fetchone()
     assert got == ("the Asian group of race", "the White group of race", "the Male group of sex",
-                   "the White group of race")
+                   "the White group of race", "the Hispanic or Latino × Female group",
+                   "the protected group of x&sex")  # a part without recorded values: as the tables name it

@@ -51,3 +51,27 @@ def test_data_period(tmp_path):
     pq.write_table(pa.table({"_id": ["1"], "income": [1.0]}), lake / "g=1" / "data_0.parquet")
     assert data_period(str(lake)).startswith("no date or activity year is recorded")
     assert "not in the lake" in data_period(str(tmp_path / "gone"))
+
+
+def test_plots_are_compact_and_keep_their_text():
+    """Coordinates to two decimals, no metadata or indentation; the text as drawn."""
+    from aequum.flows.reporting import plots
+
+    fig = plots.figure(3, 2)
+    ax = fig.subplots()
+    ax.plot([0.0125, 0.0375], [1.0, 2.0])
+    ax.set_xticks([0.0125, 0.0375], ["0.0125", "0.0375"])
+    ax.set_xlabel("Δp = p_control − p_test")
+    svg = plots.to_svg(fig, "t")
+    assert ">0.0125<" in svg and ">0.0375<" in svg and "Δp = p_control − p_test" in svg
+    assert "<metadata>" not in svg and ">\n" not in svg.rstrip()
+    assert not re.search(r'(?:d|x|y|transform)="[^"]*\d\.\d{3}', svg)
+    assert svg.startswith('<svg role="img" aria-label="t" ') and svg.rstrip().endswith("</svg>")
+
+
+def test_intersections_read_as_their_parts_values():
+    labels = Labels({"audit": {"groups": [{"attribute": "race", "protected": "Black", "reference": "White"},
+                                          {"attribute": "sex", "protected": "Female", "reference": "Male"}]}})
+    assert labels.group("race&sex", "protected") == "Black × Female"
+    assert labels.versus("race&sex", "protected") == "Black × Female against White × Male"
+    assert labels.group("race&age", "protected") == "protected group of race&age"  # age: no values recorded

@@ -32,6 +32,10 @@ table.wide{display:block;overflow-x:auto}section>details>summary{margin:4px 0 8p
 figure.plot{margin:10px 0 18px}figure.plot svg{max-width:100%;height:auto}
 figcaption{font-size:12px;color:#4b5563}.note{font-size:12px;color:#6b7280}
 details summary{cursor:pointer;color:#1d4ed8}nav a{margin-right:12px}
+pre{white-space:pre-wrap;overflow-wrap:anywhere}
+@page{size:A4 landscape;margin:10mm}
+@media print{nav{display:none}main{max-width:none;padding:0}body{background:#fff}
+table{font-size:10px}thead{display:table-header-group}tr{break-inside:avoid}h2{break-after:avoid}}
 """
 
 

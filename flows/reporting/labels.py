@@ -13,6 +13,8 @@ MEASURES = {  # field name -> what a reader calls it
     "significant_share": "share of complainants significantly treated worse",
     "discriminated_share": "share of complainants treated worse",
     "regime_b": "share of pairs with the same decision for different reasons",
+    "regime_b_share": "share of pairs with the same decision for different reasons",
+    "adjusted_denial_difference": "difference in the probability of denial given the controls",
     "coverage_at_k": "share of the rejected with a feasible path to approval",
     "d0_at_k0": "largest recourse cost needed to cover the group",
     "r_before": "recourse fairness ratio (lowest over highest group mean cost)",
@@ -48,6 +50,11 @@ class Labels:
         if group_name is None:
             return "n/a"
         if group_name in ("protected", "reference"):
+            parts = attribute.split("&")
+            if len(parts) > 1 and all(self.side(a, group_name) for a in parts):
+                # an intersection's side is every part's: race&sex's protected group is
+                # "Black or African American / … × Female"
+                return self.group(attribute, ",".join(f"{a}={group_name}" for a in parts))
             return self.side(attribute, group_name) or f"{group_name} group of {attribute}"
         if group_name in ("all", "pooled"):
             return f"all of {attribute}"
@@ -63,7 +70,7 @@ class Labels:
 
     def versus(self, attribute: str, group_name: str | None) -> str:
         """"Female against Male" for a group compared with its attribute's reference group."""
-        ref = self.side(attribute, "reference")
+        ref = self.side(attribute, "reference") or (self.group(attribute, "reference") if "&" in attribute else None)
         me = self.group(attribute, group_name)
         return f"{me} against {ref}" if ref and group_name != "reference" and ref != me else me
 

@@ -26,17 +26,16 @@ def reasons_plot(rows: list[dict], labels: Labels) -> str:
     significant in the penalty direction (the protected group cited at better values)."""
     drawn = [r for r in rows if relative_gap(r) is not None]
     drawn = sorted(drawn, key=lambda r: (r["p_adjusted"] if r["p_adjusted"] is not None else 2.0))[:PLOTTED][::-1]
-    fig = plots.figure(7.5, 0.9 + 0.28 * max(len(drawn), 1))
+    fig = plots.figure(10, 0.9 + 0.28 * max(len(drawn), 1))  # wide: the rows' labels are long
     ax = fig.subplots()
     for i, r in enumerate(drawn):
         hit = bool(r["significant"]) and bool(r.get("penalty_direction"))
         ax.plot([0, 100 * relative_gap(r)], [i, i], color=plots.SIGNIFICANT if hit else plots.NEUTRAL, lw=1.5)
         ax.plot(100 * relative_gap(r), i, "o", color=plots.SIGNIFICANT if hit else plots.NEUTRAL, markersize=4)
     ax.axvline(0, color=plots.NEUTRAL, linewidth=0.8)
-    ax.set_yticks(range(len(drawn)), [f"{labels.group(r['attribute'], 'protected')}: {r['reason_code']} "
-                                      f"({labels.feature(r['feature'])})" for r in drawn])
-    ax.set_xlabel("median of the cited variable, protected group vs reference group (percent difference;\n"
-                  "red: significant in the penalty direction)")
+    ax.set_yticks(range(len(drawn)), [f"{labels.group(r['attribute'], 'protected')}: reason {r['reason_code']}, "
+                                      f"{r['feature']}" for r in drawn])
+    ax.set_xlabel("% difference of the medians")
     ax.grid(axis="x", alpha=0.3)
     return plots.to_svg(fig, "Reason consistency: the groups' medians of the cited variable")
 
@@ -54,7 +53,8 @@ def reasons_section(run: Run, sec: Section) -> None:
     if any(relative_gap(r) is not None for r in rows):
         sec.add(plot(reasons_plot(rows, labels), f"Per attribute and reason (at most {PLOTTED}, the smallest "
                      "adjusted p-value first): how far the protected group's median of the cited variable "
-                     "lies from the reference group's, among the denials citing the reason."))
+                     "lies from the reference group's, in percent of the reference group's, among the "
+                     "denials citing the reason; red: significant in the penalty direction."))
     sec.add(table([{"attribute": r["attribute"], "reason": r["reason_code"], "variable": labels.feature(r["feature"]),
                     "protected citing": r["protected_citing"], "reference citing": r["reference_citing"],
                     "protected median": r["protected_median"], "reference median": r["reference_median"],

@@ -101,6 +101,13 @@ CREATE OR REPLACE MACRO audit.group_label(attribute, group_name) AS
                           CASE group_name WHEN 'protected' THEN audit.compared_value(attribute)
                                ELSE coalesce(audit.group_value(attribute, 'reference'), 'reference') END,
                           audit.compared_attribute(attribute))
+         WHEN group_name IN ('protected', 'reference') AND contains(attribute, '&')
+              AND (SELECT list_bool_and(list_transform(string_split(attribute, '&'),
+                                                       lambda a: g.parts[a || '=' || group_name] IS NOT NULL))
+                   FROM audit.group_parts g)
+              -- an intersection's side is every part's: race&sex's protected group
+              THEN 'the ' || audit.intersection_label(array_to_string(
+                     list_transform(string_split(attribute, '&'), lambda a: a || '=' || group_name), ',')) || ' group'
          WHEN group_name IN ('protected', 'reference')
               THEN printf('the %s group of %s', coalesce(audit.group_value(attribute, group_name), group_name), attribute)
          ELSE audit.intersection_label(group_name) END;
