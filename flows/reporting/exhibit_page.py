@@ -55,7 +55,7 @@ def exhibit_html(run_record: dict, e: Exhibit, labels: Labels) -> str:
         sections.append(sec)
     return page(f"Matched-pair exhibit: finding {e.rank} of run {run_record['run_id']}",
                 f"{f['finding']} — {labels.group(f['attribute'], group_name(f['attribute'], 'protected'))} "
-                f"of {f['attribute']}", sections)
+                f"of {f['attribute']}", sections, wide=True)
 
 
 def _claim_text(f: dict, claim: dict, labels: Labels) -> str:

@@ -33,6 +33,8 @@ figure.plot{margin:10px 0 18px}figure.plot svg{max-width:100%;height:auto}
 figcaption{font-size:12px;color:#4b5563}.note{font-size:12px;color:#6b7280}
 details summary{cursor:pointer;color:#1d4ed8}nav a{margin-right:12px}
 pre{white-space:pre-wrap;overflow-wrap:anywhere}
+table.exhibit{font-size:11px}table.exhibit th{overflow-wrap:anywhere;font-size:10.5px}
+table.exhibit td,table.exhibit th{padding:3px 3px}table.exhibit td{overflow-wrap:normal}main.wide{max-width:none}
 @page{size:A4 landscape;margin:10mm}
 @media print{nav{display:none}main{max-width:none;padding:0}body{background:#fff}
 table{font-size:10px}thead{display:table-header-group}tr{break-inside:avoid}h2{break-after:avoid}}
@@ -170,13 +172,15 @@ class Section:
                 f"<h2>{esc(self.title)}</h2>{body}</section>")
 
 
-def page(title: str, subtitle: str, sections: Iterable[Section]) -> str:
+def page(title: str, subtitle: str, sections: Iterable[Section], wide: bool = False) -> str:
+    """The whole HTML document; ``wide``: the page's width, not a column of 1100 px (the
+    exhibit's tables of many features)."""
     sections = list(sections)
     nav = "".join(f'<a href="#{esc(s.id)}">{esc(s.title)}</a>' for s in sections)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
             "style-src 'unsafe-inline'; img-src data:\">"
-            f"<title>{esc(title)}</title><style>{STYLE}</style></head><body><main>"
+            f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>{'<main class=wide>' if wide else '<main>'}"
             f"<h1>{esc(title)}</h1><p class=\"lead\">{esc(subtitle)}</p><nav>{nav}</nav>"
             + "".join(s.render() for s in sections) + "</main></body></html>\n")
