@@ -148,7 +148,8 @@ def test_cec_cases_are_regime_b_pairs(tmp_path):
     assert [(r["record_id"], r["role"]) for r in rows] == [x for p in pairs for x in ((p[0], "record"), (p[1], "counterpart"))]
     assert [float(r["distance"]) for r in rows[1::2]] == [p[2] for p in pairs]
     assert all(r["group"] != c["group"] for r, c in zip(rows[::2], rows[1::2]))
+    assert all(r["model_decision"] == c["model_decision"] for r, c in zip(rows[::2], rows[1::2]))  # regime B
     features = [c for c in rows[0] if c not in ("finding_rank", "case", "role", "group", "rank", "record_id", "distance",
-                                                "decision", "delta_cec", "model_score")]
+                                                "decision", "model_decision", "delta_cec", "model_score")]
     assert features and all(r[c] == ("" if records[r["record_id"]][c.split(" [")[0]] is None
                                      else str(records[r["record_id"]][c.split(" [")[0]])) for r in rows for c in features)

@@ -180,10 +180,12 @@ def header(name: str, labels: Labels) -> str:
 
 def csv_rows(e: Exhibit, labels: Labels) -> tuple[list[str], list[dict]]:
     """The exhibit as CSV columns and rows: one row per person, decisions as the spec records
-    them, features with their units in the header, the case's claim on the complainant's row."""
+    them (``decision``: the recorded one; CEC's ``model_decision``: the examined model's, which
+    CEC compares), features with their units in the header, the case's claim on the
+    complainant's row."""
     cst = e.finding["engine"] == "cst"
     extra = (["delta_p", "ci_low", "ci_high", "p_control", "p_test", "counterfactual_decision"] if cst
-             else ["delta_cec", "model_score"])
+             else ["model_decision", "delta_cec", "model_score"])
     columns = ["finding_rank", "case", "role", "group", "rank", "record_id", "distance", "decision",
                *extra, *(header(f, labels) for f in e.features)]
     out = []
@@ -200,7 +202,8 @@ def csv_rows(e: Exhibit, labels: Labels) -> tuple[list[str], list[dict]]:
                         "counterfactual_decision": labels.decision(claim.get("decision_counterfactual"))}
                        if first else {})
         else:
-            row.update({"delta_cec": claim.get("delta_cec") if first else None,
+            row.update({"model_decision": labels.decision(claim.get("decision" if first else "counterpart_decision")),
+                        "delta_cec": claim.get("delta_cec") if first else None,
                         "model_score": claim.get("score") if first else claim.get("counterpart_score")})
         row.update({header(f, labels): r.get(f) for f in e.features})
         out.append(row)

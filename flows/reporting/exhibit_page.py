@@ -60,8 +60,9 @@ def exhibit_html(run_record: dict, e: Exhibit, labels: Labels) -> str:
 
 def _claim_text(f: dict, claim: dict, labels: Labels) -> str:
     if f["engine"] == "cec":
-        return (f"Decision {labels.decision(claim.get('decision'))}, counterpart's "
-                f"{labels.decision(claim.get('counterpart_decision'))}; explanation gap Δ_CEC = "
+        return (f"The model's decision {labels.decision(claim.get('decision'))}, the counterpart's "
+                f"{labels.decision(claim.get('counterpart_decision'))} (column model_decision; decision: the "
+                f"recorded one); explanation gap Δ_CEC = "
                 f"{_num(claim.get('delta_cec'))}, model scores {_num(claim.get('score'))} and "
                 f"{_num(claim.get('counterpart_score'))}.")
     text = (f"Decision {labels.decision(claim.get('decision'))}; counterfactual decision "
