@@ -19,6 +19,8 @@ ENGINES: dict[str, tuple[str, str]] = {
     "cec": ("aequum.engines.matching.cec_engine:CECEngine", "aequum.engines.matching.cec_params:CECParams"),
     "reasons": ("aequum.engines.reasons:ReasonsEngine", "aequum.engines.reasons_params:ReasonsParams"),
     "regression": ("aequum.engines.regression.engine:RegressionEngine", "aequum.engines.regression.params:RegressionParams"),
+    "geography": ("aequum.engines.geography.engine:GeographyEngine", "aequum.engines.geography.params:GeographyParams"),
+    "pricing": ("aequum.engines.pricing.engine:PricingEngine", "aequum.engines.pricing.params:PricingParams"),
 }
 
 

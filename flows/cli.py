@@ -26,6 +26,8 @@ WORLDS = {
     "intersection": "0.45 on the risk of Black women only",
     "redlining": "0.45 on the risk of applications from tracts more than half minority",
     "input_penalty": "LTV read 8 points higher for Asian applicants",
+    "lender_redlining": "five named lenders take 75% fewer applications from tracts more than half minority",
+    "pricing_penalty": "0.25 points on the rate spread of Black and of Hispanic borrowers' loans",
 }
 DEFAULT_WORLD = "dti_penalty"
 LAKE_HELP = "the Parquet lake the staged records are written to and read from (default %(default)s)"
@@ -42,6 +44,7 @@ BENCHMARKS = {
     "detection": "aequum.flows.bench_detection",
     "audit": "aequum.flows.bench_audit",
     "validity": "aequum.flows.bench_validity",
+    "fairlending": "aequum.flows.bench_fairlending",
 }
 
 

@@ -70,6 +70,10 @@ def record_contract(spec: AuditSpec) -> str:
     version even where the staged records happen to coincide, e.g. a sample without harm)."""
     part = spec.model_dump(mode="json", include={"protected", "decision", "label", "features"})
     part["id_column"] = spec.source.id_column
+    if spec.geography is not None:  # its tract columns are staged
+        part["geography"] = spec.geography.model_dump(mode="json")
+    if spec.pricing is not None:  # staged only with the section (the contracts of other specs stand)
+        part["pricing"] = spec.pricing.model_dump(mode="json")
     if spec.source.kind == "generated" and spec.source.world != "dti_penalty":
         part["world"] = spec.source.world
     if spec.source.kind == "generated" and spec.source.effect != 1.0:

@@ -95,8 +95,14 @@ def test_total_effect_truth_follows_the_structural_equations():
 
 
 # seed 0, 3,000 rows (the tract minority share drawn from its own stream before the decision, the
-# denial reason citing the inputs as read; every other column as before: tests/test_worlds.py)
-PINNED_LAR_DIGEST = "f078252aa075a4dfa8fd09927f995e8f4a882a24199d1d4de42c5a524529fdc3"
+# denial reason citing the inputs as read; every other column as before: tests/test_worlds.py);
+# the lenders and markets from hmda_lenders and the pricing fields from the risk-based pricer
+# (engines.generators.hmda_pricing), every other column as before both (PINNED_BEFORE: the LAR
+# without them, recorded from the generator before either)
+PINNED_LAR_DIGEST = "e394cca0bd78bea6aed336c6e0b145f79c99b975d3874a62303e082c7cf2f4fe"
+PINNED_BEFORE = "bda90f3cfa3510c9d73383e4e62f0748239a964527ad9597b909f684fbf3fbb6"
+LENDERS = ["lei", "derived_msa_md"]
+PRICING = ["interest_rate", "rate_spread", "total_loan_costs", "origination_charges", "discount_points", "lender_credits"]
 
 
 def test_hmda_lar_is_pinned():
@@ -104,8 +110,8 @@ def test_hmda_lar_is_pinned():
     import hashlib
 
     lar, _ = hmda(3_000, batch_rows=3_000)
-    digest = hashlib.sha256(lar.write_csv().encode()).hexdigest()
-    assert digest == PINNED_LAR_DIGEST
+    assert hashlib.sha256(lar.write_csv().encode()).hexdigest() == PINNED_LAR_DIGEST
+    assert hashlib.sha256(lar.drop([*LENDERS, *PRICING]).write_csv().encode()).hexdigest() == PINNED_BEFORE
 
 
 def test_hmda_is_deterministic_and_independent_of_batch_size():
@@ -140,6 +146,19 @@ def test_hmda_lar_csv_is_read_and_normalised(tmp_path, warehouse):
     q = warehouse.con.execute("SELECT DISTINCT field FROM audit.quarantine").fetchall()
     assert {f for (f,) in q} <= {"income", "debt_to_income_ratio", "property_value",
                                 "combined_loan_to_value_ratio"}
+    # the pricing fields ("NA" unless originated, "Exempt", empty points and credits) are staged as
+    # numbers and nulls: no record is quarantined for them, and the originations keep their prices
+    staged = warehouse.staged(ref.version)
+    for field in ("rate_spread", "interest_rate", "total_loan_costs", "discount_points", "lender_credits",
+                  "origination_charges"):
+        values = staged[field]
+        assert values.type == pa.float64()
+        rows = staged["_row"].to_numpy()
+        text = lar[field].to_numpy()[rows]
+        reported = ~np.isin(text, ["NA", "Exempt", ""])
+        assert values.null_count == (~reported).sum() and reported.sum() > 300
+        assert np.allclose(values.to_numpy(zero_copy_only=False)[reported], text[reported].astype(float))
+    assert set(staged["lien_status"].to_pylist()) == {"1"} and set(staged["action_taken"].to_pylist()) <= {"1", "2", "3"}
     path = generate_to_file("hmda", tmp_path / "g.parquet", rows=1_000)
     assert pq.read_metadata(path).num_rows == 1_000 and (tmp_path / "g_truth.parquet").exists()
 

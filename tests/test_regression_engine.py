@@ -123,10 +123,10 @@ def test_the_engine_logit_equals_controlled_logit_called_directly():
     d.table = d.table.set_column(d.table.schema.get_field_index("income"), "income",
                                  pa.array(income, from_pandas=True))
     out = by_attribute(run(d)["regression_estimates"])
-    assert list(ESTIMATES.names[-14:]) == [
+    assert list(ESTIMATES.names[-19:]) == [
         "odds_ratio", "or_ci_low", "or_ci_high", "logit_coefficient", "logit_se", "logit_p_value",
         "logit_p_adjusted", "logit_significant", "ame", "ame_ci_low", "ame_ci_high", "e_value", "e_value_ci",
-        "logit_note"]
+        "logit_note", "fixed_effects", "cluster", "clusters", "se_cluster", "logit_se_classical"]
     controls = [d.column_values("income"), Categorical(d.column_values("dti"), DTI),
                 Categorical(d.column_values("loan_type"), ["1", "2", "3"])]
     p = {}
@@ -260,8 +260,17 @@ def test_an_hmda_audit_writes_the_tables_and_the_findings(tmp_path):
         in_union = wh.con.execute("SELECT count(*) FROM audit.findings WHERE engine = 'regression'").fetchall()[0][0]
     by = {r["attribute"]: r for r in est}
     race = by["race"]
-    assert race["controls"] == "income, combined_loan_to_value_ratio, debt_to_income_ratio, property_value"
+    assert race["controls"] == ("log income, log loan_amount, log property_value, combined_loan_to_value_ratio, "
+                                "debt_to_income_ratio, loan_type, loan_purpose")
     assert race["estimate"] > 0 and race["significant"] and race["n"] > 5000
+    # compared within market and lender, errors clustered by lender
+    assert race["fixed_effects"] == "derived_msa_md, lei" and race["cluster"] == "lei" and race["clusters"] > 100
+    assert race["logit_se"] != race["logit_se_classical"] and race["se_cluster"] is not None
+    with Warehouse(path, read_only=True) as wh:
+        segments = wh.con.sql("SELECT attribute, segment, n, odds_ratio FROM audit.regression_segments").fetchall()
+    assert {s for _, s, _, _ in segments} == {f"loan_type = {t}" for t in "1234"}
+    conventional = next(r for r in segments if r[:2] == ("race", "loan_type = 1"))
+    assert race["n"] > conventional[2] > 0.5 * race["n"] and conventional[3] is not None
     # each control and the controls together, at k = 1, 2, 3
     assert bench == sum((len(r["controls"].split(", ")) + 1) * 3 for r in est if r["estimate"] is not None)
     contract = ["run_id", "engine", "attribute", "group_name", "finding", "headline", "flagged", "measure",
@@ -275,7 +284,8 @@ def test_an_hmda_audit_writes_the_tables_and_the_findings(tmp_path):
     assert trends == len(est) == found.num_rows and in_union == len(est)
     r = rows["race"]
     assert r["flagged"] and r["headline"] and r["value"] == race["estimate"]
-    assert r["estimand"] == "adjusted disparity" and r["basis"] == "controls: " + race["controls"]
+    assert r["estimand"] == "adjusted disparity"
+    assert r["basis"] == "controls: " + race["controls"] + "; fixed effects: derived_msa_md, lei"
     assert r["robustness_value"] == race["rv_q1_alpha"] and r["e_value"] == race["e_value"] > 1
     # tested by the logit: its adjusted p, significance and odds ratio
     assert race["odds_ratio"] > 1 and race["logit_significant"]
@@ -285,7 +295,9 @@ def test_an_hmda_audit_writes_the_tables_and_the_findings(tmp_path):
     assert f"average marginal effect of +{100 * race['ame']:.1f} points" in r["statement"]
     assert (f"E-value {race['e_value']:.2f} ({race['e_value_ci']:.2f} for the interval's limit nearer 1"
             in r["statement"])
-    assert r["statement"].startswith("After controlling for income, combined_loan_to_value_ratio, ")
+    assert r["statement"].startswith("After controlling for log income, log loan_amount, log property_value, ")
+    assert (f"and comparing within the same derived_msa_md and lei (intervals robust to clustering by lei, "
+            f"{race['clusters']} clusters), applicants in" in r["statement"])
     assert "points more often than those in the White group of race" in r["statement"]
     assert "robustness value" in r["statement"] and f"one 2x as strong as {race['strongest_control']} would" in r["statement"]
     for a, row in rows.items():
@@ -293,6 +305,15 @@ def test_an_hmda_audit_writes_the_tables_and_the_findings(tmp_path):
     for row in rows.values():  # a tiny group says why it was not tested
         if by[row["attribute"]]["p_value"] is None:
             assert "not tested" in row["statement"] or "could not be compared" in row["statement"]
+    # the report's section: the odds-ratio figure, the table by recorded group values, the segments
+    from aequum.flows.report import write_report
+    page = write_report(path, "hmda-reg", tmp_path / "report.html").read_text()
+    part = page[page.index('id="engine-regression"'):]
+    assert "Controlled denial regression" in part and "Adjusted odds ratios of denial" in part
+    assert "compared within the same derived_msa_md and lei (fixed effects); intervals are robust to clustering by lei" in part
+    assert f"{race['odds_ratio']:.2f} ({race['or_ci_low']:.2f} to {race['or_ci_high']:.2f})" in part
+    assert "Black or African American / Asian" in part and "Within each product segment" in part
+    assert "loan_type = 1" in part
 
 
 def _estimate(attribute, **kw):

@@ -22,7 +22,12 @@ from aequum.engines.generators.hmda import (ASIAN, BLACK, DEFAULT_WORLD, HISPANI
                                             score_shift)
 
 N = 60_000  # two blocks of the generator's streams
-PENALTY_WORLDS = [w for w in WORLDS if w != "null"]
+LENDERS = ["lei", "derived_msa_md"]  # hmda_lenders' columns: the lender_redlining world moves the lei
+# the worlds whose penalty moves decisions (lender_redlining moves applications, pricing_penalty
+# prices the null world's loans)
+PENALTY_WORLDS = [w for w in WORLDS if WORLDS[w]["kind"] not in ("none", "lender", "pricing")]
+PRICING = ["interest_rate", "rate_spread", "total_loan_costs", "origination_charges", "discount_points", "lender_credits"]
+PRICING_TRUTH = ["overcharged", "rate_spread_overcharge"]
 
 
 def _digest(df: pl.DataFrame) -> str:
@@ -58,15 +63,19 @@ def applies(world, rec: pl.DataFrame) -> np.ndarray:
     black, hisp = race == BLACK, rec["derived_ethnicity"].to_numpy() == HISPANIC
     return {"null": np.zeros(rec.height, bool), "dti_penalty": black | hisp, "score_penalty": black | hisp,
             "intersection": black & (sex == "Female"), "redlining": rec["tract_minority_share"].to_numpy() > 50,
-            "input_penalty": race == ASIAN}[world]
+            "input_penalty": race == ASIAN, "lender_redlining": np.zeros(rec.height, bool),
+            "pricing_penalty": black | hisp}[world]
 
 
 # Recorded from the generator before worlds were added (commit 8b16637's engines/generators/hmda.py),
 # seed 3, 60,000 rows, one batch: sha256 of polars' CSV of the LAR without denial_reason_1 and
 # tract_minority_population_percent, of the truth, of the lender records (their columns then), and
-# of which denials cited the debt-to-income ratio (denial_reason_1 == "1").
+# of which denials cited the debt-to-income ratio (denial_reason_1 == "1"). The LAR's digest is
+# also without lei and derived_msa_md, which hmda_lenders now assigns, and without the pricing
+# fields, which the pricer (engines.generators.hmda_pricing) now sets (recorded from that
+# commit's generator with those columns dropped too); the pricing truth is left out of the truth's.
 BEFORE_WORLDS = {
-    "lar_kept": "3b1533c3e1735b4bef7a23ae6e49682adb25a04e6f0cf6292652ab821e7dc9e9",
+    "lar_kept": "b6dbf993a3ba617d077a33dc2119fda8301e4387657e45c274976b954e41cd8d",
     "truth": "5f2ae5b429c2b80f84ea5f532f4de20e35cec52d03cd6b0bebbefe9556f3b126",
     "lender": "0b8b1aecd3d42eb9d4d9dec5690165ab70db4ff70d9d2df976fee8ead58ebfdd",
     "reason1": "277c2f7a036817d5890078459524a33e7f61ef93c32ead804ba1fcf2c80f3452",
@@ -74,10 +83,11 @@ BEFORE_WORLDS = {
 
 
 def test_the_default_world_is_the_generator_before_worlds():
-    """Decisions, truth and every LAR column but the two the worlds had to change are bit for
-    bit those of the generator before worlds: the tract share is now drawn (from its own stream)
-    before the decision, and a denial cites collateral (4) where it once cited credit history
-    (3); the set citing debt-to-income (1) is unchanged."""
+    """Decisions, truth and every LAR column but the two the worlds had to change and the
+    pricing fields are bit for bit those of the generator before worlds: the tract share is now
+    drawn (from its own stream) before the decision, a denial cites collateral (4) where it once
+    cited credit history (3), the set citing debt-to-income (1) is unchanged, and the prices
+    come from the risk-based pricer."""
     assert hmda.MECHANISM == hmda.mechanism(DEFAULT_WORLD) and DEFAULT_WORLD == "dti_penalty"
     for world in (DEFAULT_WORLD, None):  # by name and by default
         kw = {} if world is None else {"world": world}
@@ -85,9 +95,10 @@ def test_the_default_world_is_the_generator_before_worlds():
         lar = pl.from_arrow(pa.Table.from_batches([p[0] for p in parts]))
         truth = pl.from_arrow(pa.Table.from_batches([p[1] for p in parts]))
         rec = pl.from_arrow(pa.Table.from_batches([b for b, _ in iter_lender_batches(60_000, 3, 60_000, **kw)]))
-        assert _digest(lar.drop(["denial_reason_1", "tract_minority_population_percent"])) == BEFORE_WORLDS["lar_kept"]
-        assert _digest(truth) == BEFORE_WORLDS["truth"]
-        assert _digest(rec.drop("tract_minority_share")) == BEFORE_WORLDS["lender"]
+        assert _digest(lar.drop(["denial_reason_1", "tract_minority_population_percent", *LENDERS, *PRICING])) \
+            == BEFORE_WORLDS["lar_kept"]
+        assert _digest(truth.drop(PRICING_TRUTH)) == BEFORE_WORLDS["truth"]
+        assert _digest(rec.drop(["tract_minority_share", *LENDERS])) == BEFORE_WORLDS["lender"]
         assert _digest(lar.select(pl.col("denial_reason_1") == "1")) == BEFORE_WORLDS["reason1"]
     assert hmda.LENDER_RULE == lender_rule(DEFAULT_WORLD) and hmda.LENDER_RULE["penalty"] is None
 
@@ -108,14 +119,14 @@ def test_worlds_share_the_applicants():
     """Only the decision and what follows from it differ between worlds: the draws do not."""
     base, _ = lar_truth(DEFAULT_WORLD, 20_000)
     _, _, rec = world_data(DEFAULT_WORLD)
-    follows = ["action_taken", "denial_reason_1", "interest_rate", "rate_spread", "purchaser_type",
-               "hoepa_status", "total_loan_costs", "origination_charges"]
+    follows = ["action_taken", "denial_reason_1", "purchaser_type", "hoepa_status", *PRICING]
     for world in WORLDS:
+        lender = ["lei"] if world == "lender_redlining" else []  # there the lenders take other applications
         lar = lar_truth(world, 20_000)[0]
-        assert lar.drop(follows).equals(base.drop(follows)), world
+        assert lar.drop([*follows, *lender]).equals(base.drop([*follows, *lender])), world
         assert not lar["action_taken"].equals(base["action_taken"]) or world in ("score_penalty", DEFAULT_WORLD)
         lar, _, other = world_data(world)
-        assert other.drop("action_taken").equals(rec.drop("action_taken")), world
+        assert other.drop(["action_taken", *lender]).equals(rec.drop(["action_taken", *lender])), world
         # the LAR publishes the tract share the decision read (rounded to 2 decimals)
         assert np.allclose(lar["tract_minority_population_percent"].cast(pl.Float64).to_numpy(),
                            other["tract_minority_share"].to_numpy(), atol=0.0051)
@@ -256,7 +267,7 @@ def test_lender_records_reproduce_the_decisions(world):
     decided = truth["decision"].is_not_null().to_numpy()
     approved = truth["decision"].fill_null(0).to_numpy() == 1
     wrong = decided & ((score >= 0) != approved)
-    linear = world in ("null", "dti_penalty", "score_penalty")
+    linear = world in ("null", "dti_penalty", "score_penalty", "lender_redlining", "pricing_penalty")
     assert (rule["penalty"] is None) == linear
     if world in ("dti_penalty", "score_penalty"):
         assert wrong.sum() > 0 and (black & hisp)[wrong].all()

@@ -74,3 +74,23 @@ def resolve(spec, groups: dict[str, np.ndarray], declared, min_cell: int) -> Res
         else:
             units.append([a, b])
     return Resolved(units, skipped)
+
+
+def tested_units(spec, groups: dict[str, np.ndarray], declared, min_cell: int,
+                 other_groups: bool) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+    """The units a controlled comparison tests and the groups it holds for each: every attribute,
+    and the intersections :func:`resolve` gives (``a&b``: protected in every attribute of one, 1,
+    against reference in every one, 0: :func:`unit_groups`); per unit, with ``other_groups``, the
+    attributes of the other columns (each column's :func:`column_attributes`) whose groups are held.
+    Returned: unit label -> its groups (1 / 0 / -1), unit label -> the held attributes."""
+    first = column_attributes(spec)
+    column = {p.name: p.column for p in spec.protected}
+    out = dict(groups)
+    units = {a: [a] for a in groups}
+    for unit in resolve(spec, groups, declared, min_cell).units:
+        label = "&".join(unit)
+        out[label] = unit_groups(groups, unit)
+        units[label] = list(unit)
+    held = {label: [name for c, name in first.items() if c not in {column[a] for a in unit}]
+            if other_groups else [] for label, unit in units.items()}
+    return out, held

@@ -29,6 +29,8 @@ from pydantic import (
 )
 from pydantic_core import ValidationError as CoreValidationError
 
+from aequum.engines.core.geography_spec import Geography
+
 Scalar = str | int | float | bool
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_\- .]*$")
@@ -92,12 +94,16 @@ class Source(_Model):
         None, description="Built-in generator (generated).")
     rows: int | None = Field(None, gt=0, description="Rows to generate (generated).")
     seed: int = Field(0, description="Generator seed (generated).")
-    world: Literal["null", "dti_penalty", "score_penalty", "intersection", "redlining", "input_penalty"] = Field(
+    world: Literal["null", "dti_penalty", "score_penalty", "intersection", "redlining", "input_penalty",
+                   "lender_redlining",
+                   "pricing_penalty"] = Field(
         "dti_penalty", description="The planted mechanism, for the hmda and hmda_lender generators only "
         "(engines.generators.hmda.WORLDS): null (none), dti_penalty (default: DTI read 5 points higher for "
         "Black and for Hispanic applicants), score_penalty (0.45 on their risk, through no input), "
         "intersection (0.45 on Black women's risk only), redlining (0.45 on applications from tracts more "
-        "than 50% minority), input_penalty (LTV read 8 points higher for Asian applicants). Part of the "
+        "than 50% minority), input_penalty (LTV read 8 points higher for Asian applicants), lender_redlining "
+        "(no decision changes; five named lenders take 75% fewer applications from such tracts), pricing_penalty (the null world's decisions, 0.25 points added to the rate spread of "
+        "Black and of Hispanic borrowers' loans). Part of the "
         "generated dataset's identity and of the truth it is scored against.")
     effect: float = Field(
         1.0, ge=0, allow_inf_nan=False, description="The world's penalty times this (hmda and hmda_lender "
@@ -358,6 +364,52 @@ class Decision(_Model):
         return self
 
 
+class Pricing(_Model):
+    """The prices of the loans a decision led to (FAIR_LENDING.md, "Pricing"; the HMDA LAR's
+    ``rate_spread``, ``interest_rate``, ``total_loan_costs``, ``discount_points``,
+    ``lender_credits``, ``origination_charges``), for the ``pricing`` engine.
+
+    They are outcomes of an origination, not inputs of the decision, so they are no
+    ``features`` (which every engine may read as the decision's inputs) but a section of their
+    own. The LAR publishes them as text that is "NA" where not applicable (every application not
+    originated), "Exempt" for a partially exempt lender, or empty: such a value (``missing``, or
+    an empty cell) is staged as a null and never quarantines its record, which every other
+    engine still reads. Any other value that is not a finite number is a bad row, as for a
+    numeric feature. Staged as DOUBLE under the column's name, with the decision column's
+    recorded value as text (the engine picks the originations by it: HMDA action_taken 1, not
+    the favourable 2, approved but not accepted) and the lien column's as text."""
+
+    fields: list[str] = Field(min_length=1, description="Numeric pricing columns (points, percent or "
+                              "USD as recorded).")
+    missing: list[str] = Field(default_factory=lambda: ["NA", "Exempt"], description="Text meaning "
+                               "not reported (with an empty cell): staged as null, never a bad row.")
+    rate_spread: str | None = Field(None, description="The field holding the rate spread (APR minus "
+                                    "the average prime offer rate, points), for the higher-priced share.")
+    lien: str | None = Field(None, description="Column of the lien status (HMDA lien_status), for the "
+                             "higher-priced threshold (Reg Z 1026.35: 1.5 points first lien, 3.5 subordinate); none: every "
+                             "loan read as a first lien.")
+    first_lien: list[Scalar] = Field(default_factory=lambda: ["1"], description="Values of `lien` "
+                                     "meaning a first lien.")
+    subordinate_lien: list[Scalar] = Field(default_factory=lambda: ["2"], description="Values of `lien` "
+                                           "meaning a subordinate lien.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Pricing":
+        dup = sorted({f for f in self.fields if self.fields.count(f) > 1})
+        if dup:
+            raise ValueError(f"pricing.fields: {dup} listed more than once")
+        if self.rate_spread is not None and self.rate_spread not in self.fields:
+            raise ValueError(f"pricing.rate_spread {self.rate_spread!r} is not among pricing.fields {self.fields}")
+        if self.lien is not None and self.lien in self.fields:
+            raise ValueError(f"pricing.lien {self.lien!r} is a pricing field")
+        _check_disjoint("pricing", first_lien=self.first_lien, subordinate_lien=self.subordinate_lien)
+        return self
+
+    def columns(self) -> list[str]:
+        """The source columns the section reads: the fields, then the lien column."""
+        return [*self.fields, *([self.lien] if self.lien else [])]
+
+
 class Label(_Model):
     """Ground truth (e.g. repaid), needed by CEC, equalized odds and FGCE false negatives."""
 
@@ -609,7 +661,11 @@ class AuditSpec(_Model):
     model: ModelSpec | None = None
     label: Label | None = None
     features: list[Feature] = Field(min_length=1)
+    pricing: Pricing | None = Field(None, description="The prices of originated loans (Pricing), for "
+                                    "the pricing engine.")
     scm: SCM | None = None
+    geography: Geography | None = Field(None, description="The lender, market and tract columns "
+                                        "(the geography engine).")
     ingest: Ingest = Field(default_factory=Ingest)
     engines: EnginesSpec = Field(default_factory=EnginesSpec)
     question: Literal["disparate_treatment", "disparate_impact", "counterfactual_fairness"] = Field(
@@ -667,6 +723,14 @@ class AuditSpec(_Model):
             clash = sorted(set(self.decision.reasons.columns) & others)
             if clash:
                 raise ValueError(f"decision.reasons.columns: {clash} are already other columns of the spec")
+        if self.pricing is not None:
+            if self.decision is None:
+                raise ValueError("pricing needs a `decision` column (the originations are picked by it)")
+            others = {self.decision.column, *feats, *pcols, *([self.label.column] if self.label else []),
+                      *(self.decision.reasons.columns if self.decision.reasons else [])}
+            clash = sorted(set(self.pricing.columns()) & others)
+            if clash:
+                raise ValueError(f"pricing: {clash} are already other columns of the spec")
         if self.model is not None:
             unknown = [f for f in self.model.features if f not in feats and f not in pnames]
             if unknown:
@@ -710,11 +774,31 @@ class AuditSpec(_Model):
                 if stray:
                     raise ValueError(f"scm.counterfactuals{f'[{key}]' if key else ''}.columns: {stray} are "
                                      "not declared features")
+        if self.geography is not None:
+            self._check_geography(feats, pcols)
         for name in engine_names():
             check = getattr(self.engines.params(name), "check_spec", None)
             if check is not None:
                 check(self, running=name in self.engines.run)
         return self
+
+    def _check_geography(self, feats: list[str], pcols: set[str]) -> None:
+        g = self.geography
+        for role in ("lender", "market"):
+            name = getattr(g, role)
+            if name not in feats or self.feature(name).type != "categorical":
+                raise ValueError(f"geography.{role}: {name!r} is not a declared categorical feature")
+        if g.lender == g.market:
+            raise ValueError("geography: lender and market name the same feature")
+        staged = g.staged()
+        ranged = {p.column for p in self.protected if p.by_range}  # their numbers are not staged otherwise
+        others = {*feats, *(pcols - ranged), *([self.decision.column] if self.decision else []),
+                  *(self.decision.reasons.columns if self.decision and self.decision.reasons else []),
+                  *([self.label.column] if self.label else []),
+                  *([self.source.id_column] if self.source.id_column else [])}
+        clash = sorted(set(staged) & others)
+        if clash:
+            raise ValueError(f"geography: {clash} are already other columns of the spec")
 
     def _pooled_hint(self, names: list[str]) -> str:
         expanded = sorted({p.of for p in self.protected if p.of in names})
@@ -734,6 +818,16 @@ class AuditSpec(_Model):
             unknown = [a for a in group if a not in names]
             if unknown:
                 raise ValueError(f"{field}: {unknown} are not protected attribute names {names}")
+
+    def check_features(self, field: str, names: list[str]) -> None:
+        """For params models' ``check_spec``: fail naming ``field`` when ``names`` (e.g. an
+        engine's controls) holds a name that is not a declared feature, or one twice."""
+        unknown = [c for c in names if c not in self.feature_names]
+        if unknown:
+            raise ValueError(f"{field}: {unknown} are not declared features (features: {self.feature_names})")
+        dup = sorted({c for c in names if names.count(c) > 1})
+        if dup:
+            raise ValueError(f"{field}: {dup} listed more than once")
 
     def check_intersections(self, field: str, *groups) -> None:
         """As :meth:`check_attribute_names` for intersections, whose attributes must also read
@@ -779,6 +873,8 @@ class AuditSpec(_Model):
         if self.label:
             cols.append(self.label.column)
         cols += self.feature_names
+        cols += list(self.geography.staged()) if self.geography is not None else []
+        cols += self.pricing.columns() if self.pricing else []
         return list(dict.fromkeys(cols))
 
     def run_parameters(self) -> dict:

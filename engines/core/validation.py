@@ -175,6 +175,29 @@ def _feature_checks(f: Feature, dtype: pl.DataType) -> tuple[pl.Expr, list[Check
     return pl.when(missing).then(None).otherwise(text).alias(f.name), checks
 
 
+def _pricing(spec: AuditSpec, schema) -> tuple[list[pl.Expr], list[Check]]:
+    """The staged pricing columns (``spec.pricing``: each field as a number, null where the
+    source does not report it — a ``missing`` text such as the LAR's "NA" or "Exempt", an empty
+    cell, a null or NaN — which is never a bad row), the decision column's recorded value as
+    text (the originations are picked by it) and the lien column's as text; and the checks: a
+    reported value that is not a finite number is a bad row."""
+    p = spec.pricing
+    derived = [_text(spec.decision.column).alias(spec.decision.column)]
+    checks = []
+    for c in p.fields:
+        value = _number(c)
+        unreported = pl.col(c).is_null() | value.is_nan()
+        if schema[c] == pl.Utf8 or schema[c] == pl.Categorical:
+            unreported = pl.col(c).is_null() | (_text(c) == "") | _text(c).is_in([str(v) for v in p.missing])
+        checks.append(Check(c, ~unreported & value.is_null(),
+                            f"not a number, nor a value meaning not reported {['', *p.missing]}"))
+        checks.append(Check(c, ~unreported & value.is_infinite(), "not a finite number"))
+        derived.append(pl.when(unreported).then(None).otherwise(value).cast(pl.Float64).alias(c))
+    if p.lien is not None:
+        derived.append(_text(p.lien).alias(p.lien))
+    return derived, checks
+
+
 def _group(p) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     """Membership of a protected attribute's protected and reference values, and the group
     column they give (1 protected, 0 reference, null neither)."""
@@ -270,11 +293,22 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
     if spec.decision is not None and spec.decision.reasons is not None:
         derived += [_text(c).alias(c) for c in spec.decision.reasons.columns]  # codes, kept as text
 
+    if spec.geography is not None:  # tract fields: "NA", empty or not a number stage as null
+        for column, kind in spec.geography.staged().items():
+            text = _text(column)
+            derived.append((pl.when((text == "") | (text == "NA")).then(None).otherwise(text) if kind == "text"
+                            else pl.when(_number(column).is_finite()).then(_number(column)).otherwise(None)).alias(column))
+
     categories: dict[str, set[str]] = {}
     for f in spec.features:
         expr, fchecks = _feature_checks(f, schema[f.name])
         derived.append(expr)
         checks.extend(fchecks)
+
+    if spec.pricing is not None:
+        pricing, pchecks = _pricing(spec, schema)
+        derived += [e for e in pricing if e.meta.output_name() not in {d.meta.output_name() for d in derived}]
+        checks.extend(pchecks)
 
     if spec.decision is not None and spec.decision.out_of_scope:
         in_scope = ~_membership(spec.decision.column, spec.decision.out_of_scope).fill_null(False)

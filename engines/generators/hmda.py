@@ -37,6 +37,12 @@ records it applies to:
   applicant's groups (higher for Black and for Hispanic applicants) with its own noise, so race
   moves it (a total effect) but has no direct effect in this world.
 * ``input_penalty``: LTV read 8 points higher for Asian applicants (0.4 on the risk).
+* ``lender_redlining``: no decision changes (the null world's); five named lenders take 75% fewer
+  of the applications from tracts more than half minority (``engines/generators/hmda_lenders.py``,
+  which also gives every world its lenders: market shares, the markets each operates in).
+* ``pricing_penalty``: the null world's decisions; the loans originated to Black or African
+  American and to Hispanic or Latino borrowers cost 0.25 points more in rate spread (and
+  interest rate) than the risk-based pricer charges (``engines.generators.hmda_pricing``).
 
 :data:`MECHANISM` is the default world's description (:func:`mechanism` any world's). The
 denial reason of a refused application cites the inputs as the underwriter read them: "1"
@@ -84,6 +90,9 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from aequum.engines.generators import hmda_lenders
+from aequum.engines.generators import hmda_pricing
 
 DEFAULT_ROWS = 100_000
 BLOCK = 50_000
@@ -183,6 +192,19 @@ WORLDS: dict[str, dict] = {
                        "applicants (a penalty on one input for one group)",
         "variable": "combined_loan_to_value_ratio",
         "penalised": {"derived_race": [ASIAN]}, "match": "any", "size": 8.0},
+    "lender_redlining": {
+        "kind": "lender",
+        "description": "redlining by lenders: five named lenders take 75% fewer of the applications from census "
+                       "tracts whose minority population share exceeds 50% (fewer applications taken, and so "
+                       "fewer loans made, there); every decision as in the null world",
+        "threshold": hmda_lenders.THRESHOLD, "penalised": {}, "match": "any", "size": hmda_lenders.AVOIDANCE},
+    "pricing_penalty": {
+        "kind": "pricing",
+        "description": "pricing disparate treatment: loans originated to Black or African American and to "
+                       "Hispanic or Latino borrowers priced 0.25 points higher in rate spread (and interest "
+                       "rate) than the risk-based pricer charges; the decisions are the null world's",
+        "penalised": {"derived_race": [BLACK], "derived_ethnicity": [HISPANIC]}, "match": "any",
+        "size": hmda_pricing.ADD_ON},
 }
 
 
@@ -203,6 +225,8 @@ def score_shift(world: str, effect: float = 1.0) -> float:
 
 
 def _shift(w: dict) -> float:
+    if w["kind"] in ("lender", "pricing"):  # where applications go or what loans cost, not how they are decided
+        return 0.0
     return INPUT_WEIGHTS[w["variable"]] * w["size"] if w["kind"] == "input" else w["size"]
 
 
@@ -210,6 +234,8 @@ def _who(w: dict) -> str:
     """The records a world's penalty applies to, in words."""
     if w["kind"] == "none":
         return "nobody (no penalty in this world)"
+    if w["kind"] == "lender":
+        return "nobody's decision (the named lenders take fewer applications from high-minority tracts)"
     if w["kind"] == "tract":
         return f"the tract's minority population share exceeds {w['threshold']:g}%"
     return (" or " if w["match"] == "any" else " and ").join(
@@ -228,6 +254,9 @@ def mechanism(world: str = DEFAULT_WORLD, effect: float = 1.0) -> dict:
                 f"{' + penalty' if w['kind'] in ('score', 'tract') else ''} > c")
     size = ({"variable": w["variable"], "penalty_points": w["size"]} if w["kind"] == "input" else
             {"variable": w["variable"], "threshold": w["threshold"], "penalty": w["size"]} if w["kind"] == "tract" else
+            {"threshold": w["threshold"], "avoidance": min(1.0, w["size"]), "lenders": hmda_lenders.planted_leis()}
+            if w["kind"] == "lender" else
+            {"variable": "rate_spread", "add_on_points": w["size"]} if w["kind"] == "pricing" else
             {"penalty": w["size"]})
     columns = {
         "id": "0-based row number (the LAR has no record id)",
@@ -256,6 +285,9 @@ def mechanism(world: str = DEFAULT_WORLD, effect: float = 1.0) -> dict:
                     "columns can do",
         **{f"p_harmed_{kind}_{c}": f"the same for harmed_{kind}_{c}" for kind in ("total", "direct")
            for c in INTERVENTIONS},
+        "overcharged": "an originated loan whose rate spread carries the pricing world's add-on",
+        "rate_spread_overcharge": "for originated loans (null otherwise): the points the add-on adds to the rate "
+                                  "spread and interest rate (0 where none)",
     }
     return {"world": world, "effect": w["effect"], "kind": w["kind"], "description": w["description"], **size,
             "score_shift": _shift(w), "penalised": w["penalised"], "match": w["match"],
@@ -272,7 +304,8 @@ TRUTH = pa.schema([("id", pa.string()), ("penalised", pa.bool_()), ("decision", 
                                                              pa.field(f"harmed_total_{column}", pa.bool_()))],
                    *[pa.field(f"harmed_direct_{column}", pa.bool_()) for column in INTERVENTIONS],
                    ("p_harmed", pa.float64()), *[(f"p_harmed_total_{column}", pa.float64()) for column in INTERVENTIONS],
-                   *[(f"p_harmed_direct_{column}", pa.float64()) for column in INTERVENTIONS]])
+                   *[(f"p_harmed_direct_{column}", pa.float64()) for column in INTERVENTIONS],
+                   ("overcharged", pa.bool_()), ("rate_spread_overcharge", pa.float64())])
 
 
 def normalise_column_name(name: str) -> str:
@@ -347,7 +380,7 @@ def _tract_share(black, hisp, u):
 
 def _applies(w, black, hisp, asian, female, tract):
     """Whether the world's penalty (``w``: :func:`check_world`'s entry) applies to each record."""
-    if w["kind"] == "none":
+    if w["kind"] in ("none", "lender"):
         return np.zeros(black.shape, bool)
     if w["kind"] == "tract":
         return tract > w["threshold"]
@@ -491,11 +524,17 @@ def _block(n: int, seed: int, block: int, first_row: int, lar: bool = True,
         truth[f"harmed_direct_{column}"] = in_scope & ~approved & approved_direct[column]
     denied_in_scope = in_scope & ~approved
     truth.update({name: np.where(denied_in_scope, p, np.nan) for name, p in posterior.items()})
+    lender_i, market_i = hmda_lenders.assign(seed, block, minority_share,
+                                             min(1.0, w["size"]) if w["kind"] == "lender" else 0.0)
+    lei, msa = (pc.take(pa.array(v), pa.array(i)) for v, i in ((hmda_lenders.LEIS, lender_i),
+                                                              (hmda_lenders.MARKETS, market_i)))
+    add_on = hmda_pricing.add_on(w, penalised)
+    truth["overcharged"], truth["rate_spread_overcharge"] = hmda_pricing.overcharge(add_on, action_i == 0)
     if not lar:  # the rest of the block's stream only formats the LAR
         return {"derived_race": race, "derived_ethnicity": eth, "derived_sex": sex, "action_taken": action,
                 "log_income": np.log(income), "debt_to_income": dti, "ltv": ltv,
                 "credit_score": _credit(black, hisp, asian, u_credit), "underwriting_adjustment": 0.5 * u_risk,
-                "tract_minority_share": minority_share}, truth
+                "tract_minority_share": minority_share, "lei": lei, "derived_msa_md": msa}, truth
 
     # binned / formatted fields with the LAR's quirks
     dti_i = np.select([dti < 20, dti < 30, dti < 36, dti < 50, dti <= 60],
@@ -517,13 +556,13 @@ def _block(n: int, seed: int, block: int, first_row: int, lar: bool = True,
     county_n = state_n * 1000 + rng.integers(1, 200, n)
     state, county = _zfill(state_n, 2), _zfill(county_n, 5)
     tract = pc.binary_join_element_wise(county, _zfill(rng.integers(100, 990_000, n), 6), "")
-    priced = approved & in_scope
-    rate = _where(priced, _text(rng.normal(6.7, 0.6, n), 3), pa.scalar("NA"))
+    rng.standard_normal(n)  # the draw the interest rate once took: the later columns keep their values
     reason = np.where(dti_read > 43, "1", np.where(ltv_read > 95, "4", "3"))  # DTI, collateral, credit history
     denial1 = _where(action_i == 2, pa.array(reason, pa.string()), pa.scalar("10"))
-    lei_pool = pa.array([f"{i:04d}00{(i * 7919) % 10**12:012d}XX" for i in range(500)])
     has_co = (sex_i == 2) | (rng.random(n) < 0.35)
     originated = action_i == 0
+    pricing = hmda_pricing.columns(hmda_pricing.prices(seed, block, _credit(black, hisp, asian, u_credit), ltv, dti,
+                                                       loan, lt_i, add_on), action_i)
 
     zeros = pa.array(np.zeros(n, np.int32))
 
@@ -542,13 +581,21 @@ def _block(n: int, seed: int, block: int, first_row: int, lar: bool = True,
         rng.standard_normal(n)
         return value
 
+    def skip_lender_draws(value):
+        """``value``, after the draws the lender and the market once took from the stream (both
+        now from hmda_lenders' stream of their own): the later columns keep their values."""
+        rng.integers(0, 500, n)
+        _pick(rng, hmda_lenders.MARKETS, [5, 6, 4, 4, 3], n)
+        return value
+
     race_code = codes(race_i, ["1", "2", "3", "4", "5", "3", "5", "", "6"])
     eth_code = codes(eth_i, ["1", "2", "1", "3", ""])
     sex_code = codes(sex_i, ["1", "2", "1", "3"])
     empty = const("")
     cols = {
-        "activity_year": const("2023"), "lei": pc.take(lei_pool, pa.array(rng.integers(0, 500, n))),
-        "derived_msa_md": _pick(rng, ["31084", "35614", "16984", "19124", "99999"], [5, 6, 4, 4, 3], n)[1],
+        # the lender and market (hmda_lenders), after the draws they once took from the stream
+        "activity_year": const("2023"), "lei": skip_lender_draws(lei),
+        "derived_msa_md": msa,
         "state_code": state, "county_code": county, "census_tract": tract,
         "conforming_loan_limit": _where(loan > 726_200, pa.scalar("NC"), pa.scalar("C")),
         "derived_loan_product_type": codes(lt_i, ["Conventional:First Lien", "FHA:First Lien",
@@ -559,13 +606,9 @@ def _block(n: int, seed: int, block: int, first_row: int, lar: bool = True,
         "preapproval": const("2"), "loan_type": loan_type, "loan_purpose": purpose, "lien_status": const("1"),
         "reverse_mortgage": const("2"), "open_end_line_of_credit": const("2"),
         "business_or_commercial_purpose": const("2"), "loan_amount": loan_s,
-        "combined_loan_to_value_ratio": ltv_s, "interest_rate": rate,
-        "rate_spread": _where(priced, _text(rng.normal(0.3, 0.4, n), 3), pa.scalar("NA")),
-        "hoepa_status": _where(originated, pa.scalar("2"), pa.scalar("3")),
-        "total_loan_costs": _where(originated, _text(loan * 0.015, 2), pa.scalar("NA")),
-        "total_points_and_fees": const("NA"),
-        "origination_charges": _where(originated, _text(loan * 0.006, 2), pa.scalar("NA")),
-        "discount_points": empty, "lender_credits": empty, "loan_term": const("360"),
+        "combined_loan_to_value_ratio": ltv_s, **pricing, "rate_spread": skip_draw(pricing["rate_spread"]),
+        "hoepa_status": _where(originated, pa.scalar("2"), pa.scalar("3")), "total_points_and_fees": const("NA"),
+        "loan_term": const("360"),
         "prepayment_penalty_term": const("NA"), "intro_rate_period": const("NA"),
         "negative_amortization": const("2"), "interest_only_payment": const("2"), "balloon_payment": const("2"),
         "other_nonamortizing_features": const("2"), "property_value": prop_s, "construction_method": const("1"),
@@ -631,7 +674,7 @@ def _check(n: int, world: str, effect: float = 1.0) -> None:
 LENDER = pa.schema([("derived_race", pa.string()), ("derived_ethnicity", pa.string()), ("derived_sex", pa.string()),
                     ("action_taken", pa.string()), ("log_income", pa.float64()), ("debt_to_income", pa.float64()),
                     ("ltv", pa.float64()), ("credit_score", pa.float64()), ("underwriting_adjustment", pa.float64()),
-                    ("tract_minority_share", pa.float64())])
+                    ("tract_minority_share", pa.float64()), ("lei", pa.string()), ("derived_msa_md", pa.string())])
 
 
 def lender_rule(world: str = DEFAULT_WORLD, effect: float = 1.0) -> dict:
@@ -650,11 +693,11 @@ def lender_rule(world: str = DEFAULT_WORLD, effect: float = 1.0) -> dict:
     score loses and for whom."""
     w = check_world(world, effect)
     shift = _shift(w)
-    linear = w["kind"] == "none" or (w["match"] == "any" and w["kind"] in ("input", "score")
+    linear = w["kind"] in ("none", "lender", "pricing") or (w["match"] == "any" and w["kind"] in ("input", "score")
                                      and set(w["penalised"]) == {"derived_race", "derived_ethnicity"}
                                      and w["penalised"]["derived_race"] == [BLACK]
                                      and w["penalised"]["derived_ethnicity"] == [HISPANIC])
-    on_groups = -shift if linear and w["kind"] != "none" else 0.0
+    on_groups = -shift if linear and w["kind"] not in ("none", "lender", "pricing") else 0.0
     penalty = None
     if not linear:
         who = (f"tract_minority_share > {w['threshold']:g}" if w["kind"] == "tract" else
@@ -678,8 +721,9 @@ def iter_lender_batches(n: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int = 
     (same seed, same world, same row numbers) as the lender's own records hold them — the group
     columns, the action taken, and every input of its decision (:func:`lender_rule`) unbinned:
     log income, DTI, LTV, the credit score (the latent credit quality, which the LAR lacks), the
-    underwriter's adjustment (the decision's noise term) and the tract's minority share (percent,
-    as the LAR's tract_minority_population_percent before rounding). An internal audit with the
+    underwriter's adjustment (the decision's noise term), the tract's minority share (percent,
+    as the LAR's tract_minority_population_percent before rounding), and the lender (lei) and
+    market (derived_msa_md) as the LAR has them. An internal audit with the
     lender's model: the one setting in which an individual's counterfactual decision is
     identifiable."""
     _check(n, world, effect)

@@ -421,9 +421,10 @@ def _sample(data, label: str, attrs: list[str], comp: np.ndarray, params: CSTPar
 
 def _recorded(data, name: str, rows: np.ndarray) -> np.ndarray:
     """An attribute's recorded values of ``rows`` as text (the group code where the column is
-    not staged)."""
-    column = next(p.column for p in data.spec.protected if p.name == name)
-    if column in data.table.column_names:
-        values = pc.cast(data.table[column].take(pa.array(rows)), pa.string()).fill_null("")
+    not staged, and for a range attribute, whose strata are its groups even where a spec's
+    geography section stages its numbers)."""
+    attribute = next(p for p in data.spec.protected if p.name == name)
+    if not attribute.by_range and attribute.column in data.table.column_names:
+        values = pc.cast(data.table[attribute.column].take(pa.array(rows)), pa.string()).fill_null("")
         return np.asarray(values.to_numpy(zero_copy_only=False)).astype(str)
     return data.groups[name][rows].astype(str)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aequum.engines.regression.absorb import Effects, absorb_rows, no_effects
+
 
 @dataclass(frozen=True)
 class Categorical:
@@ -29,10 +31,11 @@ class Categorical:
 class Block:
     name: str
     index: int                    # position among the given controls
-    values: np.ndarray            # numeric values, or categorical codes as int64 (−1 null)
+    values: np.ndarray            # numeric values, or categorical codes as int64 (−1 null); the kept rows' once designed
     levels: np.ndarray | None     # dummy codes of a categorical (reference left out)
     start: int = 0
     stop: int = 0
+    lookup: np.ndarray | None = None  # a categorical's code -> its dummy's column (−1: the reference)
 
 
 def null_mask(values: np.ndarray, categorical: bool) -> np.ndarray:
@@ -41,19 +44,30 @@ def null_mask(values: np.ndarray, categorical: bool) -> np.ndarray:
     return values < 0 if categorical else np.zeros(len(values), bool)
 
 
-def chunks(rows: np.ndarray, size: int):
-    for s in range(0, len(rows), size):
-        yield rows[s:s + size]
+def spans(n: int, size: int):
+    """``(pos, pos)`` a block of the ``n`` kept rows at a time (a slice, twice: the block's
+    positions, and its rows in the gathered arrays of :class:`Design`)."""
+    for s in range(0, n, size):
+        pos = slice(s, min(s + size, n))
+        yield pos, pos
 
 
-def fill(z: np.ndarray, idx: np.ndarray, d: np.ndarray, blocks: list[Block]) -> np.ndarray:
-    """The design's rows ``idx`` (d, then each block's columns), uncentred, into ``z``."""
+def fill(z: np.ndarray, idx: slice, d: np.ndarray, blocks: list[Block]) -> np.ndarray:
+    """The design's kept rows ``idx`` (d, then each block's columns), uncentred, into ``z``: a
+    categorical's dummies as zeros and a one a row (none at its reference)."""
     z[:, 0] = d[idx]
+    rows = np.arange(len(z))
     for b in blocks:
         if b.levels is None:
             z[:, b.start] = b.values[idx]
         else:
-            z[:, b.start:b.stop] = b.values[idx][:, None] == b.levels[None, :]
+            if b.lookup is None:
+                b.lookup = np.full(int(b.values.max(initial=0)) + 1, -1, np.int64)
+                b.lookup[b.levels] = np.arange(len(b.levels))
+            column = b.lookup[b.values[idx]]
+            z[:, b.start:b.stop] = 0.0
+            hit = column >= 0
+            z[rows[hit], b.start + column[hit]] = 1.0
     return z
 
 
@@ -79,11 +93,25 @@ class Design:
     p: int = 0                     # columns of Z
     means: np.ndarray | None = None
     failure: str | None = None
+    y: np.ndarray | None = None              # the outcome and group of the kept rows, in their order
+    d: np.ndarray | None = None
+    effects: Effects | None = None           # the absorbed fixed effects (one level: none)
+    cluster: np.ndarray | None = None        # cluster codes over the kept rows (0 … clusters − 1)
+    clusters: int = 0
+
+    @property
+    def parameters(self) -> int:
+        """d, the controls' columns and the fixed effects' (the intercept among them)."""
+        return self.p + self.effects.parameters
 
 
 def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categorical],
-            names: Sequence[str], rows: np.ndarray | None, block_rows: int | None) -> Design:
-    """Drop the rows with a null in y, d or a control (counted, with a note), then in one pass
+            names: Sequence[str], rows: np.ndarray | None, block_rows: int | None,
+            fixed: Sequence[Categorical] = (), fixed_names: Sequence[str] = (),
+            cluster: Categorical | None = None) -> Design:
+    """Drop the rows with a null in y, d, a control, a fixed effect or the cluster (counted, with
+    a note) and the rows of fixed-effect levels that fit them exactly
+    (``engines.regression.absorb.absorb_rows``), then in one pass
     over blocks of rows: the counts, sums and ranges; then the checks (no rows, infinite
     values, one value of y, d constant), the controls without variation dropped with a note (a
     categorical keeps its levels present, its most frequent — the first on a tie — the
@@ -109,12 +137,35 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
             values = np.asarray(x, dtype=np.float64)
             valid &= ~np.isnan(values)
             blocks.append(Block(name, j, values, None))
+    if len(fixed) != len(fixed_names):
+        raise ValueError(f"{len(fixed)} fixed effects for {len(fixed_names)} names")
+    fixed_codes = []
+    for f in (*fixed, *([cluster] if cluster is not None else [])):
+        codes = np.asarray(f.codes)
+        null = null_mask(codes, True)
+        valid &= ~null
+        fixed_codes.append(np.where(null, -1, codes).astype(np.int64))
     candidates = np.arange(len(y)) if rows is None else np.asarray(rows, dtype=np.int64)
     keep = candidates[valid[candidates]]
-    n = len(keep)
-    dropped = len(candidates) - n
+    dropped = len(candidates) - len(keep)
     if dropped:
-        notes.append(f"{dropped:,} rows with a null in the outcome, the group or a control dropped")
+        held = "a control, a fixed effect or the cluster" if fixed or cluster is not None else "a control"
+        notes.append(f"{dropped:,} rows with a null in the outcome, the group or {held} dropped")
+    yk = y[keep]
+    binary = bool(len(keep)) and bool(np.all((yk == 0) | (yk == 1)))
+    keep, effects, absorbed = absorb_rows(y, keep, fixed_codes[:len(fixed)], list(fixed_names), binary)
+    if absorbed:
+        notes.append(absorbed)
+    n = len(keep)
+    cluster_codes, clusters = None, 0
+    if cluster is not None:
+        _, inverse = np.unique(fixed_codes[-1][keep], return_inverse=True)
+        cluster_codes, clusters = inverse.astype(np.int64), int(inverse.max(initial=-1)) + 1
+    # the kept rows gathered once, in the order the models read them: every later pass reads
+    # contiguous blocks (``spans``), never a scattered gather
+    y_kept, d_kept = y[keep].astype(np.float64), d[keep].astype(np.float64)
+    for b in blocks:
+        b.values = b.values[keep]
 
     # -- pass 1: means, counts, variation ---------------------------------------------------
     size = block_rows or max(1024, (1 << 22) // (2 + sum(len(b.levels) if b.levels is not None else 1 for b in blocks)))
@@ -125,8 +176,8 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     sums = np.zeros(len(blocks))
     counts = [np.zeros(len(b.levels), np.int64) if b.levels is not None else None for b in blocks]
     y_lo, y_hi, d_lo, d_hi = np.inf, -np.inf, np.inf, -np.inf
-    for idx in chunks(keep, size):
-        yc, dc = y[idx].astype(np.float64), d[idx].astype(np.float64)
+    for _, idx in spans(n, size):
+        yc, dc = y_kept[idx], d_kept[idx]
         y_sum += yc.sum()
         d_sum += dc.sum()
         y01 += int(((yc == 0) | (yc == 1)).sum())
@@ -147,7 +198,8 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     if n_treated and n_control and n_treated + n_control == n:  # d is a 0/1 indicator
         raw = float(y_treated / n_treated - (y_sum - y_treated) / n_control)
     out = Design(n, dropped, keep, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
-                  y01 == n)
+                  y01 == n, effects=effects if n else no_effects(0), cluster=cluster_codes, clusters=clusters,
+                  y=y_kept, d=d_kept)
 
     def fail(note: str) -> Design:
         out.failure = note
@@ -197,19 +249,32 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     return out
 
 
-def equilibrate(gram: np.ndarray, blocks: list[Block]) -> tuple[np.ndarray, np.ndarray, str | None]:
-    """``(scale, g, note)``: the centred cross products ``Z'Z`` equilibrated to unit diagonal
-    (``g = S Z'Z S``, ``scale`` = S's diagonal), and the note of a singular design (the smallest
-    eigenvalue of ``g`` below 1e-12 of the largest: the controls named by the eigenvector's
-    large entries are collinear, or the group is a combination of them), else None."""
-    scale = 1 / np.sqrt(np.diag(gram))
+def equilibrate(gram: np.ndarray, blocks: list[Block], effects: Sequence[str] = (),
+                raw_diagonal: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """``(scale, g, note)``: the centred cross products ``Z'Z`` (with fixed ``effects``, the
+    within cross products) equilibrated to unit diagonal (``g = S Z'Z S``, ``scale`` = S's
+    diagonal), and the note of a singular design (the smallest eigenvalue of ``g`` below 1e-12
+    of the largest: the controls named by the eigenvector's large entries are collinear, or the
+    group is a combination of them; or a column whose within sum of squares is below 1e-10 of
+    its ``raw_diagonal``, the centred one: constant within the effects' levels), else None."""
+    diagonal = np.diag(gram)
+    flat = ~(diagonal > (0.0 if raw_diagonal is None else 1e-10 * raw_diagonal))
+    if flat.any():
+        within = f" within the levels of {', '.join(effects)}" if effects else ""
+        if flat[0]:
+            return np.ones(len(gram)), gram, f"singular design: the group is constant{within}"
+        names = [b.name for b in blocks if flat[b.start:b.stop].any()]
+        return np.ones(len(gram)), gram, f"singular design: the controls {names} are constant{within}"
+    scale = 1 / np.sqrt(diagonal)
     g = gram * scale[:, None] * scale[None, :]
     eig, vec = np.linalg.eigh(g)
     if eig[0] <= 1e-12 * eig[-1]:
         null = np.abs(vec[:, 0]) > 0.1
         involved = [b.name for b in blocks if null[b.start:b.stop].any()]
-        what = (f"the group is an exact combination of the controls {involved}" if null[0] and involved
-                else f"the controls {involved} are collinear")
+        within = f" within the levels of {', '.join(effects)}" if effects else ""
+        what = (f"the group is an exact combination of the controls {involved}{within}" if null[0] and involved
+                else f"the group is constant{within}" if null[0]
+                else f"the controls {involved} are collinear{within}")
         return scale, g, f"singular design: {what}"
     return scale, g, None
 

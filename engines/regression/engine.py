@@ -57,10 +57,10 @@ import pyarrow as pa
 
 from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
-from aequum.engines.core.intersections import column_attributes, resolve, unit_groups
+from aequum.engines.core.intersections import tested_units
 from aequum.engines.outcome_stats import adjust_p_values
 from aequum.engines.regression.logit import LogitResult, controlled_logit
-from aequum.engines.regression.design import Categorical
+from aequum.engines.regression.design import Categorical, null_mask
 from aequum.engines.regression.sensitivity import LPMResult, controlled_lpm
 
 ESTIMATES = pa.schema([
@@ -80,7 +80,13 @@ ESTIMATES = pa.schema([
     ("logit_p_adjusted", pa.float64()), ("logit_significant", pa.bool_()), ("ame", pa.float64()),
     ("ame_ci_low", pa.float64()), ("ame_ci_high", pa.float64()), ("e_value", pa.float64()),
     ("e_value_ci", pa.float64()), ("logit_note", pa.string()),
+    # fixed effects absorbed and cluster-robust errors (engines.regression.absorb)
+    ("fixed_effects", pa.string()), ("cluster", pa.string()), ("clusters", pa.int64()),
+    ("se_cluster", pa.float64()), ("logit_se_classical", pa.float64()),
 ])
+
+SEGMENTS = pa.schema([("segment", pa.string()), ("segment_feature", pa.string()),
+                      ("segment_level", pa.string()), *ESTIMATES])
 
 BENCHMARKS = pa.schema([
     ("attribute", pa.string()), ("control", pa.string()), ("multiplier", pa.float64()),
@@ -99,20 +105,28 @@ def resolve_controls(spec, params) -> list[str]:
     cst = getattr(spec.engines, "cst", None)
     features = getattr(cst, "features", None)
     if features:
-        return list(features)
+        return [f for f in features if f not in params.fixed_effects]
     protected = {p.name for p in spec.protected} | {p.column for p in spec.protected}
-    return [f.name for f in spec.features if f.mutability != "immutable" and f.name not in protected]
+    grouping = {*params.fixed_effects, *([params.cluster] if params.cluster else [])}
+    return [f.name for f in spec.features if f.mutability != "immutable" and f.name not in protected
+            and f.name not in grouping]
+
+
+SEP = "\x1f"  # between a unit and its segment in a piece's name (control characters are refused in names)
 
 
 class RegressionEngine:
     """Controlled disparity with its omitted-variable sensitivity (see the module docstring)."""
 
     name = "regression"
-    tables = {"regression_estimates": ESTIMATES, "regression_benchmarks": BENCHMARKS}
+    tables = {"regression_estimates": ESTIMATES, "regression_benchmarks": BENCHMARKS,
+              "regression_segments": SEGMENTS}
 
     def columns(self, spec, params) -> list[str]:
-        """Groups, decisions and the controls."""
-        return record_columns(spec, resolve_controls(spec, params), ids=False)
+        """Groups, decisions, the controls, fixed effects, cluster and segments."""
+        extra = [*params.fixed_effects, *([params.cluster] if params.cluster else []), *params.segments]
+        names = resolve_controls(spec, params)
+        return record_columns(spec, [*names, *[e for e in dict.fromkeys(extra) if e not in names]], ids=False)
 
     def prepare(self, data, params):
         if data.decision is None:
@@ -120,50 +134,80 @@ class RegressionEngine:
         names = resolve_controls(data.spec, params)
         decision = data.decision
         y = np.where((decision == 0) | (decision == 1), 1.0 - decision, np.nan)  # 1 = unfavourable
-        controls = []
-        for name in names:
+        def block(name):
             values = data.column_values(name)
             levels = data.levels(name)
-            controls.append(values if levels is None else Categorical(values, levels))
+            if levels is None and name in params.log_controls:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    return np.where(values > 0, np.log(values), np.nan)
+            return values if levels is None else Categorical(values, levels)
+
+        controls = [block(name) for name in names]
+        names = [f"log {n}" if n in params.log_controls else n for n in names]
+        fixed = [block(name) for name in params.fixed_effects]
+        cluster = block(params.cluster) if params.cluster else None
+        segments = {name: block(name) for name in params.segments}
         # the other attributes' groups the logit holds, as protected / reference / neither: one
-        # attribute a column (its first, never a per-value comparison of protected[].compare)
-        first = column_attributes(data.spec)
-        column = {p.name: p.column for p in data.spec.protected}
-        groups = dict(data.groups)
-        units = {a: [a] for a in groups}
-        # an intersection: protected in every attribute (1) against reference in every one (0)
-        for unit in resolve(data.spec, data.groups, params.intersections, params.min_cell(data.spec)).units:
-            label = "&".join(unit)
-            groups[label] = unit_groups(data.groups, unit)
-            units[label] = list(unit)
-        others = {label: [name for c, name in first.items() if c not in {column[a] for a in unit}]
-                  if params.other_groups else [] for label, unit in units.items()}
+        # attribute a column (its first, never a per-value comparison of protected[].compare); an
+        # intersection: protected in every attribute (1) against reference in every one (0)
+        groups, others = tested_units(data.spec, data.groups, params.intersections, params.min_cell(data.spec),
+                                      params.other_groups)
         return {"y": y, "groups": groups, "controls": controls, "names": names, "params": params,
-                "others": others}
+                "others": others, "fixed": fixed, "cluster": cluster, "segments": segments,
+                "attributes": [p.name for p in data.spec.protected if p.of is None]}
 
     def pieces(self, state) -> list[str]:
-        return list(state["groups"])
-
-    def run_piece(self, state, attribute: str) -> Tables:
+        """Each unit pooled, then each attribute (every unit with ``segment_units: all``) within
+        each level of each segment feature present."""
         params = state["params"]
+        out = list(state["groups"])
+        for name, seg in state["segments"].items():
+            codes = np.asarray(seg.codes)
+            present = np.unique(codes[~null_mask(codes, True)]).astype(np.int64)
+            out += [SEP.join((unit, name, str(int(level)))) for unit in state["groups"]
+                    if params.segment_units == "all" or unit in state["attributes"] for level in present]
+        return out
+
+    def run_piece(self, state, piece: str) -> Tables:
+        params = state["params"]
+        attribute, *segment = piece.split(SEP)
         groups = state["groups"][attribute]
-        rows = np.flatnonzero(((groups == 0) | (groups == 1)) & ~np.isnan(state["y"]))
+        chosen = ((groups == 0) | (groups == 1)) & ~np.isnan(state["y"])
+        blocks, names = list(state["controls"]), list(state["names"])
+        label = level = None
+        if segment:
+            feature, code = segment[0], int(segment[1])
+            seg = state["segments"][feature]
+            chosen &= np.asarray(seg.codes) == code
+            level = str(seg.levels[code])
+            label = f"{feature} = {level}"
+            keep = [i for i, n in enumerate(names) if n != feature]  # constant within the segment
+            blocks, names = [blocks[i] for i in keep], [names[i] for i in keep]
+        rows = np.flatnonzero(chosen)
         held = state["others"].get(attribute, [])
         cells = [held_cells([state["groups"][a] for a in held], params.min_group_size, state["y"], rows)] if held else []
-        blocks, names = [*state["controls"], *cells], [*state["names"], *([" × ".join(held) + " (groups)"] if held else [])]
-        # both models compare within the other groups' cells; a confounder is measured against the
-        # recorded inputs only (the cells are held, not benchmarks)
-        fit = controlled_lpm(state["y"], groups, blocks, names, params.confidence,
-                             multipliers=params.benchmark_multipliers,
-                             robust_multiplier=params.robust_multiplier, rows=rows, held=len(cells))
-        logit = controlled_logit(state["y"], groups, blocks, names, params.confidence, rows=rows)
-        small = min(fit.n_treated, fit.n_control) < params.min_group_size
-        notes = [fit.note] if fit.note else []
-        if small:
-            notes.append(f"fewer than {params.min_group_size} applicants in a group "
-                         f"({fit.n_treated:,} protected, {fit.n_control:,} reference): reported, not tested")
-        row = {**_estimate_row(attribute, fit, small, notes, params, names[len(state["names"]):]),
-               **_logit_row(logit, fit, small)}
+        n_inputs = len(names)
+        blocks, names = [*blocks, *cells], [*names, *([" × ".join(held) + " (groups)"] if held else [])]
+        grouping = dict(fixed=state["fixed"], fixed_names=params.fixed_effects, cluster=state["cluster"])
+        if segment and len(rows) < params.min_segment_size:
+            row = _untested_segment(attribute, rows, groups, params, state["y"])
+        else:
+            # both models compare within the other groups' cells; a confounder is measured against
+            # the recorded inputs only (the cells and fixed effects are held, not benchmarks)
+            fit = controlled_lpm(state["y"], groups, blocks, names, params.confidence,
+                                 multipliers=params.benchmark_multipliers,
+                                 robust_multiplier=params.robust_multiplier, rows=rows, held=len(cells), **grouping)
+            logit = controlled_logit(state["y"], groups, blocks, names, params.confidence, rows=rows, **grouping)
+            small = min(fit.n_treated, fit.n_control) < params.min_group_size
+            notes = [fit.note] if fit.note else []
+            if small:
+                notes.append(f"fewer than {params.min_group_size} applicants in a group "
+                             f"({fit.n_treated:,} protected, {fit.n_control:,} reference): reported, not tested")
+            row = {**_estimate_row(attribute, fit, small, notes, params, names[n_inputs:]),
+                   **_logit_row(logit, fit, small)}
+        if segment:
+            row = {"segment": label, "segment_feature": segment[0], "segment_level": level, **row}
+            return {"regression_segments": pa.Table.from_pylist([row], schema=SEGMENTS)}
         estimates = pa.Table.from_pylist([row], schema=ESTIMATES)
         wanted = {float(k) for k in params.benchmark_multipliers}
         bench = [{"attribute": attribute, "control": c.name, "multiplier": b.multiplier,
@@ -179,17 +223,19 @@ class RegressionEngine:
     def combine(self, state, parts) -> Tables:
         out = concat_parts(parts, self.tables)
         params = state["params"]
-        est = out["regression_estimates"]
-        # the same correction across the run's attributes, for the LPM's and the logit's tests
-        for p_col, adj_col, sig_col in (("p_value", "p_adjusted", "significant"),
-                                        ("logit_p_value", "logit_p_adjusted", "logit_significant")):
-            p = np.array([np.nan if v is None else v for v in est[p_col].to_pylist()], dtype=np.float64)
-            adjusted = adjust_p_values(p, params.correction)
-            p_adj = [None if np.isnan(a) else float(a) for a in adjusted]
-            significant = [None if a is None else a < 1 - params.confidence for a in p_adj]
-            est = est.set_column(est.schema.get_field_index(adj_col), adj_col, pa.array(p_adj, pa.float64()))
-            est = est.set_column(est.schema.get_field_index(sig_col), sig_col, pa.array(significant, pa.bool_()))
-        out["regression_estimates"] = est
+        # the same correction across the run's units, for the LPM's and the logit's tests; the
+        # segments' tests are a family of their own
+        for table in ("regression_estimates", "regression_segments"):
+            est = out[table]
+            for p_col, adj_col, sig_col in (("p_value", "p_adjusted", "significant"),
+                                            ("logit_p_value", "logit_p_adjusted", "logit_significant")):
+                p = np.array([np.nan if v is None else v for v in est[p_col].to_pylist()], dtype=np.float64)
+                adjusted = adjust_p_values(p, params.correction)
+                p_adj = [None if np.isnan(a) else float(a) for a in adjusted]
+                significant = [None if a is None else a < 1 - params.confidence for a in p_adj]
+                est = est.set_column(est.schema.get_field_index(adj_col), adj_col, pa.array(p_adj, pa.float64()))
+                est = est.set_column(est.schema.get_field_index(sig_col), sig_col, pa.array(significant, pa.bool_()))
+            out[table] = est
         return out
 
 
@@ -233,7 +279,21 @@ def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str],
         "robust": None if small else fit.robust, "controls": ", ".join(c for c in fit.controls if c not in held),
         "note": "; ".join(notes) or None, "correction": params.correction,
         "robust_multiplier": float(params.robust_multiplier),
+        "fixed_effects": ", ".join(params.fixed_effects) or None, "cluster": params.cluster,
+        "clusters": fit.clusters or None, "se_cluster": fit.se_cluster,
     }
+
+
+def _untested_segment(attribute: str, rows: np.ndarray, groups: np.ndarray, params, y) -> dict:
+    """A segment below ``min_segment_size``: its counts and a note, no model fitted."""
+    g = groups[rows]
+    n1, n0 = int((g == 1).sum()), int((g == 0).sum())
+    raw = float(y[rows][g == 1].mean() - y[rows][g == 0].mean()) if n1 and n0 else None
+    return {"attribute": attribute, "n": len(rows), "n_protected": n1, "n_reference": n0, "dropped_null": 0,
+            "raw_difference": raw, "confidence": params.confidence, "correction": params.correction,
+            "robust_multiplier": float(params.robust_multiplier),
+            "note": f"{len(rows):,} applicants in the segment, fewer than {params.min_segment_size:,}: not tested",
+            "fixed_effects": ", ".join(params.fixed_effects) or None, "cluster": params.cluster}
 
 
 def _logit_row(logit: LogitResult, fit: LPMResult, small: bool) -> dict:
@@ -247,4 +307,5 @@ def _logit_row(logit: LogitResult, fit: LPMResult, small: bool) -> dict:
         "logit_p_value": None if small else logit.p_value, "logit_p_adjusted": None, "logit_significant": None,
         "ame": logit.ame, "ame_ci_low": logit.ame_ci_low, "ame_ci_high": logit.ame_ci_high,
         "e_value": logit.e_value, "e_value_ci": logit.e_value_ci, "logit_note": "; ".join(own) or None,
+        "logit_se_classical": logit.se_classical,
     }

@@ -31,6 +31,34 @@ class RegressionParams(BaseModel):
         "columns whose four cells each hold max(min_group_size, CST's minimum) records "
         "(engines.core.intersections) — the same pairs CST tests, so its intersection findings have "
         "their group-level test; [] for none.")
+    log_controls: list[str] = Field(
+        default_factory=list, description="Numeric controls entered as their natural log (income, loan "
+        "amount, property value: FAIR_LENDING.md's controls); a value at or below 0 is a null (the row "
+        "is dropped and counted).")
+    fixed_effects: list[str] = Field(
+        default_factory=list, description="Categorical features entered as fixed effects, absorbed "
+        "rather than expanded (engines.regression.absorb): thousands of levels cost a few numbers a "
+        "level, so lenders (lei) and markets (derived_msa_md) pooled in one file are compared within "
+        "the same lender and market. Levels whose applicants all have one outcome are dropped with a "
+        "note (their effect has no finite estimate).")
+    cluster: str | None = Field(
+        None, description="A categorical feature whose levels are clusters (e.g. lei): the logit's "
+        "interval, z and p, and its marginal effect's interval, are then cluster-robust (CR1, "
+        "Cameron & Miller 2015), the classical errors kept beside them; the linear model reports "
+        "se_cluster beside its classical error (its sensitivity analysis is defined on the latter). "
+        "Null: classical errors.")
+    segments: list[str] = Field(
+        default_factory=list, description="Categorical features whose levels are product segments "
+        "(loan type, purpose, lien, occupancy): each unit is also tested within each segment "
+        "(regression_segments), each segment's feature then out of the controls. The pooled test "
+        "holds the segments' dummies among its controls, never pooling them without.")
+    segment_units: Literal["attributes", "all"] = Field(
+        "attributes", description="Which units are tested within the segments: the protected attributes "
+        "(race, ethnicity, sex: one fit per attribute and segment), or every unit (the per-value "
+        "comparisons and intersections too: a fit each, per segment).")
+    min_segment_size: int = Field(
+        1000, ge=1, description="A segment with fewer applicants with a decision (across the unit's "
+        "two groups) is not tested within.")
     confidence: float = Field(0.95, gt=0.5, lt=1, description="Level of the intervals; 1 − confidence "
                               "is the significance level of the (adjusted) tests and of RV_{1,α}.")
     correction: Literal["holm", "bh", "none"] = Field(
@@ -69,13 +97,26 @@ class RegressionParams(BaseModel):
         if self.intersections != "auto":
             spec.check_intersections("engines.regression.intersections", *self.intersections)
         if self.controls is not None:
-            unknown = [c for c in self.controls if c not in spec.feature_names]
-            if unknown:
-                raise ValueError(f"engines.regression.controls: {unknown} are not declared features "
-                                 f"(features: {spec.feature_names})")
-            dup = sorted({c for c in self.controls if self.controls.count(c) > 1})
-            if dup:
-                raise ValueError(f"engines.regression.controls: {dup} listed more than once")
+            spec.check_features("engines.regression.controls", self.controls)
+        kinds = {f.name: f.type for f in spec.features}
+        for name in self.log_controls:
+            if kinds.get(name) != "numeric":
+                raise ValueError(f"engines.regression.log_controls: {name!r} is not a numeric feature")
+        for field, names in (("fixed_effects", self.fixed_effects), ("segments", self.segments),
+                             ("cluster", [self.cluster] if self.cluster else [])):
+            for name in names:
+                if name not in kinds:
+                    raise ValueError(f"engines.regression.{field}: {name!r} is not a declared feature "
+                                     f"(features: {spec.feature_names})")
+                if kinds[name] == "numeric":
+                    raise ValueError(f"engines.regression.{field}: {name!r} is numeric; levels are needed "
+                                     f"(declare it categorical)")
+            if len(set(names)) != len(names):
+                raise ValueError(f"engines.regression.{field}: a feature listed more than once: {names}")
+        if self.controls is not None:
+            both = [c for c in self.controls if c in self.fixed_effects]
+            if both:
+                raise ValueError(f"engines.regression: {both} both a control and a fixed effect; list it once")
         if running and spec.decision is None and (spec.model is None or not spec.model.use_for_decisions):
             raise ValueError("engines.run includes 'regression', which needs decisions (a decision "
                              "column, or model.use_for_decisions)")

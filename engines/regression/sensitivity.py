@@ -47,7 +47,8 @@ import numpy as np
 from scipy import linalg
 from scipy.stats import t as student_t
 
-from aequum.engines.regression.design import Categorical, chunks, column_names, design, equilibrate, fill
+from aequum.engines.regression.absorb import Normal, cluster_variance
+from aequum.engines.regression.design import Categorical, column_names, design, equilibrate, fill, spans
 
 __all__ = [
     "partial_r2", "partial_f2", "partial_f", "robustness_value", "group_partial_r2",
@@ -296,6 +297,10 @@ class LPMResult:
     note: str | None = None
     intercept: float | None = None
     coefficients: dict[str, np.ndarray] = field(default_factory=dict)
+    se_cluster: float | None = None      # cluster-robust (CR1), when clusters are given
+    clusters: int = 0
+    fixed_effects: tuple[str, ...] = ()
+    absorbed: int = 1                    # the fixed effects' parameters (1: the intercept alone)
 
     def bound(self, control: str, multiplier: float = 1.0) -> Bound | None:
         """The bound of one control at one multiplier (None when not computed)."""
@@ -324,31 +329,36 @@ def _block_r2(coef: np.ndarray, inv: np.ndarray, cols: slice, s2: float, dof: in
 def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Sequence[str],
                    confidence: float = 0.95, *, multipliers: Sequence[float] = (1.0, 2.0, 3.0),
                    robust_multiplier: float = 1.0, rows: np.ndarray | None = None,
-                   block_rows: int | None = None, held: int = 0) -> LPMResult:
-    """The linear probability model ``y ~ 1 + d + X`` by OLS and the sensitivity of d's
-    coefficient to an omitted confounder, benchmarked against every control.
+                   block_rows: int | None = None, held: int = 0, fixed: Sequence[Categorical] = (),
+                   fixed_names: Sequence[str] = (), cluster: Categorical | None = None) -> LPMResult:
+    """The linear probability model ``y ~ 1 + d + X`` (``+ fixed effects``) by OLS and the
+    sensitivity of d's coefficient to an omitted confounder, benchmarked against every control.
 
     ``y``, ``d``: 1-D arrays (float with NaN for null, or ints); ``x_blocks``: one entry per
     control, named by ``names`` — a 1-D numeric array (NaN = null) or a :class:`Categorical`
     (its dummies, one block); ``rows``: the rows to use (default all), taken a block at a time.
     Rows with a null in y, d or any control are dropped and counted (``dropped_null``).
+    ``fixed``/``fixed_names``: fixed effects absorbed, never expanded (lender, market:
+    ``engines.regression.absorb``); their levels that fit their rows exactly are dropped with a
+    note. ``cluster``: the cluster of each row, for the cluster-robust ``se_cluster`` (CR1).
 
     Computed from sums over blocks of ``block_rows`` rows (default: about 4M design cells a
-    block): the column means, then the centred cross products ``Z'Z`` and ``Z'y`` of
-    ``Z = [d, X]`` in float64, then the residuals' sums (RSS, the treatment regression's RSS,
-    the HC1 meat of d) — no n × p matrix beyond one block, so 10M rows × 30 columns take the
-    input arrays plus a few tens of MB. Centring (the intercept partialled out, Frisch–Waugh)
-    and a diagonal equilibration keep the solve accurate for raw incomes and property values.
+    block): the column means, then the cross products of ``[d, X, y]`` with every fixed effect
+    partialled out (the within Gram matrix; without fixed effects, the centred one), then the
+    residuals' sums (the HC1 and cluster meats of d) — no n × p matrix beyond one block, so 10M
+    rows × 30 columns take the input arrays plus a few tens of MB. Centring (Frisch–Waugh) and a
+    diagonal equilibration keep the solve accurate for raw incomes and property values.
 
-    Returned (:class:`LPMResult`): d's estimate, classical and HC1 (n/(n−p)) standard errors,
-    t, dof = n − p, the ``confidence`` interval and two-sided p-values, d's partial R², RV_1 and
-    RV_{1,α} (α = 1 − confidence), R² of the model; per control its partial R² with d (from
+    Returned (:class:`LPMResult`): d's estimate, classical and HC1 (n/(n−k)) standard errors,
+    t, dof = n − k (k: d, the controls' columns, the fixed effects' levels with the intercept),
+    the ``confidence`` interval and two-sided p-values, d's partial R², RV_1 and RV_{1,α}
+    (α = 1 − confidence), R² of the model; per control its partial R² with d (from
     ``d ~ 1 + X``) and with y (from the outcome model), each via t² or the block's F, and the
     benchmark bounds at ``kd = ky =`` each multiplier (1 always computed), and the same for the
     controls taken together as one block (:data:`ALL_CONTROLS`, when there are two or more).
     The last ``held`` blocks are held but are no benchmarks (the other protected groups: the
     comparison is made within them, and a confounder is measured against the recorded inputs);
-    they are not among the controls taken together either.
+    they are not among the controls taken together either; nor are the fixed effects.
     ``robust``: the estimate keeps its sign and its adjusted interval excludes 0 under a
     confounder ``robust_multiplier`` (k) times as strong as each control and as all of them
     together (a bound that is impossible — the benchmark explains half of d or more — counts
@@ -367,35 +377,43 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     multipliers = tuple(dict.fromkeys([1.0, float(robust_multiplier), *[float(k) for k in multipliers]]))
     y = np.asarray(y)
     d = np.asarray(d)
-    des = design(y, d, x_blocks, names, rows, block_rows)
-    n, dropped, keep, size, notes = des.n, des.dropped, des.keep, des.size, des.notes
+    des = design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster)
+    y, d = des.y, des.d  # the kept rows, gathered in the order every pass reads them
+    n, dropped, size, notes = des.n, des.dropped, des.size, des.notes
     n_treated, n_control, raw = des.n_treated, des.n_control, des.raw
+    effects = des.effects
 
     def empty(note: str, used: Sequence[str] | None = None) -> LPMResult:
         return LPMResult(n, dropped, n_treated, n_control, raw, None, None, None, None, None, None,
                          None, confidence, None, None, None, None, None, None,
                          tuple(names if used is None else used),
-                         note="; ".join([*notes, note]))
+                         note="; ".join([*notes, note]), fixed_effects=tuple(fixed_names))
 
     if des.failure is not None:
         return empty(des.failure, des.used)
-    blocks, p, used = des.blocks, des.p, des.used  # d and the controls' columns; the intercept makes p + 1 parameters
-    dof = n - p - 1
+    blocks, p, used = des.blocks, des.p, des.used  # d and the controls' columns
+    k = des.parameters                            # with the fixed effects' (the intercept's) own
+    dof = n - k
     if dof < 2:
-        return empty(f"{n:,} rows for {p + 1} parameters: too few to estimate (needs {p + 3} or more)", used)
+        return empty(f"{n:,} rows for {k} parameters: too few to estimate (needs {k + 2} or more)", used)
     means = des.means
     y_mean = des.y_sum / n
 
-    # -- pass 2: centred cross products ------------------------------------------------------
-    gram = np.zeros((p, p))
-    zy = np.zeros(p)
-    buf = np.empty((min(size, n), p))
-    for idx in chunks(keep, size):
-        z = fill(buf[:len(idx)], idx, d, blocks)
-        z -= means
-        gram += z.T @ z
-        zy += z.T @ (y[idx].astype(np.float64) - y_mean)
-    scale, g, singular = equilibrate(gram, blocks)
+    # -- pass 2: cross products of [Z, y], the fixed effects partialled out -------------------
+    normal = Normal(p + 1, effects)
+    buf = np.empty((min(size, n), p + 1))
+    tss = 0.0
+    for pos, idx in spans(n, size):
+        z = buf[:idx.stop - idx.start]
+        fill(z[:, :p], idx, d, blocks)
+        z[:, :p] -= means
+        z[:, p] = y[idx] - y_mean
+        tss += z[:, p] @ z[:, p]
+        normal.add(z, None, pos)
+    solver = normal.solver()
+    within = solver.g
+    gram, zy, yy = within[:p, :p], within[:p, p], within[p, p]
+    scale, g, singular = equilibrate(gram, blocks, effects.names, np.diag(normal.a)[:p])
     if singular:
         return empty(singular, used)
     g_inv = linalg.inv(g) * scale[:, None] * scale[None, :]
@@ -403,34 +421,40 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     gx = g[1:, 1:]
     gx_inv = linalg.inv(gx) * scale[1:, None] * scale[None, 1:] if p > 1 else np.zeros((0, 0))
     coef_d = gx_inv @ gram[1:, 0] if p > 1 else np.zeros(0)
-
-    # -- pass 3: residuals -------------------------------------------------------------------
-    a = g_inv[:, 0]  # d's row of (Z'Z)⁻¹: β_d − b_d = a'Σ z_i e_i
-    rss = tss = rss_d = meat = 0.0
-    for idx in chunks(keep, size):
-        z = fill(buf[:len(idx)], idx, d, blocks)
-        z -= means
-        yc = y[idx].astype(np.float64) - y_mean
-        e = yc - z @ coef
-        rss += e @ e
-        tss += yc @ yc
-        ed = z[:, 0] - z[:, 1:] @ coef_d
-        rss_d += ed @ ed
-        w = z @ a
-        meat += (e * e) @ (w * w)
-    if rss <= 1e-24 * tss:
+    rss = float(yy - zy @ coef)
+    rss_d = float(gram[0, 0] - gram[1:, 0] @ coef_d)
+    if rss <= 1e-12 * tss:
         return empty("the group and controls explain every outcome exactly: no residual variance", used)
+
+    # -- pass 3: residuals; the HC1 and cluster meats of d ------------------------------------
+    z_part = solver.sub(p)                            # the system of Z alone (y's column left out)
+    _, gs1 = z_part.reduce(normal.a[:p, p], normal.bs[:, p], normal.bb[:, p])
+    s_y, b_y = z_part.back(coef, gs1, normal.bb[:, p])     # y's fixed effects
+    a = g_inv[:, 0]  # d's row of the inverse: β_d − b_d = Σ_i uᵢ eᵢ with uᵢ = (a, a_s, a_b)'xᵢ
+    a_s, a_b = z_part.back(a, np.zeros_like(gs1), np.zeros_like(normal.bb[:, p]))
+    meat = 0.0
+    by_cluster = np.zeros(des.clusters)
+    for pos, idx in spans(n, size):
+        z = fill(buf[:idx.stop - idx.start, :p], idx, d, blocks)
+        z -= means
+        e = (y[idx] - y_mean) - z @ coef - effects.eta(pos, s_y, b_y)
+        u = z @ a + effects.eta(pos, a_s, a_b)
+        meat += (e * e) @ (u * u)
+        if des.cluster is not None:
+            by_cluster += np.bincount(des.cluster[pos], weights=e * u, minlength=des.clusters)
     s2 = rss / dof
     estimate = float(coef[0])
     se = float(np.sqrt(s2 * g_inv[0, 0]))
-    se_robust = float(np.sqrt(meat * n / (n - p - 1)))
+    se_robust = float(np.sqrt(meat * n / (n - k)))
+    se_cluster = (float(np.sqrt(cluster_variance(by_cluster, n, k))) if des.cluster is not None
+                  and des.clusters > 1 else None)
     tval = estimate / se
     crit = float(student_t.ppf(1 - alpha / 2, dof))
     p_value = float(2 * student_t.sf(abs(tval), dof))
     p_robust = float(2 * student_t.sf(abs(estimate / se_robust), dof)) if se_robust > 0 else None
 
     # -- sensitivity and benchmarks ----------------------------------------------------------
-    dof_d = n - p  # d ~ 1 + X: p − 1 slopes and the intercept
+    dof_d = dof + 1  # d ~ X (+ fixed effects): one parameter fewer
     s2_d = rss_d / dof_d
     sens = []
     held_names = set(names[len(names) - held:]) if held else set()
@@ -475,4 +499,6 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
         rv_q=float(robustness_value(tval, dof)), rv_qa=float(robustness_value(tval, dof, 1.0, alpha)),
         r_squared=1 - rss / tss, controls=tuple(used), sensitivity=tuple(sens), robust=robust,
         strongest_control=strongest, note="; ".join(notes) or None,
-        intercept=float(y_mean - means @ coef), coefficients=coefficients)
+        intercept=float(y_mean - means @ coef + b_y[0]) if not effects.names else None,
+        coefficients=coefficients, se_cluster=se_cluster, clusters=des.clusters,
+        fixed_effects=tuple(effects.names), absorbed=effects.parameters)

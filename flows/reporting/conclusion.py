@@ -84,7 +84,7 @@ def sentences(run_record: dict, parameters: dict, findings: list[dict], labels: 
             why = "it is evidence of " + question
             if f.get("robustness_value") is not None:
                 why += (f" (an unobserved confounder would need to explain {100 * f['robustness_value']:.1f}% "
-                        "of both group and decision to remove it)")
+                        f"of both group and {'price' if f['engine'] == 'pricing' else 'decision'} to remove it)")
         else:
             why = f"it is not evidence of {question} by itself: a {f.get('estimand')} finding shows " \
                   + MEANS.get(f.get("estimand") or "", "a difference")

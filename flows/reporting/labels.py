@@ -22,6 +22,12 @@ MEASURES = {  # field name -> what a reader calls it
     "precision": "precision of the audit's findings against the ground truth",
     "pba": "share of inputs proven persistently biased", "odds_ratio": "odds ratio of an unfavourable decision",
     "estimate": "controlled difference in the probability of approval",
+    "lenders_below_peers": "lenders with a significantly lower share than their peers",
+    "share_difference": "lender's share minus its peers' share",
+    "lenders_above_peers": "lenders denying the protected group significantly more than their peers",
+    "ratio_of_odds_ratios": "lender's odds ratio of denial over its peers'",
+    "adjusted_price_difference": "difference in a loan's price after controls",
+    "hpml_ratio": "ratio of the groups' higher-priced loan shares",
 }
 
 

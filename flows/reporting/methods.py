@@ -22,6 +22,13 @@ METHODS = {
                    "An input the lender used and the records lack, correlated with the group, would "
                    "produce the same coefficient; a confounder stronger than the robustness value "
                    "removes it."),
+    "pricing": ("Among originated loans, each pricing field (rate spread, interest rate, costs, points, "
+                "credits) by group: means, medians, the group's coefficient in an OLS of the price on the "
+                "regression engine's controls, and the higher-priced (HPML) share.",
+                "adjusted disparity (given the named controls); the HPML share a raw disparity",
+                "A pricing input the records lack (the credit score, in the public LAR), correlated with the "
+                "group, would produce the same difference; a confounder stronger than the robustness value "
+                "removes it."),
     "reasons": ("Among unfavourable decisions citing a reason, the cited variable's values compared "
                 "between the groups: a reason cited at better values for the protected group is a "
                 "stricter standard for them.",

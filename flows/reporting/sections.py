@@ -45,4 +45,4 @@ def engine_sections(run: Run) -> list[Section]:
 
 
 # The engines' sections register themselves on import.
-from aequum.flows.reporting import cec, cst, fgce, outcome, pba, raguel, reasons  # noqa: E402,F401
+from aequum.flows.reporting import cec, cst, fgce, geography, outcome, pba, pricing, raguel, reasons, regression  # noqa: E402,F401

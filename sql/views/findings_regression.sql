@@ -6,6 +6,8 @@
 -- examiner's standard number: the odds ratio with its interval, the average marginal effect in
 -- points, the E-value of VanderWeele & Ding 2017).
 -- Tested by the logit (audit.robustness: group_significant, group_p_value, group_tested):
+-- With fixed effects (engines.regression.fixed_effects: market, lender) the comparison is within
+-- the same market and lender, and with a cluster the logit's interval and p are cluster-robust.
 -- flagged = the logit's adjusted p significant and an odds ratio above 1; p_value and
 -- significant are the logit's; a logit that could not be fitted is no test.
 -- The LPM's straight line is not the lender's threshold rule: on the generated fair lender's own
@@ -41,9 +43,14 @@ SELECT run_id, 'regression' AS engine, attribute, 'protected' AS group_name,
            audit.group_label(attribute, 'protected'), reference_label,
            audit.num(n), coalesce(concat_ws('; ', note, logit_note), 'no estimate'))
          ELSE printf(
-           'After controlling for %s, applicants in %s were denied %.1f points %s often than those in '
+           'After controlling for %s%s, applicants in %s were denied %.1f points %s often than those in '
            '%s (%.0f%% CI %.1f to %.1f, %s, N = %s%s)%s%s%s.%s',
            CASE WHEN controls = '' THEN 'nothing' ELSE controls END,
+           CASE WHEN fixed_effects IS NULL THEN ''
+                ELSE printf(' and comparing within the same %s%s', replace(fixed_effects, ', ', ' and '),
+                            CASE WHEN cluster IS NULL THEN ''
+                                 ELSE printf(' (intervals robust to clustering by %s, %s clusters)',
+                                             cluster, audit.num(clusters)) END) END,
            audit.group_label(attribute, 'protected'), 100 * abs(estimate),
            CASE WHEN estimate >= 0 THEN 'more' ELSE 'less' END,
            reference_label, 100 * confidence, 100 * ci_low, 100 * ci_high,
@@ -79,7 +86,8 @@ SELECT run_id, 'regression' AS engine, attribute, 'protected' AS group_name,
                 ELSE ' Note: ' || concat_ws('; ', note, CASE WHEN has_logit THEN logit_note END) || '.' END)
        END AS statement,
        'adjusted disparity' AS estimand,
-       'controls: ' || controls AS basis,
+       'controls: ' || controls || CASE WHEN fixed_effects IS NULL THEN ''
+                                        ELSE '; fixed effects: ' || fixed_effects END AS basis,
        -- on records lacking inputs of the decisions only when robust to an unobserved factor; on
        -- complete inputs the logit's test stands (no omitted input, and its link is the
        -- threshold rule's shape, which the LPM's is not)

@@ -1,0 +1,1 @@
+"""Pricing disparities among originated loans (engine ``pricing``)."""

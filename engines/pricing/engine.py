@@ -1,0 +1,280 @@
+"""Pricing disparities: among originated loans, do protected borrowers pay more than comparable
+reference borrowers? (FAIR_LENDING.md, "Pricing"; issue 36.)
+
+For each unit the regression engine tests (every protected attribute, and the intersections of
+``engines.core.intersections``: :func:`~aequum.engines.core.intersections.tested_units`) and each
+pricing field of the spec (``pricing.fields``: the LAR's rate spread, interest rate, total loan
+costs, discount points, lender credits, origination charges), among the originations (decision
+column in ``originated``: HMDA action_taken 1) that report the field — "NA", "Exempt" and empty
+cells are staged as nulls (``engines.core.spec.Pricing``) and left out, counted:
+
+* N, mean and median by group, and the raw difference of the means (protected − reference);
+* the adjusted difference: ``price ~ 1 + protected + controls`` by OLS on the same controls as
+  the regression engine (``engines.regression.engine.resolve_controls``; numeric controls as
+  values, categorical ones as dummies) with the other columns' groups held as one categorical of
+  their joint cells (``held_cells``), fitted by the blocked OLS of
+  ``engines.regression.sensitivity.controlled_lpm`` (the outcome may be any number: it is the
+  linear model of the outcome, not only of a 0/1 decision): the coefficient with its classical
+  and HC1 standard errors, interval and two-sided t-test, and its sensitivity to an omitted
+  factor (Cinelli & Hazlett 2020: RV_1, RV_{1,α}, ``robust`` at ``robust_multiplier``);
+* for the rate spread (``pricing.rate_spread``), the higher-priced share (HPML, Reg Z 12 CFR
+  1026.35(a)(1): a rate spread of at least 1.5 points for a first lien, 3.5 for a subordinate
+  lien; ``pricing.lien`` says which — loans of another or no lien status are left out, counted)
+  by group with Wilson intervals, the ratio of the shares with its log-method interval, and the
+  two-proportion z-test (``engines.outcome.two_proportion_p``).
+
+``adverse``: the difference is in the borrower's disfavour (higher, or lower for a field in
+``borrower_favourable``: lender credits). P-values of every difference and every share ratio of
+the run are adjusted together (Holm by default). Explicit empty results, with a note, where
+nothing can be compared: a field no origination reports (all "Exempt" or "NA"), a group with no
+originations, a field with one value only, fewer than ``min_group_size`` in a group (reported,
+not tested). Tables ``pricing_estimates`` (unit × field) and ``pricing_hpml`` (unit); one piece
+per unit × field, the adjustment in ``combine``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from aequum.engines.core.data import record_columns
+from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.core.intersections import tested_units
+from aequum.engines.core.spec import value_key
+from aequum.engines.outcome import two_proportion_p
+from aequum.engines.outcome_stats import adjust_p_values, ratio_log_interval, wilson_interval
+from aequum.engines.regression.design import Categorical
+from aequum.engines.regression.engine import held_cells, resolve_controls
+from aequum.engines.regression.sensitivity import controlled_lpm
+
+ESTIMATES = pa.schema([
+    ("attribute", pa.string()), ("field", pa.string()), ("n", pa.int64()), ("n_protected", pa.int64()),
+    ("n_reference", pa.int64()), ("unreported", pa.int64()), ("dropped_null", pa.int64()),
+    ("mean_protected", pa.float64()), ("mean_reference", pa.float64()), ("median_protected", pa.float64()),
+    ("median_reference", pa.float64()), ("raw_difference", pa.float64()), ("estimate", pa.float64()),
+    ("se", pa.float64()), ("se_robust", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
+    ("confidence", pa.float64()), ("t", pa.float64()), ("dof", pa.int64()), ("p_value", pa.float64()),
+    ("p_adjusted", pa.float64()), ("significant", pa.bool_()), ("adverse", pa.bool_()),
+    ("r_squared", pa.float64()), ("rv_q1", pa.float64()), ("rv_q1_alpha", pa.float64()), ("robust", pa.bool_()),
+    ("strongest_control", pa.string()), ("robust_multiplier", pa.float64()), ("controls", pa.string()),
+    ("correction", pa.string()), ("note", pa.string()),
+    # fixed effects absorbed and the cluster-robust error the test uses when clustered
+    ("fixed_effects", pa.string()), ("cluster", pa.string()), ("clusters", pa.int64()), ("se_cluster", pa.float64()),
+])
+
+HPML = pa.schema([
+    ("attribute", pa.string()), ("field", pa.string()), ("n_protected", pa.int64()), ("n_reference", pa.int64()),
+    ("hpml_protected", pa.int64()), ("hpml_reference", pa.int64()), ("share_protected", pa.float64()),
+    ("share_protected_ci_low", pa.float64()), ("share_protected_ci_high", pa.float64()),
+    ("share_reference", pa.float64()), ("share_reference_ci_low", pa.float64()),
+    ("share_reference_ci_high", pa.float64()), ("difference", pa.float64()), ("ratio", pa.float64()),
+    ("ratio_ci_low", pa.float64()), ("ratio_ci_high", pa.float64()), ("confidence", pa.float64()),
+    ("p_value", pa.float64()), ("p_adjusted", pa.float64()), ("significant", pa.bool_()),
+    ("other_lien", pa.int64()), ("threshold_first", pa.float64()), ("threshold_subordinate", pa.float64()),
+    ("correction", pa.string()), ("note", pa.string()),
+])
+
+
+def pricing_fields(spec, params) -> list[str]:
+    return list(params.fields) if params.fields is not None else list(spec.pricing.fields)
+
+
+def pricing_controls(spec, params) -> list[str]:
+    """``params.controls``, else the regression engine's (``resolve_controls``)."""
+    return list(params.controls) if params.controls is not None else resolve_controls(spec, spec.engines.regression)
+
+
+def member(values: pa.ChunkedArray, wanted: list) -> np.ndarray:
+    """Whether each recorded value (text) is one of ``wanted`` as the spec reads values
+    (:func:`~aequum.engines.core.spec.value_key`: "1", "1.0" and 1 are one value); null: no.
+    Each distinct value is read once (Arrow's unique and is_in over the records)."""
+    text = values.cast(pa.string())
+    keys = {value_key(v) for v in wanted}
+    hits = [v for v in pc.unique(text).to_pylist() if v is not None and value_key(v) in keys]
+    return np.asarray(pc.is_in(text, value_set=pa.array(hits, pa.string())).fill_null(False)
+                      .to_numpy(zero_copy_only=False), bool)
+
+
+def hpml_flags(spread: np.ndarray, first: np.ndarray, subordinate: np.ndarray, params) -> np.ndarray:
+    """1 higher-priced, 0 not, NaN unknown (no rate spread, or a lien neither first nor
+    subordinate): rate spread >= ``hpml_first_lien`` for first liens, >= ``hpml_subordinate_lien``
+    for subordinate liens (12 CFR 1026.35(a)(1))."""
+    threshold = np.where(first, params.hpml_first_lien, np.where(subordinate, params.hpml_subordinate_lien, np.nan))
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isnan(spread) | np.isnan(threshold), np.nan, (spread >= threshold).astype(np.float64))
+
+
+class PricingEngine:
+    """Pricing disparities among originated loans (see the module docstring)."""
+
+    name = "pricing"
+    tables = {"pricing_estimates": ESTIMATES, "pricing_hpml": HPML}
+
+    def columns(self, spec, params) -> list[str]:
+        """Groups, the controls, the pricing fields, the recorded decision and the lien."""
+        extra = [*pricing_fields(spec, params), spec.decision.column, *([spec.pricing.lien] if spec.pricing.lien else [])]
+        fixed, cluster = params.grouping(spec)
+        names = pricing_controls(spec, params)
+        grouping = [g for g in dict.fromkeys([*fixed, *([cluster] if cluster else [])]) if g not in names]
+        return [*record_columns(spec, [*names, *grouping], ids=False), *extra]
+
+    def prepare(self, data, params):
+        spec = data.spec
+        if spec.pricing is None or spec.decision is None:
+            raise ValueError("pricing needs a `pricing` section and a decision column")
+        originated = member(data.column(spec.decision.column), params.originated)
+        fields = {f: np.asarray(data.column(f).cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)
+                  for f in pricing_fields(spec, params)}
+        names = pricing_controls(spec, params)
+        controls = []
+        for name in names:
+            values, levels = data.column_values(name), data.levels(name)
+            controls.append(values if levels is None else Categorical(values, levels))
+        fixed_names, cluster_name = params.grouping(spec)
+        fixed = [Categorical(data.column_values(n), data.levels(n)) for n in fixed_names]
+        cluster = Categorical(data.column_values(cluster_name), data.levels(cluster_name)) if cluster_name else None
+        p = spec.pricing
+        hpml = None
+        if p.rate_spread is not None and p.rate_spread in fields:
+            if p.lien is None:  # no lien recorded: every loan read as a first lien
+                first, subordinate = np.ones(len(data), bool), np.zeros(len(data), bool)
+            else:
+                first = member(data.column(p.lien), p.first_lien)
+                subordinate = member(data.column(p.lien), p.subordinate_lien)
+            hpml = hpml_flags(fields[p.rate_spread], first, subordinate, params)
+        min_cell = max(params.min_group_size, spec.engines.regression.min_cell(spec))
+        groups, others = tested_units(spec, data.groups, params.intersections, min_cell, params.other_groups)
+        return {"originated": originated, "fields": fields, "controls": controls, "names": names,
+                "groups": groups, "others": others, "hpml": hpml, "spread": p.rate_spread, "params": params,
+                "grouping": {"fixed": fixed, "fixed_names": fixed_names, "cluster": cluster},
+                "cluster_name": cluster_name}
+
+    def pieces(self, state) -> list[tuple[str, str]]:
+        """One piece per unit x field (the fits spread over the workers); the unit's
+        higher-priced shares go with its first field's piece."""
+        return [(unit, field) for unit in state["groups"] for field in state["fields"]]
+
+    def run_piece(self, state, piece: tuple[str, str]) -> Tables:
+        unit, field = piece
+        params, groups = state["params"], state["groups"][unit]
+        rows = np.flatnonzero(state["originated"] & ((groups == 0) | (groups == 1)))
+        estimate = self._field(state, unit, field, state["fields"][field], rows, state["others"].get(unit, []))
+        first = field == next(iter(state["fields"]))
+        hpml = [hpml_row(unit, state["hpml"], groups, rows, params, state["spread"])] \
+            if state["hpml"] is not None and first else []
+        return {"pricing_estimates": pa.Table.from_pylist([estimate], schema=ESTIMATES),
+                "pricing_hpml": pa.Table.from_pylist(hpml, schema=HPML)}
+
+    def _field(self, state, unit: str, field: str, y: np.ndarray, rows: np.ndarray, held: list[str]) -> dict:
+        params, groups = state["params"], state["groups"][unit]
+        reported = rows[~np.isnan(y[rows])]
+        g = groups[reported]
+        prot, ref = y[reported[g == 1]], y[reported[g == 0]]
+        row = {"attribute": unit, "field": field, "n": len(reported), "n_protected": len(prot),
+               "n_reference": len(ref), "unreported": len(rows) - len(reported), "dropped_null": 0,
+               "confidence": params.confidence, "correction": params.correction,
+               "robust_multiplier": float(params.robust_multiplier),
+               "mean_protected": float(prot.mean()) if len(prot) else None,
+               "mean_reference": float(ref.mean()) if len(ref) else None,
+               "median_protected": float(np.median(prot)) if len(prot) else None,
+               "median_reference": float(np.median(ref)) if len(ref) else None}
+        if len(prot) and len(ref):
+            row["raw_difference"] = row["mean_protected"] - row["mean_reference"]
+        notes = []
+        if not len(rows):
+            return {**row, "note": "no originated loans in either group"}
+        if not len(reported):
+            return {**row, "note": f"no originated loan in these groups reports {field} (NA, Exempt or empty in "
+                                   f"all {len(rows):,}): nothing to compare"}
+        if not len(prot) or not len(ref):
+            which = "protected" if not len(prot) else "reference"
+            return {**row, "note": f"no originated loan of the {which} group reports {field}: nothing to compare"}
+        if row["unreported"]:
+            notes.append(f"{row['unreported']:,} originated loans do not report {field} (NA, Exempt or empty): "
+                         "left out")
+        cells = [held_cells([state["groups"][a] for a in held], params.min_group_size, y, reported)] if held else []
+        names = [*state["names"], *([" × ".join(held) + " (groups)"] if held else [])]
+        fit = controlled_lpm(y, groups, [*state["controls"], *cells], names, params.confidence,
+                             multipliers=(float(params.robust_multiplier),),
+                             robust_multiplier=params.robust_multiplier, rows=reported, held=len(cells),
+                             **state["grouping"])
+        small = min(len(prot), len(ref)) < params.min_group_size
+        if fit.note:
+            notes.append(fit.note)
+        if small:
+            notes.append(f"fewer than {params.min_group_size} originations reporting {field} in a group "
+                         f"({len(prot):,} protected, {len(ref):,} reference): reported, not tested")
+        lower_is_adverse = field in params.borrower_favourable
+        adverse = None if fit.estimate is None else (fit.estimate < 0 if lower_is_adverse else fit.estimate > 0)
+        ci_low, ci_high, p_value = fit.ci_low, fit.ci_high, fit.p_value
+        if fit.se_cluster is not None and fit.clusters > 1:  # the test and interval robust to clustering
+            from scipy.stats import t as student_t
+
+            dof_c = fit.clusters - 1
+            crit = float(student_t.ppf(1 - (1 - params.confidence) / 2, dof_c))
+            ci_low, ci_high = fit.estimate - crit * fit.se_cluster, fit.estimate + crit * fit.se_cluster
+            p_value = float(2 * student_t.sf(abs(fit.estimate / fit.se_cluster), dof_c))
+        return {**row, "dropped_null": fit.dropped_null, "estimate": fit.estimate, "se": fit.se,
+                "se_robust": fit.se_robust, "ci_low": ci_low, "ci_high": ci_high, "t": fit.t,
+                "dof": fit.dof, "p_value": None if small else p_value, "adverse": adverse,
+                "fixed_effects": ", ".join(fit.fixed_effects) or None,
+                "cluster": state["cluster_name"],
+                "clusters": fit.clusters or None, "se_cluster": fit.se_cluster,
+                "r_squared": fit.r_squared, "rv_q1": fit.rv_q, "rv_q1_alpha": fit.rv_qa,
+                "robust": None if small else fit.robust, "strongest_control": fit.strongest_control,
+                "controls": ", ".join(c for c in fit.controls if c not in names[len(state["names"]):]),
+                "note": "; ".join(notes) or None}
+
+    def combine(self, state, parts) -> Tables:
+        """One family of tests across the run: every difference and every share ratio."""
+        out = concat_parts(parts, self.tables)
+        params = state["params"]
+        est, hpml = out["pricing_estimates"], out["pricing_hpml"]
+        p = np.array([np.nan if v is None else v for v in [*est["p_value"].to_pylist(), *hpml["p_value"].to_pylist()]],
+                     dtype=np.float64)
+        adjusted = adjust_p_values(p, params.correction)
+        p_adj = [None if np.isnan(a) else float(a) for a in adjusted]
+        significant = [None if a is None else a < 1 - params.confidence for a in p_adj]
+        for name, table, part in (("pricing_estimates", est, slice(0, est.num_rows)),
+                                  ("pricing_hpml", hpml, slice(est.num_rows, None))):
+            for column, values in (("p_adjusted", pa.array(p_adj[part], pa.float64())),
+                                   ("significant", pa.array(significant[part], pa.bool_()))):
+                table = table.set_column(table.schema.get_field_index(column), column, values)
+            out[name] = table
+        return out
+
+
+def hpml_row(unit: str, hpml: np.ndarray, groups: np.ndarray, rows: np.ndarray, params, field: str) -> dict:
+    """The higher-priced shares of one unit's originations (:func:`hpml_flags`), their ratio and
+    the two-proportion z-test."""
+    known = rows[~np.isnan(hpml[rows])]
+    g = groups[known]
+    n1, n0 = int((g == 1).sum()), int((g == 0).sum())
+    k1, k0 = int(hpml[known[g == 1]].sum()), int(hpml[known[g == 0]].sum())
+    row = {"attribute": unit, "field": field, "n_protected": n1, "n_reference": n0, "hpml_protected": k1,
+           "hpml_reference": k0, "confidence": params.confidence, "correction": params.correction,
+           "other_lien": len(rows) - len(known), "threshold_first": params.hpml_first_lien,
+           "threshold_subordinate": params.hpml_subordinate_lien}
+    notes = []
+    if row["other_lien"]:
+        notes.append(f"{row['other_lien']:,} originated loans without a rate spread or a first or subordinate "
+                     "lien: left out")
+    if not n1 or not n0:
+        which = "either group" if not n1 and not n0 else "the protected group" if not n1 else "the reference group"
+        return {**row, "note": "; ".join([*notes, f"no originated loan with a rate spread in {which}: nothing to "
+                                                  "compare"])}
+    s1, s0 = k1 / n1, k0 / n0
+    lo1, hi1 = wilson_interval(k1, n1, params.confidence)
+    lo0, hi0 = wilson_interval(k0, n0, params.confidence)
+    ratio = s1 / s0 if k0 else None
+    r_lo, r_hi = ratio_log_interval(k1, n1, k0, n0, params.confidence)
+    if not k0:
+        notes.append("no higher-priced loan in the reference group: no ratio")
+    small = min(n1, n0) < params.min_group_size
+    if small:
+        notes.append(f"fewer than {params.min_group_size} originations with a rate spread in a group "
+                     f"({n1:,} protected, {n0:,} reference): reported, not tested")
+    return {**row, "share_protected": s1, "share_protected_ci_low": lo1, "share_protected_ci_high": hi1,
+            "share_reference": s0, "share_reference_ci_low": lo0, "share_reference_ci_high": hi0,
+            "difference": s1 - s0, "ratio": ratio, "ratio_ci_low": r_lo, "ratio_ci_high": r_hi,
+            "p_value": None if small else two_proportion_p(k1, n1, k0, n0), "note": "; ".join(notes) or None}

@@ -1,0 +1,322 @@
+"""Fixed effects absorbed: the regression engine's models with thousands of lender (LEI) and
+market (MSA/MD) levels, never expanded into dummy columns.
+
+A model ``y ~ X β + Σ_j F_j α_j`` (``F_j`` the indicator matrix of fixed effect j) is fitted
+through its normal equations — weighted by ``W`` (1 for OLS; ``p(1 − p)`` at each Newton step
+of the logit) — in the block form of the partitioned inverse (Frisch–Waugh–Lovell; Greene,
+*Econometric Analysis*, 8th ed., Sec. 3.3 and A.5.3; for the logit, the Newton step of the
+same partitioned information, as fixest's ``feglm`` and Stata's ``clogit``-free FE logit use):
+
+    [ A  Bsᵀ Bbᵀ ] [x]   [gx]      A  = XᵀWX            Bs = F_sᵀWX    Bb = F_bᵀWX
+    [ Bs S   Cᵀ  ] [s] = [gs]      S  = F_sᵀWF_s        C  = F_bᵀWF_s
+    [ Bb C   D   ] [b]   [gb]      D  = F_bᵀWF_b (diagonal: each row is in one level)
+
+with ``F_b`` the effect of most levels (absorbed through its diagonal ``D``) and ``F_s`` the
+others (their most frequent level each left out, so the system is not singular by
+construction). Eliminating ``b`` then ``s`` leaves the p × p within-matrix
+
+    G = A − BbᵀD⁻¹Bb − B̃sᵀ T⁻¹ B̃s,    T = S − CᵀD⁻¹C,   B̃s = Bs − CᵀD⁻¹Bb,
+
+the cross products of X with every fixed effect partialled out: for OLS exactly the Gram
+matrix of the within-transformed columns. Every sum is accumulated over blocks of rows from
+the level codes (sparse products and ``bincount``), so the cost a block is that of the dense
+columns plus O(rows) per effect, and memory holds |levels| × p numbers, not n × |levels|.
+
+No fixed effect is the one-level case: ``b`` is the intercept, ``G`` the centred Gram
+matrix, and every model here is the plain one.
+
+Rows whose level of some effect has one outcome only (every y = 1, or every y = 0, or a
+single record for a continuous y) are fitted exactly by their fixed effect and say nothing
+about β; they are dropped, repeatedly until none is left (fixest's ``fixef.rm``; for the logit
+the maximum-likelihood estimate of such a level's effect does not exist), with a note.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy import linalg
+
+
+@dataclass
+class Effects:
+    """The fixed effects over the design's kept rows: ``codes[j]`` (0 … sizes[j] − 1) per
+    effect aligned with the kept rows, the effect of most levels first (the absorbed one).
+    ``reference[j]``: the level of effect j ≥ 1 left out (its most frequent). No fixed effect:
+    one effect of one level, ``names == []``."""
+
+    names: list[str]
+    codes: list[np.ndarray]
+    sizes: list[int]
+    reference: list[int]
+
+    @property
+    def small(self) -> int:
+        """The columns of the other effects (each without its reference level)."""
+        return sum(s - 1 for s in self.sizes[1:])
+
+    @property
+    def parameters(self) -> int:
+        """The fixed effects' parameters: the absorbed effect's levels (the intercept's role)
+        and the others' levels but their references."""
+        return self.sizes[0] + self.small
+
+    def offsets(self) -> list[int]:
+        out, at = [], 0
+        for s in self.sizes[1:]:
+            out.append(at)
+            at += s - 1
+        return out
+
+    def small_columns(self, j: int, pos: slice) -> np.ndarray:
+        """Effect j's (j ≥ 1) column in the joint index of the other effects, −1 at its reference."""
+        code = self.codes[j][pos]
+        ref = self.reference[j]
+        col = np.where(code < ref, code, code - 1) + self.offsets()[j - 1]
+        return np.where(code == ref, -1, col)
+
+    def eta(self, pos: slice, s: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Each row's fixed-effect part ``b[level] + Σ_j s[level_j]`` (0 at a reference)."""
+        out = b[self.codes[0][pos]]
+        for j in range(1, len(self.sizes)):
+            col = self.small_columns(j, pos)
+            out = out + np.where(col >= 0, s[np.maximum(col, 0)], 0.0)
+        return out
+
+    def sums(self, pos: slice, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(F_sᵀv, F_bᵀv)`` over the rows ``pos`` (v a vector or a rows × m matrix); the rows
+        are in the absorbed effect's order (:func:`absorb_rows`), so its sums are runs."""
+        b = run_sum(self.codes[0][pos], self.sizes[0], v)
+        s = np.zeros((self.small, *v.shape[1:]))
+        for j in range(1, len(self.sizes)):
+            col = self.small_columns(j, pos)
+            hit = col >= 0
+            s += group_sum(col[hit], self.small, v[hit])
+        return s, b
+
+
+def no_effects(n: int) -> Effects:
+    return Effects([], [np.zeros(n, np.int64)], [1], [0])
+
+
+def group_sum(codes: np.ndarray, size: int, v: np.ndarray) -> np.ndarray:
+    """Σ of ``v``'s rows by level (``size`` levels): a vector or a size × m matrix."""
+    if v.ndim == 1:
+        return np.bincount(codes, weights=v, minlength=size)
+    if size == 1:
+        return v.sum(axis=0, keepdims=True)
+    f = sp.csr_matrix((np.ones(len(codes)), (codes, np.arange(len(codes)))), shape=(size, len(codes)))
+    return np.asarray(f @ v)
+
+
+def run_sum(codes: np.ndarray, size: int, v: np.ndarray) -> np.ndarray:
+    """:func:`group_sum` for ``codes`` in ascending order: one sum a run."""
+    if size == 1:
+        return v.sum(axis=0, keepdims=True) if v.ndim > 1 else np.array([v.sum()])
+    out = np.zeros((size, *v.shape[1:]))
+    if len(codes):
+        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+        out[codes[starts]] = np.add.reduceat(v, starts, axis=0)
+    return out
+
+
+def absorb_rows(y: np.ndarray, keep: np.ndarray, fixed: Sequence[np.ndarray], names: Sequence[str],
+                binary: bool) -> tuple[np.ndarray, Effects, str | None]:
+    """The kept rows once the levels that fit their rows exactly are dropped (with a binary y: a
+    level whose outcomes are all 0 or all 1; else a level of one record), repeated until none
+    is left, and the effects recoded to their levels present, the largest first. ``fixed``:
+    the effects' codes over all rows (nulls already dropped from ``keep``). The rows returned
+    are ordered by the level of the effect of most levels (its sums are then runs)."""
+    if not fixed:
+        return keep, no_effects(len(keep)), None
+    codes = [np.asarray(f)[keep].astype(np.int64) for f in fixed]
+    yk = y[keep].astype(np.float64)
+    alive = np.ones(len(keep), bool)
+    dropped_levels = [0] * len(codes)
+    for _ in range(100):
+        changed = False
+        for j, c in enumerate(codes):
+            cnt = np.bincount(c[alive], minlength=c.max(initial=-1) + 1)
+            tot = np.bincount(c[alive], weights=yk[alive], minlength=len(cnt))
+            bad = (cnt > 0) & ((cnt == 1) | ((tot == 0) | (tot == cnt)) if binary else (cnt == 1))
+            if bad.any():
+                dropped_levels[j] += int(bad.sum())
+                alive &= ~bad[c]
+                changed = True
+        if not changed:
+            break
+    note = None
+    gone = int((~alive).sum())
+    if gone:
+        what = "one outcome" if binary else "one record"
+        levels = ", ".join(f"{k:,} of {nm}" for k, nm in zip(dropped_levels, names) if k)
+        note = (f"{gone:,} rows in levels with {what} only ({levels}) dropped: their fixed effect fits "
+                f"them exactly and says nothing of the group")
+    keep = keep[alive]
+    recoded = []
+    for c in codes:
+        _, inv = np.unique(c[alive], return_inverse=True)
+        recoded.append(inv.astype(np.int64))
+    sizes = [int(c.max(initial=-1)) + 1 for c in recoded]
+    order = sorted(range(len(recoded)), key=lambda j: (-sizes[j], j))
+    recoded = [recoded[j] for j in order]
+    sizes = [sizes[j] for j in order]
+    # the rows in the absorbed effect's order (stable: the given order within a level)
+    by_level = np.argsort(recoded[0], kind="stable")
+    keep = keep[by_level]
+    recoded = [c[by_level] for c in recoded]
+    reference = [0] + [int(np.argmax(np.bincount(c, minlength=s))) for c, s in zip(recoded[1:], sizes[1:])]
+    return keep, Effects([names[j] for j in order], recoded, sizes, reference), note
+
+
+class Normal:
+    """The weighted normal equations of ``[X, F_s, F_b]`` summed a block of rows at a time
+    (:meth:`add`), then solved by the partitioned inverse (:meth:`solver`). The dense blocks are
+    summed as the rows come; the effects' own cross products (D, C, S) from every row's weight
+    in one ``bincount`` each at the end."""
+
+    def __init__(self, p: int, effects: Effects):
+        self.effects = effects
+        nb, ns = effects.sizes[0], effects.small
+        self.a = np.zeros((p, p))
+        self.bb = np.zeros((nb, p))
+        self.bs = np.zeros((ns, p))
+        n = len(effects.codes[0])
+        self.weights = None if nb == 1 and not ns else np.ones(n)
+        self.weighted = False
+
+    def add(self, x: np.ndarray, w: np.ndarray | None, pos: slice) -> None:
+        """Add the rows ``pos`` (their dense columns ``x``, weights ``w``; None = 1)."""
+        e = self.effects
+        wx = x if w is None else x * w[:, None]
+        self.a += x.T @ wx
+        bs, bb = e.sums(pos, wx)
+        self.bb += bb
+        self.bs += bs
+        if w is not None:
+            self.weighted = True
+            if self.weights is None:
+                self.total = getattr(self, "total", 0.0) + float(w.sum())
+            else:
+                self.weights[pos] = w
+
+    @property
+    def d(self) -> np.ndarray:
+        e = self.effects
+        if self.weights is None:
+            return np.array([self.total if self.weighted else float(len(e.codes[0]))])
+        return np.bincount(e.codes[0], weights=self.weights, minlength=e.sizes[0])
+
+    def cross(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(C, S)``: the absorbed effect against the others, and the others among themselves."""
+        e = self.effects
+        ns, nb = e.small, e.sizes[0]
+        whole = slice(0, len(e.codes[0]))
+        cols = [e.small_columns(j, whole) for j in range(1, len(e.sizes))]
+        c = np.zeros((nb, ns))
+        s = np.zeros((ns, ns))
+        for j, col in enumerate(cols):
+            hit = col >= 0
+            w = self.weights[hit]
+            c += np.bincount(e.codes[0][hit] * ns + col[hit], weights=w, minlength=nb * ns).reshape(nb, ns)
+            s += np.diag(np.bincount(col[hit], weights=w, minlength=ns))
+            for k in range(j + 1, len(cols)):
+                both = hit & (cols[k] >= 0)
+                t = np.bincount(col[both] * ns + cols[k][both], weights=self.weights[both],
+                                minlength=ns * ns).reshape(ns, ns)
+                s += t + t.T
+        return c, s
+
+    def solver(self) -> "Solver | None":
+        """The partitioned solver, or None when a level carries no weight (D has a zero)."""
+        d = self.d
+        if np.any(d <= 0) or not np.all(np.isfinite(d)):
+            return None
+        return Solver(self, d, *self.cross())
+
+
+class Solver:
+    """The within-matrix ``G`` of the module docstring and solves of the full system."""
+
+    def __init__(self, ne: Normal, d: np.ndarray, c: np.ndarray, s: np.ndarray):
+        self.dinv = 1 / d
+        self.bb, self.c = ne.bb, c
+        db = self.dinv[:, None] * ne.bb
+        a1 = ne.a - ne.bb.T @ db
+        self.collinear_effects = False
+        if c.shape[1]:
+            dc = self.dinv[:, None] * c
+            t = s - c.T @ dc
+            self.bs1 = ne.bs - c.T @ db
+            self.tinv, self.collinear_effects = _symmetric_inverse(t)
+            self.g = a1 - self.bs1.T @ self.tinv @ self.bs1
+        else:
+            self.bs1 = ne.bs
+            self.tinv = np.zeros((0, 0))
+            self.g = a1
+        self.g = (self.g + self.g.T) / 2
+
+    def sub(self, p: int) -> "Solver":
+        """The solver of the first ``p`` dense columns alone (the elimination is column by column)."""
+        out = object.__new__(Solver)
+        out.dinv, out.c, out.tinv, out.collinear_effects = self.dinv, self.c, self.tinv, self.collinear_effects
+        out.bb, out.bs1, out.g = self.bb[:, :p], self.bs1[:, :p], self.g[:p, :p]
+        return out
+
+    def reduce(self, gx: np.ndarray, gs: np.ndarray, gb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The right-hand side of the dense part once ``b`` and ``s`` are eliminated, and the
+        eliminated ``gs``."""
+        gs1 = gs - self.c.T @ (self.dinv * gb) if len(gs) else gs
+        gx1 = gx - self.bb.T @ (self.dinv * gb)
+        if len(gs):
+            gx1 = gx1 - self.bs1.T @ (self.tinv @ gs1)
+        return gx1, gs1
+
+    def back(self, x: np.ndarray, gs1: np.ndarray, gb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(s, b)`` given the dense part ``x`` of the solution."""
+        s = self.tinv @ (gs1 - self.bs1 @ x) if len(gs1) else gs1
+        b = self.dinv * (gb - self.bb @ x - (self.c @ s if len(s) else 0.0))
+        return s, b
+
+    def solve(self, gx, gs, gb, g_solve) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The full solution ``(x, s, b)``; ``g_solve(G, r)`` solves the dense part (None when
+        G is singular)."""
+        gx1, gs1 = self.reduce(gx, gs, gb)
+        x = g_solve(self.g, gx1)
+        if x is None:
+            return None
+        s, b = self.back(x, gs1, gb)
+        return x, s, b
+
+
+def _symmetric_inverse(t: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The inverse of the symmetric ``t`` (by its Cholesky factor, equilibrated), or its
+    pseudo-inverse (eigenvalues below 1e-10 of the largest left out) when the effects are
+    nested: a level of one effect the sum of levels of another (a market served by lenders found
+    nowhere else). The group's estimate stays identified; the nested levels' own effects are not."""
+    t = (t + t.T) / 2
+    scale = 1 / np.sqrt(np.maximum(np.diag(t), 1e-300))
+    te = t * scale[:, None] * scale[None, :]
+    try:
+        factor = linalg.cho_factor(te)
+        if np.min(np.abs(np.diag(factor[0]))) ** 2 > 1e-10:
+            inv = linalg.cho_solve(factor, np.eye(len(te)))
+            return inv * scale[:, None] * scale[None, :], False
+    except linalg.LinAlgError:
+        pass
+    eig, vec = np.linalg.eigh(te)
+    keep = eig > 1e-10 * eig[-1]
+    inv = (vec[:, keep] / eig[keep]) @ vec[:, keep].T
+    return inv * scale[:, None] * scale[None, :], bool((~keep).any())
+
+
+def cluster_variance(u_sum_by_cluster: np.ndarray, n: int, k: int) -> float:
+    """Σ_g (Σ_{i∈g} uᵢ)² with the small-sample factor G/(G − 1)·(n − 1)/(n − k) (CR1: Cameron &
+    Miller 2015, "A practitioner's guide to cluster-robust inference", J. Human Resources 50(2),
+    Sec. IIC; statsmodels' ``cov_type="cluster"`` default)."""
+    g = len(u_sum_by_cluster)
+    if g < 2 or n <= k:
+        return float("nan")
+    return float(u_sum_by_cluster @ u_sum_by_cluster) * g / (g - 1) * (n - 1) / (n - k)

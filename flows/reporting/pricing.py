@@ -1,0 +1,45 @@
+"""Report section of pricing: among originated loans, each pricing field's means and medians by
+group, the adjusted difference (OLS on the regression engine's controls) with its interval,
+adjusted p and robustness, and the higher-priced (HPML) shares with their ratio. Groups are
+named by their recorded values (``labels.Labels``)."""
+from __future__ import annotations
+
+from aequum.flows.reporting.html import Section, flag, table
+from aequum.flows.reporting.labels import Labels
+from aequum.flows.reporting.run import Run
+from aequum.flows.reporting.sections import section
+
+
+@section("pricing", "Pricing of originated loans", ("pricing_estimates", "pricing_hpml"))
+def pricing_section(run: Run, sec: Section) -> None:
+    labels = Labels(run.parameters)
+    estimates = sorted(run.result("pricing_estimates"), key=lambda r: (r["attribute"], r["field"]))
+    hpml = sorted(run.result("pricing_hpml"), key=lambda r: r["attribute"])
+    sec.add("<p>Among originated loans, what the protected group paid against the reference group: "
+            "each pricing field's mean and median by group, and the difference after controlling for the "
+            "recorded inputs named (the regression engine's, and the other groups held), with its interval "
+            "and its p-value adjusted across the run's pricing tests. Loans that do not report a field "
+            "(\"NA\", \"Exempt\") are left out of that field. A difference is flagged when it is significant "
+            "and in the borrower's disfavour; the public LAR lacks the credit score a pricer reads, so it is "
+            "evidence of unequal treatment only when an unobserved factor as strong as the controls could "
+            "not explain it (robust).</p>")
+    sec.add(table([{"groups": labels.versus(r["attribute"], "protected"), "field": r["field"],
+                    "N protected": r["n_protected"], "N reference": r["n_reference"],
+                    "mean protected": r["mean_protected"], "mean reference": r["mean_reference"],
+                    "median protected": r["median_protected"], "median reference": r["median_reference"],
+                    "raw difference": r["raw_difference"], "adjusted difference": r["estimate"],
+                    "CI low": r["ci_low"], "CI high": r["ci_high"], "adjusted p": r["p_adjusted"],
+                    "flagged": flag(bool(r["significant"] and r["adverse"])), "robust": r["robust"],
+                    "note": r["note"]} for r in estimates]))
+    if hpml:
+        first, subordinate = hpml[0]["threshold_first"], hpml[0]["threshold_subordinate"]
+        sec.add(f"<p>Higher-priced loans (Reg Z 1026.35: a rate spread of at least {first:g} points for a "
+                f"first lien, {subordinate:g} for a subordinate lien): each group's share with its interval, "
+                "and the ratio of the shares. A raw disparity: the groups' risks differ too.</p>")
+        sec.add(table([{"groups": labels.versus(r["attribute"], "protected"),
+                        "N protected": r["n_protected"], "N reference": r["n_reference"],
+                        "share protected": r["share_protected"], "share reference": r["share_reference"],
+                        "ratio": r["ratio"], "ratio CI low": r["ratio_ci_low"], "ratio CI high": r["ratio_ci_high"],
+                        "adjusted p": r["p_adjusted"],
+                        "flagged": flag(bool(r["significant"] and (r["difference"] or 0) > 0)),
+                        "note": r["note"]} for r in hpml]))
