@@ -199,11 +199,19 @@ def cmd_show(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from aequum.flows.report import write_report
+    from aequum.flows.report import write_cases, write_report
 
     if args.run_id is not None:
         check_run_id(args.run_id, "run id")
+    if args.cases is not None:
+        for path in write_cases(args.warehouse, args.cases, args.run_id, args.out, args.limit, args.pdf,
+                                wait=args.wait, notify=_say):
+            print(path.resolve())
+        return 0
+    if args.pdf:
+        from aequum.flows.guard import UsageError
 
+        raise UsageError("--pdf prints a finding's exhibit: use it with --cases RANK")
     print(write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say).resolve())
     return 0
 
@@ -311,7 +319,18 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="write a run's self-contained HTML report (default: the latest run)")
     rp.add_argument("run_id", nargs="?", default=None, help="the run (default: the latest)")
     wh_args(rp)
-    rp.add_argument("--out", default=None, help="HTML file (default report-RUN_ID.html)")
+    rp.add_argument("--out", default=None, help="HTML file (default report-RUN_ID.html; the cases of its "
+                    "flagged findings go beside it, in REPORT-cases/); with --cases, the exhibit's files' "
+                    "name without extension (default cases-RUN_ID-RANK)")
+    rp.add_argument("--cases", default=None, metavar="FINDING",
+                    help="write the matched-pair exhibit of one finding instead of the report: its rank in "
+                    "the run (audit.findings.rank, as the report and `aequum show findings` list it), a "
+                    "CST/ST/CF or CEC finding; each case's complainant beside its comparators of both "
+                    "groups, feature by feature, as CSV and as a printable HTML page")
+    rp.add_argument("--limit", type=int, default=50,
+                    help="with --cases: the cases exhibited, the surest first (default %(default)s)")
+    rp.add_argument("--pdf", action="store_true",
+                    help="with --cases: also print the page to PDF with Chromium headless (Debian's chromium)")
     rp.set_defaults(func=cmd_report)
 
     t = sub.add_parser("train", help="train the CEC paper's MLP with a fair objective (k-fold compared)")

@@ -13,9 +13,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def small_audit(tmp: Path, rows: int = 400, engines: list[str] | None = None,
-                run_id: str = "loan-small", spec_name: str = "loan.yaml", edit=None) -> Path:
+                run_id: str = "loan-small", spec_name: str = "loan.yaml", edit=None,
+                records: bool = False) -> Path:
     """Write one run of ``data/specs/<spec_name>`` at ``rows`` rows to ``tmp/wh.duckdb``
-    (``edit(raw)`` may change the raw spec first)."""
+    (``edit(raw)`` may change the raw spec first). ``records``: the records are staged into that
+    warehouse (and ``tmp/lake``) and the run names their dataset version, as an audit's does."""
     from conftest import stage_spec
     from aequum.engines.core.engine import run_serial
     from aequum.engines.core.models import model_fingerprint
@@ -30,8 +32,12 @@ def small_audit(tmp: Path, rows: int = 400, engines: list[str] | None = None,
     if edit is not None:
         edit(raw)
     spec = parse_spec(raw)
-    data = stage_spec(spec, tmp, REPO / "data" / "specs")
     path = tmp / "wh.duckdb"
+    data = stage_spec(spec, tmp, REPO / "data" / "specs", path if records else None)
+    version = "0123456789abcdef"
+    if records:
+        with Warehouse(path, read_only=True) as wh:
+            (version,) = wh.con.execute("SELECT dataset_version FROM audit.datasets").fetchone()
     results, statuses = {}, {}
     for name in spec.engines.run:
         engine = get_engine(name)
@@ -43,7 +49,7 @@ def small_audit(tmp: Path, rows: int = 400, engines: list[str] | None = None,
         wh.write_results(run_id, results)
         for name, counts in statuses.items():
             wh.record_engine(run_id, name, "succeeded", 0.1, 1, counts, None)
-        wh.finish_run(run_id, "succeeded", "0123456789abcdef", f"{rows}:{json.dumps(rows)}",
+        wh.finish_run(run_id, "succeeded", version, f"{rows}:{json.dumps(rows)}",
                       model_fingerprint(data.model) if data.model is not None else None)
         wh.create_views()
     return path

@@ -51,8 +51,9 @@ def staged_data(tmp_path):
     return lambda spec, spec_dir=None: stage_spec(spec, tmp_path, spec_dir)
 
 
-def stage_spec(spec, tmp: Path, spec_dir: Path | None = None):
-    """Stage a spec (path or AuditSpec) into a throwaway warehouse under ``tmp``; its AuditData."""
+def stage_spec(spec, tmp: Path, spec_dir: Path | None = None, warehouse: Path | None = None):
+    """Stage a spec (path or AuditSpec) into a throwaway warehouse under ``tmp`` (or into
+    ``warehouse``) and its lake ``tmp/lake``; its AuditData."""
     from aequum.engines.core.data import AuditData
     from aequum.engines.core.spec import AuditSpec, load_spec
     from aequum.flows.model_step import fit_model
@@ -63,7 +64,7 @@ def stage_spec(spec, tmp: Path, spec_dir: Path | None = None):
         spec_dir = Path(spec).resolve().parent
         spec = load_spec(spec)
     spec_dir = spec_dir or tmp
-    with Warehouse(tmp / "staged.duckdb") as wh:
+    with Warehouse(warehouse or tmp / "staged.duckdb") as wh:
         ref = stage(spec, spec_dir, wh, tmp / "lake")
         table = wh.staged(ref.version)
     return AuditData(spec, table, ref.categories, fit_model(spec, spec_dir, table, ref.categories))

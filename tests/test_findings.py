@@ -114,3 +114,22 @@ def test_a_new_engine_part_is_one_more_view(warehouse):
     warehouse.create_views()
     rows = warehouse.con.execute("SELECT engine, run_id, statement FROM audit.findings").fetchall()
     assert rows == [("zz", "r", "x")]
+
+
+def test_group_labels_of_a_per_value_comparison(tmp_path):
+    """audit.group_label names both groups of a per-value comparison (race=Asian) by their values
+    and the attribute they belong to: "the Asian group of race", "the White group of race"; an
+    intersection's side by its parts' values."""
+    from aequum.engines.core.spec import load_spec
+
+    params = load_spec(SQL_DIR.parent / "data" / "specs" / "hmda.yaml").run_parameters()
+    with Warehouse(tmp_path / "wh.duckdb") as wh:
+        wh.start_run("r", "hmda", "h", "test", params)
+        wh.create_views()
+        got = wh.con.execute("SELECT audit.group_label('race=Asian', 'protected'), "
+                             "audit.group_label('race=Asian', 'reference'), audit.group_label('sex', 'reference'), "
+                             "audit.group_label('race', 'reference'), audit.group_label('ethnicity&sex', 'protected'), "
+                             "audit.group_label('x&sex', 'protected')").fetchone()
+    assert got == ("the Asian group of race", "the White group of race", "the Male group of sex",
+                   "the White group of race", "the Hispanic or Latino × Female group",
+                   "the protected group of x&sex")  # a part without recorded values: as the tables name it

@@ -107,3 +107,8 @@ def test_the_hmda_penalty_on_debt_to_income_is_named(tmp_path):
     text = write_report(path, "hmda-r", tmp_path / "r.html").read_text()
     summary = text.split('<section id="conclusion"', 1)[1].split("</section>", 1)[0]
     assert "debt_to_income_ratio" in summary
+    from aequum.flows.reporting import plots
+
+    section = text.split('<section id="engine-reasons"', 1)[1].split("</section>", 1)[0]
+    assert section.count('<figure class="plot"><svg ') == 1  # the medians' gaps, the penalty in red
+    assert plots.SIGNIFICANT in section and "debt_to_income_ratio" in section

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from aequum.flows.cli import main
-from aequum.flows.report import write_report
+from aequum.flows.report import REPORT_CASES, write_report
 from aequum.flows.reporting.run import CASES
 from aequum.flows.reporting.sections import SECTIONS
 from aequum.flows.warehouse import Warehouse
@@ -27,10 +27,14 @@ def figures(text: str, section: str) -> int:
     return len(re.findall(r'<figure class="plot"><svg ', body))
 
 
+CASE_FILE = re.compile(r"[^/]+-cases/finding-\d+-\w+\.csv")
+
+
 def external_references(text: str) -> list[str]:
-    """URLs the page could fetch: src/href attributes and CSS url()s that are not fragments or data."""
+    """URLs the page could fetch: src/href attributes and CSS url()s that are not fragments or
+    data, nor links to the report's own case files (a link is followed only when clicked)."""
     refs = re.findall(r'(?:src|href|xlink:href)\s*=\s*"([^"]*)"', text) + re.findall(r"url\(([^)]*)\)", text)
-    return [r for r in refs if not r.startswith(("#", "data:"))]
+    return [r for r in refs if not r.startswith(("#", "data:")) and not CASE_FILE.fullmatch(r)]
 
 
 def test_report_of_a_small_real_audit(small_audit_warehouse, tmp_path):
@@ -43,8 +47,10 @@ def test_report_of_a_small_real_audit(small_audit_warehouse, tmp_path):
     with Warehouse(small_audit_warehouse, read_only=True) as wh:  # the gaps' unadjusted odds ratios, shown
         odds = wh.con.execute("SELECT odds_ratio, odds_ratio_ci_low, odds_ratio_ci_high FROM audit.outcome_gaps "
                               "WHERE odds_ratio_ci_low IS NOT NULL").fetchall()
-    assert odds and "<th>odds ratio (interval)</th>" in text
+    assert odds and "odds ratio (interval)</th>" in text
     assert all(f"{o:.2f} ({lo:.2f} to {hi:.2f})" in text for o, lo, hi in odds)
+    links = re.findall(r'<a href="(r-cases/[^"]+)"', text)
+    assert links and all((tmp_path / link).is_file() for link in links)  # the flagged findings' cases
     assert "<script" not in text and "default-src 'none'" in text
     for field in ("dataset version", "source fingerprint", "model fingerprint", "code version", "started"):
         assert f"<dt>{field}</dt>" in text
@@ -56,7 +62,8 @@ def test_report_of_a_small_real_audit(small_audit_warehouse, tmp_path):
     from html import escape
     assert statements and all(escape(s) in text for s in statements)
     assert "Who the top 5 complainants were compared with" in text and f"<td>{top}</td>" in text
-    assert write_report(small_audit_warehouse, "loan-small", tmp_path / "again.html").read_text() == text
+    again = write_report(small_audit_warehouse, "loan-small", tmp_path / "again.html").read_text()
+    assert again.replace('"again-cases/', '"r-cases/') == text
 
 
 def test_sections_follow_the_engines_that_ran(tmp_path):
@@ -115,6 +122,18 @@ def enlarge(path: Path, rows: int) -> None:
             FROM range($n) t(i)""", {"n": rows // 10})
 
 
+# Per section, the most bytes it may take, whatever the size of the run's tables: the sections
+# show top-N cases, binned histograms and sampled plots, never a row per record.
+SECTION_BOUNDS = {"conclusion": 60_000, "audited": 15_000, "methods": 15_000, "engine-outcome": 120_000,
+                  "engine-cst": 300_000, "engine-raguel": 200_000, "engine-fgce": 200_000}
+
+
+def section_sizes(text: str) -> dict[str, int]:
+    """Bytes of each section of a report."""
+    return {m.group(1): len(m.group(0).encode()) for m in
+            re.finditer(r'<section id="([^"]+)" data-section.*?</section>', text, flags=re.S)}
+
+
 def check_large_report(tmp_path, source: Path, rows: int) -> tuple[float, int]:
     path = tmp_path / "large.duckdb"
     shutil.copy(source, path)
@@ -129,6 +148,14 @@ def check_large_report(tmp_path, source: Path, rows: int) -> tuple[float, int]:
     assert sections(text) == SECTION_IDS
     cases = text.split("<h4>Top ", 1)[1].split("</table>", 1)[0]
     assert cases.count("<tr>") == CASES + 1  # header + the top cases; the rest stay in the warehouse
+    small = section_sizes(write_report(source, "loan-small", tmp_path / "small.html").read_text(encoding="utf-8"))
+    large = section_sizes(text)
+    print({name: (small[name], large[name]) for name in large})
+    assert large.keys() == small.keys() == SECTION_BOUNDS.keys()
+    for name, bound in SECTION_BOUNDS.items():  # no section grows with the rows
+        assert small[name] <= bound and large[name] <= bound, (name, small[name], large[name])
+    for csv_file in (tmp_path / "large-cases").iterdir():  # the cases beside it: top cases x 2k + 1 rows
+        assert sum(1 for _ in csv_file.open(encoding="utf-8")) <= 1 + REPORT_CASES * (2 * 100 + 1)
     return seconds, size
 
 

@@ -4,19 +4,19 @@ network request, and shows every section and every plot."""
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 from aequum.flows.report import write_report
+from aequum.flows.reporting.exhibit_page import chromium as installed_chromium
 
 
 def chromium() -> str:
-    for candidate in ("/usr/lib/chromium/chromium", shutil.which("chromium"), shutil.which("chromium-browser")):
-        if candidate and Path(candidate).exists():
-            return candidate
-    pytest.skip("no Chromium on this machine (.ci/setup installs Debian's chromium where it can)")
+    found = installed_chromium()
+    if found is None:
+        pytest.skip("no Chromium on this machine (.ci/setup installs Debian's chromium where it can)")
+    return found
 
 
 def open_in_chromium(html: Path, screenshot: Path | None = None) -> dict:
@@ -80,6 +80,30 @@ def test_report_in_headless_chromium(small_audit_warehouse, tmp_path):
     assert seen["too_wide"] == [] and seen["scroll_width"][0] <= seen["scroll_width"][1]  # no scroll at 1280 px
     assert "=protected" not in text and "<td>protected</td>" not in text  # the spec's values, not placeholders
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_exhibit_page_in_chromium_and_printed_to_pdf(tmp_path):
+    """``aequum report --cases RANK --pdf``: the exhibit page loads offline with no error, fits
+    1280 px, shows both groups' features, and Chromium prints it to a PDF."""
+    from audit_tables import small_audit
+    from aequum.flows.cli import main
+    from aequum.flows.warehouse import Warehouse
+
+    chromium()
+    wh = small_audit(tmp_path, rows=400, engines=["cst"], records=True)
+    with Warehouse(wh, read_only=True) as w:
+        (rank,) = w.con.execute("SELECT min(rank) FROM audit.findings WHERE flagged "
+                                "AND finding LIKE 'counterfactual situation testing, k = %'").fetchone()
+    out = tmp_path / "exhibit"
+    assert main(["report", "--warehouse", str(wh), "--cases", str(rank), "--limit", "2", "--out", str(out), "--pdf"]) == 0
+    seen = open_in_chromium(out.with_suffix(".html"))
+    assert seen["errors"] == [] and seen["blocked"] == [] and len(seen["requests"]) == 1
+    assert seen["too_wide"] == [] and seen["scroll_width"][0] <= seen["scroll_width"][1]
+    assert [s for s, _ in seen["sections"]] == ["finding", "case-1", "case-2"]
+    text = out.with_suffix(".html").read_text(encoding="utf-8")
+    assert "<td>Female</td>" in text and "<td>Male</td>" in text and "AccountBalance [USD]" in text
+    pdf = out.with_suffix(".pdf").read_bytes()
+    assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page") - pdf.count(b"/Type /Pages") >= 3
 
 
 def test_browser_check_catches_network_requests(tmp_path):

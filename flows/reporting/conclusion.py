@@ -105,7 +105,12 @@ def sentences(run_record: dict, parameters: dict, findings: list[dict], labels: 
     return out
 
 
-def ranked_rows(findings: list[dict], labels: Labels, engines_shown: set[str], limit: int | None) -> list[dict]:
+def ranked_rows(findings: list[dict], labels: Labels, engines_shown: set[str], limit: int | None,
+                cases: dict[int, str] | None = None, statements: bool = True) -> list[dict]:
+    """The findings' rows of the ranked table; ``cases``: per rank, the link to its cases' file;
+    ``statements``: with every finding's sentence, else the headline findings' only (the list of
+    every finding leaves the others in ``audit.findings``: hundreds of sentences on a run of many
+    attributes)."""
     rows = []
     for f in ordered(findings)[:limit]:
         word, kind = verdict(f)
@@ -114,8 +119,13 @@ def ranked_rows(findings: list[dict], labels: Labels, engines_shown: set[str], l
         anchor = f"engine-{f['engine']}" if f["engine"] in engines_shown else None
         finding = Raw(markup('<a href="#{}">{}</a>', anchor, f["finding"])) if anchor else f["finding"]
         rows.append({"rank": f.get("rank"), "": Raw(badge(word, kind)), "groups": labels.versus(f["attribute"], f["group_name"]),
-                     "finding": finding, "figure": figure_text(f, labels), "how sure": confidence_text(f),
-                     "what it says": f.get("statement") or ""})
+                     "finding": finding, "figure": Raw(markup('<span title="{}">{}</span>', f.get("measure") or "",
+                                                             figure_text(f, labels))),
+                     "how sure": confidence_text(f),
+                     "what it says": (f.get("statement") or "") if statements or f.get("headline") else ""})
+        if cases:
+            link = cases.get(f.get("rank"))
+            rows[-1]["cases"] = Raw(markup('<a href="{}">CSV</a>', link)) if link else ""
     return rows
 
 
@@ -128,18 +138,27 @@ def _below_chance(f: dict) -> bool:
     return m is not None and float(m.group(1)) <= 1.0
 
 
-def conclusion_section(run, findings: list[dict], labels: Labels, engines_shown: set[str]) -> Section:
+def conclusion_section(run, findings: list[dict], labels: Labels, engines_shown: set[str],
+                       cases: dict[int, str] | None = None) -> Section:
     sec = Section("conclusion", "Conclusion")
     sec.add("".join(markup("<p class=\"conclusion\">{}</p>", s)
                     for s in sentences(run.record, run.parameters, findings, labels)))
     top = [f for f in ordered(findings) if f.get("flagged") or f.get("evidence") or f.get("headline")][:RANKED]
     sec.add(markup("<h3>The findings, most serious and most certain first</h3>"),
-            table(ranked_rows(top, labels, engines_shown, None), cls="findings"))
+            table(ranked_rows(top, labels, engines_shown, None, cases), cls="findings"))
+    if cases:
+        sec.add(markup('<p class="note">Cases: the matched-pair exhibit of each flagged individual finding (its '
+                       'surest cases, each complainant beside its comparators of both groups with their '
+                       'features, decisions and distances) as a CSV file beside this report; '
+                       '<code>aequum report --cases RANK</code> writes one as a printable page.</p>'))
     rest = len(findings) - len(top)
     if rest > 0:
-        sec.add(markup("<details><summary>Every finding of the run ({:,}; <code>audit.findings</code>, "
-                       "run_id = '{}', ordered by <code>rank</code>)</summary>", len(findings), run.run_id)
-                + table(ranked_rows(findings, labels, engines_shown, None), cls="findings") + "</details>")
+        sec.add(markup("<details><summary>Every finding of the run ({:,}; the headline findings' statements, "
+                       "every statement in <code>audit.findings</code>, run_id = '{}', ordered by "
+                       "<code>rank</code>)</summary>",
+                       len(findings), run.run_id)
+                + table(ranked_rows(findings, labels, engines_shown, None, cases, statements=False), cls="findings")
+                + "</details>")
     return sec
 
 

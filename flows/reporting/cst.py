@@ -45,16 +45,18 @@ def delta_plot(claims: list[dict], k: int, tau: float = 0.0) -> str:
     ax = fig.subplots()
     total = claims[0]["total"] if claims else 0
     sampled = claims[0]["sampled"] if claims else 0
-    for c in claims:
-        x = 100 * c["position"] / max(sampled - 1, 1)
-        low = c["ci_low"] if c["ci_low"] is not None else c["delta_p"]
-        high = c["ci_high"] if c["ci_high"] is not None else c["delta_p"]
-        colour = plots.SIGNIFICANT if delta_significant(c, tau) else plots.NEUTRAL
-        ax.errorbar(x, c["delta_p"], yerr=[[c["delta_p"] - low], [high - c["delta_p"]]], fmt="o",
-                    markersize=3, color=colour, ecolor=colour, capsize=1.5)
+    for red in (False, True):  # one series per colour: the SVG defines each marker once, not per point
+        drawn = [c for c in claims if c["delta_p"] is not None and delta_significant(c, tau) == red]
+        if not drawn:
+            continue
+        low = [c["ci_low"] if c["ci_low"] is not None else c["delta_p"] for c in drawn]
+        high = [c["ci_high"] if c["ci_high"] is not None else c["delta_p"] for c in drawn]
+        colour = plots.SIGNIFICANT if red else plots.NEUTRAL
+        ax.errorbar([100 * c["position"] / max(sampled - 1, 1) for c in drawn], [c["delta_p"] for c in drawn],
+                    yerr=[[c["delta_p"] - lo for c, lo in zip(drawn, low)], [hi - c["delta_p"] for c, hi in zip(drawn, high)]],
+                    fmt="o", markersize=3, color=colour, ecolor=colour, elinewidth=0.8, capsize=0)
     ax.axhline(0, color=plots.NEUTRAL, linewidth=0.8)
-    ax.set_xlabel(f"complainants ranked by Δp, percent (a fixed sample of {sampled:,} of {total:,}; "
-                  f"red: significant with its interval above τ = {tau:g}), k = {k}")
+    ax.set_xlabel(f"complainants ranked by Δp, percent ({sampled:,} of {total:,}), k = {k}")
     ax.set_ylabel("Δp = p_control − p_test")
     ax.set_xlim(-2, 102)
     return plots.to_svg(fig, "Delta p per complainant with confidence intervals")
@@ -101,8 +103,8 @@ def cst_section(run: Run, sec: Section) -> None:
         spread = run.query("cst_claims_spread", attribute=attribute, method="CST", k=k, points=PLOTTED)
         if spread:
             sec.add(plot(delta_plot(spread, k, params.get("tau", 0.0)), f"Δp with its two-sided interval for a fixed sample of "
-                         f"complainants (by a hash of their id), ranked by Δp, at k = {k}; all of them "
-                         f"are in audit.cst_claims."))
+                         f"complainants (by a hash of their id), ranked by Δp, at k = {k} (red: significant, its "
+                         f"interval above τ = {params.get('tau', 0.0):g}); all of them are in audit.cst_claims."))
         bins = run.query("cst_delta_histogram", attribute=attribute, method="CST", k=k)
         if bins:
             sec.add(plot(histogram_plot(bins), f"Δp of every complainant at k = {k} (a logarithmic "
@@ -110,16 +112,23 @@ def cst_section(run: Run, sec: Section) -> None:
         sec.add(markup("<h4>Top {} cases at k = {}</h4>", min(CASES, len(claims)), k), table([
             {"record": c["record_id"], "decision": labels.decision(c["decision"]),
              "counterfactual decision": labels.decision(c["decision_counterfactual"]),
-             "control": c["n_control"], "test": c["n_test"], "p control": c["p_c"], "p test": c["p_t"],
-             "Δp": c["delta_p"], "interval": "n/a" if c["ci_low"] is None else f"{c['ci_low']:.2f} to {c['ci_high']:.2f}",
-             "significant": flag(c["significant"], "significant", "no")} for c in claims[:CASES]]))
+             "control decisions": c["n_control"], "test decisions": c["n_test"], "p control": c["p_c"],
+             "p test": c["p_t"], "Δp": c["delta_p"],
+             "interval": "n/a" if c["ci_low"] is None else f"{c['ci_low']:.2f} to {c['ci_high']:.2f}",
+             "significant": flag(c["significant"], "significant", "no")} for c in claims[:CASES]],
+            fields={"control decisions": "n_control", "test decisions": "n_test", "p control": "p_c",
+                    "p test": "p_t", "Δp": "delta_p"}))
+        sec.add(markup('<p class="note">Decisions counted: the k = {} nearest neighbours of each group, and with '
+                       'search centres (CST) the complainant\'s own decision in the control group and its '
+                       'counterfactual decision in the test group ({} each); neighbours farther than '
+                       'engines.cst.max_distance do not count.</p>', k, k + 1))
         ids = [c["record_id"] for c in claims[:EVIDENCE_CASES]]
         evidence = run.query("cst_evidence", attribute=attribute, ids=ids) if ids and "cst_evidence" in run.tables else []
         if evidence:
             sec.add(markup("<h4>Who the top {} complainants were compared with</h4>", len(ids)), table(
                 [{"record": e["record_id"], "centre": e["centre"], "group": e["search_group"],
-                  "members": e["members"], "nearest (distance)": e["nearest"], "farthest": e["farthest"]}
-                 for e in evidence]))
+                  "neighbours": e["members"], "nearest (distance)": e["nearest"], "farthest": e["farthest"]}
+                 for e in evidence], fields={"neighbours": "members"}))
         elif ids:
             sec.add('<p class="note">No comparison groups were written for these complainants '
                     '(engines.cst.evidence).</p>')

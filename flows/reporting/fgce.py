@@ -34,7 +34,7 @@ def coverage_plot(curves: list[dict], k: int) -> str:
     return plots.to_svg(fig, "FGCE coverage curves per group")
 
 
-def cost_plot(curves: list[dict]) -> str:
+def cost_plot(curves: list[dict], unit: str = "distance") -> str:
     cost = [c for c in curves if c["curve"] == "cost" and c["cost"] is not None]
     fig = plots.figure(7.5, 2.6)
     ax = fig.subplots()
@@ -44,7 +44,7 @@ def cost_plot(curves: list[dict]) -> str:
         ax.plot([c["k"] for c in rows], [c["cost"] for c in rows], "o-", markersize=3,
                 color=plots.group_colour(group), label=group)
     ax.set_xlabel("k counterfactuals")
-    ax.set_ylabel(f"smallest maximum cost\nto cover {100 * (top or 0):g}% of the coverable")
+    ax.set_ylabel(f"smallest maximum cost ({unit})\nto cover {100 * (top or 0):g}% of the coverable")
     ax.grid(alpha=0.3)
     ax.legend(frameon=False, fontsize=8)
     return plots.to_svg(fig, "FGCE cost curves per group")
@@ -56,6 +56,7 @@ def fgce_section(run: Run, sec: Section) -> None:
     curves = run.result("fgce_curves")
     chosen = run.result("fgce_counterfactuals")
     labels = Labels(run.parameters)
+    unit = labels.cost_unit("fgce", run.parameters)
     sec.add("<p>For the rejected members of each group: how many can be shown a feasible path (through "
             "the data, respecting what they can change) to a favourable decision with k "
             "counterfactual explanations, and how far they must go. A group covered less, or only at a "
@@ -69,15 +70,18 @@ def fgce_section(run: Run, sec: Section) -> None:
             sec.add(plot(coverage_plot(mine, k), "Coverage of each group's rejected members: over the "
                          "number of counterfactuals (left) and the distance budget (right)."))
         if any(c["curve"] == "cost" and c["cost"] is not None for c in mine):
-            sec.add(plot(cost_plot(mine), "The cost of covering each group's coverable members with k "
+            sec.add(plot(cost_plot(mine, unit), "The cost of covering each group's coverable members with k "
                          "counterfactuals."))
+        d0 = f"d0 at k0 ({unit})"
         sec.add(table([{"group": labels.group(attribute, s["group_name"]), "rejected": s["factuals"], "coverable": s["coverable"],
-                        "coverable share": s["coverable_share"], "k0": s["k0"], "d0 at k0": s["d0_at_k0"],
-                        f"coverage at k = {s['k']}": s["coverage_at_k"]} for s in rows]))
+                        "coverable share": s["coverable_share"], "k0": s["k0"], d0: s["d0_at_k0"],
+                        f"coverage at k = {s['k']}": s["coverage_at_k"]} for s in rows],
+                      fields={"rejected": "factuals", "coverable share": "coverable_share", d0: "d0_at_k0",
+                              f"coverage at k = {rows[0]['k']}": "coverage_at_k"}))
         picks = sorted((c for c in chosen if c["attribute"] == attribute),
                        key=lambda c: (c["group_name"], c["pick"]))
         if picks:
             sec.add("<h4>Chosen counterfactuals (the recourse each group is shown)</h4>", table(
                 [{"group": labels.group(attribute, c["group_name"]), "pick": c["pick"], "counterfactual record": c["record_id"],
                   "covers": c["factuals_covered"], "cumulative coverage": c["cumulative_coverage"],
-                  "mean cost": c["mean_cost"], "rule": c["rule"]} for c in picks[:CASES * 2]]))
+                  f"mean cost ({unit})": c["mean_cost"], "rule": c["rule"]} for c in picks[:CASES * 2]]))

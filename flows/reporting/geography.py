@@ -3,7 +3,7 @@ applications and approvals from majority-minority and low-to-moderate income tra
 volume-matched peers in the same MSA) and per-lender denial disparities against the same peers."""
 from __future__ import annotations
 
-from aequum.flows.reporting.html import Section, esc, table
+from aequum.flows.reporting.html import Section, esc, markup, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import CASES, Run
 from aequum.flows.reporting.sections import section
@@ -26,7 +26,7 @@ def geography_section(run: Run, sec: Section) -> None:
                     "correction": r["correction"], "note": r["note"]} for r in screen]))
     named = run.query("geography_named", limit=CASES)
     if named:
-        sec.add(f"<h4>Lender-MSA pairs below their peers (at most {CASES}, surest first)</h4>")
+        sec.add(markup("<h4>Lender-MSA pairs below their peers (at most {}, surest first)</h4>", CASES))
         sec.add(table([{"lender": r["lender"], "MSA": r["market"], "measure": r["measure"], "basis": r["basis"],
                         "with tract reported": r["n"], "share": r["share"], "peers": r["peers"],
                         "peers' share": r["peer_share"], "adjusted p": r["p_adjusted"]} for r in named]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import string
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 STYLE = """
@@ -32,6 +32,12 @@ table.wide{display:block;overflow-x:auto}section>details>summary{margin:4px 0 8p
 figure.plot{margin:10px 0 18px}figure.plot svg{max-width:100%;height:auto}
 figcaption{font-size:12px;color:#4b5563}.note{font-size:12px;color:#6b7280}
 details summary{cursor:pointer;color:#1d4ed8}nav a{margin-right:12px}
+pre{white-space:pre-wrap;overflow-wrap:anywhere}
+table.exhibit{font-size:11px}table.exhibit th{overflow-wrap:anywhere;font-size:10.5px}
+table.exhibit td,table.exhibit th{padding:3px 3px}table.exhibit td{overflow-wrap:normal}main.wide{max-width:none}
+@page{size:A4 landscape;margin:10mm}
+@media print{nav{display:none}main{max-width:none;padding:0}body{background:#fff}
+table{font-size:10px}thead{display:table-header-group}tr{break-inside:avoid}h2{break-after:avoid}}
 """
 
 
@@ -69,14 +75,45 @@ def fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
+def column_format(values: Iterable) -> Callable[[object], str]:
+    """One number format for a table column, so that its numbers read alike (never 1,442 beside
+    981.513): whole numbers with thousands separators when every number is whole; otherwise the
+    same decimals for every number (3 below 100, 2 below 10,000, none above), thousands
+    separated; a column of small fractions some of which are below 0.001 in three significant
+    digits. Other cells (text, yes/no, n/a) as :func:`fmt` writes them."""
+    numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
+               and v == v and abs(v) != float("inf")]
+    if not numbers:
+        return fmt
+    top = max(abs(v) for v in numbers)
+    if all(v == int(v) for v in numbers) and (top >= 1 or all(isinstance(v, int) for v in values
+                                                            if isinstance(v, (int, float)) and not isinstance(v, bool))):
+        spec = ",.0f"
+    elif top < 1 and any(0 < abs(v) < 1e-3 for v in numbers):
+        spec = ".3g"
+    else:
+        spec = ",.3f" if top < 100 else ",.2f" if top < 10_000 else ",.0f"
+
+    def write(value) -> str:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            return fmt(value)
+        return format(value, spec)
+    return write
+
+
 def table(rows: Sequence[dict], columns: Sequence[str] | None = None,
-          headers: dict[str, str] | None = None, cls: str = "") -> str:
-    """An HTML table of row dicts (numbers right-aligned); empty rows give a short note."""
+          headers: dict[str, str] | None = None, cls: str = "", fields: dict[str, str] | None = None) -> str:
+    """An HTML table of row dicts (numbers right-aligned, one number format per column:
+    :func:`column_format`); empty rows give a short note. ``fields``: per column, the field
+    name it shows, in the header's tooltip (title attribute)."""
     if not rows:
         return '<p class="note">No rows.</p>'
     columns = list(columns or rows[0].keys())
     headers = headers or {}
-    head = "".join(f"<th>{esc(headers.get(c, c))}</th>" for c in columns)
+    fields = fields or {}
+    head = "".join(f'<th title="{esc(fields[c])}">{esc(headers.get(c, c))}</th>' if c in fields
+                   else f"<th>{esc(headers.get(c, c))}</th>" for c in columns)
+    formats = {c: column_format(r.get(c) for r in rows) for c in columns}
     body = []
     for r in rows:
         cells = []
@@ -86,7 +123,8 @@ def table(rows: Sequence[dict], columns: Sequence[str] | None = None,
                 cells.append(f"<td>{v.html}</td>")
             else:
                 num = isinstance(v, (int, float)) and not isinstance(v, bool)
-                cells.append(f'<td class="num">{esc(fmt(v))}</td>' if num else f"<td>{esc(fmt(v))}</td>")
+                text = esc(formats[c](v))
+                cells.append(f'<td class="num">{text}</td>' if num else f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
@@ -134,13 +172,15 @@ class Section:
                 f"<h2>{esc(self.title)}</h2>{body}</section>")
 
 
-def page(title: str, subtitle: str, sections: Iterable[Section]) -> str:
+def page(title: str, subtitle: str, sections: Iterable[Section], wide: bool = False) -> str:
+    """The whole HTML document; ``wide``: the page's width, not a column of 1100 px (the
+    exhibit's tables of many features)."""
     sections = list(sections)
     nav = "".join(f'<a href="#{esc(s.id)}">{esc(s.title)}</a>' for s in sections)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
             "style-src 'unsafe-inline'; img-src data:\">"
-            f"<title>{esc(title)}</title><style>{STYLE}</style></head><body><main>"
+            f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>{'<main class=wide>' if wide else '<main>'}"
             f"<h1>{esc(title)}</h1><p class=\"lead\">{esc(subtitle)}</p><nav>{nav}</nav>"
             + "".join(s.render() for s in sections) + "</main></body></html>\n")

@@ -13,6 +13,8 @@ MEASURES = {  # field name -> what a reader calls it
     "significant_share": "share of complainants significantly treated worse",
     "discriminated_share": "share of complainants treated worse",
     "regime_b": "share of pairs with the same decision for different reasons",
+    "regime_b_share": "share of pairs with the same decision for different reasons",
+    "adjusted_denial_difference": "difference in the probability of denial given the controls",
     "coverage_at_k": "share of the rejected with a feasible path to approval",
     "d0_at_k0": "largest recourse cost needed to cover the group",
     "r_before": "recourse fairness ratio (lowest over highest group mean cost)",
@@ -54,6 +56,11 @@ class Labels:
         if group_name is None:
             return "n/a"
         if group_name in ("protected", "reference"):
+            parts = attribute.split("&")
+            if len(parts) > 1 and all(self.side(a, group_name) for a in parts):
+                # an intersection's side is every part's: race&sex's protected group is
+                # "Black or African American / … × Female"
+                return self.group(attribute, ",".join(f"{a}={group_name}" for a in parts))
             return self.side(attribute, group_name) or f"{group_name} group of {attribute}"
         if group_name in ("all", "pooled"):
             return f"all of {attribute}"
@@ -69,7 +76,7 @@ class Labels:
 
     def versus(self, attribute: str, group_name: str | None) -> str:
         """"Female against Male" for a group compared with its attribute's reference group."""
-        ref = self.side(attribute, "reference")
+        ref = self.side(attribute, "reference") or (self.group(attribute, "reference") if "&" in attribute else None)
         me = self.group(attribute, group_name)
         return f"{me} against {ref}" if ref and group_name != "reference" and ref != me else me
 
@@ -85,6 +92,21 @@ class Labels:
     def feature(self, name: str) -> str:
         unit = self.units.get(name)
         return f"{name} ({unit})" if unit else name
+
+    def cost_unit(self, engine: str, parameters: dict | None = None) -> str:
+        """What an engine's recourse costs are measured in. RAGUEL: the weighted Euclidean
+        distance to the decision boundary in the features' own units (engines.reranking.recourse,
+        Eq. 2): the unit itself when the features share it. FGCE: its ``cost`` (engines.feasibility
+        .params): the L2 distance, or the path weight, on features min-max scaled to [0, 1], or
+        the hops of the path."""
+        if engine == "fgce":
+            cost = ((parameters or {}).get("fgce") or {}).get("cost", "distance")
+            return {"hops": "hops", "path": "path weight, features scaled to [0, 1]"}.get(
+                cost, "distance, features scaled to [0, 1]")
+        units = sorted(set(self.units.values()))
+        if len(units) == 1:
+            return units[0]
+        return "weighted distance in the features' units" + (f" ({', '.join(units)})" if units else "")
 
     def measure(self, name: str | None) -> str:
         return MEASURES.get(name or "", name or "")

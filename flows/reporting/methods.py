@@ -1,7 +1,10 @@
 """The report's methods and limitations: where the records came from (file, rows read, staged,
-quarantined, out of scope) and one short paragraph per engine that ran — what it measures, its
-estimand, what would make it wrong — with the figures' field names and what they mean."""
+quarantined, out of scope, the period they cover) and one short paragraph per engine that ran —
+what it measures, its estimand, what would make it wrong — with the figures' field names and
+what they mean."""
 from __future__ import annotations
+
+from pathlib import Path
 
 from aequum.flows.reporting.html import Section, markup, table
 from aequum.flows.reporting.labels import MEASURES, Labels
@@ -65,6 +68,32 @@ METHODS = {
 }
 
 
+def data_period(lake_path: str | None) -> str:
+    """The period the staged records cover: the first and last value of each date or time
+    column, or the years of a column named ``*year`` (HMDA's activity_year) — or that none is
+    recorded. Read from the lake copy, one column at a time."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    files = sorted(str(p) for p in Path(lake_path).rglob("*.parquet")) if lake_path and Path(lake_path).is_dir() else []
+    if not files:
+        return "the staged records are not in the lake, so their period is not known"
+    data = ds.dataset(files, format="parquet")
+    parts = []
+    for f in data.schema:
+        timed = pa.types.is_temporal(f.type) and not pa.types.is_duration(f.type)
+        if not (timed or f.name.lower().endswith("year")) or f.name.startswith("_"):
+            continue
+        span = pc.min_max(data.to_table(columns=[f.name])[f.name])
+        low, high = span["min"].as_py(), span["max"].as_py()
+        if low is not None:
+            parts.append(f"{f.name} {low}" + (f" to {high}" if high != low else ""))
+    if not parts:
+        return "no date or activity year is recorded in the audited records, so their period is not stated"
+    return "period: " + "; ".join(parts)
+
+
 def methods_section(run, dataset: dict | None, labels: Labels) -> Section:
     sec = Section("methods", "Data and methods", fold="Show the data source, the methods and the glossary")
     source = run.parameters.get("audit", {}).get("source")
@@ -75,6 +104,7 @@ def methods_section(run, dataset: dict | None, labels: Labels) -> Section:
                        source or dataset.get("source_kind"), dataset.get("source_kind"), dataset["rows_read"],
                        dataset["rows_staged"], dataset["rows_quarantined"], dataset["rows_out_of_scope"],
                        dataset["dataset_version"], dataset["created_at"]))
+        sec.add(markup("<p>Data period: {}.</p>", data_period(dataset.get("lake_path"))))
     elif source:
         sec.add(markup("<p>Records: {}.</p>", source))
     for engine in [e for e in METHODS if e in run.engines]:

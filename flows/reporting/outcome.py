@@ -72,10 +72,12 @@ def outcome_section(run: Run, sec: Section) -> None:
     threshold = params.get("four_fifths", 0.8)
     metrics = sorted(run.result("outcome_metrics"), key=lambda m: (m["attribute"].count("&"), m["attribute"], m["group_name"]))
     gaps = sorted(run.result("outcome_gaps"), key=lambda g: (g["attribute"].count("&"), g["attribute"], g["group_name"]))
+    adjusted = (f"p-values are adjusted across all {len(gaps)} comparisons of the run "
+                f"({params.get('correction', 'holm')})" if len(gaps) != 1
+                else "the run makes one comparison, so its p-value needs no adjustment")
     sec.add(markup("<p>Favourable-decision rates per protected group and intersection, at {:g}% "
-                   "confidence; groups smaller than {} are shown faded and not judged. p-values are "
-                   "adjusted across all {} comparisons of the run ({}).</p>", 100 * confidence,
-                   params.get("min_group_size", 30), len(gaps), params.get("correction", "holm")))
+                   "confidence; groups smaller than {} are shown faded and not judged; {}.</p>", 100 * confidence,
+                   params.get("min_group_size", 30), adjusted))
     sec.add(plot(rates_plot(metrics, labels), "Favourable rate per group (orange: protected, blue: reference, "
                  "grey: mixed intersections); bars are Wilson intervals."))
     if gaps:

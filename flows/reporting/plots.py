@@ -33,9 +33,26 @@ def to_svg(fig: Figure, title: str) -> str:
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
+    svg = _GEOMETRY.sub(lambda m: m.group(1) + '="' + _DECIMALS.sub(_two_decimals, m.group(2)).replace(" \n", " ")
+                        + '"', svg)
+    svg = _BETWEEN_TAGS.sub("><", _METADATA.sub("", svg))
     opening = markup('<svg role="img" aria-label="{}" ', title)
     svg = re.sub(r"<svg ", lambda _m: opening, svg, count=1)
     return svg
+
+
+# coordinates in the geometry attributes, to two decimals of a point (1/7200 inch; matplotlib
+# writes six), never the text (tick labels are <text> content); with the metadata and the
+# indentation left out, a plot is a third smaller
+_GEOMETRY = re.compile(r'\b(d|transform|x|y|x1|x2|y1|y2|width|height|points|viewBox)="([^"]*)"')
+_DECIMALS = re.compile(r"-?\d+\.\d{3,}")
+_METADATA = re.compile(r"<metadata>.*?</metadata>", re.S)  # an RDF block saying "an SVG image"
+_BETWEEN_TAGS = re.compile(r">\s+<")  # the indentation between elements
+
+
+def _two_decimals(m: re.Match) -> str:
+    text = f"{float(m.group(0)):.2f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
 
 
 def group_colour(name: str) -> str:

@@ -4,7 +4,7 @@ adjusted p and robustness, and the higher-priced (HPML) shares with their ratio.
 named by their recorded values (``labels.Labels``)."""
 from __future__ import annotations
 
-from aequum.flows.reporting.html import Section, flag, table
+from aequum.flows.reporting.html import Section, flag, markup, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import Run
 from aequum.flows.reporting.sections import section
@@ -33,9 +33,10 @@ def pricing_section(run: Run, sec: Section) -> None:
                     "note": r["note"]} for r in estimates]))
     if hpml:
         first, subordinate = hpml[0]["threshold_first"], hpml[0]["threshold_subordinate"]
-        sec.add(f"<p>Higher-priced loans (Reg Z 1026.35: a rate spread of at least {first:g} points for a "
-                f"first lien, {subordinate:g} for a subordinate lien): each group's share with its interval, "
-                "and the ratio of the shares. A raw disparity: the groups' risks differ too.</p>")
+        sec.add(markup("<p>Higher-priced loans (Reg Z 1026.35: a rate spread of at least {:g} points for a "
+                       "first lien, {:g} for a subordinate lien): each group's share with its interval, "
+                       "and the ratio of the shares. A raw disparity: the groups' risks differ too.</p>",
+                       first, subordinate))
         sec.add(table([{"groups": labels.versus(r["attribute"], "protected"),
                         "N protected": r["n_protected"], "N reference": r["n_reference"],
                         "share protected": r["share_protected"], "share reference": r["share_reference"],

@@ -37,6 +37,7 @@ def raguel_section(run: Run, sec: Section) -> None:
             "or block near its share of the population; RAGUEL re-ranks by suggesting actions that "
             "move under-represented applicants up.</p>")
     labels = Labels(run.parameters)
+    unit = labels.cost_unit("raguel")
     block_size = next((s["block_size"] for s in summary if s["block_size"]), 100)
     for attribute in sorted({s["attribute"] for s in summary}):
         rows = sorted((s for s in summary if s["attribute"] == attribute), key=lambda s: s["algorithm"])
@@ -49,17 +50,22 @@ def raguel_section(run: Run, sec: Section) -> None:
                 sec.add(plot(shares_plot(shares, s["protected_share"], f"RAGUEL {s['algorithm']} shares"),
                              f"Algorithm {s['algorithm']}: the protected share per block of {size} before "
                              f"and after re-ranking (first {BLOCKS} blocks)."))
+        total = f"total cost ({unit})"
         sec.add(table([{"algorithm": s["algorithm"], "ranked": s["n"], "protected share": s["protected_share"],
                         "tolerance": s["tolerance"], "unfair blocks before": s["unfair_blocks_before"],
                         "after": s["unfair_blocks_after"], "r before": s["r_before"], "r after": s["r_after"],
-                        "applicants moved": s["points_changed"], "total cost": s["total_modification_cost"],
+                        "applicants moved": s["points_changed"], total: s["total_modification_cost"],
                         "re-ranking": Raw(badge("repaired" if s["success"] else "not repaired", "repair"))}
-                       for s in rows]))
+                       for s in rows], fields={"ranked": "n", "protected share": "protected_share",
+                                               "unfair blocks before": "unfair_blocks_before",
+                                               "after": "unfair_blocks_after", "r before": "r_before",
+                                               "r after": "r_after", "applicants moved": "points_changed",
+                                               total: "total_modification_cost"}))
         for s in rows:
             actions = run.query("raguel_top_actions", attribute=attribute, algorithm=s["algorithm"], limit=CASES)
             if actions:
                 sec.add(markup("<h4>Suggested actions ({}, the {} costliest)</h4>", s["algorithm"], len(actions)), table(
                     [{"record": a["record_id"], "group": labels.group(attribute, a["group_name"]), "feature": labels.feature(a["feature"]),
-                      "from": a["value_before"], "to": a["value_after"], "cost before": a["cost_before"],
-                      "cost after": a["cost_after"], "modification cost": a["modification_cost"],
+                      "from": a["value_before"], "to": a["value_after"], f"cost before ({unit})": a["cost_before"],
+                      f"cost after ({unit})": a["cost_after"], f"modification cost ({unit})": a["modification_cost"],
                       "overtakes": a["overtakes"]} for a in actions]))

@@ -90,12 +90,24 @@ CREATE OR REPLACE MACRO audit.intersection_label(group_name_) AS
                                            lambda p: coalesce(g.parts[p], p)), ' × ')
      FROM audit.group_parts g);
 
--- "the Female group of sex", "the Asian group of race", "Female × Black" (where values were
+-- "the Female group of sex", "the Asian group of race" (and, of the comparison race=Asian, "the
+-- White group of race"), "Female × Black" (where values were
 -- not recorded: "the protected group of race", "race=protected × sex=reference")
 CREATE OR REPLACE MACRO audit.group_label(attribute, group_name) AS
-    CASE WHEN group_name = 'protected' AND audit.compared_attribute(attribute) IS NOT NULL
-              -- a per-value comparison (protected[].compare): race=Asian's protected group
-              THEN printf('the %s group of %s', audit.compared_value(attribute), audit.compared_attribute(attribute))
+    CASE WHEN group_name IN ('protected', 'reference') AND audit.compared_attribute(attribute) IS NOT NULL
+              -- a per-value comparison (protected[].compare): race=Asian's protected group is
+              -- "the Asian group of race", its reference group "the White group of race"
+              THEN printf('the %s group of %s',
+                          CASE group_name WHEN 'protected' THEN audit.compared_value(attribute)
+                               ELSE coalesce(audit.group_value(attribute, 'reference'), 'reference') END,
+                          audit.compared_attribute(attribute))
+         WHEN group_name IN ('protected', 'reference') AND contains(attribute, '&')
+              AND (SELECT list_bool_and(list_transform(string_split(attribute, '&'),
+                                                       lambda a: g.parts[a || '=' || group_name] IS NOT NULL))
+                   FROM audit.group_parts g)
+              -- an intersection's side is every part's: race&sex's protected group
+              THEN 'the ' || audit.intersection_label(array_to_string(
+                     list_transform(string_split(attribute, '&'), lambda a: a || '=' || group_name), ',')) || ' group'
          WHEN group_name IN ('protected', 'reference')
               THEN printf('the %s group of %s', coalesce(audit.group_value(attribute, group_name), group_name), attribute)
          ELSE audit.intersection_label(group_name) END;

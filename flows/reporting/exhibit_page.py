@@ -1,0 +1,103 @@
+"""The matched-pair exhibit as a printable page (one self-contained HTML file, print CSS: A4
+landscape, one case after another, table headers repeated on every page) and, where Debian's
+Chromium is installed, as a PDF printed by Chromium headless (offline: the page makes no request)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from aequum.flows.guard import UsageError
+from aequum.flows.reporting.exhibit import Exhibit, csv_rows, group_name
+from aequum.flows.reporting.html import Section, markup, page, table
+from aequum.flows.reporting.labels import Labels, utc
+
+ABOUT = ("Each case is a complainant the finding counts, beside the records the engine compared it "
+         "with: its control group (role control: the nearest members of its own group) and its test "
+         "group (role test: the "
+         "nearest members of the reference group: nearest to the complainant for situation testing, "
+         "nearest to its counterfactual — the same applicant had they belonged to the reference group, "
+         "through the causal model — for counterfactual situation testing). Distances are the engine's "
+         "mixed distance on the normalised features (Thanh et al., Eq. 6; 0 is identical), so they "
+         "compare within an exhibit, not across audits. Δp is the control group's refusal rate minus "
+         "the test group's; with search centres (CST) the complainant's own decision counts in the "
+         "control group and its counterfactual decision in the test group.")
+ABOUT_CEC = ("Each case is a matched pair: a record and its nearest record of the other group with the "
+             "same decision, matched on the financial features (distance: the matching's, 0 is identical), "
+             "whose explanations differ by Δ_CEC (regime B: the same decision for different reasons).")
+
+
+def exhibit_html(run_record: dict, e: Exhibit, labels: Labels) -> str:
+    """The printable page of one finding's exhibit."""
+    f = e.finding
+    about = Section("finding", f"Finding {e.rank}: {f['finding']}")
+    about.add(markup("<p><strong>{}</strong> ({}). {}</p>", labels.versus(f["attribute"], f["group_name"]),
+                     f["engine"], f.get("statement") or ""))
+    about.add(markup("<p>{:,} of the {:,} cases the finding counts are shown here, the surest first; all of them "
+                     "are in <code>audit.{}</code> (run_id = '{}'). Run {}, spec {}, started {}.</p>",
+                     e.shown, e.cases, f.get("cases_table"), run_record["run_id"], run_record["run_id"],
+                     run_record["spec_name"], utc(run_record.get("started_at"))))
+    about.add(markup("<p>{}</p>", ABOUT if f["engine"] == "cst" else ABOUT_CEC))
+    for note in e.notes:
+        about.add(markup('<p class="note">{}.</p>', note))
+    columns, rows = csv_rows(e, labels)
+    shown = ["role", "group", "rank", "record_id", "distance", "decision", *columns[columns.index("decision") + 1:]]
+    keep = [c for c in shown if c not in ("delta_p", "ci_low", "ci_high", "p_control", "p_test", "delta_cec",
+                                          "counterfactual_decision")]
+    sections = [about]
+    for i, case in enumerate(dict.fromkeys(r["case"] for r in rows), 1):
+        claim = e.claims.get(case, {})
+        sec = Section(f"case-{i}", f"Case {i}: record {case}")
+        sec.add(markup("<p>{}</p>", _claim_text(f, claim, labels)))
+        sec.add(table([{c: r.get(c) for c in keep} for r in rows if r["case"] == case], cls="exhibit",
+                      headers={"record_id": "record", "rank": "neighbour rank"}))
+        sections.append(sec)
+    return page(f"Matched-pair exhibit: finding {e.rank} of run {run_record['run_id']}",
+                f"{f['finding']} — {labels.group(f['attribute'], group_name(f['attribute'], 'protected'))} "
+                f"of {f['attribute']}", sections, wide=True)
+
+
+def _claim_text(f: dict, claim: dict, labels: Labels) -> str:
+    if f["engine"] == "cec":
+        return (f"The model's decision {labels.decision(claim.get('decision'))}, the counterpart's "
+                f"{labels.decision(claim.get('counterpart_decision'))} (column model_decision; decision: the "
+                f"recorded one); explanation gap Δ_CEC = "
+                f"{_num(claim.get('delta_cec'))}, model scores {_num(claim.get('score'))} and "
+                f"{_num(claim.get('counterpart_score'))}.")
+    text = (f"Decision {labels.decision(claim.get('decision'))}; counterfactual decision "
+            f"{labels.decision(claim.get('decision_counterfactual'))}.")
+    if claim.get("delta_p") is not None and claim.get("n_control") is not None and claim.get("n_test"):
+        text += (f" Refusal rate {_num(claim.get('p_c'))} among {claim['n_control']} in the control group, "
+                 f"{_num(claim.get('p_t'))} among {claim['n_test']} in the test group: Δp = {_num(claim['delta_p'])}"
+                 + (f" (interval {_num(claim['ci_low'])} to {_num(claim['ci_high'])})" if claim.get("ci_low") is not None
+                    else "") + ".")
+    return text
+
+
+def _num(v) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def chromium() -> str | None:
+    """Debian's Chromium, where installed."""
+    for candidate in ("/usr/lib/chromium/chromium", shutil.which("chromium"), shutil.which("chromium-browser")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
+
+
+def print_pdf(html: Path, pdf: Path, timeout: float = 120) -> Path:
+    """Print ``html`` to ``pdf`` with Chromium headless (offline, its own throwaway profile)."""
+    browser = chromium()
+    if browser is None:
+        raise UsageError("--pdf needs Chromium (Debian's chromium package); the printable HTML page was "
+                         f"written: {html} (print it from any browser)")
+    with tempfile.TemporaryDirectory(prefix="aequum-print-") as profile:
+        done = subprocess.run([browser, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
+                               f"--user-data-dir={profile}", "--no-pdf-header-footer",
+                               f"--print-to-pdf={pdf.resolve()}", html.resolve().as_uri()],
+                              capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0 or not pdf.is_file():
+        raise UsageError(f"Chromium could not print {html} to PDF: {(done.stderr or '').strip().splitlines()[-1:]}")
+    return pdf
