@@ -11,8 +11,8 @@ process so that its peak memory is its own:
   log property value, CLTV, the DTI bins, loan type and purpose as controls, market
   (``derived_msa_md``) and lender (``lei``) fixed effects absorbed, intervals clustered by
   lender, the other attributes' groups held, and the linear model with its sensitivity beside
-  the logit: seconds and peak RSS of the process (which holds the staged records, read from
-  the warehouse first: that read is timed apart);
+  the logit: seconds and peak RSS of the process (which holds the staged records the engine
+  declares, read from the warehouse first: that read is timed apart);
 - the same **without the fixed effects** (the market and lender as nothing), the cost of
   absorbing them.
 
@@ -94,13 +94,15 @@ def _data(rows: int, tmp: str, staged: dict):
     params = spec.engines.params("regression")
     from aequum.engines.regression.engine import RegressionEngine
 
-    columns = RegressionEngine().columns(spec, params)
-    with Warehouse(Path(tmp) / "wh.duckdb", read_only=True) as wh:
-        from aequum.flows.warehouse import staged_table
+    from aequum.flows.warehouse import quote_ident, staged_table
 
-        table = wh.con.sql(f"SELECT * FROM {staged_table(staged['version'])} ORDER BY _row").to_arrow_table()
-    keep = [c for c in table.column_names if c.startswith("_") or c in columns]
-    return AuditData(spec, table.select(keep), staged["categories"]), params
+    columns = set(RegressionEngine().columns(spec, params))
+    with Warehouse(Path(tmp) / "wh.duckdb", read_only=True) as wh:
+        table = staged_table(staged["version"])
+        names = [r[0] for r in wh.con.execute(f"DESCRIBE {table}").fetchall()]
+        wanted = ", ".join(quote_ident(c) for c in names if c.startswith("_") or c in columns)
+        records = wh.con.sql(f"SELECT {wanted} FROM {table} ORDER BY _row").to_arrow_table()
+    return AuditData(spec, records, staged["categories"]), params
 
 
 def measure_ours(rows: str, tmp: str, staged_json: str, fixed: str) -> dict:

@@ -33,7 +33,7 @@ the maximum-likelihood estimate of such a level's effect does not exist), with a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -51,6 +51,8 @@ class Effects:
     codes: list[np.ndarray]
     sizes: list[int]
     reference: list[int]
+    _columns: dict = field(default_factory=dict, repr=False, compare=False)
+    _blocks: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def small(self) -> int:
@@ -71,48 +73,53 @@ class Effects:
         return out
 
     def small_columns(self, j: int, pos: slice) -> np.ndarray:
-        """Effect j's (j ≥ 1) column in the joint index of the other effects, −1 at its reference."""
-        code = self.codes[j][pos]
-        ref = self.reference[j]
-        col = np.where(code < ref, code, code - 1) + self.offsets()[j - 1]
-        return np.where(code == ref, -1, col)
+        """Effect j's (j ≥ 1) column in the joint index of the other effects, −1 at its reference
+        (computed once over every kept row)."""
+        if j not in self._columns:
+            code = self.codes[j]
+            ref = self.reference[j]
+            col = np.where(code < ref, code, code - 1) + self.offsets()[j - 1]
+            self._columns[j] = np.where(code == ref, -1, col)
+        return self._columns[j][pos]
+
+    def _others(self, pos: slice):
+        """The other effects' indicator matrix of the rows ``pos``, transposed (small × rows),
+        built once a block and kept for the fit's later passes."""
+        key = (pos.start, pos.stop)
+        if key not in self._blocks:
+            rows, cols = [], []
+            for j in range(1, len(self.sizes)):
+                col = self.small_columns(j, pos)
+                hit = np.flatnonzero(col >= 0)
+                rows.append(hit)
+                cols.append(col[hit])
+            r, c = np.concatenate(rows), np.concatenate(cols)
+            self._blocks[key] = sp.csr_matrix((np.ones(len(r)), (c, r)), shape=(self.small, pos.stop - pos.start))
+        return self._blocks[key]
 
     def eta(self, pos: slice, s: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Each row's fixed-effect part ``b[level] + Σ_j s[level_j]`` (0 at a reference)."""
         out = b[self.codes[0][pos]]
-        for j in range(1, len(self.sizes)):
-            col = self.small_columns(j, pos)
-            out = out + np.where(col >= 0, s[np.maximum(col, 0)], 0.0)
+        if self.small:
+            out = out + self._others(pos).T @ s
         return out
 
     def sums(self, pos: slice, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(F_sᵀv, F_bᵀv)`` over the rows ``pos`` (v a vector or a rows × m matrix); the rows
         are in the absorbed effect's order (:func:`absorb_rows`), so its sums are runs."""
         b = run_sum(self.codes[0][pos], self.sizes[0], v)
-        s = np.zeros((self.small, *v.shape[1:]))
-        for j in range(1, len(self.sizes)):
-            col = self.small_columns(j, pos)
-            hit = col >= 0
-            s += group_sum(col[hit], self.small, v[hit])
-        return s, b
+        if not self.small:
+            return np.zeros((0, *v.shape[1:])), b
+        return np.asarray(self._others(pos) @ v), b
 
 
 def no_effects(n: int) -> Effects:
     return Effects([], [np.zeros(n, np.int64)], [1], [0])
 
 
-def group_sum(codes: np.ndarray, size: int, v: np.ndarray) -> np.ndarray:
-    """Σ of ``v``'s rows by level (``size`` levels): a vector or a size × m matrix."""
-    if v.ndim == 1:
-        return np.bincount(codes, weights=v, minlength=size)
-    if size == 1:
-        return v.sum(axis=0, keepdims=True)
-    f = sp.csr_matrix((np.ones(len(codes)), (codes, np.arange(len(codes)))), shape=(size, len(codes)))
-    return np.asarray(f @ v)
-
-
 def run_sum(codes: np.ndarray, size: int, v: np.ndarray) -> np.ndarray:
-    """:func:`group_sum` for ``codes`` in ascending order: one sum a run."""
+    """Σ of ``v``'s rows by level (``size`` levels; ``codes`` ascending, so one sum a run of
+    equal codes): a vector or a size × m matrix."""
     if size == 1:
         return v.sum(axis=0, keepdims=True) if v.ndim > 1 else np.array([v.sum()])
     out = np.zeros((size, *v.shape[1:]))

@@ -14,7 +14,9 @@ group coefficient estimates the direct effect without that artefact.
 ``ℓ(β) = Σ yᵢηᵢ − log(1 + e^{ηᵢ})``, ``η = Xβ`` (McCullagh & Nelder 1989, *Generalized Linear
 Models*, 2nd ed., Sec. 4.4; Agresti 2013, *Categorical Data Analysis*, 3rd ed., Sec. 4.6):
 gradient ``X'(y − p)``, Hessian ``−X'WX`` with ``W = diag(p(1 − p))``, step ``(X'WX)⁻¹X'(y − p)``,
-halved while the log-likelihood does not improve. Both sums are accumulated over blocks of rows
+halved while the log-likelihood does not improve (a step longer than 5 in the standardised
+parameters first shortened to 5: far from the optimum a nearly flat direction, such as a small
+lender's level, can propose a step of thousands). Both sums are accumulated over blocks of rows
 in float64: no n × p matrix beyond one block. The columns are centred and scaled to unit
 standard deviation (the intercept absorbs the centring) and the Hessian is solved after a
 diagonal (Jacobi) equilibration, as ``controlled_lpm`` does for accuracy with raw incomes and
@@ -59,6 +61,7 @@ __all__ = ["LogitResult", "controlled_logit", "MAX_ITERATIONS", "STEP_TOLERANCE"
 
 MAX_ITERATIONS = 50
 STEP_TOLERANCE = 1e-10   # the largest Newton step, in standardised parameters, at convergence
+MAX_STEP = 5.0           # a longer Newton step is shortened to this before its halving
 EXTREME = 23.0           # |η| beyond which a fitted probability is within 1e-10 of 0 or 1
 COMMON = 0.15            # an outcome rate above this is common (E-value: RR ≈ sqrt(OR))
 _HALVINGS = 30
@@ -207,7 +210,6 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     if singular:
         return result(singular)
     scale = np.sqrt(n / np.diag(plain.a))  # 1 / standard deviation of each column
-    wbuf = np.empty_like(buf)
 
     def block(idx: np.ndarray) -> np.ndarray:
         """The block's rows of ``(Z − mean)·scale``."""
@@ -261,8 +263,14 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
             break
         iterations += 1
         # the full step, then halves of it until the log-likelihood does not fall (beyond the
-        # rounding of its sum); only the accepted point's gradient and information are summed
+        # rounding of its sum); only the accepted point's gradient and information are summed.
+        # A step longer than MAX_STEP (a nearly flat direction far from the optimum: a small
+        # lender's level whose fitted rates run towards 0 or 1) is first shortened to it, so
+        # the halving starts near a step that can be accepted
         dx, ds, db = step
+        longest = max(np.max(np.abs(dx), initial=0), np.max(np.abs(ds), initial=0), np.max(np.abs(db), initial=0))
+        if longest > MAX_STEP:
+            dx, ds, db = (v * (MAX_STEP / longest) for v in (dx, ds, db))
         t, found = 1.0, evaluate(theta + dx, fe_s + ds, fe_b + db)
         while not (np.isfinite(found[0]) and found[0] >= ll - 1e-12 * max(1.0, abs(ll))):
             t /= 2
@@ -277,8 +285,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         last_step = t * dx
         theta, fe_s, fe_b = theta + t * dx, fe_s + t * ds, fe_b + t * db
         ll, grad, info, extreme = found
-        largest = max(np.max(np.abs(dx), initial=0), np.max(np.abs(ds), initial=0), np.max(np.abs(db), initial=0))
-        if t == 1 and largest < STEP_TOLERANCE:
+        if t == 1 and longest < STEP_TOLERANCE:
             converged = True
             break
     solver = None if singular_hessian else info.solver()
