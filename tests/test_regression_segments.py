@@ -99,3 +99,24 @@ def test_spec_refuses_bad_grouping_fields(field, value, message):
     raw["engines"]["regression"] = {field: value}
     with pytest.raises(SpecError, match=message):
         parse_spec(raw)
+
+
+def test_a_segment_of_one_class_is_a_note_not_a_crash():
+    """Every applicant of loan type 2 approved: that segment's row says why it has no estimate
+    and the other segments stand; in the pooled test the loan type's dummy separates the
+    logit, which says so, while the linear model keeps its estimate."""
+    d, _ = lender_data(penalty=0.06, min_segment_size=100)
+    decision = d.decision.copy()
+    decision[d.column_values("loan_type") == 1] = 1  # loan type "2": code 1
+    table = d.table.set_column(d.table.schema.get_field_index("_decision"), "_decision",
+                               pa.array(decision.astype(np.int8)))
+    out = run(AuditData(d.spec, table))
+    seg = {(r["attribute"], r["segment"]): r for r in out["regression_segments"]}
+    for attribute in ("race", "sex"):
+        empty = seg[(attribute, "loan_type = 2")]
+        assert empty["odds_ratio"] is None and empty["estimate"] is None
+        assert "the outcome takes one value" in empty["note"]
+        assert seg[(attribute, "loan_type = 1")]["odds_ratio"] is not None
+    for r in out["regression_estimates"]:
+        assert r["odds_ratio"] is None and "separation" in r["logit_note"] and "'loan_type[1]'" in r["logit_note"]
+        assert r["estimate"] is not None

@@ -153,7 +153,9 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
         notes.append(f"{dropped:,} rows with a null in the outcome, the group or {held} dropped")
     yk = y[keep]
     binary = bool(len(keep)) and bool(np.all((yk == 0) | (yk == 1)))
-    keep, effects, absorbed = absorb_rows(y, keep, fixed_codes[:len(fixed)], list(fixed_names), binary)
+    one_value = bool(len(keep)) and bool(np.all(yk == yk[0]))  # said below as such, not as levels dropped
+    keep, effects, absorbed = absorb_rows(y, keep, fixed_codes[:len(fixed)] if not one_value else [],
+                                          list(fixed_names), binary)
     if absorbed:
         notes.append(absorbed)
     n = len(keep)
