@@ -43,7 +43,7 @@ At the first size up to 1M rows, on the same LAR rows:
   dummy matrix does not fit in memory at 1M rows): the odds ratio and its cluster-robust
   standard error against aequum's on the same sample, and the time ratio.
 
-Goal (issue 36): 10M rows in under 2 minutes and 4 GB for the examiner's design.
+Goal: 10M rows in under 2 minutes and 4 GB for the examiner's design (measured: docs/benchmarks.md).
 """
 from __future__ import annotations
 

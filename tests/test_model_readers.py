@@ -1,4 +1,4 @@
-"""The run's model is built only when an engine that reads it runs (issue 36): each engine
+"""The run's model is built only when an engine that reads it runs: each engine
 declares whether it reads the model (``reads_model``, ``uses_model``); a run of engines that
 do not (outcome without labels, reasons, regression, pricing, geography, raguel, fgce) fits no
 surrogate, records no model fingerprint and no model quality; a run with one that does (PBA)

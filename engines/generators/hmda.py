@@ -82,6 +82,11 @@ Rows are generated in fixed blocks of :data:`BLOCK` with one random stream per b
 streams of their own for the price-to-income multiple and the tract share), so the output is
 identical for any ``batch_rows`` and memory stays flat in ``n``; the worlds differ only in the
 decision (and what follows from it: action taken, denial reason, truth), never in the draws.
+
+The LAR's columns, value sets and text formatting are in ``engines.generators.hmda_lar``, the
+worlds in ``hmda_worlds``, the lenders and markets in ``hmda_lenders``, the prices in
+``hmda_pricing``; this module draws the applications and decides them, and re-exports the
+names used elsewhere.
 """
 from __future__ import annotations
 
@@ -93,211 +98,39 @@ import pyarrow.compute as pc
 
 from aequum.engines.generators import hmda_lenders
 from aequum.engines.generators import hmda_pricing
+from aequum.engines.generators.hmda_lar import (  # noqa: F401  (the LAR's names, importable from here)
+    LAR_COLUMNS,
+    DTI_BINS,
+    AGE_BINS,
+    VALUE_SETS,
+    NUMERIC_SENTINELS,
+    normalise_column_name,
+    data_browser_name,
+    _pick,
+    _text,
+    _where,
+    _zfill,
+)
+from aequum.engines.generators.hmda_worlds import (  # noqa: F401
+    INTERVENTIONS,
+    BLACK,
+    HISPANIC,
+    ASIAN,
+    INPUT_WEIGHTS,
+    TRACT_THRESHOLD,
+    DEFAULT_WORLD,
+    WORLDS,
+    check_world,
+    score_shift,
+    _shift,
+    mechanism,
+    MECHANISM,
+)
 
 DEFAULT_ROWS = 100_000
 BLOCK = 50_000
 CUTOFF = 2.6  # risk above which an application is denied
 
-LAR_COLUMNS = [
-    "activity_year", "lei", "derived_msa_md", "state_code", "county_code", "census_tract",
-    "conforming_loan_limit", "derived_loan_product_type", "derived_dwelling_category", "derived_ethnicity",
-    "derived_race", "derived_sex", "action_taken", "purchaser_type", "preapproval", "loan_type",
-    "loan_purpose", "lien_status", "reverse_mortgage", "open_end_line_of_credit",
-    "business_or_commercial_purpose", "loan_amount", "combined_loan_to_value_ratio", "interest_rate",
-    "rate_spread", "hoepa_status", "total_loan_costs", "total_points_and_fees", "origination_charges",
-    "discount_points", "lender_credits", "loan_term", "prepayment_penalty_term", "intro_rate_period",
-    "negative_amortization", "interest_only_payment", "balloon_payment", "other_nonamortizing_features",
-    "property_value", "construction_method", "occupancy_type", "manufactured_home_secured_property_type",
-    "manufactured_home_land_property_interest", "total_units", "multifamily_affordable_units", "income",
-    "debt_to_income_ratio", "applicant_credit_score_type", "co_applicant_credit_score_type",
-    *[f"applicant_ethnicity_{i}" for i in range(1, 6)], *[f"co_applicant_ethnicity_{i}" for i in range(1, 6)],
-    "applicant_ethnicity_observed", "co_applicant_ethnicity_observed",
-    *[f"applicant_race_{i}" for i in range(1, 6)], *[f"co_applicant_race_{i}" for i in range(1, 6)],
-    "applicant_race_observed", "co_applicant_race_observed", "applicant_sex", "co_applicant_sex",
-    "applicant_sex_observed", "co_applicant_sex_observed", "applicant_age", "co_applicant_age",
-    "applicant_age_above_62", "co_applicant_age_above_62", "submission_of_application",
-    "initially_payable_to_institution", *[f"aus_{i}" for i in range(1, 6)],
-    *[f"denial_reason_{i}" for i in range(1, 5)], "tract_population", "tract_minority_population_percent",
-    "ffiec_msa_md_median_family_income", "tract_to_msa_income_percentage", "tract_owner_occupied_units",
-    "tract_one_to_four_family_homes", "tract_median_age_of_housing_units",
-]
-assert len(LAR_COLUMNS) == 99
-
-DTI_BINS = ["<20%", "20%-<30%", "30%-<36%", *[str(v) for v in range(36, 50)], "50%-60%", ">60%"]
-AGE_BINS = ["<25", "25-34", "35-44", "45-54", "55-64", "65-74", ">74"]
-VALUE_SETS = {
-    "derived_race": ["American Indian or Alaska Native", "Asian", "Black or African American",
-                     "Native Hawaiian or Other Pacific Islander", "White", "2 or more minority races", "Joint",
-                     "Free Form Text Only", "Race Not Available"],
-    "derived_ethnicity": ["Hispanic or Latino", "Not Hispanic or Latino", "Joint", "Ethnicity Not Available",
-                          "Free Form Text Only"],
-    "derived_sex": ["Male", "Female", "Joint", "Sex Not Available"],
-    "action_taken": [str(v) for v in range(1, 9)],
-    "debt_to_income_ratio": DTI_BINS + ["NA", "Exempt"],
-    "applicant_age": AGE_BINS + ["8888"],
-    "loan_type": ["1", "2", "3", "4"],
-    "loan_purpose": ["1", "2", "31", "32", "4", "5"],
-}
-NUMERIC_SENTINELS = {
-    "income": ["NA", ""], "property_value": ["NA", "Exempt", ""], "combined_loan_to_value_ratio": ["NA", "Exempt", ""],
-    "interest_rate": ["NA", "Exempt", ""], "rate_spread": ["NA", "Exempt", ""], "loan_term": ["NA", "Exempt", ""],
-}
-_HYPHENATED = {"derived_msa_md": "derived_msa-md", "open_end_line_of_credit": "open-end_line_of_credit"}
-# the reference value each protected attribute is set to for the total-effect truth
-INTERVENTIONS = {"derived_race": "White", "derived_ethnicity": "Not Hispanic or Latino", "derived_sex": "Male"}
-BLACK, HISPANIC, ASIAN = "Black or African American", "Hispanic or Latino", "Asian"
-# the risk's weight on each input a world can penalise (the decision's coefficients)
-INPUT_WEIGHTS = {"debt_to_income_ratio": 0.09, "combined_loan_to_value_ratio": 0.05}
-TRACT_THRESHOLD = 50.0  # percent minority population above which the redlining world penalises
-DEFAULT_WORLD = "dti_penalty"
-# The planted mechanism of each world. kind: "none", "input" (``size`` points added to the input
-# ``variable`` as the underwriter reads it), "score" (``size`` added to the risk) or "tract"
-# (``size`` added to the risk where the tract's minority share exceeds ``threshold``);
-# penalised: the groups it applies to, per column (``match`` "any": a record in any of them,
-# "all": in every one of them).
-WORLDS: dict[str, dict] = {
-    "null": {
-        "kind": "none",
-        "description": "no discriminatory term: the decision reads income, DTI, LTV, the unobserved credit "
-                       "quality and noise only (the groups still differ in those inputs)",
-        "penalised": {}, "match": "any", "size": 0.0},
-    "dti_penalty": {
-        "kind": "input",
-        "description": "disparate treatment: race/ethnicity-dependent penalty on one underwriting variable "
-                       "(the debt-to-income ratio read 5 points higher for Black or African American and for "
-                       "Hispanic or Latino applicants)",
-        "variable": "debt_to_income_ratio",
-        "penalised": {"derived_race": [BLACK], "derived_ethnicity": [HISPANIC]}, "match": "any", "size": 5.0},
-    "score_penalty": {
-        "kind": "score",
-        "description": "disparate treatment: 0.45 added to the risk of Black or African American and of "
-                       "Hispanic or Latino applicants directly, through no input",
-        "penalised": {"derived_race": [BLACK], "derived_ethnicity": [HISPANIC]}, "match": "any", "size": 0.45},
-    "intersection": {
-        "kind": "score",
-        "description": "intersectional disparate treatment: 0.45 added to the risk of Black or African "
-                       "American women only (derived_race Black or African American and derived_sex Female)",
-        "penalised": {"derived_race": [BLACK], "derived_sex": ["Female"]}, "match": "all", "size": 0.45},
-    "redlining": {
-        "kind": "tract",
-        "description": "redlining: 0.45 added to the risk of applications from census tracts whose minority "
-                       "population share exceeds 50%, whatever the applicant's race (the tract share is "
-                       "higher for Black and for Hispanic applicants: race has a total effect through it, "
-                       "no direct effect)",
-        "variable": "tract_minority_population_percent", "threshold": TRACT_THRESHOLD,
-        "penalised": {}, "match": "any", "size": 0.45},
-    "input_penalty": {
-        "kind": "input",
-        "description": "disparate treatment: the combined loan-to-value ratio read 8 points higher for Asian "
-                       "applicants (a penalty on one input for one group)",
-        "variable": "combined_loan_to_value_ratio",
-        "penalised": {"derived_race": [ASIAN]}, "match": "any", "size": 8.0},
-    "lender_redlining": {
-        "kind": "lender",
-        "description": "redlining by lenders: five named lenders take 75% fewer of the applications from census "
-                       "tracts whose minority population share exceeds 50% (fewer applications taken, and so "
-                       "fewer loans made, there); every decision as in the null world",
-        "threshold": hmda_lenders.THRESHOLD, "penalised": {}, "match": "any", "size": hmda_lenders.AVOIDANCE},
-    "pricing_penalty": {
-        "kind": "pricing",
-        "description": "pricing disparate treatment: loans originated to Black or African American and to "
-                       "Hispanic or Latino borrowers priced 0.25 points higher in rate spread (and interest "
-                       "rate) than the risk-based pricer charges; the decisions are the null world's",
-        "penalised": {"derived_race": [BLACK], "derived_ethnicity": [HISPANIC]}, "match": "any",
-        "size": hmda_pricing.ADD_ON},
-}
-
-
-def check_world(world: str, effect: float = 1.0) -> dict:
-    """The entry of :data:`WORLDS` named ``world`` with its penalty's size times ``effect`` (1:
-    as listed; 0.5: half the points or half the shift; any non-negative number); a ValueError
-    naming the known worlds, or the bad effect, otherwise."""
-    if world not in WORLDS:
-        raise ValueError(f"hmda generator: unknown world {world!r}; known worlds: {list(WORLDS)}")
-    if not (isinstance(effect, (int, float)) and np.isfinite(effect) and effect >= 0):
-        raise ValueError(f"hmda generator: effect must be a non-negative number, got {effect!r}")
-    return {**WORLDS[world], "size": WORLDS[world]["size"] * float(effect), "effect": float(effect)}
-
-
-def score_shift(world: str, effect: float = 1.0) -> float:
-    """What the world's penalty adds to the risk of a record it applies to."""
-    return _shift(check_world(world, effect))
-
-
-def _shift(w: dict) -> float:
-    if w["kind"] in ("lender", "pricing"):  # where applications go or what loans cost, not how they are decided
-        return 0.0
-    return INPUT_WEIGHTS[w["variable"]] * w["size"] if w["kind"] == "input" else w["size"]
-
-
-def _who(w: dict) -> str:
-    """The records a world's penalty applies to, in words."""
-    if w["kind"] == "none":
-        return "nobody (no penalty in this world)"
-    if w["kind"] == "lender":
-        return "nobody's decision (the named lenders take fewer applications from high-minority tracts)"
-    if w["kind"] == "tract":
-        return f"the tract's minority population share exceeds {w['threshold']:g}%"
-    return (" or " if w["match"] == "any" else " and ").join(
-        f"{column} {' / '.join(values)}" for column, values in w["penalised"].items())
-
-
-def mechanism(world: str = DEFAULT_WORLD, effect: float = 1.0) -> dict:
-    """The planted mechanism of ``world`` (its penalty times ``effect``) and the meaning of the
-    ground truth's columns (the JSON written beside generated files)."""
-    w = check_world(world, effect)
-    fair = {"DTI": "0.09(DTI-36)", "LTV": "0.05(LTV-80)"}
-    if w["kind"] == "input":
-        read = {"debt_to_income_ratio": "DTI", "combined_loan_to_value_ratio": "LTV"}[w["variable"]]
-        fair[read] = fair[read].replace(f"({read}", f"({read}+penalty")
-    decision = (f"denied iff {fair['DTI']} + {fair['LTV']} - 0.45 log(income/80) - 1.2 credit + e"
-                f"{' + penalty' if w['kind'] in ('score', 'tract') else ''} > c")
-    size = ({"variable": w["variable"], "penalty_points": w["size"]} if w["kind"] == "input" else
-            {"variable": w["variable"], "threshold": w["threshold"], "penalty": w["size"]} if w["kind"] == "tract" else
-            {"threshold": w["threshold"], "avoidance": min(1.0, w["size"]), "lenders": hmda_lenders.planted_leis()}
-            if w["kind"] == "lender" else
-            {"variable": "rate_spread", "add_on_points": w["size"]} if w["kind"] == "pricing" else
-            {"penalty": w["size"]})
-    columns = {
-        "id": "0-based row number (the LAR has no record id)",
-        "penalised": f"the penalty applies: {_who(w)}",
-        "decision": "1 approved, 0 denied, null out of scope",
-        "decision_without_mechanism": "1 approved, 0 denied, null out of scope: the same applicant "
-                                      "without the penalty (everything else as drawn)",
-        "harmed": "direct effect: denied with the penalty, approved without it",
-        **{f"decision_do_{c}": f"1 approved, 0 denied, null out of scope: the same applicant (same "
-                               f"exogenous noise) under do({c} := {v}) through the generator's structural "
-                               "equations — credit, income, DTI, LTV, the tract share and the penalty move "
-                               "with the group"
-           for c, v in INTERVENTIONS.items()},
-        **{f"harmed_total_{c}": f"total effect: denied factually, approved under do({c} := {v})"
-           for c, v in INTERVENTIONS.items()},
-        **{f"harmed_direct_{c}": f"controlled direct effect of {c}: denied factually, approved when only the "
-                                 f"penalty follows do({c} := {v}) (every other variable, the tract share "
-                                 "included, as drawn); differs from `harmed` where the penalty does not follow "
-                                 "this attribute alone (applicants both Black and Hispanic, whose other "
-                                 "attribute keeps it; in the redlining world, where it follows the tract share "
-                                 "only, it is all false)"
-           for c, v in INTERVENTIONS.items()},
-        "p_harmed": "for refused in-scope applicants (null otherwise): the Bayes posterior of `harmed` given "
-                    "the exact underwriting variables (income, DTI, LTV), the tract's minority share and the "
-                    "groups, knowing the generator; flagging by it is the best any audit reading those "
-                    "columns can do",
-        **{f"p_harmed_{kind}_{c}": f"the same for harmed_{kind}_{c}" for kind in ("total", "direct")
-           for c in INTERVENTIONS},
-        "overcharged": "an originated loan whose rate spread carries the pricing world's add-on",
-        "rate_spread_overcharge": "for originated loans (null otherwise): the points the add-on adds to the rate "
-                                  "spread and interest rate (0 where none)",
-    }
-    return {"world": world, "effect": w["effect"], "kind": w["kind"], "description": w["description"], **size,
-            "score_shift": _shift(w), "penalised": w["penalised"], "match": w["match"],
-            "decision": decision,
-            "denial_reason_1": "for denied applications: 1 (debt-to-income) if the DTI as the underwriter read it "
-                               "exceeds 43, else 4 (collateral) if the LTV as read exceeds 95, else 3 (credit history)",
-            "ground_truth_columns": columns}
-
-
-MECHANISM = mechanism(DEFAULT_WORLD)  # the default world's (dti_penalty)
 TRUTH = pa.schema([("id", pa.string()), ("penalised", pa.bool_()), ("decision", pa.int8()),
                    ("decision_without_mechanism", pa.int8()), ("harmed", pa.bool_()),
                    *[f for column in INTERVENTIONS for f in (pa.field(f"decision_do_{column}", pa.int8()),
@@ -308,51 +141,6 @@ TRUTH = pa.schema([("id", pa.string()), ("penalised", pa.bool_()), ("decision", 
                    ("overcharged", pa.bool_()), ("rate_spread_overcharge", pa.float64())])
 
 
-def normalise_column_name(name: str) -> str:
-    """LAR column names to one spelling: lower case, '-' -> '_', the LTV names as one."""
-    n = name.strip().lower().replace("-", "_")
-    return "combined_loan_to_value_ratio" if n == "loan_to_value_ratio" else n
-
-
-def data_browser_name(name: str) -> str:
-    """The Data Browser CSV's spelling of a column (hyphens, ``loan_to_value_ratio``)."""
-    if name == "combined_loan_to_value_ratio":
-        return "loan_to_value_ratio"
-    if name in _HYPHENATED:
-        return _HYPHENATED[name]
-    for prefix in ("co_applicant_",):
-        if name.startswith(prefix):
-            name = "co-applicant_" + name[len(prefix):]
-    for stem in ("applicant_race_", "applicant_ethnicity_", "aus_", "denial_reason_"):
-        if name.endswith(tuple(f"{stem}{i}" for i in range(1, 6))):
-            return name[:-2] + "-" + name[-1]
-    return name
-
-
-def _pick(rng, values, p, n) -> tuple[np.ndarray, pa.Array]:
-    """Draw indices with probabilities ``p``; return them and the values as an Arrow string array."""
-    p = np.asarray(p, float)
-    idx = rng.choice(len(values), size=n, p=p / p.sum())
-    return idx, pc.take(pa.array([str(v) for v in values]), pa.array(idx))
-
-
-def _text(x: np.ndarray, decimals: int | None = None) -> pa.Array:
-    """Numbers as the LAR prints them (integers, or rounded decimals)."""
-    if decimals is None:
-        return pa.array(x.astype(np.int64)).cast(pa.string())
-    return pc.round(pa.array(x, pa.float64()), decimals).cast(pa.string())
-
-
-def _where(mask: np.ndarray, a, b) -> pa.Array:
-    return pc.if_else(pa.array(mask), a, b)
-
-
-def _zfill(x: np.ndarray, width: int) -> pa.Array:
-    return pc.utf8_lpad(pa.array(x.astype(np.int64)).cast(pa.string()), width, "0")
-
-
-# The structural equations (one applicant's exogenous noise u_* fixed; group indicators as bools).
-# Group means encode the wealth gaps that drive the published denial-rate gaps.
 def _credit(black, hisp, asian, u):
     """Latent credit quality (not in the LAR)."""
     return u - 0.25 * black - 0.1 * hisp - 0.1 * asian
