@@ -108,18 +108,18 @@ def test_the_warehouse_is_free_while_engines_run(prefect_server, tmp_path, monke
     """The audit holds no warehouse connection between staging and the result write: another
     connection (here a read-only one, as a BI tool or `aequum runs` opens) gets in."""
     import aequum.flows.audit as audit
-    from aequum.flows import model_step as step
 
     wh = tmp_path / "wh.duckdb"
     seen = []
-    fit = step.fit_model
+    prepare = audit.prepare_model  # the model step, between staging and the engines (it fits no
+                                   # model for the outcome engine alone, but always runs)
 
-    def fit_and_peek(*args, **kwargs):
+    def prepare_and_peek(*args, **kwargs):
         with Warehouse(wh, read_only=True, wait=0) as reader:
             seen.append(reader.run("r")["status"])
-        return fit(*args, **kwargs)
+        return prepare(*args, **kwargs)
 
-    monkeypatch.setattr(step, "fit_model", fit_and_peek)
+    monkeypatch.setattr(audit, "prepare_model", prepare_and_peek)
     audit.audit_flow(str(loan_spec(tmp_path, ["outcome"])), warehouse=str(wh),
                      lake=str(tmp_path / "lake"), run_id="r")
     assert seen == ["running"]
