@@ -16,7 +16,7 @@ Models*, 2nd ed., Sec. 4.4; Agresti 2013, *Categorical Data Analysis*, 3rd ed., 
 gradient ``X'(y − p)``, Hessian ``−X'WX`` with ``W = diag(p(1 − p))``, step ``(X'WX)⁻¹X'(y − p)``,
 halved while the log-likelihood does not improve (a step longer than 2 in the standardised
 parameters first shortened to 2: far from the optimum a nearly flat direction, a rare category or a small
-lender's level, can propose a step of thousands; capped, the HMDA fits take 9 iterations, not 12). Both sums are accumulated over blocks of rows
+lender's level, can propose a step of thousands; capped, the HMDA fit takes 9 iterations, not 15). Both sums are accumulated over blocks of rows
 in float64: no n × p matrix beyond one block. The columns are centred and scaled to unit
 standard deviation (the intercept absorbs the centring) and the Hessian is solved after a
 diagonal (Jacobi) equilibration, as ``controlled_lpm`` does for accuracy with raw incomes and
