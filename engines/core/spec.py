@@ -310,6 +310,18 @@ class AuditSpec(_Model):
         if dup:
             raise ValueError(f"{field}: {dup} listed more than once")
 
+    def check_levels(self, field: str, names: list[str]) -> None:
+        """For params models' ``check_spec``: fail naming ``field`` when a feature read by its levels
+        (a fixed effect, a cluster, a segment) is not declared, is numeric, or is listed twice."""
+        for name in names:
+            if name not in self.feature_names:
+                raise ValueError(f"{field}: {name!r} is not a declared feature (features: {self.feature_names})")
+            if self.feature(name).type == "numeric":
+                raise ValueError(f"{field}: {name!r} is numeric; levels are needed (declare it categorical)")
+        dup = sorted({c for c in names if names.count(c) > 1})
+        if dup:
+            raise ValueError(f"{field}: {dup} listed more than once")
+
     def check_intersections(self, field: str, *groups) -> None:
         """As :meth:`check_attribute_names` for intersections, whose attributes must also read
         different columns (race and race=Asian intersect in nothing new)."""

@@ -43,8 +43,7 @@ from aequum.engines.core.intersections import tested_units
 from aequum.engines.core.spec import value_key
 from aequum.engines.outcome import two_proportion_p
 from aequum.engines.outcome_stats import adjust_p_values, ratio_log_interval, wilson_interval
-from aequum.engines.regression.design import Categorical
-from aequum.engines.regression.engine import held_cells, resolve_controls
+from aequum.engines.regression.engine import held_cells, record_block, resolve_controls
 from aequum.engines.regression.sensitivity import controlled_lpm
 
 ESTIMATES = pa.schema([
@@ -126,13 +125,10 @@ class PricingEngine:
         fields = {f: np.asarray(data.column(f).cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)
                   for f in pricing_fields(spec, params)}
         names = pricing_controls(spec, params)
-        controls = []
-        for name in names:
-            values, levels = data.column_values(name), data.levels(name)
-            controls.append(values if levels is None else Categorical(values, levels))
+        controls = [record_block(data, name) for name in names]
         fixed_names, cluster_name = params.grouping(spec)
-        fixed = [Categorical(data.column_values(n), data.levels(n)) for n in fixed_names]
-        cluster = Categorical(data.column_values(cluster_name), data.levels(cluster_name)) if cluster_name else None
+        fixed = [record_block(data, n) for n in fixed_names]
+        cluster = record_block(data, cluster_name) if cluster_name else None
         p = spec.pricing
         hpml = None
         if p.rate_spread is not None and p.rate_spread in fields:

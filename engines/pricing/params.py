@@ -5,7 +5,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from aequum.engines.core.intersections import MIN_CELL
 from aequum.engines.core.spec import Scalar, value_key
 
 
@@ -74,10 +73,7 @@ class PricingParams(BaseModel):
         if self.controls is not None:
             spec.check_features("engines.pricing.controls", self.controls)
         for field, names in (("fixed_effects", self.fixed_effects or []), ("cluster", [self.cluster] if self.cluster else [])):
-            spec.check_features(f"engines.pricing.{field}", names)
-            numeric = [n for n in names if spec.feature(n).type == "numeric"]
-            if numeric:
-                raise ValueError(f"engines.pricing.{field}: {numeric} numeric; levels are needed (declare it categorical)")
+            spec.check_levels(f"engines.pricing.{field}", names)
         if not running:
             return
         if spec.pricing is None:

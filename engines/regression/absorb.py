@@ -191,8 +191,9 @@ class Normal:
         self.bb = np.zeros((nb, p))
         self.bs = np.zeros((ns, p))
         n = len(effects.codes[0])
-        self.weights = None if nb == 1 and not ns else np.ones(n)
+        self.weights = None if nb == 1 and not ns else np.ones(n)  # every row's, when levels need them
         self.weighted = False
+        self.total = 0.0                                        # their sum, when one level does not
 
     def add(self, x: np.ndarray, w: np.ndarray | None, pos: slice) -> None:
         """Add the rows ``pos`` (their dense columns ``x``, weights ``w``; None = 1)."""
@@ -205,7 +206,7 @@ class Normal:
         if w is not None:
             self.weighted = True
             if self.weights is None:
-                self.total = getattr(self, "total", 0.0) + float(w.sum())
+                self.total += float(w.sum())
             else:
                 self.weights[pos] = w
 

@@ -135,12 +135,7 @@ class RegressionEngine:
         decision = data.decision
         y = np.where((decision == 0) | (decision == 1), 1.0 - decision, np.nan)  # 1 = unfavourable
         def block(name):
-            values = data.column_values(name)
-            levels = data.levels(name)
-            if levels is None and name in params.log_controls:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    return np.where(values > 0, np.log(values), np.nan)
-            return values if levels is None else Categorical(values, levels)
+            return record_block(data, name, log=name in params.log_controls)
 
         controls = [block(name) for name in names]
         names = [f"log {n}" if n in params.log_controls else n for n in names]
@@ -237,6 +232,19 @@ class RegressionEngine:
                 est = est.set_column(est.schema.get_field_index(sig_col), sig_col, pa.array(significant, pa.bool_()))
             out[table] = est
         return out
+
+
+def record_block(data, name: str, log: bool = False) -> np.ndarray | Categorical:
+    """A recorded feature as the models take it: a categorical or ordinal one as the codes of its
+    levels, a numeric one as its values (with ``log``, their natural log; a value at or below 0 a
+    null)."""
+    values, levels = data.column_values(name), data.levels(name)
+    if levels is not None:
+        return Categorical(values, levels)
+    if log:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(values > 0, np.log(values), np.nan)
+    return values
 
 
 def held_cells(groups: list[np.ndarray], min_size: int, y: np.ndarray, rows: np.ndarray) -> Categorical:

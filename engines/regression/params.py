@@ -104,15 +104,7 @@ class RegressionParams(BaseModel):
                 raise ValueError(f"engines.regression.log_controls: {name!r} is not a numeric feature")
         for field, names in (("fixed_effects", self.fixed_effects), ("segments", self.segments),
                              ("cluster", [self.cluster] if self.cluster else [])):
-            for name in names:
-                if name not in kinds:
-                    raise ValueError(f"engines.regression.{field}: {name!r} is not a declared feature "
-                                     f"(features: {spec.feature_names})")
-                if kinds[name] == "numeric":
-                    raise ValueError(f"engines.regression.{field}: {name!r} is numeric; levels are needed "
-                                     f"(declare it categorical)")
-            if len(set(names)) != len(names):
-                raise ValueError(f"engines.regression.{field}: a feature listed more than once: {names}")
+            spec.check_levels(f"engines.regression.{field}", names)
         if self.controls is not None:
             both = [c for c in self.controls if c in self.fixed_effects]
             if both:
