@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from scipy.stats import t as student_t
 
 from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
@@ -204,8 +205,6 @@ class PricingEngine:
         adverse = None if fit.estimate is None else (fit.estimate < 0 if lower_is_adverse else fit.estimate > 0)
         ci_low, ci_high, p_value = fit.ci_low, fit.ci_high, fit.p_value
         if fit.se_cluster is not None and fit.clusters > 1:  # the test and interval robust to clustering
-            from scipy.stats import t as student_t
-
             dof_c = fit.clusters - 1
             crit = float(student_t.ppf(1 - (1 - params.confidence) / 2, dof_c))
             ci_low, ci_high = fit.estimate - crit * fit.se_cluster, fit.estimate + crit * fit.se_cluster
