@@ -17,7 +17,7 @@ def __getattr__(name: str):
     """``aequum.audit``, imported on first use (PEP 562): importing ``aequum`` for the command
     line or an engine then does not import the notebook's polars, staging and model step."""
     if name == "audit":
-        from aequum.flows.notebook import audit
+        from aequum.flows.commands.notebook import audit
 
         return audit
     raise AttributeError(f"module 'aequum' has no attribute {name!r}")

@@ -40,7 +40,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from aequum.engines.outcome_stats import wilson_interval
+from aequum.engines.outcome.stats import wilson_interval
 
 DETECTION = pa.schema([
     ("engine", pa.string()), ("method", pa.string()), ("parameter", pa.string()),

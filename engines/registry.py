@@ -11,13 +11,13 @@ from aequum.engines.core.imports import load
 from aequum.engines.core.spec import register_engine_params
 
 ENGINES: dict[str, tuple[str, str]] = {
-    "outcome": ("aequum.engines.outcome:OutcomeEngine", "aequum.engines.outcome_params:OutcomeParams"),
-    "cst": ("aequum.engines.matching.engine:CSTEngine", "aequum.engines.matching.params:CSTParams"),
+    "outcome": ("aequum.engines.outcome.engine:OutcomeEngine", "aequum.engines.outcome.params:OutcomeParams"),
+    "cst": ("aequum.engines.matching.cst.engine:CSTEngine", "aequum.engines.matching.cst.params:CSTParams"),
     "raguel": ("aequum.engines.reranking.engine:RaguelEngine", "aequum.engines.reranking.params:RaguelParams"),
     "fgce": ("aequum.engines.feasibility.engine:FGCEEngine", "aequum.engines.feasibility.params:FGCEParams"),
     "pba": ("aequum.engines.verification.engine:PBAEngine", "aequum.engines.verification.params:PBAParams"),
-    "cec": ("aequum.engines.matching.cec_engine:CECEngine", "aequum.engines.matching.cec_params:CECParams"),
-    "reasons": ("aequum.engines.reasons:ReasonsEngine", "aequum.engines.reasons_params:ReasonsParams"),
+    "cec": ("aequum.engines.matching.cec.engine:CECEngine", "aequum.engines.matching.cec.params:CECParams"),
+    "reasons": ("aequum.engines.reasons.engine:ReasonsEngine", "aequum.engines.reasons.params:ReasonsParams"),
     "regression": ("aequum.engines.regression.engine:RegressionEngine", "aequum.engines.regression.params:RegressionParams"),
     "geography": ("aequum.engines.geography.engine:GeographyEngine", "aequum.engines.geography.params:GeographyParams"),
     "pricing": ("aequum.engines.pricing.engine:PricingEngine", "aequum.engines.pricing.params:PricingParams"),

@@ -27,14 +27,14 @@ from aequum.engines.registry import get_engine
 from aequum.flows.cluster import dask_runner, owned_cluster, renew_workers, size_workers
 from aequum.flows.engine_tasks import EngineOutcome, engine_task
 from aequum.flows.ground_truth import score_run
-from aequum.flows.lake_reading import release_memory
+from aequum.flows.store.lake_reading import release_memory
 from aequum.flows.model_step import PackedModel, prepare_model, supplied_counterfactuals
 from aequum.flows.preflight import staged_group_problems
 from aequum.flows import run_control
 from aequum.flows.run_control import INTERRUPTED, drain_workers, flow_api, flow_result, user_failure
-from aequum.flows.staging import DEFAULT_LAKE, DatasetRef, stage
-from aequum.flows.versioning import code_version
-from aequum.flows.warehouse import DEFAULT_WAREHOUSE, Warehouse, WarehouseError
+from aequum.flows.store.staging import DEFAULT_LAKE, DatasetRef, stage
+from aequum.flows.store.versioning import code_version
+from aequum.flows.store.warehouse import DEFAULT_WAREHOUSE, Warehouse, WarehouseError
 
 
 # staged records above which each engine runs on fresh workers of the run's own cluster
@@ -58,7 +58,7 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
     dataset, write the results in one transaction), so readers and BI tools are locked out for
     seconds, not for the whole run. A user or configuration error ends the flow run Failed
     with its message (:func:`~aequum.flows.run_control.user_failure`)."""
-    from aequum.flows.guard import user_errors
+    from aequum.flows.store.guard import user_errors
 
     try:
         spec_file = Path(spec_path).resolve()
@@ -69,7 +69,7 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
             wh.start_run(run_id, spec.name, spec.digest(), code_version(),
                          spec.run_parameters())
         # the engines' results until they are in the warehouse; a folder left by a process that
-        # died is removed by the next staging of the spec (flows.staging: orphan .tmp folders)
+        # died is removed by the next staging of the spec (flows.store.staging: orphan .tmp folders)
         spool = Path(lake).resolve() / spec.name / f".results.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         try:
             return _audit(spec, spec_file, run_id, names, warehouse, lake, spool, check_source)

@@ -24,7 +24,7 @@ from aequum.engines.core.engine import (Section, assemble, conform, declared_col
                                         run_rounds, spill)
 from aequum.engines.core.spec import AuditSpec
 from aequum.engines.registry import engine_params, get_engine
-from aequum.flows.lake_reading import load_lake, release_memory
+from aequum.flows.store.lake_reading import load_lake, release_memory
 from aequum.flows.model_step import unpacked
 
 

@@ -21,9 +21,9 @@ from aequum.engines.core.models import ModelError
 from aequum.engines.core.sampling import record_order, stratified_sample
 from aequum.engines.core.spec import AuditSpec
 from aequum.flows.child_process import run_in_child
-from aequum.flows.counterfactuals import load_counterfactuals
-from aequum.flows.lake_reading import lake_blocks, load_lake, release_memory
-from aequum.flows.staging import DatasetRef
+from aequum.flows.store.counterfactuals import load_counterfactuals
+from aequum.flows.store.lake_reading import lake_blocks, load_lake, release_memory
+from aequum.flows.store.staging import DatasetRef
 
 
 # staged records above which the model step runs in a process of its own: it then costs the

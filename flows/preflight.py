@@ -15,8 +15,8 @@ def preflight(spec_path: str | Path, engines: list[str] | None = None, warehouse
     and that the model file loads; that the source is not the ``warehouse``. Raises the user
     error naming the field, file or column."""
     from aequum.engines.core.validation import check_columns
-    from aequum.flows.guard import UsageError
-    from aequum.flows.readers import SourceError, open_source, source_files
+    from aequum.flows.store.guard import UsageError
+    from aequum.flows.store.readers import SourceError, open_source, source_files
 
     spec_file = Path(spec_path).resolve()
     spec = load_spec(spec_file)
@@ -76,7 +76,7 @@ def check_group_sizes(spec: AuditSpec, spec_dir: Path, names: list[str]) -> None
     batch of a large source). Rows that staging will quarantine count here:
     :func:`check_staged_group_sizes` checks again once they are gone."""
     from aequum.engines.core.validation import group_sizes
-    from aequum.flows.readers import open_source
+    from aequum.flows.store.readers import open_source
 
     needs, wanted = _needs(spec, names)
     if not needs:
@@ -116,8 +116,8 @@ def check_counterfactual_sources(spec: AuditSpec, spec_dir: Path) -> None:
     """That every supplied counterfactual table (``scm.counterfactuals``) is there: a file
     exists, a database table or query opens and gives rows (its query checked as the source's)."""
     from aequum.engines.core.spec import CounterfactualTable
-    from aequum.flows.counterfactuals import CounterfactualError
-    from aequum.flows.readers import SourceError, open_source, resolve
+    from aequum.flows.store.counterfactuals import CounterfactualError
+    from aequum.flows.store.readers import SourceError, open_source, resolve
 
     tables = None if spec.scm is None else spec.scm.counterfactuals
     if tables is None:
@@ -142,8 +142,8 @@ def check_settings(warehouse: str | Path, lake: str | Path | None = None, worker
     where folders go), ``--workers``, and that a Dask scheduler or Prefect API named answers."""
     import os
 
-    from aequum.flows.guard import UsageError
-    from aequum.flows.warehouse import settings_wait, _memory
+    from aequum.flows.store.guard import UsageError
+    from aequum.flows.store.warehouse import settings_wait, _memory
 
     settings_wait(None)
     _memory(os.environ.get("AEQUUM_DUCKDB_MEMORY_LIMIT", "1GB"))
@@ -170,7 +170,7 @@ def _answers(address: str, what: str, service: str, timeout: float = 5.0) -> Non
     import socket
     from urllib.parse import urlsplit
 
-    from aequum.flows.guard import UsageError
+    from aequum.flows.store.guard import UsageError
 
     parts = urlsplit(address if "://" in address else f"tcp://{address}")
     try:

@@ -17,7 +17,7 @@ from aequum.engines.core.data import group_column
 from aequum.engines.reranking.engine import recourse_model
 from aequum.engines.reranking.recourse import LinearRecourse
 from aequum.engines.reranking.stream import StreamSummary, rerank_stream
-from aequum.flows.warehouse import SQL_DIR, _memory, quote_ident
+from aequum.flows.store.warehouse import SQL_DIR, _memory, quote_ident
 
 
 def ranked_query(features: list[str], attribute: str, unfavourable_only: bool) -> str:

@@ -223,7 +223,7 @@ def _end_interrupted(warehouse: str, lake: str) -> None:
         with suppress_gone():
             child.kill()
     try:
-        from aequum.flows.warehouse import Warehouse
+        from aequum.flows.store.warehouse import Warehouse
 
         with Warehouse(warehouse, wait=5) as wh:
             wh.abandon_own_runs(INTERRUPTED)

@@ -5,8 +5,8 @@ from prefect import flow
 
 from aequum.flows.audit import run_audit
 from aequum.flows.preflight import preflight
-from aequum.flows.staging import DEFAULT_LAKE
-from aequum.flows.warehouse import DEFAULT_WAREHOUSE
+from aequum.flows.store.staging import DEFAULT_LAKE
+from aequum.flows.store.warehouse import DEFAULT_WAREHOUSE
 
 
 @flow(name="aequum-scheduled-audit")

@@ -23,7 +23,7 @@ def small_audit(tmp: Path, rows: int = 400, engines: list[str] | None = None,
     from aequum.engines.core.models import model_fingerprint
     from aequum.engines.core.spec import parse_spec
     from aequum.engines.registry import get_engine
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.warehouse import Warehouse
 
     raw = yaml.safe_load((REPO / "data" / "specs" / spec_name).read_text())
     raw["source"]["rows"] = rows

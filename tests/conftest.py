@@ -27,7 +27,7 @@ def shared_file(*parts: str) -> Path:
 
 @pytest.fixture
 def warehouse(tmp_path):
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.warehouse import Warehouse
 
     wh = Warehouse(tmp_path / "wh.duckdb")
     yield wh
@@ -57,8 +57,8 @@ def stage_spec(spec, tmp: Path, spec_dir: Path | None = None, warehouse: Path | 
     from aequum.engines.core.data import AuditData
     from aequum.engines.core.spec import AuditSpec, load_spec
     from aequum.flows.model_step import fit_model
-    from aequum.flows.staging import stage
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.staging import stage
+    from aequum.flows.store.warehouse import Warehouse
 
     if not isinstance(spec, AuditSpec):
         spec_dir = Path(spec).resolve().parent

@@ -3,7 +3,7 @@ the rarest races below k = 100 members): CST over generated HMDA records, scored
 generator's truth as an audit scores it."""
 from __future__ import annotations
 
-from aequum.flows.bench_cst import at_scale
+from aequum.flows.bench.cst import at_scale
 
 
 def test_cst_at_scale_scores_its_findings(capsys):

@@ -7,7 +7,7 @@ import sys
 import psutil
 import pytest
 
-from aequum.flows.benchmarking import TreePeak
+from aequum.flows.bench.measure import TreePeak
 
 
 def test_tree_peak_counts_the_memory_of_child_processes():
@@ -20,7 +20,7 @@ def test_tree_peak_counts_the_memory_of_child_processes():
 
 
 def test_a_step_in_a_fresh_process_returns_its_result_or_names_its_failure():
-    from aequum.flows.benchmarking import in_fresh_process
+    from aequum.flows.bench.measure import in_fresh_process
 
     assert in_fresh_process("json", "loads", "[1, 2]") == [1, 2]
     with pytest.raises(RuntimeError, match=r"(?s)loads\('not json',\) failed \(exit status 1\).*JSONDecodeError"):
@@ -33,7 +33,7 @@ def test_the_fixed_cost_floors_are_each_the_fastest_start_and_the_servers_stop(m
     interpreter with the environment given."""
     import itertools
 
-    from aequum.flows import bench_audit, prefect_api
+    from aequum.flows.bench import audit as bench_audit, prefect_api
 
     clock = itertools.count()
     monkeypatch.setattr(bench_audit.time, "perf_counter", lambda: next(clock))
@@ -83,7 +83,7 @@ def test_the_fixed_cost_uses_the_command_lines_prefect_settings_and_leaves_the_p
     level; the stages the bench measures afterwards see the bench process's settings again."""
     import os
 
-    from aequum.flows import bench_audit
+    from aequum.flows.bench import audit as bench_audit
 
     monkeypatch.delenv("PREFECT_HOME", raising=False)
     monkeypatch.delenv("PREFECT_LOGGING_LEVEL", raising=False)

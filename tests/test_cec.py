@@ -13,11 +13,11 @@ from aequum.engines.core.knn import euclidean_knn
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.models import LinearRule, TorchMLP
 from aequum.engines.core.spec import SpecError, load_spec, parse_spec
-from aequum.engines.matching.attributions import attribute_pairs, completeness_error
-from aequum.engines.matching.cec_engine import CECEngine
-from aequum.engines.matching.cec_matching import Standardised, baselines, gathered_baselines, match, standardise
-from aequum.engines.matching.cec_params import CECParams
-from aequum.engines.matching.cec_scores import delta_cec, regimes
+from aequum.engines.matching.cec.attributions import attribute_pairs, completeness_error
+from aequum.engines.matching.cec.engine import CECEngine
+from aequum.engines.matching.cec.matching import Standardised, baselines, gathered_baselines, match, standardise
+from aequum.engines.matching.cec.params import CECParams
+from aequum.engines.matching.cec.scores import delta_cec, regimes
 
 
 # ---- integrated gradients ---------------------------------------------------------------
@@ -60,7 +60,7 @@ def test_exact_ig_shallow_and_layer_by_layer_segmentations_agree():
     path along which no unit changes sign (one segment) is the gradient times (x − b)."""
     import torch as th
 
-    from aequum.engines.matching.attributions import (_gradient_integral_deep, _gradient_integral_shallow,
+    from aequum.engines.matching.cec.attributions import (_gradient_integral_deep, _gradient_integral_shallow,
                                                       relu_layers)
 
     rng = np.random.default_rng(5)
@@ -331,7 +331,7 @@ def test_model_inputs_gathered_in_blocks_change_nothing(monkeypatch):
     """The preparation gathers the model inputs a block of records at a time
     (cec_engine._GATHER) for the baselines and the involved records: every table is the same
     with blocks of 7 records, with an input that is not a merit feature (the group indicator)."""
-    import aequum.engines.matching.cec_engine as engine
+    import aequum.engines.matching.cec.engine as engine
 
     table = world(n=500, seed=6)
     spec = spec_for(["x1", "x2", "p", "a"])
@@ -432,7 +432,7 @@ def test_statistics_in_blocks_equal_numpys_bit_for_bit(n, block):
     """The merit columns' mean and σ, a block of rows at a time, are numpy's mean and std over
     axis 0 of the whole matrix exactly (values of very different magnitudes: any other order
     of addition would show in the last bits)."""
-    from aequum.engines.matching.cec_matching import _blocked_statistics, _z_statistics
+    from aequum.engines.matching.cec.matching import _blocked_statistics, _z_statistics
 
     rng = np.random.default_rng(n)
     X = np.column_stack([rng.lognormal(4, 2, n), rng.normal(1e9, 1, n), rng.normal(0, 1e-6, n),

@@ -1,4 +1,4 @@
-"""CEC training's λ_CEC chosen by validation within an F1 budget (engines.matching.cec_lambda)."""
+"""CEC training's λ_CEC chosen by validation within an F1 budget (engines.matching.cec.lambda_choice)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,9 +8,9 @@ import yaml
 
 from conftest import REPO, shared_file
 from aequum.engines.core.spec import SpecError
-from aequum.engines.matching import cec_lambda
-from aequum.engines.matching.cec_lambda import Budget, choose_lambda, validation_split
-from aequum.engines.matching.cec_training import TrainConfig, cross_validate, training_table
+from aequum.engines.matching.cec import lambda_choice as cec_lambda
+from aequum.engines.matching.cec.lambda_choice import Budget, choose_lambda, validation_split
+from aequum.engines.matching.cec.training import TrainConfig, cross_validate, training_table
 
 from test_cec_training import tiny_spec, tiny_world
 
@@ -80,8 +80,8 @@ def test_validation_split_is_stratified_and_reproducible():
 
 
 def test_train_flow_takes_the_budget_from_the_spec_and_writes_the_search(tmp_path):
-    from aequum.flows.train import run_train
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.commands.train import run_train
+    from aequum.flows.store.warehouse import Warehouse
 
     raw = yaml.safe_load(tiny_spec(tmp_path).read_text())
     raw.setdefault("engines", {}).setdefault("cec", {})["training"] = {
@@ -104,7 +104,7 @@ def test_train_flow_takes_the_budget_from_the_spec_and_writes_the_search(tmp_pat
 
 
 def test_a_bad_budget_is_one_clear_error(tmp_path):
-    from aequum.flows.train import run_train
+    from aequum.flows.commands.train import run_train
 
     with pytest.raises(SpecError, match="max_f1_loss must be in"):
         run_train(str(tiny_spec(tmp_path)), ["cec"], folds=2, config=CFG, max_f1_loss=2.0,
@@ -112,7 +112,7 @@ def test_a_bad_budget_is_one_clear_error(tmp_path):
 
 
 def adult_train(tmp_path, **kw):
-    from aequum.flows.train import run_train
+    from aequum.flows.commands.train import run_train
 
     shared_file("FGCE", "adult.csv")
     lines = []

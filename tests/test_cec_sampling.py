@@ -10,9 +10,9 @@ import torch
 from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.models import TorchMLP
-from aequum.engines.matching.cec_engine import CECEngine
-from aequum.engines.matching.cec_matching import match
-from aequum.engines.matching.cec_params import CECParams
+from aequum.engines.matching.cec.engine import CECEngine
+from aequum.engines.matching.cec.matching import match
+from aequum.engines.matching.cec.params import CECParams
 from aequum.tests.test_cec import spec_for, world
 
 NAMES = ["x1", "x2", "p", "a"]

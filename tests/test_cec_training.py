@@ -10,9 +10,9 @@ import yaml
 from conftest import REPO, shared_file
 from aequum.engines.core.models import TorchMLP, build_model
 from aequum.engines.core.spec import ModelSpec, SpecError
-from aequum.engines.matching.attributions import attribute_pairs
-from aequum.engines.matching.cec_scores import delta_cec
-from aequum.engines.matching.cec_training import (TrainConfig, cec_loss, cross_validate, eo_loss, folds,
+from aequum.engines.matching.cec.attributions import attribute_pairs
+from aequum.engines.matching.cec.scores import delta_cec
+from aequum.engines.matching.cec.training import (TrainConfig, cec_loss, cross_validate, eo_loss, folds,
                                            make_pairs, to_torch_mlp, train, training_table)
 
 
@@ -48,8 +48,8 @@ def test_loss_attributions_and_their_weight_gradients_equal_double_backward(hidd
     """The loss's IG (ReLU patterns held fixed, first-order autograd) equals autograd's input
     gradient at the same points, and so do its gradients in the weights (against create_graph
     second-order autograd), with dropout off although the network is in training mode."""
-    from aequum.engines.matching.attributions import integrated_gradients
-    from aequum.engines.matching.cec_training import _net, relu_mlp_ig
+    from aequum.engines.matching.cec.attributions import integrated_gradients
+    from aequum.engines.matching.cec.training import _net, relu_mlp_ig
 
     torch.manual_seed(1)
     net = _net(5, hidden, 0.5).double().train()
@@ -70,7 +70,7 @@ def test_loss_attributions_and_their_weight_gradients_equal_double_backward(hidd
 def test_stratified_path_points_estimate_the_exact_integral_without_bias():
     """With a random offset per path, α_t = (t + u)/T: u = ½ is the midpoint rule, and the mean
     over many draws at T = 2 approaches the exact IG (the midpoint rule at T = 2 does not)."""
-    from aequum.engines.matching.cec_training import _net, relu_mlp_ig
+    from aequum.engines.matching.cec.training import _net, relu_mlp_ig
 
     torch.manual_seed(2)
     net = _net(4, (32, 16), 0.0).double()
@@ -91,7 +91,7 @@ def test_stratified_path_points_estimate_the_exact_integral_without_bias():
 
 
 def test_the_cec_term_sees_at_most_cec_pairs_pairs_per_batch(monkeypatch):
-    import aequum.engines.matching.cec_training as ct
+    import aequum.engines.matching.cec.training as ct
 
     seen = []
     real = ct.cec_loss
@@ -176,7 +176,7 @@ def test_cec_training_lowers_cec_on_a_tiny_world():
     pairs = make_pairs(X, merit, y, a)
     names = ["x0", "x1", "p", "a"]
     cfg = TrainConfig(hidden=(16, 8), epochs=8, steps=8, lambda_eo=0.0)
-    from aequum.engines.matching.cec_training import evaluate
+    from aequum.engines.matching.cec.training import evaluate
     plain = evaluate(train(X, y, a, pairs, names, cfg.for_objective("plain")), X, merit, y, a)
     fair = evaluate(train(X, y, a, pairs, names, cfg.for_objective("cec")), X, merit, y, a)
     assert fair["cec"] < plain["cec"]
@@ -201,8 +201,8 @@ def tiny_spec(tmp_path, rows=400):
 
 
 def test_train_flow_writes_the_table_the_run_and_the_models(tmp_path):
-    from aequum.flows.train import run_train
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.commands.train import run_train
+    from aequum.flows.store.warehouse import Warehouse
 
     lines = []
     run_id, table = run_train(str(tiny_spec(tmp_path)), ["plain", "cec"], folds=2,
@@ -219,7 +219,7 @@ def test_train_flow_writes_the_table_the_run_and_the_models(tmp_path):
 
 
 def test_train_needs_a_label(tmp_path):
-    from aequum.flows.train import run_train
+    from aequum.flows.commands.train import run_train
 
     raw = yaml.safe_load(tiny_spec(tmp_path).read_text())
     del raw["label"]
@@ -239,7 +239,7 @@ def test_german_credit_cec_training_halves_cec_at_small_f1_cost(tmp_path):
     """The paper's direction (Tables 2 and 4): the plain MLP hides a large regime B share; the CEC
     objective at least halves CEC with an F1 loss under 0.03 (5 folds, the paper's defaults)."""
     shared_file("FGCE", "GermanCredit.data")
-    from aequum.flows.train import run_train
+    from aequum.flows.commands.train import run_train
 
     _, table = run_train(str(REPO / "data" / "specs" / "german_credit_cec.yaml"), ["plain", "cec"],
                          warehouse=str(tmp_path / "wh.duckdb"), lake=str(tmp_path / "lake"),
@@ -259,7 +259,7 @@ def test_cec_synthetic_training_reaches_the_true_rules_cec_which_is_the_floor():
     on its synthetic data: 0.293 → 0.275)."""
     from aequum.engines.core.models import LinearRule
     from aequum.engines.generators.cec_synthetic import FINANCIAL, NOISE, PROXY, WEIGHTS, generate_cec
-    from aequum.engines.matching.cec_training import evaluate
+    from aequum.engines.matching.cec.training import evaluate
 
     t = generate_cec(10_000, seed=0)
     names = FINANCIAL + PROXY + NOISE

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO
-from aequum.flows.cli import main
-from aequum.flows.warehouse import Warehouse
+from aequum.flows.commands.cli import main
+from aequum.flows.store.warehouse import Warehouse
 
 
 def test_generate_ingest_runs_show(tmp_path, capsys):
@@ -39,7 +39,7 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path, capsys):
 
 
 def test_show_names_unknown_tables(tmp_path, capsys):
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.warehouse import Warehouse
 
     Warehouse(tmp_path / "w.duckdb").close()
     assert main(["show", "nope", "--warehouse", str(tmp_path / "w.duckdb")]) == 2
@@ -90,7 +90,7 @@ def test_the_command_exits_with_mains_code_and_all_its_output(tmp_path):
     import subprocess
     import sys
 
-    def aequum(*args: str, code: str = "from aequum.flows.cli import program; program()"):
+    def aequum(*args: str, code: str = "from aequum.flows.commands.cli import program; program()"):
         return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                               timeout=300, cwd=tmp_path)
 
@@ -109,7 +109,7 @@ def test_the_command_exits_with_mains_code_and_all_its_output(tmp_path):
             "SELECT dataset_version, rows_staged FROM audit.datasets").fetchall()
         assert staged == 3000 and opened.staged(version).num_rows == 3000
     assert aequum("runs", "--warehouse", str(tmp_path / "none.duckdb")).returncode == 2
-    crash = aequum(code="import sys; from aequum.flows import cli; "
+    crash = aequum(code="import sys; from aequum.flows.commands import cli; "
                         "cli.main = lambda: 1 / 0; cli.program()")
     assert crash.returncode == 1 and "ZeroDivisionError" in crash.stderr
 
@@ -120,12 +120,12 @@ def test_the_command_line_starts_without_the_data_libraries():
     made ``aequum --help`` take as long); ``aequum.audit`` is still there, imported on use."""
     code = """
 import sys
-import aequum.flows.cli as cli
+import aequum.flows.commands.cli as cli
 cli.parser().parse_args(["audit", "--spec", "x.yaml"])
 heavy = sorted(m for m in ("duckdb", "pyarrow", "polars", "pydantic", "prefect", "numpy", "distributed") if m in sys.modules)
 assert not heavy, heavy
 import aequum
-assert callable(aequum.audit) and aequum.audit.__module__ == "aequum.flows.notebook"
+assert callable(aequum.audit) and aequum.audit.__module__ == "aequum.flows.commands.notebook"
 try:
     aequum.nothing
 except AttributeError as exc:
@@ -143,7 +143,7 @@ def test_a_user_error_is_one_line_and_a_bug_a_traceback(tmp_path, capsys, monkey
     2; any other exception still propagates."""
     import argparse
 
-    import aequum.flows.cli as cli
+    import aequum.flows.commands.cli as cli
 
     assert main(["audit", "--spec", str(tmp_path / "missing.yaml")]) == 2
     err = capsys.readouterr().err
@@ -161,7 +161,7 @@ def test_a_user_error_is_one_line_and_a_bug_a_traceback(tmp_path, capsys, monkey
 def test_every_option_of_every_command_has_help():
     import argparse
 
-    from aequum.flows.cli import parser
+    from aequum.flows.commands.cli import parser
 
     (sub,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
     missing = [f"{name} {a.option_strings or a.dest}" for name, p in sub.choices.items() for a in p._actions

@@ -156,7 +156,7 @@ def test_pba_flips_the_pooled_input_for_a_per_value_comparison():
 
 def test_findings_name_the_value_of_a_per_value_comparison(warehouse):
     """audit.findings reads 'the Black group of race' for race=Black's protected group."""
-    from aequum.engines.outcome import OutcomeEngine
+    from aequum.engines.outcome.engine import OutcomeEngine
 
     out = aequum.audit(frame(), spec(), say=None)
     parsed = parse_spec({**spec(), "source": {"kind": "csv", "path": "unused.csv", "id_column": "id"}})
@@ -176,7 +176,7 @@ def test_findings_name_the_value_of_a_per_value_comparison(warehouse):
 def test_outcome_counts_per_unit_when_the_joint_table_would_be_too_large(monkeypatch):
     """A column compared value by value adds an attribute per value; past MAX_JOINT_CELLS the
     outcome engine counts each unit on its own, with the same tables."""
-    import aequum.engines.outcome as outcome
+    import aequum.engines.outcome.engine as outcome
 
     raw = spec(outcome={"intersections": "all_pairs"})
     one_pass = aequum.audit(frame(), raw, say=None)

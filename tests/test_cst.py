@@ -13,8 +13,8 @@ from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.models import LinearRule
 from aequum.engines.core.spec import parse_spec
-from aequum.engines.matching.engine import CSTEngine
-from aequum.engines.matching.scm import Equation, LinearSCM, SCMError
+from aequum.engines.matching.cst.engine import CSTEngine
+from aequum.engines.matching.cst.scm import Equation, LinearSCM, SCMError
 
 LOAN = "counterfactual-situation-testing", "data", "LoanApplication_v2.csv"
 
@@ -24,8 +24,8 @@ def loan_out(tmp_path_factory):
     shared_file(*LOAN)
     from aequum.engines.core.spec import load_spec
     from aequum.flows.model_step import fit_model
-    from aequum.flows.staging import stage
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.staging import stage
+    from aequum.flows.store.warehouse import Warehouse
 
     spec = load_spec(REPO / "data" / "specs" / "loan_reference.yaml")
     tmp = tmp_path_factory.mktemp("loan")
@@ -243,7 +243,7 @@ def test_supplied_counterfactual_table_equals_the_fitted_scm():
 
 
 def test_counterfactual_table_is_aligned_by_id(tmp_path):
-    from aequum.flows.counterfactuals import load_counterfactuals
+    from aequum.flows.store.counterfactuals import load_counterfactuals
 
     data = world("affected", n=50)
     ids = data.table["_id"].to_pylist()
@@ -297,7 +297,7 @@ def test_counterfactuals_in_blocks_change_nothing(monkeypatch):
     """The SCM's steps run a block of members at a time (engine._BLOCK): bit for bit the same
     tables as one block, with a log link, a mediator, an intersection and another protected
     attribute in the distance (its test's factual points get that column; the others share one)."""
-    import aequum.engines.matching.engine as cst
+    import aequum.engines.matching.cst.engine as cst
 
     rng = np.random.default_rng(8)
     n = 900
@@ -391,7 +391,7 @@ def test_sampled_complainants_are_reported_and_independent_of_row_order():
 
 
 def test_normalising_some_rows_maps_them_as_the_whole_set_does():
-    from aequum.engines.matching.situation_testing import normalise
+    from aequum.engines.matching.cst.situation_testing import normalise
 
     rng = np.random.default_rng(7)
     values = np.column_stack([rng.normal(size=500), np.round(rng.uniform(0, 4, 500), 1),

@@ -17,8 +17,8 @@ from aequum.engines.core.engine import run_serial
 from aequum.engines.core.models import LinearRule
 from aequum.engines.core.spec import SpecError, parse_spec
 from aequum.engines.core.sampling import record_order
-from aequum.engines.matching.engine import CSTEngine
-from aequum.engines.matching.scm import Equation, LinearSCM
+from aequum.engines.matching.cst.engine import CSTEngine
+from aequum.engines.matching.cst.scm import Equation, LinearSCM
 
 CST_DATA = "counterfactual-situation-testing", "data"
 KEY = ["protected_attribute", "method", "k", "record_id"]
@@ -145,7 +145,7 @@ def _with_cf(spec, **table):
 
 @pytest.mark.parametrize("form", ["write.table", "write.csv"])
 def test_r_written_counterfactual_table_is_read_as_it_is(tmp_path, form):
-    from aequum.flows.counterfactuals import load_counterfactuals
+    from aequum.flows.store.counterfactuals import load_counterfactuals
 
     spec, table = _small_world()
     n = table.num_rows
@@ -161,7 +161,7 @@ def test_r_written_counterfactual_table_is_read_as_it_is(tmp_path, form):
 
 
 def test_counterfactual_table_without_ids_aligns_by_position(tmp_path):
-    from aequum.flows.counterfactuals import load_counterfactuals
+    from aequum.flows.store.counterfactuals import load_counterfactuals
 
     spec, table = _small_world()
     (tmp_path / "cf.csv").write_text("x1,x2\n" + "".join(f"{r},{-r}\n" for r in range(table.num_rows)))
@@ -177,7 +177,7 @@ def test_counterfactual_table_without_ids_aligns_by_position(tmp_path):
     ('"x1"|"x2"\n"1"|1|2\n', {}, r"scm.counterfactuals lacks 11 of the staged records"),
 ])
 def test_counterfactual_table_problems_are_one_line(tmp_path, text, table_args, message):
-    from aequum.flows.counterfactuals import load_counterfactuals
+    from aequum.flows.store.counterfactuals import load_counterfactuals
 
     spec, table = _small_world()
     (tmp_path / "cf.csv").write_text(text)
@@ -188,7 +188,7 @@ def test_counterfactual_table_problems_are_one_line(tmp_path, text, table_args, 
 
 def test_the_authors_law_school_table_is_read_by_row_name():
     from aequum.engines.core.spec import load_spec
-    from aequum.flows.counterfactuals import align, read_table
+    from aequum.flows.store.counterfactuals import align, read_table
 
     path = shared_file(*CST_DATA, "counterfactuals", "cf_LawSchool_lev3_doWhite.csv")
     spec = load_spec(REPO / "data" / "specs" / "law_school_reference.yaml")
@@ -347,7 +347,7 @@ def test_law_school_on_the_authors_tables_reproduces_table_4_and_cf(tmp_path):
     ST (and gender's CST at k = 15..50) depend on how the 89% tied distances are broken, which
     the reference leaves to its sort; aequum breaks them by record id."""
     from aequum.engines.core.spec import load_spec
-    from aequum.flows.counterfactuals import load_counterfactuals
+    from aequum.flows.store.counterfactuals import load_counterfactuals
 
     shared_file(*CST_DATA, "counterfactuals", "cf_LawSchool_lev3_doWhite.csv")
     path = REPO / "data" / "specs" / "law_school_reference.yaml"

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from conftest import REPO
-from aequum.flows.cli import main
-from aequum.flows.guard import UsageError
-from aequum.flows.warehouse import Warehouse, WarehouseError
+from aequum.flows.commands.cli import main
+from aequum.flows.store.guard import UsageError
+from aequum.flows.store.warehouse import Warehouse, WarehouseError
 
 LOAN = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
 
@@ -85,7 +85,7 @@ def test_any_duckdb_database_is_refused_as_an_output(wh_copy, tmp_path, capsys):
 
 
 def test_audit_report_path_and_run_id_are_checked_before_prefect(tmp_path, capsys, monkeypatch):
-    import aequum.flows.cli as cli
+    import aequum.flows.commands.cli as cli
 
     monkeypatch.setattr(cli, "_prefect_env", lambda: (_ for _ in ()).throw(AssertionError("Prefect started")))
     raw = copy.deepcopy(LOAN)

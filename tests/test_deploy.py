@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import REPO
-from aequum.flows.warehouse import Warehouse
+from aequum.flows.store.warehouse import Warehouse
 from services import BIN, base_env, run
 
 pytestmark = pytest.mark.prefect

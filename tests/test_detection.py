@@ -12,8 +12,8 @@ from conftest import stage_spec
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.spec import SpecError, load_spec, parse_spec
 from aequum.engines.detection import DETECTION, GroundTruth, cst_detection, detection_table, scores
-from aequum.engines.matching.engine import CSTEngine
-from aequum.engines.matching.situation_testing import CLAIMS
+from aequum.engines.matching.cst.engine import CSTEngine
+from aequum.engines.matching.cst.situation_testing import CLAIMS
 from aequum.flows.engine_tasks import EngineOutcome
 from aequum.flows.ground_truth import load_truth, score_run
 
@@ -239,7 +239,7 @@ def test_pba_inputs_are_scored_among_the_refused_considered_inputs():
 def test_path_specific_runs_have_no_truth_of_their_kind():
     claims = _claims([("0", "CF", 0, True, None), ("1", "CF", 0, False, None), ("0", "ST", 15, True, True),
                       ("1", "ST", 15, False, False)])
-    from aequum.engines.matching.situation_testing import summary
+    from aequum.engines.matching.cst.situation_testing import summary
 
     truth = GroundTruth(np.array(["0", "1"]), np.array([True, False]), {"race": np.array([True, True])})
     s = summary(claims, effect="path-specific: income held at factual values")
@@ -251,8 +251,8 @@ def test_path_specific_runs_have_no_truth_of_their_kind():
 @pytest.mark.prefect
 def test_audit_of_a_generated_source_writes_detection_findings_and_report(prefect_server, tmp_path):
     from aequum.flows.audit import run_audit
-    from aequum.flows.report import write_report
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.commands.report import write_report
+    from aequum.flows.store.warehouse import Warehouse
 
     raw = yaml.safe_load(open(REPO_SPEC))
     raw["source"]["rows"] = 20_000
@@ -373,7 +373,7 @@ def test_cf_holding_every_mediator_recovers_the_direct_effect(tmp_path):
 
 def test_detection_intervals_are_the_outcome_metrics_wilson_intervals_exact_at_the_ends():
     from aequum.engines.detection import scores
-    from aequum.engines.outcome_stats import wilson_interval
+    from aequum.engines.outcome.stats import wilson_interval
 
     flagged = np.array([True] * 7 + [False] * 5)
     harmed = np.array([False] * 7 + [True] * 5)  # nothing flagged was harmed: precision 0/7
@@ -390,7 +390,7 @@ def test_bench_detection_measures_a_spec(capsys):
     at least the base rate."""
     from pathlib import Path
 
-    from aequum.flows.bench_detection import measure
+    from aequum.flows.bench.detection import measure
 
     det = measure(Path("data/specs/hmda_lender.yaml"), 20_000, "lender", k=[15])
     assert set(det.columns) == {*DETECTION.names, "spec"} and set(det["spec"]) == {"lender"}

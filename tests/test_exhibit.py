@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from aequum.flows.cli import main
-from aequum.flows.report import write_report
-from aequum.flows.warehouse import Warehouse
+from aequum.flows.commands.cli import main
+from aequum.flows.commands.report import write_report
+from aequum.flows.store.warehouse import Warehouse
 
 RUN = "loan-exhibit"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from aequum.flows.warehouse import SQL_DIR, Warehouse
+from aequum.flows.store.warehouse import SQL_DIR, Warehouse
 
 CONTRACT = ["run_id", "engine", "attribute", "group_name", "finding", "headline", "flagged", "measure",
             "value", "ci_low", "ci_high", "confidence", "p_value", "significant", "individuals",
@@ -68,7 +68,7 @@ def test_findings_agree_with_the_engine_tables(small_audit_warehouse):
 
 
 def test_outcome_findings_show_small_groups_and_the_eeoc_direction(warehouse):
-    from aequum.engines.outcome import GAPS, METRICS
+    from aequum.engines.outcome.engine import GAPS, METRICS
 
     base = {c: None for c in GAPS.names}
     gaps = [

@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from aequum.engines.matching.situation_testing import SUMMARY as CST_SUMMARY
-from aequum.engines.outcome import GAPS, METRICS
-from aequum.engines.reasons import CONSISTENCY, worse_values
+from aequum.engines.matching.cst.situation_testing import SUMMARY as CST_SUMMARY
+from aequum.engines.outcome.engine import GAPS, METRICS
+from aequum.engines.reasons.engine import CONSISTENCY, worse_values
 from aequum.engines.verification.scores import SUMMARY as PBA_SUMMARY
 
 ROBUSTNESS = pa.schema([("attribute", pa.string()), ("robust", pa.bool_()), ("rv_q1_alpha", pa.float64()),
@@ -228,7 +228,7 @@ def test_worse_values_read_from_the_denials():
 def test_cst_summary_tests_the_significant_count_against_chance():
     from scipy.stats import binom
 
-    from aequum.engines.matching.situation_testing import summary
+    from aequum.engines.matching.cst.situation_testing import summary
 
     n, sig = 257, 13
     rows = [{"protected_attribute": "race", "method": "ST", "k": 15, "discriminated": i < 40,

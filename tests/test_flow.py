@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from aequum.flows.audit import run_audit
-from aequum.flows.warehouse import Warehouse
+from aequum.flows.store.warehouse import Warehouse
 
 pytestmark = pytest.mark.prefect
 

@@ -132,8 +132,8 @@ def test_data_browser_spelling_round_trips():
 
 def test_hmda_lar_csv_is_read_and_normalised(tmp_path, warehouse):
     from aequum.engines.core.spec import load_spec, parse_spec
-    from aequum.flows.generate import generate_to_file
-    from aequum.flows.staging import stage
+    from aequum.flows.commands.generate import generate_to_file
+    from aequum.flows.store.staging import stage
     from conftest import REPO
 
     lar, _ = hmda(3_000, spelling="data_browser")
@@ -252,7 +252,7 @@ def test_harm_posteriors_are_calibrated():
 
 def test_generate_lender_file_with_truth(tmp_path):
     from aequum.engines.generators.hmda import LENDER
-    from aequum.flows.generate import generate_to_file
+    from aequum.flows.commands.generate import generate_to_file
 
     path = generate_to_file("hmda_lender", tmp_path / "l.parquet", rows=1_200, batch_rows=500)
     assert pq.read_schema(path) == LENDER and pq.read_metadata(path).num_rows == 1_200

@@ -20,8 +20,8 @@ def geography_audit(tmp_path):
 
 
 def test_findings_trends_and_report(tmp_path):
-    from aequum.flows.report import write_report
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.commands.report import write_report
+    from aequum.flows.store.warehouse import Warehouse
 
     path = geography_audit(tmp_path)
     planted = mechanism("lender_redlining")["lenders"]

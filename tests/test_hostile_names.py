@@ -24,8 +24,8 @@ def rename(raw: dict, name: str = HOSTILE) -> None:
 
 
 def test_a_hostile_protected_name_is_staged_inside_the_lake_and_reported_escaped(tmp_path):
-    from aequum.flows.report import write_report
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.commands.report import write_report
+    from aequum.flows.store.warehouse import Warehouse
 
     work = tmp_path / "work"
     work.mkdir()
@@ -51,7 +51,7 @@ def test_a_hostile_protected_name_is_staged_inside_the_lake_and_reported_escaped
 
 
 def test_a_per_value_comparison_is_stated_by_its_parts_when_the_name_holds_an_equals_sign(tmp_path):
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.warehouse import Warehouse
 
     def edit(raw):
         rename(raw, "g=x")
@@ -95,7 +95,7 @@ def test_the_report_builds_no_markup_from_f_strings():
 
 
 def test_lake_folder_keys_are_one_path_component_of_safe_characters():
-    from aequum.flows.lake_writer import folder_key, partition_folder
+    from aequum.flows.store.lake_writer import folder_key, partition_folder
 
     for name in ("_g_race", HOSTILE, "_g_..", "_g_/", "_g_" + "é" * 300, "_g_a\\b"):
         key = folder_key(name)

@@ -41,7 +41,7 @@ def test_every_engine_loads_at_once_on_threads_of_a_fresh_process():
 import threading
 from aequum.engines.registry import ENGINES, get_engine
 from aequum.engines.core.imports import load
-from aequum.engines.outcome_stats import z_value
+from aequum.engines.outcome.stats import z_value
 errors = []
 def run(f):
     try:

@@ -10,8 +10,8 @@ import pytest
 
 from aequum.engines.core.spec import parse_spec
 from aequum.engines.core.validation import SourceSchemaError
-from aequum.flows.readers import SourceError, sniff_delimiter
-from aequum.flows.staging import IngestError, stage
+from aequum.flows.store.readers import SourceError, sniff_delimiter
+from aequum.flows.store.staging import IngestError, stage
 
 COLS = ["app id", 'sex"; DROP TABLE audit.runs; --', "income", "grade", "city", "y"]
 SEX = COLS[1]
@@ -214,7 +214,7 @@ def test_a_source_query_cannot_write_or_reach_other_files(tmp_path, query, messa
     """A DuckDB source query is exactly one SELECT (by the parser) run on a read-only, locked
     connection with no file access: the warehouse, the source and a second database stay
     byte-for-byte as they were."""
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.warehouse import Warehouse
 
     src, other, wh_path = tmp_path / "src.duckdb", tmp_path / "other.duckdb", tmp_path / "wh.duckdb"
     with duckdb.connect(str(src)) as con:

@@ -7,8 +7,8 @@ import duckdb
 import pytest
 
 from aequum.engines.core.spec import load_spec
-from aequum.flows import bench_ingest
-from aequum.flows.generate import generate_to_file
+from aequum.flows.bench import ingest as bench_ingest
+from aequum.flows.commands.generate import generate_to_file
 
 
 def _partitions(root: Path) -> set[str]:
@@ -67,7 +67,7 @@ def test_a_baseline_that_runs_out_of_memory_is_reported_not_fatal(monkeypatch, c
     """At 10M rows DuckDB's raw-column layout can exceed the 1 GB cap: the bench says so,
     still reports the other figures, and measures the size again, staging too, under twice
     the cap, where the goal's ratio is taken with both under one cap."""
-    import aequum.flows.generate as generate
+    import aequum.flows.commands.generate as generate
 
     monkeypatch.setattr(generate, "generate_to_file", lambda *a, **k: None)
     monkeypatch.delenv("AEQUUM_DUCKDB_MEMORY_LIMIT", raising=False)
@@ -91,7 +91,7 @@ def test_a_baseline_that_runs_out_of_memory_is_reported_not_fatal(monkeypatch, c
 
 
 def test_the_cap_is_raised_at_most_to_eight_times_the_first(monkeypatch):
-    import aequum.flows.generate as generate
+    import aequum.flows.commands.generate as generate
 
     monkeypatch.setattr(generate, "generate_to_file", lambda *a, **k: None)
     monkeypatch.setenv("AEQUUM_DUCKDB_MEMORY_LIMIT", "512MB")
@@ -119,7 +119,7 @@ def test_the_measurement_process_gets_the_cap(tmp_path):
 
 
 def test_a_malformed_cap_is_named_by_the_warehouse_check(monkeypatch):
-    from aequum.flows.warehouse import WarehouseError
+    from aequum.flows.store.warehouse import WarehouseError
 
     assert bench_ingest._caps("1GB") == ["1GB", "2GB", "4GB", "8GB"]
     with pytest.raises(WarehouseError, match="'lots'"):

@@ -16,9 +16,9 @@ import yaml
 
 from conftest import REPO
 from aequum.engines.core.spec import SpecError, parse_spec
-from aequum.flows.cli import main
-from aequum.flows.staging import stage
-from aequum.flows.warehouse import Warehouse, WarehouseError, this_process
+from aequum.flows.commands.cli import main
+from aequum.flows.store.staging import stage
+from aequum.flows.store.warehouse import Warehouse, WarehouseError, this_process
 
 LOAN = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
 
@@ -252,7 +252,7 @@ def test_the_same_value_in_two_lists_is_an_overlap(section, lists):
 @pytest.fixture
 def no_prefect(monkeypatch):
     """Fail the test if the CLI gets as far as starting Prefect."""
-    import aequum.flows.cli as cli
+    import aequum.flows.commands.cli as cli
 
     def refuse():
         raise AssertionError("Prefect was started before the user error was found")
@@ -342,7 +342,7 @@ def test_the_warehouse_file_opens_in_duckdb_1x(tmp_path):
         wh.start_run("r", "s", "h", "v", {})
         wh.write_results("r", {"cst_claims": (pa.schema([("x", pa.int64())]), pa.table({"x": [7]}))})
         assert wh.storage_version == "v1.0.0+"
-        # a staged table with row numbers as ids: its `_id` is a virtual column (flows.staging)
+        # a staged table with row numbers as ids: its `_id` is a virtual column (flows.store.staging)
         ref = stage(small_csv_spec(tmp_path, id_column=None), tmp_path, wh, tmp_path / "lake")
     if not (duckdb1 / "duckdb").is_dir():
         pytest.skip(f"DuckDB 1.x is not installed at {duckdb1} (.ci/setup installs it)")
@@ -397,7 +397,7 @@ def test_an_unchanged_source_is_reused_without_reading_it(tmp_path, warehouse, m
     """Issue 16: an audit of a dataset that is already staged does not re-read and re-validate
     the whole source to find that out: same files (path, size, modification time) under the
     same record contract are reused at once; a touched file is read and fingerprinted again."""
-    import aequum.flows.staging as staging
+    import aequum.flows.store.staging as staging
 
     spec = small_csv_spec(tmp_path)
     first = stage(spec, tmp_path, warehouse, tmp_path / "lake")

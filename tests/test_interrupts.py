@@ -29,7 +29,7 @@ def group_members(pgid: int) -> list[psutil.Process]:
 
 
 def test_sigint_to_the_process_group_during_the_engines_ends_the_run_abandoned(tmp_path):
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.warehouse import Warehouse
 
     raw = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
     raw["source"]["rows"] = 8000
@@ -37,7 +37,7 @@ def test_sigint_to_the_process_group_during_the_engines_ends_the_run_abandoned(t
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}  # a temporary API
     env["PREFECT_LOGGING_LEVEL"] = "INFO"
-    proc = subprocess.Popen([sys.executable, "-m", "aequum.flows.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
+    proc = subprocess.Popen([sys.executable, "-m", "aequum.flows.commands.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
                              "--warehouse", str(tmp_path / "wh.duckdb"), "--lake", str(tmp_path / "lake")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             env=env, cwd=tmp_path)
@@ -82,7 +82,7 @@ def test_the_temporary_api_does_not_outlive_a_killed_process(tmp_path):
 def test_spool_folders_of_dead_processes_go_also_when_the_source_is_reused(tmp_path, warehouse):
     from test_integrity import dead_pid, small_csv_spec
 
-    from aequum.flows.staging import stage
+    from aequum.flows.store.staging import stage
 
     spec = small_csv_spec(tmp_path)
     stage(spec, tmp_path, warehouse, tmp_path / "lake")

@@ -1,4 +1,4 @@
-"""Engines read only the staged columns they declare, from the Parquet lake (flows.lake_reading.load_lake)."""
+"""Engines read only the staged columns they declare, from the Parquet lake (flows.store.lake_reading.load_lake)."""
 from __future__ import annotations
 
 import time
@@ -16,10 +16,10 @@ from aequum.engines.core.engine import declared_columns, declared_rows, run_seri
 from aequum.engines.core.spec import parse_spec
 from aequum.engines.registry import ENGINES, engine_params, get_engine
 from aequum.flows.engine_tasks import run_engine_pieces
-from aequum.flows.lake_reading import load_lake
+from aequum.flows.store.lake_reading import load_lake
 from aequum.flows.model_step import fit_model
-from aequum.flows.staging import stage
-from aequum.flows.warehouse import Warehouse
+from aequum.flows.store.staging import stage
+from aequum.flows.store.warehouse import Warehouse
 
 SPECS = Path(__file__).resolve().parents[1] / "data" / "specs"
 
@@ -141,7 +141,7 @@ def test_bench_grouping_sets_counts_what_outcome_reports(tmp_path):
     """The DuckDB query ``bench audit`` compares the outcome engine with counts the same groups."""
     import duckdb
 
-    from aequum.flows.bench_audit import grouping_sets_sql
+    from aequum.flows.bench.audit import grouping_sets_sql
 
     spec, ref, table = staged(tmp_path, "hmda.yaml", 3000)
     metrics = run_engine_pieces("outcome", spec, ref.lake_path, ref.categories, None, None).tables["outcome_metrics"]
@@ -182,7 +182,7 @@ def test_a_large_engine_state_runs_its_pieces_where_it_was_prepared(tmp_path, mo
     import numpy as np
     import pyarrow as pa
 
-    from aequum.engines.matching.cec_matching import Matches
+    from aequum.engines.matching.cec.matching import Matches
     from aequum.flows import engine_tasks
 
     m = Matches(np.zeros(10), np.zeros(10, np.int8), np.zeros(10, np.int8), np.zeros(10, np.int64),
@@ -287,7 +287,7 @@ def test_engines_of_a_run_run_one_at_a_time_on_a_cluster():
 
 
 def test_a_large_lake_read_gives_the_memory_of_its_steps_back(tmp_path, monkeypatch):
-    from aequum.flows import lake_reading
+    from aequum.flows.store import lake_reading
 
     spec, ref, table = staged(tmp_path, "loan.yaml", 300)
     given_back = []

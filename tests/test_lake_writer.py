@@ -1,4 +1,4 @@
-"""The lake written as batches arrive (flows/lake_writer.py) is the lake DuckDB's partitioned
+"""The lake written as batches arrive (flows/store/lake_writer.py) is the lake DuckDB's partitioned
 write gives: the same folders (a null key in DuckDB's default folder), the same rows in each,
 the partition columns inside the files, the same column types as read."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from aequum.flows.lake_writer import HIVE_NULL, PartitionedWriter
+from aequum.flows.store.lake_writer import HIVE_NULL, PartitionedWriter
 
 KEYS = ["_g_x", "_decision"]
 

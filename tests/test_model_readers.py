@@ -91,7 +91,7 @@ def test_deciding_whether_to_build_the_model_imports_no_engine():
 @pytest.mark.prefect
 def test_a_run_without_a_model_reader_fits_no_surrogate_and_one_with_pba_does(prefect_server, tmp_path, monkeypatch):
     from aequum.flows.audit import audit_flow
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.warehouse import Warehouse
 
     raw = hmda()
     raw["source"]["rows"] = 2000

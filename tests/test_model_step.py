@@ -14,10 +14,10 @@ from aequum.engines.core.data import DECISION, ID, ROW, record_columns
 from aequum.engines.core.spec import SpecError, parse_spec
 from aequum.engines.generators.hmda import iter_hmda_batches
 from aequum.engines.core.models import model_fingerprint
-from aequum.flows.lake_reading import lake_blocks, load_lake
+from aequum.flows.store.lake_reading import lake_blocks, load_lake
 from aequum.flows.model_step import PackedModel, assess_model, fit_model, fit_sample, prepare_model
-from aequum.flows.staging import stage
-from aequum.flows.warehouse import Warehouse
+from aequum.flows.store.staging import stage
+from aequum.flows.store.warehouse import Warehouse
 
 SPECS = Path(__file__).resolve().parents[1] / "data" / "specs"
 
@@ -126,7 +126,7 @@ import sys
 from pathlib import Path
 from aequum.engines.core.spec import parse_spec
 from aequum.flows import model_step as step
-from aequum.flows.staging import DatasetRef
+from aequum.flows.store.staging import DatasetRef
 step.OWN_PROCESS_ROWS = 0
 spec = parse_spec({spec.model_dump(mode="json")!r})
 ref = DatasetRef(**{ref.__dict__!r})

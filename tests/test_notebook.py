@@ -34,7 +34,7 @@ def notebook_spec(engines: list[str]) -> dict:
 def test_notebook_tables_equal_the_cli_audit(prefect_server, tmp_path):
     """The same engines and the same tables as `aequum audit` (the flow), row for row."""
     from aequum.flows.audit import audit_flow
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.warehouse import Warehouse
 
     engines = ["outcome", "cst", "raguel", "fgce"]
     frame = loan_frame()

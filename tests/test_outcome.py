@@ -9,8 +9,8 @@ from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.spec import parse_spec
 from aequum.engines.core.models import auc
-from aequum.engines.outcome import OutcomeEngine, two_proportion_p
-from aequum.engines.outcome_params import OutcomeParams
+from aequum.engines.outcome.engine import OutcomeEngine, two_proportion_p
+from aequum.engines.outcome.params import OutcomeParams
 
 SPEC = parse_spec({
     "name": "o",
@@ -108,7 +108,7 @@ def test_shipped_generated_specs_stage_and_measure(staged_data, name):
 @pytest.mark.parametrize("attributes", [1, 3, 4, 6])  # keys in uint8 up to 3 attributes, uint16 beyond
 @pytest.mark.parametrize("labelled", [False, True])
 def test_joint_counts_equal_counting_each_cell(attributes, labelled):
-    from aequum.engines.outcome import joint_counts
+    from aequum.engines.outcome.engine import joint_counts
 
     rng = np.random.default_rng(attributes)
     n = 5_000

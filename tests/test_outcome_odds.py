@@ -14,8 +14,8 @@ from statsmodels.stats.contingency_tables import Table2x2
 from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.spec import parse_spec
-from aequum.engines.outcome import OutcomeEngine
-from aequum.engines.outcome_stats import odds_ratio_woolf
+from aequum.engines.outcome.engine import OutcomeEngine
+from aequum.engines.outcome.stats import odds_ratio_woolf
 
 SPEC = {
     "name": "odds",

@@ -13,9 +13,9 @@ from scipy.stats.contingency import relative_risk
 from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.spec import SpecError, parse_spec
-from aequum.engines.outcome import OutcomeEngine
-from aequum.engines.outcome_params import OutcomeParams
-from aequum.engines.outcome_stats import adjust_p_values, ratio_log_interval, wilson_interval
+from aequum.engines.outcome.engine import OutcomeEngine
+from aequum.engines.outcome.params import OutcomeParams
+from aequum.engines.outcome.stats import adjust_p_values, ratio_log_interval, wilson_interval
 
 
 def test_the_normal_quantile_is_scipy_norm_ppf_bit_for_bit():
@@ -23,7 +23,7 @@ def test_the_normal_quantile_is_scipy_norm_ppf_bit_for_bit():
     every interval is as before."""
     from scipy.stats import norm
 
-    from aequum.engines.outcome_stats import z_value
+    from aequum.engines.outcome.stats import z_value
 
     levels = np.concatenate([[0.5, 0.8, 0.9, 0.95, 0.975, 0.99, 0.995, 0.999, 0.9999], np.linspace(1e-4, 0.99999, 2001)])
     z_value.cache_clear()
@@ -40,7 +40,7 @@ def test_intervals_do_not_import_scipy_stats():
     import sys
 
     code = ("import sys\n"
-            "from aequum.engines.outcome_stats import ratio_log_interval, wilson_interval\n"
+            "from aequum.engines.outcome.stats import ratio_log_interval, wilson_interval\n"
             "assert wilson_interval(3, 10, 0.95)[0] > 0 and ratio_log_interval(3, 10, 5, 10, 0.95)[0] > 0\n"
             "assert 'scipy.stats' not in sys.modules, 'scipy.stats imported'\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -24,7 +24,7 @@ def test_the_package_list_covers_every_folder_of_code():
            for p in [REPO / "sql", *(REPO / "sql").rglob("*")] if p.is_dir() and p.name != "__pycache__"}
     assert listed == found | sql
     assert conf["tool"]["setuptools"]["package-dir"] == {"aequum": "."}
-    assert conf["project"]["scripts"]["aequum"] == "aequum.flows.cli:program"
+    assert conf["project"]["scripts"]["aequum"] == "aequum.flows.commands.cli:program"
 
 
 def test_no_code_imports_a_top_level_engines_or_flows():

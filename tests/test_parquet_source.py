@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from aequum.engines.core.validation import group_sizes, validate_batch
-from aequum.flows.readers import SourceError, open_source
-from aequum.flows.staging import stage
-from aequum.flows.warehouse import Warehouse
+from aequum.flows.store.readers import SourceError, open_source
+from aequum.flows.store.staging import stage
+from aequum.flows.store.warehouse import Warehouse
 from test_ingest import SEX, spec_for
 
 # every value text, as a LAR file keeps them: padded values, values that strip to the same

@@ -43,7 +43,7 @@ def test_german_credit_sample_with_the_papers_network(staged_data):
 @pytest.mark.slow
 def test_german_credit_table_3(staged_data):
     """The paper's Table 3 form on all 1,000 applicants, δ = 1, 2, 3 (printed with -s)."""
-    from aequum.flows.bench_pba import paper_table
+    from aequum.flows.bench.pba import paper_table
 
     data = german(staged_data)
     out = run_serial(PBAEngine(), data, data.spec.engines.pba)
@@ -95,7 +95,7 @@ def test_hmda_spec_runs_pba_on_its_surrogate_in_the_flow(prefect_server, tmp_pat
     """The shipped HMDA spec (a few thousand generated applications, sampled inputs) through
     the audit flow on Dask: PBA's tables land in the warehouse and pba_trends reads them."""
     from aequum.flows.audit import run_audit
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.warehouse import Warehouse
 
     spec = hmda_spec(tmp_path)
     wh_path = str(tmp_path / "wh.duckdb")

@@ -14,7 +14,7 @@ START, END = "<!-- aequum bench pba: table 3 -->", "<!-- /aequum bench pba -->"
 @pytest.fixture(scope="module")
 def table3():
     shared_file("FGCE", "GermanCredit.data")
-    from aequum.flows.bench_pba import table3_summary
+    from aequum.flows.bench.pba import table3_summary
 
     return table3_summary(workers=0)
 
@@ -26,7 +26,7 @@ def readme_block() -> str:
 
 
 def test_the_readme_table_is_what_bench_pba_computes_today(table3):
-    from aequum.flows.bench_pba import table3_markdown
+    from aequum.flows.bench.pba import table3_markdown
 
     summary = table3[0]
     table = "\n".join(line for line in readme_block().splitlines() if line.startswith("|"))

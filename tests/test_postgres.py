@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from aequum.engines.core.spec import parse_spec
-from aequum.flows.readers import SourceError
-from aequum.flows.staging import stage
+from aequum.flows.store.readers import SourceError
+from aequum.flows.store.staging import stage
 
 pytestmark = pytest.mark.postgres
 

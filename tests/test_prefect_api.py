@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from aequum.flows.warehouse import Warehouse
+from aequum.flows.store.warehouse import Warehouse
 from services import BIN, base_env, free_port, port_open, service
 
 pytestmark = pytest.mark.prefect
@@ -38,7 +38,7 @@ def test_a_command_line_audit_on_its_own_temporary_server_with_an_external_sched
          service([str(BIN / "dask"), "worker", address, "--host", "127.0.0.1", "--nworkers", "1",
                   "--nthreads", "2", "--no-dashboard"], env, worker_log,
                  lambda: "Registered to" in worker_log.read_text(), "dask worker") as worker:
-        out = subprocess.run([sys.executable, "-m", "aequum.flows.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
+        out = subprocess.run([sys.executable, "-m", "aequum.flows.commands.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
                               "--engines", "outcome,raguel", "--dask-address", address,
                               "--warehouse", str(tmp_path / "wh.duckdb"), "--lake", str(tmp_path / "lake")],
                              capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
@@ -79,7 +79,7 @@ def test_a_command_line_audit_on_a_configured_server_keeps_its_links(tmp_path, p
     raw["source"]["rows"] = 200
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
     env = base_env(tmp_path / "prefect", PREFECT_API_URL=prefect_server)
-    out = subprocess.run([sys.executable, "-m", "aequum.flows.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
+    out = subprocess.run([sys.executable, "-m", "aequum.flows.commands.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
                           "--engines", "outcome", "--workers", "1",
                           "--warehouse", str(tmp_path / "wh.duckdb"), "--lake", str(tmp_path / "lake")],
                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
@@ -95,7 +95,7 @@ def test_a_command_line_audit_that_fails_its_checks_leaves_no_server(tmp_path):
     with one line, exit 2, and no server."""
     (tmp_path / "s.yaml").write_text("name: broken\nsource: {kind: csv, path: missing.csv}\n")
     env = base_env(tmp_path / "prefect")
-    out = subprocess.run([sys.executable, "-m", "aequum.flows.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
+    out = subprocess.run([sys.executable, "-m", "aequum.flows.commands.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
                           "--warehouse", str(tmp_path / "wh.duckdb"), "--lake", str(tmp_path / "lake")],
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]

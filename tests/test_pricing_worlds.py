@@ -150,8 +150,8 @@ def test_an_hmda_audit_writes_the_tables_the_findings_and_the_report(tmp_path):
     """Through the real staging and warehouse: audit.pricing_estimates and pricing_hpml, their
     findings rows (the findings contract), the trend view and the report section."""
     from audit_tables import small_audit
-    from aequum.flows.report import write_report
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.commands.report import write_report
+    from aequum.flows.store.warehouse import Warehouse
 
     def edit(raw):
         raw.pop("model", None)

@@ -341,10 +341,10 @@ def test_out_of_core_lake_rerank(tmp_path):
     import yaml
     from aequum.engines.core.data import AuditData
     from aequum.engines.core.spec import parse_spec
-    from aequum.flows.lake_reading import load_lake
+    from aequum.flows.store.lake_reading import load_lake
     from aequum.flows.raguel_stream import rerank_lake
-    from aequum.flows.staging import stage
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.staging import stage
+    from aequum.flows.store.warehouse import Warehouse
     doc = yaml.safe_load((REPO / "data/specs/loan.yaml").read_text())
     doc["source"]["rows"] = 1200
     doc["engines"] = {"run": ["raguel"], "raguel": {"block_size": 10, "algorithms": ["block"],

@@ -9,7 +9,7 @@ from scipy.stats import mannwhitneyu
 from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import run_serial
 from aequum.engines.core.spec import SpecError, parse_spec
-from aequum.engines.reasons import ReasonsEngine
+from aequum.engines.reasons.engine import ReasonsEngine
 
 RAW = {
     "name": "r", "source": {"kind": "csv", "path": "x.csv", "id_column": "id"},
@@ -90,8 +90,8 @@ def test_the_hmda_penalty_on_debt_to_income_is_named(tmp_path):
     applicants), the findings name debt-to-income for race and ethnicity, with significance,
     and the report's summary carries it."""
     from audit_tables import small_audit
-    from aequum.flows.report import write_report
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.commands.report import write_report
+    from aequum.flows.store.warehouse import Warehouse
 
     path = small_audit(tmp_path, rows=50_000, engines=["outcome", "reasons"], run_id="hmda-r",
                        spec_name="hmda.yaml")

@@ -245,7 +245,7 @@ def test_an_hmda_audit_writes_the_tables_and_the_findings(tmp_path):
     staging and warehouse: audit.regression_estimates, audit.regression_benchmarks, the
     findings with their six extra columns, and the trend view."""
     from audit_tables import small_audit
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.warehouse import Warehouse
 
     def edit(raw):
         raw.pop("model", None)  # no surrogate to fit: the regression reads the recorded decisions
@@ -306,7 +306,7 @@ def test_an_hmda_audit_writes_the_tables_and_the_findings(tmp_path):
         if by[row["attribute"]]["p_value"] is None:
             assert "not tested" in row["statement"] or "could not be compared" in row["statement"]
     # the report's section: the odds-ratio figure, the table by recorded group values, the segments
-    from aequum.flows.report import write_report
+    from aequum.flows.commands.report import write_report
     page = write_report(path, "hmda-reg", tmp_path / "report.html").read_text()
     part = page[page.index('id="engine-regression"'):]
     assert "Controlled denial regression" in part and "Adjusted odds ratios of denial" in part

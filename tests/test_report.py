@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from aequum.flows.cli import main
-from aequum.flows.report import REPORT_CASES, write_report
+from aequum.flows.commands.cli import main
+from aequum.flows.commands.report import REPORT_CASES, write_report
 from aequum.flows.reporting.run import CASES
 from aequum.flows.reporting.sections import SECTIONS
-from aequum.flows.warehouse import Warehouse
+from aequum.flows.store.warehouse import Warehouse
 
 SECTION_IDS = ["conclusion", "audited", "methods", "engine-outcome", "engine-cst", "engine-raguel", "engine-fgce"]
 
@@ -172,11 +172,11 @@ def test_audit_report_flag_writes_the_report_after_the_run(small_audit_warehouse
     """``aequum audit --report FILE``: after the run, the run's report (the run itself is stood in
     for by the small audit, so no Prefect server starts here; tests/test_flow.py runs real flows)."""
     import aequum.flows.audit
-    import aequum.flows.cli
+    import aequum.flows.commands.cli
 
     wh = tmp_path / "wh.duckdb"
     shutil.copy(small_audit_warehouse, wh)
-    monkeypatch.setattr(aequum.flows.cli, "_prefect_env", lambda: None)
+    monkeypatch.setattr(aequum.flows.commands.cli, "_prefect_env", lambda: None)
     monkeypatch.setattr(aequum.flows.audit, "run_audit", lambda *a, **k: "loan-small")
     out = tmp_path / "after.html"
     spec = str(Path(__file__).resolve().parents[1] / "data" / "specs" / "loan.yaml")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aequum.flows.report import write_report
+from aequum.flows.commands.report import write_report
 from aequum.flows.reporting.exhibit_page import chromium as installed_chromium
 
 
@@ -86,8 +86,8 @@ def test_exhibit_page_in_chromium_and_printed_to_pdf(tmp_path):
     """``aequum report --cases RANK --pdf``: the exhibit page loads offline with no error, fits
     1280 px, shows both groups' features, and Chromium prints it to a PDF."""
     from audit_tables import small_audit
-    from aequum.flows.cli import main
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.commands.cli import main
+    from aequum.flows.store.warehouse import Warehouse
 
     chromium()
     wh = small_audit(tmp_path, rows=400, engines=["cst"], records=True)

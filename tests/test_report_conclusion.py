@@ -7,12 +7,12 @@ import re
 import shutil
 from pathlib import Path
 
-from aequum.flows.cli import main
-from aequum.flows.report import write_report
+from aequum.flows.commands.cli import main
+from aequum.flows.commands.report import write_report
 from aequum.flows.reporting.conclusion import terminal_lines
 from aequum.flows.reporting.cst import delta_significant
 from aequum.flows.reporting.labels import Labels
-from aequum.flows.warehouse import Warehouse
+from aequum.flows.store.warehouse import Warehouse
 
 
 def findings(path) -> list[dict]:
@@ -86,7 +86,7 @@ def test_a_red_delta_p_point_never_has_an_interval_crossing_tau():
 def test_the_terminal_ends_with_the_conclusion_not_the_detection_table(small_audit_warehouse, tmp_path,
                                                                        monkeypatch, capsys):
     import aequum.flows.audit
-    import aequum.flows.cli
+    import aequum.flows.commands.cli
 
     with Warehouse(small_audit_warehouse, read_only=True) as wh:
         record = wh.run("loan-small")
@@ -94,7 +94,7 @@ def test_the_terminal_ends_with_the_conclusion_not_the_detection_table(small_aud
     assert len(lines) <= 15 and lines[0] == "Conclusion:"
     wh_path = tmp_path / "wh.duckdb"
     shutil.copy(small_audit_warehouse, wh_path)
-    monkeypatch.setattr(aequum.flows.cli, "_prefect_env", lambda: None)
+    monkeypatch.setattr(aequum.flows.commands.cli, "_prefect_env", lambda: None)
     monkeypatch.setattr(aequum.flows.audit, "run_audit", lambda *a, **k: "loan-small")
     spec = str(Path(__file__).resolve().parents[1] / "data" / "specs" / "loan.yaml")
     assert main(["audit", "--spec", spec, "--warehouse", str(wh_path)]) == 0
@@ -109,8 +109,8 @@ def test_the_top_cases_are_the_surest_with_numeric_ids_as_numbers(tmp_path):
     and audit.cst_claims readers expect."""
     import pyarrow as pa
 
-    from aequum.engines.matching.situation_testing import CLAIMS
-    from aequum.flows.warehouse import Warehouse
+    from aequum.engines.matching.cst.situation_testing import CLAIMS
+    from aequum.flows.store.warehouse import Warehouse
 
     ids = ["1533", "15", "1324", "a7", "9"]
     low = [0.4, 0.4, 0.4, 0.4, 0.6]

@@ -29,8 +29,8 @@ CASES = {
 
 def source_table(raw: dict, rows: int | None, tmp: Path) -> pa.Table:
     """The spec's records with an id column ``rid`` (their row number in the original order)."""
-    from aequum.flows.generate import generate_to_file
-    from aequum.flows.readers import open_source, resolve
+    from aequum.flows.commands.generate import generate_to_file
+    from aequum.flows.store.readers import open_source, resolve
 
     src = raw["source"]
     if src["kind"] == "generated":
@@ -49,8 +49,8 @@ def run_spec(raw: dict, table: pa.Table, tmp: Path) -> dict[str, list]:
     from aequum.engines.core.spec import parse_spec
     from aequum.flows.engine_tasks import run_engine_pieces
     from aequum.flows.model_step import prepare_model, supplied_counterfactuals
-    from aequum.flows.staging import stage
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.staging import stage
+    from aequum.flows.store.warehouse import Warehouse
 
     tmp.mkdir()
     pq.write_table(table, tmp / "records.parquet")

@@ -8,9 +8,9 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from aequum.flows.cli import main
-from aequum.flows.show import print_table
-from aequum.flows.warehouse import Warehouse
+from aequum.flows.commands.cli import main
+from aequum.flows.commands.show import print_table
+from aequum.flows.store.warehouse import Warehouse
 
 
 def test_print_table_fits_the_width_and_names_hidden_columns():
@@ -30,7 +30,7 @@ def test_print_table_fits_the_width_and_names_hidden_columns():
 def two_runs(source, tmp_path):
     """The small audit (all engines) plus a later run that ran only the outcome metrics and a
     third whose CST engine failed."""
-    from aequum.engines.outcome import GAPS, METRICS
+    from aequum.engines.outcome.engine import GAPS, METRICS
 
     path = tmp_path / "wh.duckdb"
     shutil.copy(source, path)

@@ -10,8 +10,8 @@ import pyarrow.compute  # noqa: F401
 import pyarrow.parquet as pq
 import pytest
 
-from aequum.flows.cli import main
-from aequum.flows.staging import stage
+from aequum.flows.commands.cli import main
+from aequum.flows.store.staging import stage
 
 
 def touch_back(path, text: str) -> None:

@@ -127,8 +127,8 @@ def test_hostile_identifiers_are_plain_strings():
 
 
 def test_query_must_be_one_select_by_the_parser():
-    """The spec keeps the query as text; the reader's parser check decides (flows.readers)."""
-    from aequum.flows.readers import SourceError, checked_query
+    """The spec keeps the query as text; the reader's parser check decides (flows.store.readers)."""
+    from aequum.flows.store.readers import SourceError, checked_query
 
     assert checked_query("SELECT * FROM t;") == "SELECT * FROM t"
     assert checked_query("FROM t WHERE a > 1") == "FROM t WHERE a > 1"

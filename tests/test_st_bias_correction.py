@@ -1,4 +1,4 @@
-"""Situation testing's bias correction (engines/matching/bias_correction.py) and the intersections
+"""Situation testing's bias correction (engines/matching/cst/bias_correction.py) and the intersections
 tested by default (engines/core/intersections.py) in CST and the regression engine."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from aequum.engines.core.engine import run_serial
 from aequum.engines.core.intersections import candidate_pairs, resolve
 from aequum.engines.core.models import LinearRule
 from aequum.engines.core.spec import parse_spec
-from aequum.engines.matching.bias_correction import fit_logistic, shifts, surface
-from aequum.engines.matching.engine import CSTEngine
+from aequum.engines.matching.cst.bias_correction import fit_logistic, shifts, surface
+from aequum.engines.matching.cst.engine import CSTEngine
 from aequum.engines.regression.engine import RegressionEngine
 
 
@@ -47,7 +47,7 @@ def test_separated_decisions_give_a_finite_steep_surface():
 
 
 def test_a_large_group_is_fitted_on_evenly_spaced_records(monkeypatch):
-    from aequum.engines.matching import bias_correction
+    from aequum.engines.matching.cst import bias_correction
 
     rng = np.random.default_rng(6)
     x = rng.normal(0, 1, (1000, 2))
@@ -132,7 +132,7 @@ def test_claims_without_comparators_are_not_tested():
 
 
 def test_comparable_is_the_knn_density_ratio():
-    from aequum.engines.matching.situation_testing import comparable
+    from aequum.engines.matching.cst.situation_testing import comparable
 
     rc = np.array([1.0, 1.0, 2.0, 0.0])
     rt = np.array([3.0 ** 0.5, 3.0 ** 0.5 * 1.01, 2.0, 0.0])

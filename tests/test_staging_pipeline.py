@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from aequum.engines.core import validation
-from aequum.flows import staging
-from aequum.flows.lake_reading import load_lake
-from aequum.flows.readers import SourceError, header_names, open_source, read_ahead
-from aequum.flows.staging import stage, write_behind
+from aequum.flows.store import staging
+from aequum.flows.store.lake_reading import load_lake
+from aequum.flows.store.readers import SourceError, header_names, open_source, read_ahead
+from aequum.flows.store.staging import stage, write_behind
 from test_ingest import BAD_ROWS, GOOD_ROWS, spec_for, write_csv
 
 HEADERS = ["a,,c", "x,x,x", ",c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,c10", " a , b ,c", "a,a,a_1", "a,a_1,a",

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from aequum.flows.cli import main
+from aequum.flows.commands.cli import main
 
 LOAN = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
 MLP = {"kind": "mlp", "features": ["AnnualSalary", "AccountBalance"], "hidden": [4]}
@@ -18,7 +18,7 @@ MLP = {"kind": "mlp", "features": ["AnnualSalary", "AccountBalance"], "hidden": 
 
 @pytest.fixture
 def no_prefect(monkeypatch):
-    import aequum.flows.cli as cli
+    import aequum.flows.commands.cli as cli
 
     def refuse():
         raise AssertionError("Prefect was started before the user error was found")
@@ -146,7 +146,7 @@ def test_errors_found_inside_the_flow_are_one_line_and_the_run_failed(prefect_se
     once the quarantined rows are gone (CST not run, recorded failed with the line; the other
     engines land)."""
     from aequum.flows.audit import audit_flow
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.warehouse import Warehouse
 
     spec = bad_rows_spec(tmp_path, loan_csv, keep_women=5, engines=["outcome", "cst"])
     audit_flow(str(spec), warehouse=str(tmp_path / "wh.duckdb"), lake=str(tmp_path / "lake"), run_id="k")
@@ -169,7 +169,7 @@ def test_errors_found_inside_the_flow_are_one_line_and_the_run_failed(prefect_se
 @pytest.mark.prefect
 def test_a_single_class_surrogate_skips_the_model_engines(prefect_server, tmp_path, loan_csv):
     from aequum.flows.audit import audit_flow
-    from aequum.flows.warehouse import Warehouse
+    from aequum.flows.store.warehouse import Warehouse
 
     lines = loan_csv.read_text().splitlines()
     (tmp_path / "d.csv").write_text("\n".join([lines[0] + ",flat", *(f"{ln},1" for ln in lines[1:])]) + "\n")
@@ -190,8 +190,8 @@ def test_a_single_class_surrogate_skips_the_model_engines(prefect_server, tmp_pa
 
 def test_a_ragged_csv_line_is_a_source_error_naming_the_line(tmp_path, warehouse):
     from aequum.engines.core.spec import parse_spec
-    from aequum.flows.readers import SourceError
-    from aequum.flows.staging import stage
+    from aequum.flows.store.readers import SourceError
+    from aequum.flows.store.staging import stage
 
     rows = [f"{i},{'F' if i % 3 == 0 else 'M'},{100 + i},{i % 2}" for i in range(3000)]
     rows[2500] += ",secret,cells"
@@ -226,7 +226,7 @@ def test_a_busy_warehouse_and_a_parquet_of_other_types_are_one_line(prefect_serv
     wh = tmp_path / "wh.duckdb"
     hold = None
     if case == "busy_warehouse":
-        from aequum.flows.warehouse import Warehouse
+        from aequum.flows.store.warehouse import Warehouse
 
         Warehouse(wh).close()
         monkeypatch.setenv("AEQUUM_WAREHOUSE_WAIT", "0.5")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from aequum.flows.bench_validity import audit_world, rates, table
+from aequum.flows.bench.validity import audit_world, rates, table
 
 ROWS, SEED = 30_000, 7
 ENGINES = ["outcome", "reasons", "regression", "cst"]

@@ -5,7 +5,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from aequum.flows.warehouse import Warehouse, load_sql, quote_ident, quote_qualified, staged_table
+from aequum.flows.store.warehouse import Warehouse, load_sql, quote_ident, quote_qualified, staged_table
 
 SCHEMA = pa.schema([("record_id", pa.string()), ("k", pa.int32()), ("delta_p", pa.float64())])
 
@@ -117,14 +117,14 @@ def test_run_bookkeeping(warehouse):
 
 
 def test_sql_files_all_parse():
-    from aequum.flows.warehouse import SQL_DIR
+    from aequum.flows.store.warehouse import SQL_DIR
 
     for f in sorted(SQL_DIR.rglob("*.sql")):
         assert load_sql(str(f.relative_to(SQL_DIR).with_suffix(""))), f
 
 
 def test_read_only_open_of_a_missing_warehouse(tmp_path):
-    from aequum.flows.warehouse import WarehouseError
+    from aequum.flows.store.warehouse import WarehouseError
 
     with pytest.raises(WarehouseError, match="no warehouse"):
         Warehouse(tmp_path / "none.duckdb", read_only=True)
@@ -132,14 +132,14 @@ def test_read_only_open_of_a_missing_warehouse(tmp_path):
 
 def test_views_appear_once_their_tables_exist(warehouse):
     assert "outcome_trends" not in warehouse.create_views()
-    from aequum.engines.outcome import GAPS
+    from aequum.engines.outcome.engine import GAPS
 
     warehouse.write_results("r1", {"outcome_gaps": (GAPS, GAPS.empty_table())})
     assert "outcome_trends" in warehouse.create_views()
 
 
 def test_memory_limit_is_checked(tmp_path):
-    from aequum.flows.warehouse import WarehouseError
+    from aequum.flows.store.warehouse import WarehouseError
 
     with pytest.raises(WarehouseError, match="memory limit"):
         Warehouse(tmp_path / "w.duckdb", memory_limit="2GB'; DROP TABLE x; --")
@@ -149,7 +149,7 @@ def test_memory_limit_is_checked(tmp_path):
 def test_views_wait_for_columns_an_older_run_lacks(tmp_path):
     """A warehouse written before outcome_gaps had its interval columns still opens; the view
     that reads them appears once the engine writes its wider table."""
-    from aequum.engines.outcome import GAPS
+    from aequum.engines.outcome.engine import GAPS
 
     old = pa.schema([f for f in GAPS if f.name not in ("di_ci_low", "verdict")])
     with Warehouse(tmp_path / "wh.duckdb") as wh:

@@ -291,7 +291,7 @@ def test_unknown_worlds_are_rejected_by_name():
 
 def test_catalogue_and_command_line_know_the_worlds():
     from aequum.engines.core.spec import Source
-    from aequum.flows.cli import DEFAULT_WORLD as CLI_DEFAULT, WORLDS as CLI_WORLDS
+    from aequum.flows.commands.cli import DEFAULT_WORLD as CLI_DEFAULT, WORLDS as CLI_WORLDS
 
     literal = typing.get_args(Source.model_fields["world"].annotation)
     assert list(literal) == list(WORLDS) == list(CLI_WORLDS)
@@ -317,8 +317,8 @@ def _hmda_spec(world=None, generator="hmda", rows=2_000):
 
 def test_the_spec_takes_a_world_and_it_is_part_of_the_dataset_identity(tmp_path):
     from aequum.engines.core.spec import SpecError, parse_spec
-    from aequum.flows.readers import source_stamp
-    from aequum.flows.staging import record_contract
+    from aequum.flows.store.readers import source_stamp
+    from aequum.flows.store.staging import record_contract
 
     assert _hmda_spec().source.world == DEFAULT_WORLD
     specs = {w: _hmda_spec(w) for w in WORLDS}
@@ -343,7 +343,7 @@ def test_a_world_is_staged_as_its_own_dataset_version_and_scored_against_its_tru
     denial reason apart), so their staged records coincide: the world alone keeps the dataset
     versions apart."""
     from aequum.flows.ground_truth import load_truth
-    from aequum.flows.staging import stage
+    from aequum.flows.store.staging import stage
 
     assert lar_truth("null", 150)[0].equals(lar_truth(DEFAULT_WORLD, 150)[0])
     refs = {w: stage(_hmda_spec(w, rows=150), tmp_path, warehouse, tmp_path / "lake")
@@ -373,10 +373,10 @@ def test_generate_a_world_from_the_command_line(tmp_path, monkeypatch, capsys):
     import subprocess
     import sys
 
-    from aequum.flows.cli import main
+    from aequum.flows.commands.cli import main
 
     # the program itself, from a working directory of its own (default paths are relative)
-    done = subprocess.run([sys.executable, "-c", "from aequum.flows.cli import program; program()",
+    done = subprocess.run([sys.executable, "-c", "from aequum.flows.commands.cli import program; program()",
                            "generate", "hmda", "--world", "null", "--rows", "2000"],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "data/generated/hmda_null.parquet", done.stderr[-2000:]
@@ -414,7 +414,7 @@ def test_the_worlds_are_named_alike_where_they_are_listed():
 
     from aequum.engines.core.spec import Source
     from aequum.engines.generators import hmda
-    from aequum.flows import cli
+    from aequum.flows.commands import cli
 
     assert list(cli.WORLDS) == list(hmda.WORLDS)
     assert list(typing.get_args(Source.model_fields["world"].annotation)) == list(hmda.WORLDS)
@@ -455,8 +455,8 @@ def test_effect_is_checked_and_belongs_to_the_hmda_generators():
     raw["source"].update({"effect": 0.5, "world": "score_penalty"})
     half = parse_spec(raw)
     assert half.source.effect == 0.5
-    from aequum.flows.readers import source_stamp
-    from aequum.flows.staging import record_contract
+    from aequum.flows.store.readers import source_stamp
+    from aequum.flows.store.staging import record_contract
 
     raw["source"]["effect"] = 1.0
     listed = parse_spec(raw)

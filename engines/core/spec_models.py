@@ -37,7 +37,7 @@ class StructuralEquation(_Model):
 
 class CounterfactualTable(Source):
     """A user-supplied counterfactual table: every record's features under do(A := reference)
-    for one protected attribute or intersection (read by ``flows/counterfactuals.py``)."""
+    for one protected attribute or intersection (read by ``flows/store/counterfactuals.py``)."""
 
     id_column: str | None = Field(
         None, description="Column holding the records' ids; null: rows align with the source by "

@@ -80,7 +80,7 @@ def _prepare(lf: pl.LazyFrame, schema, names: list[str], done: frozenset[str] = 
 
 def _frame(batch: pa.RecordBatch | pa.Table, names: list[str]) -> tuple[pl.DataFrame, frozenset[str]]:
     """The batch as a polars frame, and which of ``names`` came dictionary-encoded (a Parquet
-    source's text, :func:`aequum.flows.readers._parquet`). Such a column is decoded to plain
+    source's text, :func:`aequum.flows.store.readers._parquet`). Such a column is decoded to plain
     text (its values are what the content hash and the quarantine read), and its stripped
     text and number (:func:`_prepare`) are computed on the dictionary's few distinct values
     once: the number is gathered by the rows' indices, the stripped text stays a dictionary

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from aequum.engines.geography.peers import log_odds_ratio, normal_p, peer_sums
-from aequum.engines.outcome_stats import adjust_p_values, z_value
+from aequum.engines.outcome.stats import adjust_p_values, z_value
 
 DISPARITIES = pa.schema([
     ("attribute", pa.string()), ("lender", pa.string()), ("markets", pa.int64()),

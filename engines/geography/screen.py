@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from aequum.engines.geography.peers import peer_sums, two_proportion
-from aequum.engines.outcome_stats import adjust_p_values
+from aequum.engines.outcome.stats import adjust_p_values
 
 LENDERS = pa.schema([
     ("lender", pa.string()), ("market", pa.string()), ("measure", pa.string()), ("basis", pa.string()),

@@ -21,7 +21,7 @@ cells are staged as nulls (``engines.core.spec.Pricing``) and left out, counted:
   1026.35(a)(1): a rate spread of at least 1.5 points for a first lien, 3.5 for a subordinate
   lien; ``pricing.lien`` says which — loans of another or no lien status are left out, counted)
   by group with Wilson intervals, the ratio of the shares with its log-method interval, and the
-  two-proportion z-test (``engines.outcome.two_proportion_p``).
+  two-proportion z-test (``engines.outcome.engine.two_proportion_p``).
 
 ``adverse``: the difference is in the borrower's disfavour (higher, or lower for a field in
 ``borrower_favourable``: lender credits). P-values of every difference and every share ratio of
@@ -42,8 +42,8 @@ from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.core.intersections import tested_units
 from aequum.engines.core.spec import value_key
-from aequum.engines.outcome import two_proportion_p
-from aequum.engines.outcome_stats import adjust_p_values, ratio_log_interval, wilson_interval
+from aequum.engines.outcome.engine import two_proportion_p
+from aequum.engines.outcome.stats import adjust_p_values, ratio_log_interval, wilson_interval
 from aequum.engines.regression.engine import held_cells, record_block, resolve_controls
 from aequum.engines.regression.sensitivity import controlled_lpm
 

@@ -58,7 +58,7 @@ import pyarrow as pa
 from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.core.intersections import tested_units
-from aequum.engines.outcome_stats import adjust_p_values
+from aequum.engines.outcome.stats import adjust_p_values
 from aequum.engines.regression.logit import LogitResult, controlled_logit
 from aequum.engines.regression.design import Categorical, null_mask
 from aequum.engines.regression.sensitivity import LPMResult, controlled_lpm

@@ -7,7 +7,7 @@ from aequum.flows.reporting import plots
 from aequum.flows.reporting.html import Section, markup, plot, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import CASES, Run
-from aequum.flows.reporting.sections import section
+from aequum.flows.reporting.registry import section
 
 REGIMES = (("regime_a", "A: same decision, same reasoning"), ("regime_b", "B: same decision, different reasoning"),
            ("regime_c", "C: different decision, same reasoning"), ("regime_d", "D: both differ"))

@@ -9,7 +9,7 @@ from aequum.flows.reporting import plots
 from aequum.flows.reporting.html import Section, flag, markup, plot, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import CASES, EVIDENCE_CASES, Run
-from aequum.flows.reporting.sections import section
+from aequum.flows.reporting.registry import section
 
 PLOTTED = 80  # complainants in the Δp interval plot
 

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aequum.flows.guard import UsageError
+from aequum.flows.store.guard import UsageError
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import Run
 

@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from aequum.flows.guard import UsageError
+from aequum.flows.store.guard import UsageError
 from aequum.flows.reporting.exhibit import Exhibit, csv_rows, group_name
 from aequum.flows.reporting.html import Section, markup, page, table
 from aequum.flows.reporting.labels import Labels, utc

@@ -6,7 +6,7 @@ from __future__ import annotations
 from aequum.flows.reporting.html import Section, esc, markup, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import CASES, Run
-from aequum.flows.reporting.sections import section
+from aequum.flows.reporting.registry import section
 
 
 @section("geography", "Geography and peer lenders (redlining screen)",

@@ -8,7 +8,7 @@ from aequum.flows.reporting import plots
 from aequum.flows.reporting.html import Section, flag, markup, plot, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import Run
-from aequum.flows.reporting.sections import section
+from aequum.flows.reporting.registry import section
 
 
 def _label(row: dict, labels: Labels | None = None) -> str:

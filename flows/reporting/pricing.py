@@ -7,7 +7,7 @@ from __future__ import annotations
 from aequum.flows.reporting.html import Section, flag, markup, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import Run
-from aequum.flows.reporting.sections import section
+from aequum.flows.reporting.registry import section
 
 
 @section("pricing", "Pricing of originated loans", ("pricing_estimates", "pricing_hpml"))

@@ -7,7 +7,7 @@ from aequum.flows.reporting import plots
 from aequum.flows.reporting.html import Raw, Section, badge, markup, plot, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import CASES, Run
-from aequum.flows.reporting.sections import section
+from aequum.flows.reporting.registry import section
 
 BLOCKS = 50  # blocks drawn; the rest of the ranking stays in audit.raguel_ranking
 

@@ -7,7 +7,7 @@ from aequum.flows.reporting import plots
 from aequum.flows.reporting.html import Section, plot, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import Run
-from aequum.flows.reporting.sections import section
+from aequum.flows.reporting.registry import section
 
 PLOTTED = 20  # attribute x reason rows drawn, the smallest adjusted p-value first
 

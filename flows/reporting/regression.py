@@ -9,7 +9,7 @@ from aequum.flows.reporting.html import Raw, Section, flag, markup, plot, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.outcome import p_text
 from aequum.flows.reporting.run import Run
-from aequum.flows.reporting.sections import section
+from aequum.flows.reporting.registry import section
 
 
 def side(labels: Labels, attribute: str, which: str) -> str:

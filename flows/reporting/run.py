@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from aequum.flows.warehouse import Warehouse, WarehouseError
+from aequum.flows.store.warehouse import Warehouse, WarehouseError
 
 CASES = 20          # individual cases shown per finding; the rest stay in the warehouse
 EVIDENCE_CASES = 5  # cases whose comparison groups are listed

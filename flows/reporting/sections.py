@@ -1,33 +1,15 @@
 """Report sections, one function per engine, registered with the tables it reads.
 
 A section is rendered when its engine ran successfully in the run and its tables exist; adding
-an engine's section is one module with one ``@section`` function and one import below."""
+an engine's section is one module with one ``@section`` function (:mod:`registry`) and its name
+in the import below."""
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
+# The engines' sections register themselves on import.
+from aequum.flows.reporting import cec, cst, fgce, geography, outcome, pba, pricing, raguel, reasons, regression  # noqa: F401
 from aequum.flows.reporting.html import Section
+from aequum.flows.reporting.registry import SECTIONS
 from aequum.flows.reporting.run import Run
-
-
-@dataclass(frozen=True)
-class Registered:
-    engine: str
-    title: str
-    tables: tuple[str, ...]
-    build: Callable[[Run, Section], None]
-
-
-SECTIONS: dict[str, Registered] = {}
-
-
-def section(engine: str, title: str, tables: tuple[str, ...]):
-    """Register ``build(run, section)`` as the report section of ``engine``."""
-    def register(build: Callable[[Run, Section], None]) -> Callable[[Run, Section], None]:
-        SECTIONS[engine] = Registered(engine, title, tables, build)
-        return build
-    return register
 
 
 def engine_sections(run: Run) -> list[Section]:
@@ -42,7 +24,3 @@ def engine_sections(run: Run) -> list[Section]:
         reg.build(run, sec)
         out.append(sec)
     return out
-
-
-# The engines' sections register themselves on import.
-from aequum.flows.reporting import cec, cst, fgce, geography, outcome, pba, pricing, raguel, reasons, regression  # noqa: E402,F401
