@@ -33,7 +33,8 @@ def test_the_fixed_cost_floors_are_each_the_fastest_start_and_the_servers_stop(m
     interpreter with the environment given."""
     import itertools
 
-    from aequum.flows.bench import audit as bench_audit, prefect_api
+    from aequum.flows import prefect_api
+    from aequum.flows.bench import audit as bench_audit
 
     clock = itertools.count()
     monkeypatch.setattr(bench_audit.time, "perf_counter", lambda: next(clock))

@@ -58,7 +58,7 @@ def test_the_wheel_holds_only_aequum_with_its_sql(tmp_path):
     tops = {n.split("/")[0] for n in names if not n.startswith("aequum-")}
     assert tops == {"aequum"}
     assert "aequum/sql/schema.sql" in names and "aequum/sql/views/findings.sql" in names
-    assert "aequum/engines/core/spec.py" in names and "aequum/flows/cli.py" in names
+    assert "aequum/engines/core/spec.py" in names and "aequum/flows/commands/cli.py" in names
     sql = {p.relative_to(REPO).as_posix() for p in (REPO / "sql").rglob("*.sql")}
     assert {n.removeprefix("aequum/") for n in names if n.endswith(".sql")} == sql
 
