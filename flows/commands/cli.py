@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import inspect
 import logging
 import os
 import sys
@@ -224,6 +225,12 @@ def cmd_bench(args) -> int:
         print(f"aequum: error: {', '.join('--' + n.replace('_', '-') for n in extra)} are for bench validity",
               file=sys.stderr)
         return 2
+    if args.rows and "rows" not in inspect.signature(module.run).parameters:
+        sized = sorted(n for n, m in BENCHMARKS.items()
+                       if "rows" in inspect.signature(import_module(m).run).parameters)
+        print(f"aequum: error: bench {args.name} has fixed sizes (--quick for smaller ones); "
+              f"--rows is for bench {', '.join(sized)}", file=sys.stderr)
+        return 2
     module.run(quick=args.quick, **({"rows": args.rows} if args.rows else {}), **extra)
     return 0
 
@@ -364,7 +371,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("name", choices=sorted(BENCHMARKS), help="the benchmark")
     b.add_argument("--quick", action="store_true", help="smaller sizes")
     b.add_argument("--rows", type=int, nargs="+", default=None,
-                   help="the sizes to run (benches that take sizes: audit; validity: the first)")
+                   help="the sizes to run (audit, fairlending; raguel and validity: the first)")
     b.add_argument("--seeds", type=int, nargs="+", default=None, help="validity: the generator seeds (default 1)")
     b.add_argument("--effects", type=float, nargs="+", default=None,
                    help="validity: the worlds' penalties times each of these (default 1)")
