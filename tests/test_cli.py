@@ -129,6 +129,20 @@ def test_the_command_exits_with_mains_code_and_all_its_output(tmp_path):
     assert crash.returncode == 1 and "ZeroDivisionError" in crash.stderr
 
 
+def test_a_closed_output_pipe_ends_the_command_quietly(tmp_path):
+    """`aequum runs | head`: the reader closes the pipe before the command has written
+    (it closes it at once, the command takes a second to import); the command ends with 141
+    (128 + SIGPIPE) and no traceback, as a shell tool does."""
+    Warehouse(tmp_path / "w.duckdb").close()
+    proc = subprocess.Popen([sys.executable, "-c", "from aequum.flows.commands.cli import program; program()",
+                             "runs", "--warehouse", str(tmp_path / "w.duckdb")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
 def test_the_command_line_starts_without_the_data_libraries():
     """``aequum`` parses its arguments before importing DuckDB, Arrow, polars, pydantic or
     Prefect (they cost about 1.5 s, before ``audit`` could start Prefect's temporary API, and

@@ -406,7 +406,7 @@ def program() -> None:
     warehouse and service already closed by ``main``; logging and the standard streams are
     flushed first. The handlers it pre-empts are the in-process clean-ups of libraries imported
     earlier (polars' runtime, pyarrow's S3 finaliser, logging's, done here). An exception
-    escaping ``main`` exits the ordinary way, with its traceback."""
+    escaping ``main`` exits the ordinary way, with its traceback, except a closed output pipe."""
     finished: list[int] = []
 
     def exit_now() -> None:
@@ -417,7 +417,13 @@ def program() -> None:
             os._exit(finished[0])
 
     atexit.register(exit_now)
-    finished.append(main() or 0)
+    try:
+        finished.append(main() or 0)
+    except BrokenPipeError:
+        # the reader of the output went away (`aequum show findings | head`): stop quietly, as a
+        # shell tool does, with 128 + SIGPIPE; what is still buffered goes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        finished.append(141)
     sys.exit(finished[0])
 
 
