@@ -46,6 +46,21 @@ def test_show_names_unknown_tables(tmp_path, capsys):
     assert "no table audit.nope" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("table, writer", [("cec_training", "`aequum train --spec SPEC` writes it"),
+                                           ("cec_lambda_search", "`aequum train --spec SPEC` writes it"),
+                                           ("pba_summary", "the 'pba' engine writes it"),
+                                           ("reason_consistency", "the 'reasons' engine writes it"),
+                                           ("detection", "a run whose source has a ground truth writes it")])
+def test_show_of_a_table_not_written_yet_names_what_writes_it(tmp_path, capsys, table, writer):
+    """A table the README names but no run has written yet (an engine's first run, or
+    `aequum train`, creates it) is one line saying what writes it, exit 2."""
+    Warehouse(tmp_path / "w.duckdb").close()
+    assert main(["show", table, "--warehouse", str(tmp_path / "w.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"aequum: error: no table audit.{table} yet: {writer}") and "Traceback" not in err
+    assert err.count("\n") == 1
+
+
 def test_prefect_yaml_deployments_point_at_real_flows():
     from prefect.flows import load_flow_from_entrypoint
 
@@ -114,6 +129,20 @@ def test_the_command_exits_with_mains_code_and_all_its_output(tmp_path):
     assert crash.returncode == 1 and "ZeroDivisionError" in crash.stderr
 
 
+def test_a_closed_output_pipe_ends_the_command_quietly(tmp_path):
+    """`aequum runs | head`: the reader closes the pipe before the command has written
+    (it closes it at once, the command takes a second to import); the command ends with 141
+    (128 + SIGPIPE) and no traceback, as a shell tool does."""
+    Warehouse(tmp_path / "w.duckdb").close()
+    proc = subprocess.Popen([sys.executable, "-c", "from aequum.flows.commands.cli import program; program()",
+                             "runs", "--warehouse", str(tmp_path / "w.duckdb")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
 def test_the_command_line_starts_without_the_data_libraries():
     """``aequum`` parses its arguments before importing DuckDB, Arrow, polars, pydantic or
     Prefect (they cost about 1.5 s, before ``audit`` could start Prefect's temporary API, and
@@ -167,3 +196,13 @@ def test_every_option_of_every_command_has_help():
     missing = [f"{name} {a.option_strings or a.dest}" for name, p in sub.choices.items() for a in p._actions
                if not a.help and not isinstance(a, argparse._HelpAction)]
     assert missing == []
+
+
+@pytest.mark.parametrize("name", ["detection", "cst", "ingest"])
+def test_bench_rows_for_a_bench_of_fixed_sizes_is_one_line(name, capsys):
+    """`--rows` on a bench that has fixed sizes is a usage error naming the benches that take
+    sizes, not a TypeError from deep inside the command."""
+    assert main(["bench", name, "--rows", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"aequum: error: bench {name} has fixed sizes (--quick for smaller ones); "
+                   "--rows is for bench audit, fairlending, raguel, validity\n")

@@ -2,9 +2,14 @@
 per-engine part views (sql/views/findings_<engine>.sql) that appear with their tables."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pyarrow as pa
 import pytest
 
+from conftest import REPO
 from aequum.flows.store.warehouse import SQL_DIR, Warehouse
 
 CONTRACT = ["run_id", "engine", "attribute", "group_name", "finding", "headline", "flagged", "measure",
@@ -133,3 +138,33 @@ def test_group_labels_of_a_per_value_comparison(tmp_path):
     assert got == ("the Asian group of race", "the White group of race", "the Male group of sex",
                    "the White group of race", "the Hispanic or Latino × Female group",
                    "the protected group of x&sex")  # a part without recorded values: as the tables name it
+
+
+def test_group_labels_read_in_duckdb_1x_from_a_column_named_like_their_own_aliases(tmp_path):
+    """The warehouse reads in every DuckDB since 1.0 (README, "The warehouse"): the label macros
+    called on columns of a table aliased ``g`` (as sql/views/findings_outcome.sql calls them)
+    give the same labels in DuckDB 1.x as in the project's DuckDB. DuckDB 1.x cannot bind a
+    lambda naming a column of a correlated subquery, so the macros zip the parts map into the
+    lambda's argument. .ci/setup installs DuckDB 1.5 beside the project's DuckDB."""
+    from aequum.engines.core.spec import load_spec
+
+    query = ("SELECT audit.group_label(g.a, g.n) AS label FROM (VALUES ('race=Asian', 'protected'), "
+             "('ethnicity&sex', 'protected'), ('race&sex', 'reference'), ('x&sex', 'protected'), "
+             "('race', 'reference'), ('race&sex', 'race=protected,sex=reference')) g(a, n) ORDER BY label")
+    path = tmp_path / "wh.duckdb"
+    params = load_spec(SQL_DIR.parent / "data" / "specs" / "hmda.yaml").run_parameters()
+    with Warehouse(path) as wh:
+        wh.start_run("r", "hmda", "h", "test", params)
+        wh.create_views()
+        expected = [r[0] for r in wh.con.execute(query).fetchall()]
+    assert "the Hispanic or Latino × Female group" in expected and "the Asian group of race" in expected
+    assert "the protected group of x&sex" in expected
+    duckdb1 = REPO / ".venv" / "duckdb-1.x"
+    if not (duckdb1 / "duckdb").is_dir():
+        pytest.skip(f"DuckDB 1.x is not installed at {duckdb1} (.ci/setup installs it)")
+    probe = ("import duckdb, sys; assert duckdb.__version__.startswith('1.'), duckdb.__version__; "
+             "c = duckdb.connect(sys.argv[1], read_only=True); "
+             "[print(r[0]) for r in c.execute(sys.argv[2]).fetchall()]")
+    out = subprocess.run([sys.executable, "-c", probe, str(path), query], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(duckdb1)}, check=True).stdout
+    assert out.splitlines() == expected

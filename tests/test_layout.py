@@ -68,3 +68,19 @@ def test_the_folders_the_readme_names():
     top = sorted(p.stem for p in (REPO / "flows").glob("*.py") if p.stem != "__init__")
     assert top == ["audit", "child_process", "cluster", "engine_tasks", "ground_truth", "model_step",
                    "prefect_api", "preflight", "raguel_stream", "run_control", "scheduled"]
+
+
+def test_every_source_path_the_readme_and_docs_name_exists():
+    """A path in backticks under engines/, flows/, sql/, tests/ or data/specs/ in the README or
+    docs/*.md names a file or folder of the repository (a `*` or `<name>` part: at least one
+    match), so a module that moves cannot leave its old path in the manual."""
+    import re
+
+    pattern = re.compile(r"`((?:engines|flows|sql|tests|data/specs)/[A-Za-z0-9_./*<>-]*)")
+    stale = []
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for path in pattern.findall(doc.read_text()):
+            glob = re.sub(r"<[^>]*>", "*", path.rstrip("/.:"))
+            if not any(REPO.glob(glob)):
+                stale.append(f"{doc.relative_to(REPO)}: {path}")
+    assert stale == []

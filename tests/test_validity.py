@@ -107,3 +107,15 @@ def test_the_truth_is_the_direct_effect_of_the_attribute(world, hit, spared, tmp
     findings = audit_world("internal", world, 5_000, SEED, tmp_path, ["outcome", "regression"])
     truth = {f["attribute"]: f["affected"] for f in findings}
     assert all(truth[a] for a in hit) and not any(truth[a] for a in spared), truth
+
+
+def test_a_size_too_small_for_the_engines_is_one_line(capsys):
+    """At 5,000 applications the smallest race group cannot give CST its k neighbours: the
+    bench says so in one line (exit 2), as an audit would, instead of a traceback."""
+    from aequum.flows.commands.cli import main
+
+    assert main(["bench", "validity", "--quick", "--rows", "5000", "--worlds", "null"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("aequum: error: bench validity, null world, external audit, 5,000 rows, seed 1: "
+                          "engines.cst.k needs at least") and err.rstrip().endswith("run it with more --rows")
+    assert err.count("\n") == 1

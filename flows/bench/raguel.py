@@ -177,7 +177,10 @@ def at_scale(rows: int) -> dict:
             "bare_duckdb_seconds": bare, "peak_rss_mb": peak_rss_mb(), **summary, "repair_table": table}
 
 
-def run(quick: bool = False, rows: int | None = None) -> dict:
+def run(quick: bool = False, rows: int | list[int] | None = None) -> dict:
+    """The paper's size, then ``rows`` records out of core (the command line's ``--rows``: its
+    first size; default 10M, 1M with ``quick``)."""
+    rows = rows[0] if isinstance(rows, list) else rows
     print("RAGUEL at the paper's size (30k records):")
     out = {"paper_size": paper_size()}
     out["at_scale"] = at_scale(rows or (1_000_000 if quick else 10_000_000))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import inspect
 import logging
 import os
 import sys
@@ -224,6 +225,12 @@ def cmd_bench(args) -> int:
         print(f"aequum: error: {', '.join('--' + n.replace('_', '-') for n in extra)} are for bench validity",
               file=sys.stderr)
         return 2
+    if args.rows and "rows" not in inspect.signature(module.run).parameters:
+        sized = sorted(n for n, m in BENCHMARKS.items()
+                       if "rows" in inspect.signature(import_module(m).run).parameters)
+        print(f"aequum: error: bench {args.name} has fixed sizes (--quick for smaller ones); "
+              f"--rows is for bench {', '.join(sized)}", file=sys.stderr)
+        return 2
     module.run(quick=args.quick, **({"rows": args.rows} if args.rows else {}), **extra)
     return 0
 
@@ -364,7 +371,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("name", choices=sorted(BENCHMARKS), help="the benchmark")
     b.add_argument("--quick", action="store_true", help="smaller sizes")
     b.add_argument("--rows", type=int, nargs="+", default=None,
-                   help="the sizes to run (benches that take sizes: audit; validity: the first)")
+                   help="the sizes to run (audit, fairlending; raguel and validity: the first)")
     b.add_argument("--seeds", type=int, nargs="+", default=None, help="validity: the generator seeds (default 1)")
     b.add_argument("--effects", type=float, nargs="+", default=None,
                    help="validity: the worlds' penalties times each of these (default 1)")
@@ -399,7 +406,7 @@ def program() -> None:
     warehouse and service already closed by ``main``; logging and the standard streams are
     flushed first. The handlers it pre-empts are the in-process clean-ups of libraries imported
     earlier (polars' runtime, pyarrow's S3 finaliser, logging's, done here). An exception
-    escaping ``main`` exits the ordinary way, with its traceback."""
+    escaping ``main`` exits the ordinary way, with its traceback, except a closed output pipe."""
     finished: list[int] = []
 
     def exit_now() -> None:
@@ -410,7 +417,13 @@ def program() -> None:
             os._exit(finished[0])
 
     atexit.register(exit_now)
-    finished.append(main() or 0)
+    try:
+        finished.append(main() or 0)
+    except BrokenPipeError:
+        # the reader of the output went away (`aequum show findings | head`): stop quietly, as a
+        # shell tool does, with 128 + SIGPIPE; what is still buffered goes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        finished.append(141)
     sys.exit(finished[0])
 
 

@@ -88,6 +88,28 @@ def engine_note(wh: Warehouse, name: str, run_id: str) -> str | None:
             f"no rows of this run. Pick another run with --run-id (aequum runs lists them).")
 
 
+# the tables `aequum train` writes (flows/commands/train.py), not an audit's engine
+TRAINED = ("cec_training", "cec_lambda_search")
+
+
+def missing_table(wh: Warehouse, name: str) -> str:
+    """The error for a table the warehouse does not hold yet: what writes it, when aequum writes
+    it (an engine's table appears with the engine's first run), then the tables it holds."""
+    from aequum.engines.registry import ENGINES, get_engine
+
+    held = f"tables: {', '.join(wh.table_names())}"
+    if name in TRAINED:
+        return f"no table audit.{name} yet: `aequum train --spec SPEC` writes it; {held}"
+    if name == "detection":
+        return (f"no table audit.detection yet: a run whose source has a ground truth writes it "
+                f"(a generated source always has); {held}")
+    for engine in ENGINES:
+        if name in get_engine(engine).tables:
+            return (f"no table audit.{name} yet: the {engine!r} engine writes it, and no run in "
+                    f"{wh.path} has run it (a spec's engines.run); {held}")
+    return f"no table audit.{name}; {held}"
+
+
 class Scope(NamedTuple):
     """The rows of ``audit.<name>`` that are a run's: ``where`` (SQL, parameter ``$key``),
     ``key``, the column the terminal leaves out (it holds ``key`` on every row), and a title."""
@@ -147,7 +169,7 @@ def write_file(wh: Warehouse, name: str, run_id: str, fmt: str, out: str | None)
 def show(args, notify=None) -> int:
     with Warehouse(args.warehouse, read_only=True, wait=getattr(args, "wait", None), notify=notify) as wh:
         if args.table is not None and args.table not in wh.table_names():
-            raise WarehouseError(f"no table audit.{args.table}; tables: {', '.join(wh.table_names())}")
+            raise WarehouseError(missing_table(wh, args.table))
         run_id = args.run_id or latest_run(wh)
         if wh.run(run_id) is None:
             raise WarehouseError(f"no run {run_id!r} in {wh.path}; `aequum runs` lists them")

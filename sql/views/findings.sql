@@ -84,11 +84,15 @@ WHERE label IS NOT NULL;
 
 -- an intersection's group (race=protected,sex=reference) as values: "Black / Asian × Male"
 -- (a part whose values were not recorded stays as it is); parts are looked up whole, never
--- split on '='
+-- split on '='. The lambdas here see the parts map only through their argument (each part
+-- zipped with the map): DuckDB 1.x cannot bind a lambda that names a column of a correlated
+-- subquery, and the warehouse must read in every DuckDB since 1.0 (the README).
 CREATE OR REPLACE MACRO audit.intersection_label(group_name_) AS
-    (SELECT array_to_string(list_transform(string_split(group_name_, ','),
-                                           lambda p: coalesce(g.parts[p], p)), ' × ')
-     FROM audit.group_parts g);
+    (SELECT array_to_string(list_transform(
+                list_zip(string_split(group_name_, ','),
+                         list_resize([gp_.parts], len(string_split(group_name_, ',')), gp_.parts)),
+                lambda z: coalesce(z[2][z[1]], z[1])), ' × ')
+     FROM audit.group_parts gp_);
 
 -- "the Female group of sex", "the Asian group of race" (and, of the comparison race=Asian, "the
 -- White group of race"), "Female × Black" (where values were
@@ -102,9 +106,11 @@ CREATE OR REPLACE MACRO audit.group_label(attribute, group_name) AS
                                ELSE coalesce(audit.group_value(attribute, 'reference'), 'reference') END,
                           audit.compared_attribute(attribute))
          WHEN group_name IN ('protected', 'reference') AND contains(attribute, '&')
-              AND (SELECT list_bool_and(list_transform(string_split(attribute, '&'),
-                                                       lambda a: g.parts[a || '=' || group_name] IS NOT NULL))
-                   FROM audit.group_parts g)
+              AND (SELECT list_bool_and(list_transform(
+                            list_zip(string_split(attribute, '&'),
+                                     list_resize([gp_.parts], len(string_split(attribute, '&')), gp_.parts)),
+                            lambda z: z[2][z[1] || '=' || group_name] IS NOT NULL))
+                   FROM audit.group_parts gp_)
               -- an intersection's side is every part's: race&sex's protected group
               THEN 'the ' || audit.intersection_label(array_to_string(
                      list_transform(string_split(attribute, '&'), lambda a: a || '=' || group_name), ',')) || ' group'
