@@ -76,7 +76,7 @@ CREATE OR REPLACE MACRO audit.group_value(attribute_, group_name_) AS
 
 -- every run's group parts as values: 'race=protected' -> 'Black / Asian', 'sex=reference' -> 'Male'
 CREATE OR REPLACE VIEW audit.group_parts AS
-SELECT map_from_entries(coalesce(list({'key': attribute || '=' || side, 'value': label}), [])) AS parts
+SELECT map_from_entries(coalesce(list({'key': attribute || '=' || side, 'value': label} ORDER BY attribute, side), [])) AS parts
 FROM (SELECT attribute, 'protected' AS side, min(protected) AS label FROM audit.group_values GROUP BY ALL
       UNION ALL
       SELECT attribute, 'reference', min(reference) FROM audit.group_values GROUP BY ALL)
