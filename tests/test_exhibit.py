@@ -1,7 +1,9 @@
 """The matched-pair exhibit (``aequum report --cases RANK`` and the case files beside a report):
 each case's complainant beside the comparators the CST engine compared it with (its own
 audit.cst_evidence), their recorded values (the staged records) and decisions as the spec
-records them; CEC's regime-B pairs; a bad key is one line and exit 2."""
+records them; beside a CST or CF complainant its counterfactual point as the engine stored it
+(audit.cst_counterfactuals), and a note where a run has none; CEC's regime-B pairs; a bad key is
+one line and exit 2."""
 from __future__ import annotations
 
 import csv
@@ -69,12 +71,18 @@ def test_cases_are_the_engines_neighbours_with_their_records(audited, tmp_path, 
     for case in cases:
         mine = [r for r in rows if r["case"] == case]
         assert mine[0]["role"] == "complainant" and mine[0]["record_id"] == case and mine[0]["group"] == "Female"
-        shown = [(r["role"], int(r["rank"]), r["record_id"], float(r["distance"])) for r in mine[1:]]
+        # CST's test group was searched around the complainant's counterfactual, shown next; ST's
+        # around the complainant itself
+        assert [r["role"] for r in mine[1:2]] == (["counterfactual"] if method == "CST" else ["control"])
+        shown = [(r["role"], int(r["rank"]), r["record_id"], float(r["distance"])) for r in mine
+                 if r["role"] in ("control", "test")]
         stored = [(g, rank, nid, d) for rid, g, rank, nid, d in evidence if rid == case]
         assert shown == stored and len(shown) == 2 * k  # every comparator of both groups, nearest first
         assert {r["group"] for r in mine if r["role"] == "test"} == {"Male"}
         assert {r["group"] for r in mine if r["role"] == "control"} == {"Female"}
         for r in mine:  # each person's recorded values and decision, from the staged records
+            if r["role"] == "counterfactual":
+                continue
             rec = records[r["record_id"]]
             assert float(r["AnnualSalary [USD per year]"]) == rec["AnnualSalary"]
             assert float(r["AccountBalance [USD]"]) == rec["AccountBalance"]
@@ -91,8 +99,13 @@ def test_cf_cases_have_no_comparators(audited, tmp_path):
     out = tmp_path / "cf"
     assert main(["report", RUN, "--warehouse", str(audited), "--cases", str(f["rank"]), "--out", str(out)]) == 0
     rows = read_csv(out.with_suffix(".csv"))
-    assert len(rows) == min(f["individuals"], 50) and {r["role"] for r in rows} == {"complainant"}
-    assert {(r["decision"], r["counterfactual_decision"]) for r in rows} == {("unfavourable (-1)", "favourable (1)")}
+    cases = [r for r in rows if r["role"] == "complainant"]
+    assert len(cases) == min(f["individuals"], 50) and {r["role"] for r in rows} == {"complainant", "counterfactual"}
+    assert {(r["decision"], r["counterfactual_decision"]) for r in cases} == {("unfavourable (-1)", "favourable (1)")}
+    # each complainant, then its counterfactual: the reference group's applicant CF compares it with
+    assert [r["role"] for r in rows] == ["complainant", "counterfactual"] * len(cases)
+    assert all(c["record_id"] == r["record_id"] and r["decision"] == "favourable (1)" and r["group"] == "Male"
+               for c, r in zip(rows[::2], rows[1::2]))
     assert "there are no comparators" in out.with_suffix(".html").read_text(encoding="utf-8")
 
 
@@ -153,3 +166,68 @@ def test_cec_cases_are_regime_b_pairs(tmp_path):
                                                 "decision", "model_decision", "delta_cec", "model_score")]
     assert features and all(r[c] == ("" if records[r["record_id"]][c.split(" [")[0]] is None
                                      else str(records[r["record_id"]][c.split(" [")[0]])) for r in rows for c in features)
+
+
+def counterfactuals(path: Path, run: str) -> dict[str, dict]:
+    with Warehouse(path, read_only=True) as wh:
+        rows = wh.con.execute("SELECT record_id, feature, value, decision_counterfactual FROM audit.cst_counterfactuals "
+                              "WHERE run_id = ?", [run]).fetchall()
+    out: dict[str, dict] = {}
+    for rid, feature, value, decision in rows:
+        out.setdefault(rid, {"decision": decision})[feature] = value
+    return out
+
+
+def test_the_counterfactual_row_is_the_stored_point(audited, tmp_path):
+    """The counterfactual row holds the values the engine stored (audit.cst_counterfactuals), in
+    the spec's units, its decision the counterfactual's; the Gender column, not part of the
+    distance, is blank; the printable page shows the row."""
+    with Warehouse(audited, read_only=True) as wh:
+        (f,) = [f for f in findings(wh) if f["finding"] == "counterfactual situation testing, k = 50"]
+    points = counterfactuals(audited, RUN)
+    out = tmp_path / "cst"
+    assert main(["report", RUN, "--warehouse", str(audited), "--cases", str(f["rank"]), "--limit", "4",
+                 "--out", str(out)]) == 0
+    rows = [r for r in read_csv(out.with_suffix(".csv")) if r["role"] == "counterfactual"]
+    assert len(rows) == 4
+    for r in rows:
+        p = points[r["case"]]
+        assert r["record_id"] == r["case"] and r["group"] == "Male" and r["distance"] == r["rank"] == ""
+        assert float(r["AnnualSalary [USD per year]"]) == p["AnnualSalary"]
+        assert float(r["AccountBalance [USD]"]) == p["AccountBalance"]
+        assert r["Gender"] == "" and r["decision"] == ("favourable (1)" if p["decision"] == 1 else "unfavourable (-1)")
+    page = out.with_suffix(".html").read_text(encoding="utf-8")
+    assert page.count("<td>counterfactual</td>") == 4 and "role counterfactual" in page
+
+
+def test_without_stored_points_the_exhibit_says_so(tmp_path):
+    """A run with engines.cst.evidence: none, and a warehouse written before the table existed,
+    list their cases without a counterfactual row and say why."""
+    from audit_tables import small_audit
+
+    def edit(raw):
+        raw["engines"]["cst"]["evidence"] = "none"
+
+    path = small_audit(tmp_path, rows=400, engines=["cst"], run_id="no-evidence", edit=edit, records=True)
+    with Warehouse(path, read_only=True) as wh:
+        (f,) = wh.con.execute("SELECT rank FROM audit.findings WHERE finding = 'counterfactual situation testing, "
+                              "k = 50'").fetchone()
+        assert wh.con.execute("SELECT count(*) FROM audit.cst_counterfactuals").fetchone() == (0,)
+    out = tmp_path / "none"
+    assert main(["report", "no-evidence", "--warehouse", str(path), "--cases", str(f), "--limit", "3",
+                 "--out", str(out)]) == 0
+    rows = read_csv(out.with_suffix(".csv"))
+    assert [r["role"] for r in rows] == ["complainant"] * 3
+    page = out.with_suffix(".html").read_text(encoding="utf-8")
+    assert "3 of the 3 cases have no counterfactual point stored" in page
+
+    with Warehouse(path) as wh:  # as a warehouse written before CST stored the points
+        wh.con.execute("DROP TABLE audit.cst_counterfactuals")
+        wh.con.execute("DELETE FROM audit.aequum_tables WHERE table_name = 'cst_counterfactuals'")
+    old = tmp_path / "old"
+    assert main(["report", "no-evidence", "--warehouse", str(path), "--cases", str(f), "--limit", "3",
+                 "--out", str(old)]) == 0
+    assert [r["role"] for r in read_csv(old.with_suffix(".csv"))] == ["complainant"] * 3
+    assert "no audit.cst_counterfactuals" in old.with_suffix(".html").read_text(encoding="utf-8")
+    report = write_report(path, "no-evidence", tmp_path / "report.html")  # the report and its case files too
+    assert report.is_file()

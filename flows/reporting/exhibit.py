@@ -15,6 +15,14 @@ counterfactuals, the sample and the bias correction exactly; the stored groups a
 own). With ``evidence: none`` the cases are listed without comparators and the exhibit says so.
 CF has no comparators: one decision against its counterfactual's.
 
+Beside each CST, CST-without-centres and CF complainant, a row of role ``counterfactual``: the
+complainant in the world do(A := reference) (Def. 3.2: abduction, action, prediction on the
+spec's SCM), the point its test group was searched around and whose decision CF compares — the
+distance features' values in the spec's units and its decision, as the engine stored them in
+``audit.cst_counterfactuals`` (mediators at their factual values). ST's test group is searched
+around the complainant itself: its cases have none. A run with ``evidence: none``, or written
+before the values were stored, lists its cases without one and the exhibit says so.
+
 CEC findings (regime B, same decision for different reasons): each pair's record beside its
 counterpart of the other group (``audit.cec_pairs``).
 
@@ -38,6 +46,7 @@ CST_METHODS = {"counterfactual situation testing without centres": "CST_wo_centr
                "counterfactual situation testing": "CST", "situation testing": "ST",
                "counterfactual fairness": "CF"}
 TEST_CENTRE = {"ST": "factual", "CST": "counterfactual", "CST_wo_centres": "counterfactual"}
+COUNTERFACTUAL = ("CST", "CST_wo_centres", "CF")  # the methods whose cases read the counterfactual
 
 
 @dataclass
@@ -99,11 +108,16 @@ def build(run: Run, findings: list[dict], limit: int = CASES) -> list[Exhibit]:
     ids = sorted({r["record_id"] for e in out for r in e.rows})
     records, note = read_records(run, ids)
     features = [c for c in (next(iter(records.values())).keys() if records else []) if not c.startswith("_")]
+    if not records:  # the lake copy is gone: the stored counterfactual values are still shown
+        features = list(dict.fromkeys(f for e in out for r in e.rows for f in r.get("values", {})))
     for e in out:
         e.features = features
         if note:
             e.notes.append(note)
         for r in e.rows:
+            if r["role"] == "counterfactual":  # the values the engine stored, not a record's
+                r.update({f: r["values"].get(f) for f in features})
+                continue
             rec = records.get(r["record_id"], {})
             r["decision"] = rec.get("_decision")
             r.update({f: rec.get(f) for f in features})
@@ -139,12 +153,39 @@ def _cases(run: Run, f: dict, limit: int) -> Exhibit:
     elif method == "CF":
         e.notes.append("CF compares each complainant's decision with its counterfactual's decision (the same "
                        "applicant in the reference group, through the SCM): there are no comparators")
+    points = _counterfactuals(run, e, f["attribute"], ids) if method in COUNTERFACTUAL and ids else {}
     for c in claims:
         e.rows.append(_row(c["record_id"], "complainant", "protected", c["record_id"], None, None))
+        if c["record_id"] in points:
+            e.rows.append(points[c["record_id"]])
         for g in groups.get(c["record_id"], []):
             side = "protected" if g["search_group"] == "control" else "reference"
             e.rows.append(_row(c["record_id"], g["search_group"], side, g["neighbour_id"], g["rank"], g["distance"]))
     return e
+
+
+def _counterfactuals(run: Run, e: Exhibit, attribute: str, ids: list[str]) -> dict[str, dict]:
+    """The exhibit rows of the complainants' counterfactual points (``audit.cst_counterfactuals``),
+    by case: the complainant as a member of the reference group, its stored values (an ordinal's
+    or a category's level where there is one) and its counterfactual decision; a note for the
+    cases without one."""
+    if "cst_counterfactuals" not in run.tables:
+        e.notes.append("this warehouse was written before CST stored the complainants' counterfactual points "
+                       "(no audit.cst_counterfactuals): the point each test group was searched around is not "
+                       "shown; an audit run again stores it")
+        return {}
+    out: dict[str, dict] = {}
+    for v in run.query("exhibit_cst_counterfactuals", attribute=attribute, ids=ids):
+        row = out.setdefault(v["record_id"], {**_row(v["record_id"], "counterfactual", "reference", v["record_id"],
+                                                      None, None), "decision": v["decision_counterfactual"],
+                                              "values": {}})
+        row["values"][v["feature"]] = v["level"] if v["level"] is not None else v["value"]
+    missing = [i for i in ids if i not in out]
+    if missing:
+        e.notes.append(f"{len(missing)} of the {len(ids)} cases have no counterfactual point stored "
+                       "(engines.cst.evidence: none, or a run written before CST stored them): they are "
+                       "listed without one")
+    return out
 
 
 def _row(case: str, role: str, side: str, record_id: str, rank: int | None, distance: float | None) -> dict:
@@ -180,9 +221,9 @@ def header(name: str, labels: Labels) -> str:
 
 def csv_rows(e: Exhibit, labels: Labels) -> tuple[list[str], list[dict]]:
     """The exhibit as CSV columns and rows: one row per person, decisions as the spec records
-    them (``decision``: the recorded one; CEC's ``model_decision``: the examined model's, which
-    CEC compares), features with their units in the header, the case's claim on the
-    complainant's row."""
+    them (``decision``: the recorded one; the counterfactual's decision on its row; CEC's
+    ``model_decision``: the examined model's, which CEC compares), features with their units in
+    the header, the case's claim on the complainant's row."""
     cst = e.finding["engine"] == "cst"
     extra = (["delta_p", "ci_low", "ci_high", "p_control", "p_test", "counterfactual_decision"] if cst
              else ["model_decision", "delta_cec", "model_score"])
@@ -195,7 +236,7 @@ def csv_rows(e: Exhibit, labels: Labels) -> tuple[list[str], list[dict]]:
                "group": labels.group(e.finding["attribute"], group_name(e.finding["attribute"], r["side"])),
                "rank": r["rank"], "record_id": r["record_id"], "distance": r["distance"],
                "decision": labels.decision(r["decision"]) if r["decision"] is not None else "n/a"}
-        first = r["record_id"] == r["case"]
+        first = r["role"] in ("complainant", "record")  # the case's own row carries its claim
         if cst:
             row.update({"delta_p": claim.get("delta_p"), "ci_low": claim.get("ci_low"), "ci_high": claim.get("ci_high"),
                         "p_control": claim.get("p_c"), "p_test": claim.get("p_t"),

@@ -22,7 +22,10 @@ ABOUT = ("Each case is a complainant the finding counts, beside the records the 
          "mixed distance on the normalised features (Thanh et al., Eq. 6; 0 is identical), so they "
          "compare within an exhibit, not across audits. Δp is the control group's refusal rate minus "
          "the test group's; with search centres (CST) the complainant's own decision counts in the "
-         "control group and its counterfactual decision in the test group.")
+         "control group and its counterfactual decision in the test group. For counterfactual situation "
+         "testing and counterfactual fairness the row of role counterfactual is that counterfactual: the "
+         "values it has in the reference group's world on the features of the distance (mediators at their "
+         "recorded values) and its decision — the point the test group's distances are measured from.")
 ABOUT_CEC = ("Each case is a matched pair: a record and its nearest record of the other group with the "
              "same decision, matched on the financial features (distance: the matching's, 0 is identical), "
              "whose explanations differ by Δ_CEC (regime B: the same decision for different reasons).")

@@ -7,8 +7,10 @@ re-decides it with the spec's model, and normalises both worlds for the distance
 (``engines.cst.mediators``) stay at their factual values (a path-specific effect), and the
 complainants are all, or the spec's stratified sample (``engines.cst.sample``). ``pieces``
 are chunks of complainants; ``run_piece`` searches their control and test groups and writes
-their claims and evidence; ``combine`` adds the Table 1 style summary and the sampling table
-(the evidence is streamed: it never reaches ``combine``). On a cluster the points of every
+their claims, evidence and, for the complainants whose evidence it keeps, their counterfactual
+values (``cst_counterfactuals``: :mod:`engines.matching.cst.counterfactual_values`); ``combine``
+adds the Table 1 style summary and the sampling table (the evidence and the counterfactual
+values are streamed: they never reach ``combine``). On a cluster the points of every
 record go to files before the state is sent to the workers (``spill``).
 """
 from __future__ import annotations
@@ -26,6 +28,7 @@ from aequum.engines.core.intersections import resolve, unit_groups
 from aequum.engines.core.points_file import PointsFile
 from aequum.engines.core.sampling import record_order, stratified_sample
 from aequum.engines.matching.cst.bias_correction import fit_group, shifts
+from aequum.engines.matching.cst.counterfactual_values import COUNTERFACTUALS, counterfactual_rows, kept
 from aequum.engines.matching.cst.params import CSTParams
 from aequum.engines.matching.cst.scm import Equation, LinearSCM, SCMError
 from aequum.engines.matching.cst.situation_testing import (CLAIMS, EVIDENCE, SAMPLING, SUMMARY, claims, evidence,
@@ -50,6 +53,9 @@ class Test:
     # fitted on each half of it, the reference group's, and the half of each complainant
     surfaces: tuple[tuple[np.ndarray, np.ndarray], np.ndarray] | None = None
     halves: np.ndarray | None = None
+    # the raw counterfactual values of the distance's features (row i: complainants[i]), for
+    # cst_counterfactuals; None with engines.cst.evidence: none (nothing is stored)
+    cf_values: np.ndarray | None = None
 
     @property
     def protected(self) -> np.ndarray:
@@ -69,6 +75,8 @@ class State:
     effect: str  # what CF and CST measure (cst_summary.effect)
     skipped: dict[str, str]  # intersections auto did not test, and why
     dims: int  # the distance's numeric attributes (the dimension its overlap check reads)
+    features: list[str]  # the distance's features (cst_counterfactuals.feature)
+    levels: list[list[str] | None]  # their ordered levels (None: numeric)
 
 
 def _in_record_order(data: AuditData) -> AuditData:
@@ -210,10 +218,12 @@ class CSTEngine:
     uses_model = True  # re-decides counterfactuals: not run when the surrogate is degenerate
 
     name = "cst"
-    tables = {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE, "cst_summary": SUMMARY, "cst_sampling": SAMPLING}
-    # the evidence (12.5M rows at 10M HMDA records) goes from the pieces to the warehouse
-    # without gathering in one process (engines.core.engine, "streamed")
-    streamed = {"cst_evidence": ("protected_attribute", "centre", "search_group")}
+    tables = {"cst_claims": CLAIMS, "cst_evidence": EVIDENCE, "cst_summary": SUMMARY, "cst_sampling": SAMPLING,
+              "cst_counterfactuals": COUNTERFACTUALS}
+    # the evidence (12.5M rows at 10M HMDA records) and the counterfactual values go from the
+    # pieces to the warehouse without gathering in one process (engines.core.engine, "streamed")
+    streamed = {"cst_evidence": ("protected_attribute", "centre", "search_group"),
+                "cst_counterfactuals": ("protected_attribute",)}
 
     def columns(self, spec, params) -> list[str]:
         # ids, groups, decisions, labels, the distance's features, the model's inputs and the
@@ -282,11 +292,14 @@ class CSTEngine:
             others = [data.groups[a] for a in params.protected_in_distance if a not in moved]
             if others:  # other protected attributes as nominal attributes (their group, as observed)
                 cf_points = cf_points.with_nominal(np.column_stack(others)[comp])
-            decision_cf = _counterfactual_decision(data, names, X[comp], cf[np.searchsorted(members, comp)],
-                                                   moved, comp)
+            mine = cf[np.searchsorted(members, comp)]  # the complainants' counterfactuals
             del cf
+            decision_cf = _counterfactual_decision(data, names, X[comp], mine, moved, comp)
+            # their raw values on the distance's features, for cst_counterfactuals
+            cf_values = None if params.evidence == "none" else np.ascontiguousarray(mine[:, :nf])
+            del mine
             tests.append(Test(label, None, cf_points, np.packbits(prot), np.packbits(ref), decision_cf, comp,
-                              sampling))
+                              sampling, cf_values=cf_values))
             nominal.append(others)
         # the factual points of every record, made once the counterfactual worlds are done (so
         # not held beside a world's columns and the SCM's steps: 0.4 GB at 10M HMDA records)
@@ -300,7 +313,8 @@ class CSTEngine:
                 test.surfaces, test.halves = _surfaces(factual.metric, refused, test)
         targets = {eq.target for eq in spec.scm.equations} if spec.scm is not None and spec.scm.equations else None
         dims = sum(kind != "categorical" for kind in kinds)
-        return State(data.id_text, data.decision, tests, params, params.effect(targets), skipped, dims)
+        return State(data.id_text, data.decision, tests, params, params.effect(targets), skipped, dims,
+                     features, [data.levels(f) for f in features])
 
     def spill(self, state: State, folder: str) -> State:
         """The state with the tests' points of every record in files (one set per distinct
@@ -328,8 +342,14 @@ class CSTEngine:
                        p.k, p.alpha, p.tau, p.max_distance, _shifts(test, comp, hood, s, e), p.overlap,
                        state.dims)
         depth = evidence_depth(table, len(comp), max(p.k), p.evidence)
-        return {"cst_claims": table,
-                "cst_evidence": evidence(state.ids, test.attribute, comp, hood, depth, p.max_distance)}
+        out = {"cst_claims": table,
+               "cst_evidence": evidence(state.ids, test.attribute, comp, hood, depth, p.max_distance)}
+        if test.cf_values is not None:
+            mine = np.flatnonzero(kept(table, depth, len(comp), p.evidence))
+            out["cst_counterfactuals"] = counterfactual_rows(state.ids, test.attribute, comp[mine],
+                                                             test.cf_values[s + mine], state.features,
+                                                             state.levels, test.decision_cf[s + mine])
+        return out
 
     def combine(self, state: State, parts) -> Tables:
         out = concat_parts(parts, {"cst_claims": CLAIMS})

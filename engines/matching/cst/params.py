@@ -44,7 +44,8 @@ class CSTParams(BaseModel):
         "discriminated", description="What cst_evidence records: discriminated — for each "
         "complainant found discriminated by ST or CST, the groups those methods compared, up to "
         "the largest k at which they found it; all — every complainant's control and both test "
-        "groups up to the largest k; none.")
+        "groups up to the largest k; none. cst_counterfactuals keeps the counterfactual points of "
+        "the same complainants, and of those CF finds discriminated (none with none).")
     mediators: list[str] = Field(
         default_factory=list, description="Features whose dependence on the protected attribute is "
         "legitimate (e.g. income): the counterfactual world holds them at their factual values and "
