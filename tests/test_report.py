@@ -11,6 +11,7 @@ import pytest
 
 from aequum.flows.commands.cli import main
 from aequum.flows.commands.report import REPORT_CASES, write_report
+from aequum.flows.reporting.conclusion import RANKED
 from aequum.flows.reporting.run import CASES
 from aequum.flows.reporting.sections import SECTIONS
 from aequum.flows.store.warehouse import Warehouse
@@ -55,12 +56,18 @@ def test_report_of_a_small_real_audit(small_audit_warehouse, tmp_path):
     for field in ("dataset version", "source fingerprint", "model fingerprint", "code version", "started"):
         assert f"<dt>{field}</dt>" in text
     with Warehouse(small_audit_warehouse, read_only=True) as wh:
+        # the first screen's findings (flagged, evidence or headline; the surest RANKED) say
+        # what they found; the folded list of every finding leaves its sentences in audit.findings
         statements = [r[0] for r in wh.con.execute(
-            "SELECT statement FROM audit.findings WHERE headline").fetchall()]
+            "SELECT statement FROM audit.findings WHERE flagged OR evidence OR headline "
+            "ORDER BY rank LIMIT $n", {"n": RANKED}).fetchall()]
+        unshown = [r[0] for r in wh.con.execute(
+            "SELECT statement FROM audit.findings WHERE NOT (flagged OR evidence OR headline)").fetchall()]
         top = wh.con.execute("SELECT record_id FROM audit.cst_claims WHERE method = 'CST' AND k = 100 "
                              "ORDER BY significant DESC, delta_p DESC, record_id LIMIT 1").fetchall()[0][0]
     from html import escape
     assert statements and all(escape(s) in text for s in statements)
+    assert not any(escape(s) in text for s in unshown if s)
     assert "Who the top 5 complainants were compared with" in text and f"<td>{top}</td>" in text
     again = write_report(small_audit_warehouse, "loan-small", tmp_path / "again.html").read_text()
     assert again.replace('"again-cases/', '"r-cases/') == text
