@@ -23,8 +23,6 @@ from aequum.flows.bench.measure import peak_rss_mb
 REPO = Path(__file__).resolve().parents[2]
 
 
-
-
 REPAIR_READINGS = [                      # (label, params of rerank_blocks, two groups only)
     ("default: Eq. 3 outside tolerance", {}, False),
     ("Eq. 3 on every swap", {"eq3": "always"}, False),

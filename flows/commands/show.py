@@ -88,14 +88,11 @@ def engine_note(wh: Warehouse, name: str, run_id: str) -> str | None:
             f"no rows of this run. Pick another run with --run-id (aequum runs lists them).")
 
 
-# the tables `aequum train` writes (flows/commands/train.py), not an audit's engine
-TRAINED = ("cec_training", "cec_lambda_search")
-
-
 def missing_table(wh: Warehouse, name: str) -> str:
     """The error for a table the warehouse does not hold yet: what writes it, when aequum writes
     it (an engine's table appears with the engine's first run), then the tables it holds."""
     from aequum.engines.registry import ENGINES, get_engine
+    from aequum.engines.matching.cec.training import TRAINED
 
     held = f"tables: {', '.join(wh.table_names())}"
     if name in TRAINED:

@@ -19,7 +19,7 @@ from aequum.engines.core.data import AuditData
 from aequum.engines.core.models import model_fingerprint
 from aequum.engines.core.spec import SpecError, load_spec
 from aequum.engines.matching.cec.lambda_choice import SEARCH, search_table
-from aequum.engines.matching.cec.training import (OBJECTIVES, TRAINING, TrainConfig, cross_validate,
+from aequum.engines.matching.cec.training import (OBJECTIVES, TRAINED, TRAINING, TrainConfig, cross_validate,
                                            make_pairs, train, training_table)
 from aequum.flows.audit import new_run_id
 from aequum.flows.store.staging import DEFAULT_LAKE, stage
@@ -141,10 +141,10 @@ def run_train(spec_path: str, objectives: list[str], folds: int = 5, config: Tra
                 model.save(path)
                 paths[objective] = str(path)
             table = training_table(rows, attribute, config.epochs, paths)
-            results = {"cec_training": (TRAINING, table)}
+            results = {TRAINED[0]: (TRAINING, table)}
             if budget is not None and "cec" in objectives:
                 searches = [(r["fold"], r["search"]) for r in rows if "search" in r]
-                results["cec_lambda_search"] = (SEARCH, search_table(searches, attribute, budget))
+                results[TRAINED[1]] = (SEARCH, search_table(searches, attribute, budget))
             counts = wh.write_results(run_id, results)
             with wh.transaction():
                 wh.record_engine(run_id, "train", "succeeded", round(time.perf_counter() - t0, 3),

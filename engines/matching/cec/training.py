@@ -335,6 +335,9 @@ def cross_validate(inputs: np.ndarray, merit: np.ndarray, label: np.ndarray, gro
     return rows
 
 
+# the tables `aequum train` writes: the comparison (TRAINING) and, with a utility budget, the
+# λ_CEC search (lambda_choice.SEARCH)
+TRAINED = ("cec_training", "cec_lambda_search")
 TRAINING = pa.schema([
     ("attribute", pa.string()), ("objective", pa.string()), ("statistic", pa.string()),
     ("fold", pa.int32()), ("f1", pa.float64()), ("auc", pa.float64()), ("eo_gap", pa.float64()),
