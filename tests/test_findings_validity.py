@@ -2,8 +2,8 @@
 
 A raw disparity is a disparity; a total effect through the SCM is a counterfactual-fairness
 finding; a direct effect given the recorded inputs is evidence of disparate treatment only when
-it survives the sensitivity analysis or the records hold every input of the decisions; a
-property of a surrogate model is never evidence about the lender; a reason is flagged only in
+the records hold every input of the decisions (on records lacking some, the individual shares
+describe); a property of a model is never evidence about the lender; a reason is flagged only in
 the penalty direction."""
 from __future__ import annotations
 
@@ -65,7 +65,9 @@ def _write_cst(wh, run_id, robust=None, group_significant=True):
 
 
 def test_estimands_and_no_evidence_without_a_sensitivity_analysis(warehouse):
-    _start(warehouse, "r")
+    """On complete records the methods are tested (flagged when more complainants are significant
+    than chance allows); a total effect is no evidence of disparate treatment, and says why."""
+    _start(warehouse, "r", inputs="complete")
     _write_cst(warehouse, "r")
     f = _findings(warehouse, "r", "cst")
     st, cst, cf = f[("race", "situation testing, k = 50")], f[("race", "counterfactual situation testing, k = 50")], \
@@ -73,8 +75,9 @@ def test_estimands_and_no_evidence_without_a_sensitivity_analysis(warehouse):
     assert st["estimand"] == "direct effect given the recorded inputs" and cst["estimand"] == "total effect"
     assert cf["estimand"] == "total effect" and "SCM" in cst["basis"]
     assert st["flagged"] and cst["flagged"] and cf["flagged"]
-    # a direct effect on records lacking inputs, with no sensitivity analysis: not evidence
-    assert st["evidence"] is False and st["robust"] is None and "No group-level test" in st["statement"]
+    assert {st["claim"], cst["claim"], cf["claim"]} == {"about the lender"}
+    # a direct effect with no group-level test: not evidence
+    assert st["evidence"] is False and "No group-level test" in st["statement"]
     # a total effect is not evidence of disparate treatment, and says why
     assert cst["evidence"] is False and "counterfactual-fairness finding" in cst["statement"]
     assert "treated worse" not in cst["statement"]
@@ -85,14 +88,18 @@ def test_estimands_and_no_evidence_without_a_sensitivity_analysis(warehouse):
 
 
 @pytest.mark.parametrize("robust", [True, False])
-def test_a_direct_effect_is_evidence_only_when_it_survives_the_sensitivity_analysis(warehouse, robust):
+def test_on_records_lacking_inputs_the_individual_shares_describe(warehouse, robust):
+    """Neighbours alike in what the records hold may differ in what they lack: on partial records
+    every individual method's share is descriptive, never flagged or evidence, however robust its
+    group's controlled disparity is to the recorded controls' benchmarks."""
     _start(warehouse, "r")
     _write_cst(warehouse, "r", robust=robust)
-    st = _findings(warehouse, "r", "cst")[("race", "situation testing, k = 50")]
-    assert st["robust"] is robust and st["evidence"] is robust
+    found = _findings(warehouse, "r", "cst")
+    assert {f["claim"] for f in found.values()} == {"descriptive"}
+    assert not any(f["flagged"] or f["evidence"] for f in found.values())
+    st = found[("race", "situation testing, k = 50")]
     assert st["robustness_value"] == (0.3 if robust else 0.02)
-    assert ("survives" in st["statement"]) is robust
-    assert ("not evidence of disparate treatment" in st["statement"]) is (not robust)
+    assert "these shares describe and are no test" in st["statement"]
 
 
 def test_a_direct_effect_needs_a_significant_group_level_test(warehouse):
@@ -114,13 +121,15 @@ def test_complete_inputs_make_a_direct_effect_evidence_and_questions_change_the_
     f = _findings(warehouse, "complete", "cst")
     assert f[("race", "situation testing, k = 50")]["evidence"] is True
     assert f[("race", "counterfactual situation testing, k = 50")]["evidence"] is False
-    _start(warehouse, "cf", question="counterfactual_fairness")
-    _write_cst(warehouse, "cf")
-    f = _findings(warehouse, "cf", "cst")
-    assert f[("race", "counterfactual situation testing, k = 50")]["evidence"] is True
-    assert f[("race", "counterfactual fairness")]["evidence"] is True
-    assert f[("race", "situation testing, k = 50")]["evidence"] is False
-    assert f[("sex", "situation testing, k = 50")]["evidence"] is False
+    for inputs in ("complete", "partial"):
+        _start(warehouse, f"cf-{inputs}", question="counterfactual_fairness", inputs=inputs)
+        _write_cst(warehouse, f"cf-{inputs}")
+        f = _findings(warehouse, f"cf-{inputs}", "cst")
+        # counterfactuals through an SCM of the recorded inputs: evidence only when they are all of them
+        assert f[("race", "counterfactual situation testing, k = 50")]["evidence"] is (inputs == "complete")
+        assert f[("race", "counterfactual fairness")]["evidence"] is (inputs == "complete")
+        assert f[("race", "situation testing, k = 50")]["evidence"] is False
+        assert f[("sex", "situation testing, k = 50")]["evidence"] is False
 
 
 def _gap(**kw):
@@ -139,7 +148,9 @@ def test_a_raw_disparity_is_screening_with_its_e_value(warehouse, question):
     warehouse.write_results("r", {"outcome_gaps": (GAPS, pa.Table.from_pylist([_gap()], GAPS)),
                                   "outcome_metrics": (METRICS, METRICS.empty_table())})
     (f,) = [r for r in _findings(warehouse, "r", "outcome").values()]
-    assert f["estimand"] == "raw disparity" and f["flagged"] is True
+    # a claim about the lender only when the audit asks about disparate impact; else it describes
+    assert f["estimand"] == "raw disparity" and f["flagged"] is (question == "disparate_impact")
+    assert f["claim"] == ("about the lender" if question == "disparate_impact" else "descriptive")
     assert f["evidence"] is (question == "disparate_impact")
     rr = 1 / 0.625  # VanderWeele & Ding: 1/RR below 1
     assert f["e_value"] == pytest.approx(rr + math.sqrt(rr * (rr - 1)), rel=1e-12)
@@ -179,8 +190,11 @@ def test_pba_on_a_surrogate_is_a_model_property_never_evidence(warehouse, model)
     _start(warehouse, "r", model=model)
     warehouse.write_results("r", {"pba_summary": (PBA_SUMMARY, pa.Table.from_pylist([_pba_row()], PBA_SUMMARY))})
     (f,) = _findings(warehouse, "r", "pba").values()
-    assert f["estimand"] == "model property" and f["flagged"] is True
-    assert f["evidence"] is (model == "lender")
+    # a property of the model examined, the lender's own included: no claim about its decisions
+    assert f["estimand"] == "model property" and f["claim"] == "about the model"
+    assert f["flagged"] is False and f["evidence"] is False
+    (part,) = warehouse.con.sql("SELECT flagged, evidence FROM audit.findings_pba").fetchall()
+    assert part == (True, model == "lender")  # what the proof shows, as the part marks it
     assert ("surrogate" in f["statement"]) is (model == "surrogate")
     assert ("surrogate" in f["basis"]) is (model == "surrogate")
 

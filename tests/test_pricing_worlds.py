@@ -3,11 +3,14 @@ prices each loan by its risk, with the pricing_penalty world's planted add-on (0
 the rate spread of Black and of Hispanic borrowers' loans) or without it (the null world).
 
 The public LAR lacks the credit score the pricer reads, and that score is lower on average for
-Black applicants: on the LAR, the null world leaves a significant controlled difference that an
-unobserved factor as strong as the controls explains away (flagged, never evidence), and the
-planted add-on survives it (evidence for the right groups). On the lender's records, which hold
-the score, the null world flags nothing and the add-on is recovered."""
+Black applicants: on the LAR, the null world leaves a significant controlled difference, an
+unexplained disparity that is never evidence by itself. The lender's records hold the score:
+there the null world flags nothing and the add-on is recovered, and the score's strength
+measured there (its partial R-squared with group and price) is the bound that tells the LAR's
+fair differences from the planted add-on (decision.bounds; evidence for the right groups only)."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pyarrow as pa
@@ -30,13 +33,15 @@ PENALISED = {"race", "race=Black or African American", "ethnicity"}
 
 
 def evidence(row) -> bool:
-    """What findings_pricing.sql calls evidence on records lacking inputs of the decisions."""
-    return bool(row["significant"] and row["adverse"] and row["robust"])
+    """What findings_pricing.sql calls evidence on records lacking inputs of the decisions: a
+    significant adverse difference that survives the stated bound on the inputs they lack."""
+    return bool(row["significant"] and row["adverse"] and row["survives_bound"])
 
 
-def lar_run(world: str) -> dict[tuple[str, str], dict]:
+def lar_run(world: str, bounds: list[dict] | None = None) -> dict[tuple[str, str], dict]:
     raw = yaml.safe_load((REPO / "data" / "specs" / "hmda.yaml").read_text())
     raw["source"].update(rows=ROWS, seed=SEED, world=world)
+    raw["decision"]["bounds"] = bounds or []
     spec = parse_spec(raw)
     good, offset, categories = [], 0, {}
     for lar, _ in iter_hmda_batches(ROWS, SEED, 20_000, world=world):
@@ -50,9 +55,28 @@ def lar_run(world: str) -> dict[tuple[str, str], dict]:
     return {(r["attribute"], r["field"]): r for r in out["pricing_estimates"].to_pylist()}
 
 
+def measured_bounds(world: str) -> list[dict]:
+    """decision.bounds from the lender's records of ``world``: the credit score's partial R-squared
+    per group and price field (rounded up), the internal race comparison (Black against White)
+    for the LAR's pooled race and its Black comparison, ethnicity for ethnicity, and the largest
+    of each for every other comparison."""
+    strength = internal(world, strength=True)
+    up = lambda x: math.ceil(x * 1000) / 1000  # noqa: E731
+    out = []
+    for field in PRICES:
+        rows = {a: r for (a, f), r in strength.items() if f == field}
+        for attribute, names in (("race", ["race", "race=Black or African American"]), ("ethnicity", ["ethnicity"])):
+            r = rows[attribute]
+            out.append({"outcome": field, "attributes": names, "r2_group": up(r["r2dxj_x"]),
+                        "r2_outcome": up(r["r2yxj_dx"]), "source": f"lender's records, {world}"})
+        out.append({"outcome": field, "r2_group": up(max(r["r2dxj_x"] for r in rows.values())),
+                    "r2_outcome": up(max(r["r2yxj_dx"] for r in rows.values())), "source": f"lender's records, {world}"})
+    return out
+
+
 @pytest.fixture(scope="module")
 def lar():
-    return {world: lar_run(world) for world in ("null", "pricing_penalty")}
+    return {world: lar_run(world, measured_bounds(world)) for world in ("null", "pricing_penalty")}
 
 
 def test_the_planted_add_on_is_evidence_for_black_and_hispanic_borrowers_only(lar):
@@ -77,17 +101,19 @@ def test_the_planted_add_on_is_evidence_for_black_and_hispanic_borrowers_only(la
 
 
 def test_the_null_world_is_no_evidence(lar):
-    """Significant differences the omitted credit score makes are not robust to a factor as
-    strong as the controls: flagged for review, never evidence."""
+    """Significant differences the omitted credit score makes do not survive the score's measured
+    strength: unexplained disparities, never evidence."""
     est = lar["null"]
     assert not any(evidence(r) for r in est.values())
     black = est[("race=Black or African American", "rate_spread")]
-    assert black["robust"] is False and black["estimate"] < 0.5 * ADD_ON
+    assert black["significant"] and black["adverse"] and black["survives_bound"] is False
+    assert black["estimate"] < 0.5 * ADD_ON and black["bound_source"] == "lender's records, null"
     assert all(r["estimate"] is not None for (a, f), r in est.items() if a in ("race", "ethnicity", "sex"))
 
 
-def internal(world: str) -> dict[tuple[str, str], dict]:
-    """The lender's records (the credit score among them) with the LAR's prices and loan type."""
+def internal(world: str, strength: bool = False) -> dict[tuple[str, str], dict]:
+    """The lender's records (the credit score among them) with the LAR's prices and loan type: the
+    pricing estimates, or (``strength``) the credit score's partial R-squared per unit and field."""
     lender = pa.Table.from_batches([b for b, _ in iter_lender_batches(ROWS, SEED, ROWS, world=world)])
     lar = pa.Table.from_batches([b for b, _ in iter_hmda_batches(ROWS, SEED, ROWS, world=world)])
     table = lender
@@ -108,6 +134,9 @@ def internal(world: str) -> dict[tuple[str, str], dict]:
     spec = parse_spec(raw)
     res = validate_batch(table, spec, 0)
     out = run_serial(PricingEngine(), AuditData(spec, res.good), spec.engines.pricing)
+    if strength:
+        return {(r["attribute"], r["field"]): r for r in out["pricing_input_strength"].to_pylist()
+                if r["control"] == "credit_score"}
     return {(r["attribute"], r["field"]): r for r in out["pricing_estimates"].to_pylist()}
 
 
@@ -171,11 +200,16 @@ def test_an_hmda_audit_writes_the_tables_the_findings_and_the_report(tmp_path):
     (black,) = [f for f in found if f["attribute"] == "race=Black or African American"
                 and f["finding"] == "adjusted rate_spread difference"]
     row = next(r for r in est if r["attribute"] == black["attribute"] and r["field"] == "rate_spread")
-    assert black["flagged"] and black["evidence"] and black["value"] == row["estimate"] and black["robust"]
+    # the LAR lacks the credit score, and this spec states no bound on it: flagged, not evidence
+    assert black["flagged"] and not black["evidence"] and black["value"] == row["estimate"]
     assert black["statement"].startswith("Among originated loans, after controlling for income, ")
     assert "the rate_spread of the Black or African American group of race was" in black["statement"]
     assert "higher than that of the White group of race (" in black["statement"]  # race=Black's reference
-    assert "one 2x as strong as the observed controls together would not explain it away" in black["statement"]
+    assert "An unexplained disparity for review, not evidence: the records lack" in black["statement"]
+    # one price, one claim: the interest rate supports the rate spread's finding
+    (rate,) = [f for f in found if f["attribute"] == "race=Black or African American"
+               and f["finding"] == "adjusted interest_rate difference"]
+    assert not rate["headline"] and not rate["flagged"] and "Counted once" in rate["statement"]
     assert "  " not in black["statement"]
     assert black["basis"].startswith("controls: income, combined_loan_to_value_ratio") and \
         black["estimand"] == "adjusted disparity"

@@ -23,9 +23,10 @@ def null_world(tmp_path_factory):
 def test_null_world_external_no_evidence_only_disparities(null_world):
     findings = null_world["external"]
     assert not [f for f in findings if f["evidence"]], "a fair lender called discriminatory"
-    # the raw disparities are there, and reported as raw disparities
+    # the raw disparities are there, significant, and reported as descriptive raw disparities
     outcome = [f for f in findings if f["engine"] == "outcome"]
-    assert any(f["flagged"] for f in outcome) and all(f["estimand"] == "raw disparity" for f in outcome)
+    assert any(f["significant"] for f in outcome) and all(f["estimand"] == "raw disparity" for f in outcome)
+    assert not any(f["flagged"] for f in outcome)
     # the controlled disparity is assessed and does not survive an unobserved factor as strong
     # as the observed controls (the credit history the LAR lacks)
     regression = [f for f in findings if f["engine"] == "regression"]

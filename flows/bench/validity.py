@@ -143,7 +143,7 @@ def audit_world(audit: str, world: str, rows: int, seed: int, tmp: Path,
         wh.finish_run(run_id, "succeeded", "bench", f"{rows}", model_fingerprint(data.model) if data.model else None)
         wh.create_views()
         findings = wh.con.sql(
-            "SELECT engine, attribute, finding, headline, flagged, evidence, robust, robustness_value, estimand "
+            "SELECT engine, attribute, finding, headline, flagged, significant, evidence, robust, robustness_value, estimand, claim "
             "FROM audit.findings WHERE run_id = $r AND engine <> 'detection'",
             params={"r": run_id}).to_arrow_table().to_pylist()
         scored = wh.con.sql(
