@@ -174,10 +174,6 @@ class LendersEngine:
                          lower, params)
             markets.append(_table(MARKETS, mg, fam, m_apps, params,
                                   {"market": state["market_levels"], "lenders": mg.units}, common))
-        if adj.note:
-            lenders = [t.set_column(t.schema.get_field_index("note"), "note",
-                                    pa.array([f"{n}; pooled fit: {adj.note}" for n in t["note"].to_pylist()]))
-                       for t in lenders]
         return {"lender_disparities": pa.concat_tables(lenders) if lenders else LENDERS.empty_table(),
                 "market_disparities": pa.concat_tables(markets) if markets else MARKETS.empty_table()}
 

@@ -46,6 +46,7 @@ BENCHMARKS = {
     "audit": "aequum.flows.bench.audit",
     "validity": "aequum.flows.bench.validity",
     "fairlending": "aequum.flows.bench.fairlending",
+    "lenders": "aequum.flows.bench.lenders",
 }
 
 
