@@ -179,3 +179,44 @@ def test_results_do_not_depend_on_row_order():
     b, bm = run(staged(table.take(order)))
     pd.testing.assert_frame_equal(a, b, rtol=1e-9)
     pd.testing.assert_frame_equal(am, bm, rtol=1e-9)
+
+
+def test_findings_and_report_section(tmp_path):
+    """The planted world written as a run: audit.findings_lenders has the findings contract's
+    columns, one row per flagged lender x comparison x outcome (its LEI, N, interval, adjusted p and
+    'unexplained disparity' on the public LAR's partial inputs, never evidence) and one headline per
+    comparison x outcome; the report's section draws the funnels and ranks the flagged lenders."""
+    from test_findings import CONTRACT, columns
+    from test_report import figures, sections
+
+    from aequum.flows.commands.report import write_report
+    from aequum.flows.store.warehouse import Warehouse
+
+    data = staged(world(seed=0, denial=DENIAL, pricing=PRICING))
+    spec = data.spec
+    engine = get_engine("lenders")
+    tables = run_serial(engine, data, spec.engines.lenders)
+    path = tmp_path / "wh.duckdb"
+    with Warehouse(path) as wh:
+        wh.start_run("lw", spec.name, spec.digest(), "test", spec.run_parameters())
+        wh.write_results("lw", {t: (engine.tables[t], v) for t, v in tables.items()})
+        wh.record_engine("lw", "lenders", "succeeded", 0.1, 1, {t: v.num_rows for t, v in tables.items()}, None)
+        wh.finish_run("lw", "succeeded", "0123456789abcdef", "x", None)
+        wh.create_views()
+    with Warehouse(path, read_only=True) as wh:
+        assert [c for c, _ in columns(wh, "findings_lenders")] == CONTRACT
+        found = wh.con.sql("SELECT * FROM audit.findings WHERE engine = 'lenders'").to_arrow_table().to_pylist()
+    lenders = tables["lender_disparities"].to_pylist()
+    flagged = [r for r in lenders if r["flagged"]]
+    rows = [f for f in found if not f["headline"]]
+    assert len(rows) == len(flagged) and not any(f["evidence"] for f in found)
+    assert len([f for f in found if f["headline"]]) == len({(r["attribute"], r["field"]) for r in lenders})
+    for f in rows:
+        (r,) = [r for r in flagged if r["lei"] == f["group_name"] and r["attribute"] == f["attribute"]
+                and f["finding"].endswith(r["field"])]
+        assert f["value"] == pytest.approx(r["estimate"]) and f["p_value"] == pytest.approx(r["p_adjusted"])
+        assert r["lei"] in f["statement"] and f"N = {r['n']:,}" in f["statement"]
+        assert "unexplained disparity" in f["statement"] and "lacks the credit score" in f["statement"]
+    text = write_report(path, "lw", tmp_path / "r.html").read_text()
+    assert "engine-lenders" in sections(text) and figures(text, "engine-lenders") == 4
+    assert all(r["lei"] in text for r in flagged)
