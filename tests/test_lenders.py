@@ -100,25 +100,26 @@ def test_standard_errors_equal_the_difference_of_means_formula():
     df = pd.DataFrame({"r": r, "d": st["units"]["race=B"], "c": lay.cell})
     df = df[(df.d >= 0) & (df.c >= 0) & df.r.notna()]
     df["l"], df["s"] = lay.cell_lender[df.c], lay.cell_stratum[df.c]
-    cells = df.groupby(["c", "d"]).r.agg(["size", "mean", "var"]).unstack("d")
-    cells = cells[(cells["size"][0] > 0) & (cells["size"][1] > 0)].dropna(subset=[("size", 0), ("size", 1)])
+    cells = df.groupby(["c", "d"]).r.agg(["size", "var"]).unstack("d")
+    cells.columns = [f"{a}{b}" for a, b in cells.columns]
+    cells = cells[(cells.size0 > 0) & (cells.size1 > 0)].dropna(subset=["size0", "size1"]).copy()
     cells["l"], cells["s"] = lay.cell_lender[cells.index], lay.cell_stratum[cells.index]
-    n1, n0 = cells["size"][1], cells["size"][0]
+    n1, n0 = cells.size1, cells.size0
     cells["w"] = n1 * n0 / (n1 + n0)
-    ss = {g: ((cells["size"][g] - 1) * cells["var"][g].fillna(0)).groupby(cells.l).sum()
-          / (cells["size"][g].groupby(cells.l).sum() - cells["size"][g].groupby(cells.l).size()) for g in (0, 1)}
+    ss = {g: ((cells[f"size{g}"] - 1) * cells[f"var{g}"].fillna(0)).groupby(cells.l).sum()
+          / (cells[f"size{g}"].groupby(cells.l).sum() - cells[f"size{g}"].groupby(cells.l).size()) for g in (0, 1)}
     cells["v"] = ss[1].reindex(cells.l).values / n1 + ss[0].reindex(cells.l).values / n0
     checked = 0
     for lender, own in cells.groupby("l"):
         total = 0.0
+        w = 0.0
         for c, row in own.iterrows():
-            peers = cells[(cells.s == row.s.iloc[0]) & (cells.index != c)]
+            peers = cells[(cells.s == row.s) & (cells.index != c)]
             if peers.empty:
                 continue
             var_b = (peers.w ** 2 * peers.v).sum() / peers.w.sum() ** 2
-            total += row.w.iloc[0] ** 2 * (row.v.iloc[0] + var_b)
-        w = sum(row.w.iloc[0] for c, row in own.iterrows()
-                if not cells[(cells.s == row.s.iloc[0]) & (cells.index != c)].empty)
+            total += row.w ** 2 * (row.v + var_b)
+            w += row.w
         assert got.loc[st["lender_levels"][lender]].se == pytest.approx(np.sqrt(total) / w, rel=1e-9)
         checked += 1
     assert checked >= 6
