@@ -5,6 +5,7 @@ no excess) per comparison and outcome, and a table of the lenders flagged or nea
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from aequum.flows.reporting.html import Section, esc, flag, markup, plot, table
 from aequum.flows.reporting.labels import Labels
@@ -38,6 +39,9 @@ def funnel_plot(rows: list[dict], title: str) -> str:
             if r["flagged"]:
                 ax.annotate(r["lei"][-8:], (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
         ax.set_xscale("log")
+        # plain numbers (the report's text is never parsed as math: no 10^{2} markup)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_xlabel("applications compared (log scale)" if scale == 100 else "originations compared (log scale)")
     ax.set_ylabel("excess over peers" + (" (points)" if scale == 100 else ""))
