@@ -21,6 +21,7 @@ ENGINES: dict[str, tuple[str, str]] = {
     "regression": ("aequum.engines.regression.engine:RegressionEngine", "aequum.engines.regression.params:RegressionParams"),
     "geography": ("aequum.engines.geography.engine:GeographyEngine", "aequum.engines.geography.params:GeographyParams"),
     "pricing": ("aequum.engines.pricing.engine:PricingEngine", "aequum.engines.pricing.params:PricingParams"),
+    "lenders": ("aequum.engines.lenders.engine:LendersEngine", "aequum.engines.lenders.params:LendersParams"),
 }
 
 

@@ -46,6 +46,7 @@ BENCHMARKS = {
     "audit": "aequum.flows.bench.audit",
     "validity": "aequum.flows.bench.validity",
     "fairlending": "aequum.flows.bench.fairlending",
+    "lenders": "aequum.flows.bench.lenders",
 }
 
 
@@ -389,7 +390,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("name", choices=sorted(BENCHMARKS), help="the benchmark")
     b.add_argument("--quick", action="store_true", help="smaller sizes")
     b.add_argument("--rows", type=int, nargs="+", default=None,
-                   help="the sizes to run (audit, fairlending; raguel and validity: the first)")
+                   help="the sizes to run (audit, fairlending; raguel, validity and lenders: the first)")
     b.add_argument("--seeds", type=int, nargs="+", default=None, help="validity: the generator seeds (default 1)")
     b.add_argument("--effects", type=float, nargs="+", default=None,
                    help="validity: the worlds' penalties times each of these (default 1)")

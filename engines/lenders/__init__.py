@@ -1,0 +1,1 @@
+"""Per-lender and per-market controlled disparities against peers (engine ``lenders``)."""
