@@ -18,10 +18,11 @@ a tract in proportion to its population times ``1.2 - 0.5 share``.
 LEI format and Zipf sizes (size ∝ 1/(rank+1): a few large lenders, a long tail). The
 :data:`NATIONAL` largest operate in every market, the others in 1-4 markets drawn with the
 markets' weights; a lender's volume in a market is its size spread over its markets by their
-weights, times a log-normal local factor (sd 0.4). Each lender has a tilt toward minority tracts (N(0, 0.3); :data:`SPECIALISTS` lenders
-+1.8: they serve minority tracts and borrowers), a risk standard (a shift of the denial score,
-N(0, 0.2)) and a price level (N(0, 0.12) points), all fair: they depend on no applicant's group.
-An application's lender is drawn among its market's lenders with probability ∝ volume ×
+weights, times a log-normal local factor (sd 0.4). :data:`SPECIALISTS` small lenders (size
+ranks 20 and below) tilt toward minority tracts (:data:`SPECIALIST_TILT`; every other lender has
+no tilt: no lender avoids a tract in a fair world): they serve minority tracts and so minority
+borrowers. Each lender has a risk standard (a shift of the denial score, N(0, 0.2)) and a price
+level (N(0, 0.12) points), both fair: they depend on no applicant's group. An application's lender is drawn among its market's lenders with probability ∝ volume ×
 exp(tilt × 4 (share/100 − 0.5)) (× ``1 − avoidance`` for a redlining lender in a tract over 50 %
 minority) by the Gumbel-max trick, so a world that changes the weights moves only the
 applications it must.
@@ -59,6 +60,7 @@ N_LENDERS = 60
 N_MARKETS = 12
 NATIONAL = 8
 SPECIALISTS = 5
+SPECIALIST_TILT = 1.0
 TRACTS = 250
 SEGREGATION = 1.6
 STRUCTURE_SEED = 2024
@@ -138,14 +140,13 @@ def lenders(single: bool = False, n_lenders: int = N_LENDERS, n_markets: int = N
     present = np.argsort(np.argsort(-keys, axis=1), axis=1) < count[:, None]
     spread = present * weights[None, :]  # a lender's size spread over its markets by their weights
     volume = (size / spread.sum(1))[:, None] * spread * rng.lognormal(0.0, 0.4, (n_lenders, m))
-    tilt = rng.normal(0.0, 0.3, n_lenders)
+    tilt = np.zeros(n_lenders)
     standard = rng.normal(0.0, 0.2, n_lenders)
     price_level = rng.normal(0.0, 0.12, n_lenders)
     named = sorted(i for ranks in ROLES.values() for i in ranks)
-    candidates = np.setdiff1d(np.arange(8, n_lenders), named)
+    candidates = np.setdiff1d(np.arange(20, n_lenders), named)
     specialists = tuple(int(i) for i in np.sort(rng.choice(candidates, SPECIALISTS, replace=False)))
-    tilt[named] = 0.0
-    tilt[list(specialists)] += 1.8
+    tilt[list(specialists)] = SPECIALIST_TILT
     # every redlining lender operates in the metros with the most majority-minority tracts
     for i in ROLES["redlining"]:
         volume[i, :3] = np.maximum(volume[i, :3], size[i] * weights[:3] / weights.sum())
