@@ -165,8 +165,8 @@ def per_lender(d: pl.DataFrame, i: int, fit, price: bool = True):
     """``fit`` on lender ``i``'s records: the Black-or-Hispanic indicator first, then the inputs
     of the decision (and of the price: the loan type and the market's price level as dummies)."""
     one = d.filter(pl.col("lei") == lar_structure.lei(i))
-    x = np.column_stack([one["group"].to_numpy(), np.ones(one.height), one["s"].to_numpy(), one["log_income"].to_numpy(),
-                         one["debt_to_income"].to_numpy(), one["cltv"].to_numpy()]
+    x = np.column_stack([one["group"].to_numpy(), np.ones(one.height), one["s"].to_numpy(),
+                         one["log_income"].to_numpy(), one["debt_to_income"].to_numpy(), one["cltv"].to_numpy()]
                         + ([dummies(one, "loan_type"), dummies(one, "derived_msa_md")] if price else []))
     return fit(one, x)
 
@@ -330,3 +330,15 @@ def test_the_specs_parse_and_read_the_generator():
         (batch,) = list(catalogue.batches(generator, 3_000, spec.source.seed, 3_000, spec.source.world))
         res = validate_batch(batch, spec, 0)
         assert res.bad.num_rows < 0.05 * 3_000 and res.good.num_rows > 0.8 * 3_000, name  # LAR quirks; out of scope
+
+
+def test_the_catalogue_serves_one_truth_for_the_lar_and_the_records():
+    truths = [pa.Table.from_batches([t for _, t in catalogue.stream(name, 12_000, 4, 5_000, "named_score_penalty")])
+              for name in ("hmda_market", "hmda_market_lender")]
+    assert truths[0].equals(truths[1]) and truths[0].equals(catalogue.truth("hmda_market", 12_000, 4,
+                                                                            "named_score_penalty"))
+    assert catalogue.module_file("hmda_single_lender").endswith("lar_market.py")
+    with pytest.raises(ValueError, match="no size to scale"):
+        catalogue.check_world("hmda_market", "dti_cap", 2.0)
+    half = catalogue.mechanism("hmda_market", "named_pricing_penalty", 0.5)
+    assert {r["pricing_add_on"] for r in half["lenders"] if r["planted"]} == {0.15}

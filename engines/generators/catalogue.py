@@ -50,10 +50,10 @@ def stream(name: str, rows: int | None = None, seed: int = 0, batch_rows: int = 
         for b in iter_cec_batches(rows or DEFAULT_ROWS, seed, batch_rows):
             yield b, None
     elif name in MARKETS:
-        from aequum.engines.generators.lar_market import DEFAULT_ROWS as MARKET_ROWS, iter_lar_batches, iter_record_batches
+        from aequum.engines.generators import lar_market
 
-        lar = iter_record_batches if name.endswith("_lender") else iter_lar_batches
-        yield from lar(rows or MARKET_ROWS, seed, batch_rows, world=world, effect=effect,
+        lar = lar_market.iter_record_batches if name.endswith("_lender") else lar_market.iter_lar_batches
+        yield from lar(rows or lar_market.DEFAULT_ROWS, seed, batch_rows, world=world, effect=effect,
                        single=name.startswith("hmda_single"))
     elif name == "hmda":
         from aequum.engines.generators.hmda import DEFAULT_ROWS, iter_hmda_batches

@@ -181,8 +181,9 @@ def _block(n: int, seed: int, block: int, first: int, w: dict, single: bool, n_l
                 "rate_spread": np.where(priced, prices["rate_spread"], np.nan),
                 "interest_rate": np.where(priced, prices["interest_rate"], np.nan),
                 "tract_minority_share": share}, truth
-    return _lar(rng[5], n, x, tract, tr, race_i, eth_i, sex_i, race, eth, sex, action_i, action, leis, msa, mfi,
-                prop, loan, prices), truth
+    dti_read = x["dti"] + (w["size"] * penalised if w["kind"] == "input" else 0.0)  # as the underwriter read it
+    return _lar(rng[5], n, x, dti_read, tract, tr, race_i, eth_i, sex_i, race, eth, sex, action_i, action, leis, msa,
+                mfi, prop, loan, prices), truth
 
 
 def _prices(rng, x, loan, level, add_on) -> dict[str, np.ndarray]:
@@ -219,19 +220,20 @@ def _truth(n, first, w, x, g, u, mfi, lender, terms, universe, u_risk, approved,
         truth[f"harmed_total_{c}"] = in_scope & ~approved & total
         truth[f"harmed_direct_{c}"] = in_scope & ~approved & direct
     originated = action_i == 0
-    truth["overcharged"], truth["rate_spread_overcharge"] = originated & (add_on > 0), np.where(originated, add_on, np.nan)
+    truth["overcharged"] = originated & (add_on > 0)
+    truth["rate_spread_overcharge"] = np.where(originated, add_on, np.nan)
     truth["capped"] = in_scope & capped & (_risk(x, universe["standard"][lender], u_risk) <= CUTOFF)
     truth["diverted"] = lender != fair_lender
     truth["lei_without_mechanism"] = pc.take(pa.array(universe["lei"]), pa.array(fair_lender))
     return truth
 
 
-def _lar(rng, n, x, tract, tr, race_i, eth_i, sex_i, race, eth, sex, action_i, action, leis, msa, mfi, prop, loan,
-         prices) -> dict[str, pa.Array]:
+def _lar(rng, n, x, dti_read, tract, tr, race_i, eth_i, sex_i, race, eth, sex, action_i, action, leis, msa, mfi,
+         prop, loan, prices) -> dict[str, pa.Array]:
     """The LAR's 99 columns as text, with its quirks (``engines.generators.hmda``'s formatting)."""
     dti = x["dti"]
-    dti_i = np.select([dti < 20, dti < 30, dti < 36, dti < 50, dti <= 60], [0, 1, 2, np.floor(dti).astype(int) - 33, 17],
-                      18)
+    dti_i = np.select([dti < 20, dti < 30, dti < 36, dti < 50, dti <= 60],
+                      [0, 1, 2, np.floor(dti).astype(int) - 33, 17], 18)
     dti_i[rng.random(n) < 0.006] = 19   # "NA"
     dti_i[rng.random(n) < 0.003] = 20   # "Exempt"
     exempt_prop = rng.random(n) < 0.004
@@ -252,7 +254,7 @@ def _lar(rng, n, x, tract, tr, race_i, eth_i, sex_i, race, eth, sex, action_i, a
     def tract_text(column, decimals=None):
         return _text(tr[column][tract], decimals)
 
-    reason = np.where(dti > 43, "1", np.where(x["ltv"] > 95, "4", "3"))
+    reason = np.where(dti_read > 43, "1", np.where(x["ltv"] > 95, "4", "3"))  # DTI, collateral, credit history
     race_code = codes(race_i, ["1", "2", "3", "4", "5", "3", "5", "", "6"])
     eth_code = codes(eth_i, ["1", "2", "1", "3", ""])
     age_above = _where(age_i >= 5, pa.scalar("Yes"), pa.scalar("No"))

@@ -22,10 +22,10 @@ weights, times a log-normal local factor (sd 0.4). :data:`SPECIALISTS` small len
 ranks 20 and below) tilt toward minority tracts (:data:`SPECIALIST_TILT`; every other lender has
 no tilt: no lender avoids a tract in a fair world): they serve minority tracts and so minority
 borrowers. Each lender has a risk standard (a shift of the denial score, N(0, 0.2)) and a price
-level (N(0, 0.12) points), both fair: they depend on no applicant's group. An application's lender is drawn among its market's lenders with probability ∝ volume ×
-exp(tilt × 4 (share/100 − 0.5)) (× ``1 − avoidance`` for a redlining lender in a tract over 50 %
-minority) by the Gumbel-max trick, so a world that changes the weights moves only the
-applications it must.
+level (N(0, 0.12) points), both fair: they depend on no applicant's group. An application's
+lender is drawn among its market's lenders with probability ∝ volume × exp(tilt × 4 (share/100 −
+0.5)) (× ``1 − avoidance`` for a redlining lender in a tract over 50 % minority) by the
+Gumbel-max trick, so a world that changes the weights moves only the applications it must.
 
 **Named lenders** (the worlds' planted lenders, by size rank, disjoint, none a specialist):
 :data:`ROLES`. The single-lender market (``single=True``) is one lender (:data:`SINGLE_LEI`) in

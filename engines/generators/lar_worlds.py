@@ -135,7 +135,8 @@ def mechanism(world: str = DEFAULT_WORLD, effect: float = 1.0, single: bool = Fa
         "id": "0-based row number (the LAR has no record id)",
         "lei": "the lender of the application",
         "penalised": f"the world's discriminatory term (denial penalty or price add-on) applies: {who} at {where}"
-                     if w["kind"] in ("score", "input", "pricing") else "the world has no discriminatory term: all false",
+                     if w["kind"] in ("score", "input", "pricing")
+                     else "the world has no discriminatory term: all false",
         "decision": "1 approved, 0 denied, null out of scope (withdrawn, incomplete, purchased)",
         "decision_without_mechanism": "the same applicant's decision without the denial penalty (a DTI cap, which "
                                       "is no discriminatory term, still applies)",
@@ -155,13 +156,15 @@ def mechanism(world: str = DEFAULT_WORLD, effect: float = 1.0, single: bool = Fa
         "lei_without_mechanism": "the lender that would have taken the application had no lender avoided any tract",
     }
     size = {"score": {"denial_penalty": w["size"]},
-            "input": {"variable": "debt_to_income", "penalty_points": w["size"], "denial_penalty": w["size"] * DTI_WEIGHT},
+            "input": {"variable": "debt_to_income", "penalty_points": w["size"],
+                      "denial_penalty": w["size"] * DTI_WEIGHT},
             "pricing": {"variables": ["rate_spread", "interest_rate"], "add_on_points": w["size"]},
             "lender": {"threshold": lar_structure.THRESHOLD, "avoidance": w["size"]},
             "cap": {"variable": "debt_to_income", "dti_cap": w["size"], "capped_bins": ["50%-60%", ">60%"]},
             "none": {}}[w["kind"]]
     return {"world": world, "effect": w["effect"], "kind": w["kind"], "description": w["description"], **size,
-            "lenders_with_term": w["lenders"], "penalised": GROUPS if w["kind"] in ("score", "input", "pricing") else {},
+            "lenders_with_term": w["lenders"],
+            "penalised": GROUPS if w["kind"] in ("score", "input", "pricing") else {},
             "match": "any",
             "market": ("one lender (one LEI) in markets " + ", ".join(lar_structure.SINGLE_MARKETS)) if single else
                       f"{n_lenders} lenders in {n_markets} metropolitan markets and 99999 (outside any MSA)",
