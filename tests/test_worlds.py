@@ -293,8 +293,13 @@ def test_catalogue_and_command_line_know_the_worlds():
     from aequum.engines.core.spec import Source
     from aequum.flows.commands.cli import DEFAULT_WORLD as CLI_DEFAULT, WORLDS as CLI_WORLDS
 
+    from aequum.engines.generators import lar_worlds
+    from aequum.flows.commands.cli import MARKET_WORLDS
+
     literal = typing.get_args(Source.model_fields["world"].annotation)
-    assert list(literal) == list(WORLDS) == list(CLI_WORLDS)
+    assert list(WORLDS) == list(CLI_WORLDS)
+    # the lending-market generators' worlds: hmda's names where they mean the same term, and three more
+    assert list(literal) == [*WORLDS, *MARKET_WORLDS] == [*WORLDS, *(w for w in lar_worlds.WORLDS if w not in WORLDS)]
     assert Source.model_fields["world"].default == DEFAULT_WORLD == CLI_DEFAULT == catalogue.DEFAULT_WORLD
     for world in WORLDS:
         m = catalogue.mechanism("hmda_lender", world)
@@ -332,7 +337,7 @@ def test_the_spec_takes_a_world_and_it_is_part_of_the_dataset_identity(tmp_path)
         _hmda_spec("nowhere")
     raw = _hmda_spec().model_dump(mode="json")
     raw["source"] = {"kind": "generated", "generator": "loan", "world": "null", "id_column": "id"}
-    with pytest.raises(SpecError, match="hmda and hmda_lender generators only"):
+    with pytest.raises(SpecError, match="is for the hmda, hmda_lender, .* generators only"):
         parse_spec(raw)
     raw["source"]["world"] = DEFAULT_WORLD  # the default is no choice: accepted anywhere
     assert parse_spec(raw).source.world == DEFAULT_WORLD
@@ -417,7 +422,7 @@ def test_the_worlds_are_named_alike_where_they_are_listed():
     from aequum.flows.commands import cli
 
     assert list(cli.WORLDS) == list(hmda.WORLDS)
-    assert list(typing.get_args(Source.model_fields["world"].annotation)) == list(hmda.WORLDS)
+    assert list(typing.get_args(Source.model_fields["world"].annotation)) == [*hmda.WORLDS, *cli.MARKET_WORLDS]
     assert cli.DEFAULT_WORLD == hmda.DEFAULT_WORLD == Source.model_fields["world"].default
 
 
@@ -464,7 +469,7 @@ def test_effect_is_checked_and_belongs_to_the_hmda_generators():
     assert source_stamp(half.source, REPO) != source_stamp(listed.source, REPO)
     raw["source"]["effect"] = 0.5
     raw["source"].update({"generator": "loan", "world": "dti_penalty"})
-    with pytest.raises(SpecError, match="source.effect=0.5 is for the hmda and hmda_lender generators only"):
+    with pytest.raises(SpecError, match="source.effect=0.5 is for the hmda, hmda_lender, hmda_market, .* generators only"):
         parse_spec(raw)
 
 

@@ -69,20 +69,24 @@ class Source(_Model):
     delimiter: str | None = Field(None, description="CSV delimiter; detected from the header when omitted.")
     header_names: list[str] | None = Field(
         None, description="CSV without a header row: the column names, in file order.")
-    generator: Literal["loan", "cec_synthetic", "hmda", "hmda_lender"] | None = Field(
-        None, description="Built-in generator (generated).")
+    generator: Literal["loan", "cec_synthetic", "hmda", "hmda_lender", "hmda_market", "hmda_market_lender",
+                       "hmda_single", "hmda_single_lender"] | None = Field(
+        None, description="Built-in generator (generated); hmda_market / hmda_single: the LAR of 60 lenders in 12 "
+        "markets / of one lender, whose decisions and prices a credit score the LAR lacks drives; their _lender "
+        "twins: the same applications as internal records, with the score (engines.generators.lar_market).")
     rows: int | None = Field(None, gt=0, description="Rows to generate (generated).")
     seed: int = Field(0, description="Generator seed (generated).")
     world: Literal["null", "dti_penalty", "score_penalty", "intersection", "redlining", "input_penalty",
-                   "lender_redlining",
-                   "pricing_penalty"] = Field(
+                   "lender_redlining", "pricing_penalty",
+                   "named_score_penalty", "named_pricing_penalty", "dti_cap"] = Field(
         "dti_penalty", description="The planted mechanism, for the hmda and hmda_lender generators only "
         "(engines.generators.hmda.WORLDS): null (none), dti_penalty (default: DTI read 5 points higher for "
         "Black and for Hispanic applicants), score_penalty (0.45 on their risk, through no input), "
         "intersection (0.45 on Black women's risk only), redlining (0.45 on applications from tracts more "
         "than 50% minority), input_penalty (LTV read 8 points higher for Asian applicants), lender_redlining "
         "(no decision changes; five named lenders take 75% fewer applications from such tracts), pricing_penalty (the null world's decisions, 0.25 points added to the rate spread of "
-        "Black and of Hispanic borrowers' loans). Part of the "
+        "Black and of Hispanic borrowers' loans); the hmda_market generators also named_score_penalty, "
+        "named_pricing_penalty (at named lenders only) and dti_cap (engines.generators.lar_worlds). Part of the "
         "generated dataset's identity and of the truth it is scored against.")
     effect: float = Field(
         1.0, ge=0, allow_inf_nan=False, description="The world's penalty times this (hmda and hmda_lender "
@@ -100,10 +104,11 @@ class Source(_Model):
                 "generated": "generator"}
         if self.kind in need and getattr(self, need[self.kind]) is None:
             raise ValueError(f"source.kind={self.kind!r} needs source.{need[self.kind]}")
-        if self.world != "dti_penalty" and (self.kind != "generated" or self.generator not in ("hmda", "hmda_lender")):
-            raise ValueError(f"source.world={self.world!r} is for the hmda and hmda_lender generators only")
-        if self.effect != 1.0 and (self.kind != "generated" or self.generator not in ("hmda", "hmda_lender")):
-            raise ValueError(f"source.effect={self.effect!r} is for the hmda and hmda_lender generators only")
+        worlds = ("hmda", "hmda_lender", "hmda_market", "hmda_market_lender", "hmda_single", "hmda_single_lender")
+        if self.world != "dti_penalty" and (self.kind != "generated" or self.generator not in worlds):
+            raise ValueError(f"source.world={self.world!r} is for the {', '.join(worlds)} generators only")
+        if self.effect != 1.0 and (self.kind != "generated" or self.generator not in worlds):
+            raise ValueError(f"source.effect={self.effect!r} is for the {', '.join(worlds)} generators only")
         if self.kind == "postgres" and self.uri is None:
             raise ValueError("source.kind='postgres' needs source.uri")
         if self.kind in ("duckdb", "postgres") and (self.table is None) == (self.query is None):

@@ -1,8 +1,11 @@
 """The built-in generators by name, as streams of Arrow record batches.
 
 ``stream`` yields (data batch, ground-truth batch or None); ``batches`` only the data.
-``world`` (hmda and hmda_lender only) names the planted mechanism (``hmda.WORLDS``) and
-``effect`` scales its size (1: as listed); the other generators take only the defaults.
+``world`` names the planted mechanism and ``effect`` scales its size (1: as listed): for hmda
+and hmda_lender ``hmda.WORLDS``; for the lending markets ``lar_worlds.WORLDS`` — hmda_market (the
+public LAR of 60 lenders in 12 metros and 99999), hmda_single (one lender's LAR) and their
+``_lender`` twins (the same applications as the lenders' internal records, with the credit
+score: ``engines.generators.lar_market``). The other generators take only the defaults.
 """
 from __future__ import annotations
 
@@ -10,14 +13,19 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-NAMES = ("loan", "cec_synthetic", "hmda", "hmda_lender")
-WORLD_GENERATORS = ("hmda", "hmda_lender")  # the generators with a planted mechanism to choose
-DEFAULT_WORLD = "dti_penalty"  # hmda.DEFAULT_WORLD
+MARKETS = ("hmda_market", "hmda_market_lender", "hmda_single", "hmda_single_lender")  # lar_market
+NAMES = ("loan", "cec_synthetic", "hmda", "hmda_lender", *MARKETS)
+WORLD_GENERATORS = ("hmda", "hmda_lender", *MARKETS)  # the generators with a planted mechanism to choose
+DEFAULT_WORLD = "dti_penalty"  # hmda.DEFAULT_WORLD, lar_worlds.DEFAULT_WORLD
 
 
 def check_world(name: str, world: str, effect: float = 1.0) -> None:
     """A ValueError unless ``world`` is one of the generator's worlds and ``effect`` a size."""
-    if name in WORLD_GENERATORS:
+    if name in MARKETS:
+        from aequum.engines.generators.lar_worlds import check_world as known_market
+
+        known_market(world, effect, single=name.startswith("hmda_single"))
+    elif name in WORLD_GENERATORS:
         from aequum.engines.generators.hmda import check_world as known
 
         known(world, effect)
@@ -41,6 +49,12 @@ def stream(name: str, rows: int | None = None, seed: int = 0, batch_rows: int = 
 
         for b in iter_cec_batches(rows or DEFAULT_ROWS, seed, batch_rows):
             yield b, None
+    elif name in MARKETS:
+        from aequum.engines.generators import lar_market
+
+        lar = lar_market.iter_record_batches if name.endswith("_lender") else lar_market.iter_lar_batches
+        yield from lar(rows or lar_market.DEFAULT_ROWS, seed, batch_rows, world=world, effect=effect,
+                       single=name.startswith("hmda_single"))
     elif name == "hmda":
         from aequum.engines.generators.hmda import DEFAULT_ROWS, iter_hmda_batches
 
@@ -63,12 +77,17 @@ def module_file(name: str) -> str:
         raise ValueError(f"unknown generator {name!r}; known: {list(NAMES)}")
     from importlib import import_module
 
-    return import_module(f"aequum.engines.generators.{name.removesuffix('_lender')}").__file__
+    return import_module("aequum.engines.generators." + ("lar_market" if name in MARKETS
+                                                          else name.removesuffix("_lender"))).__file__
 
 
 def mechanism(name: str, world: str = DEFAULT_WORLD, effect: float = 1.0) -> dict | None:
     """The planted discrimination mechanism of a generator (in ``world``), where it has one."""
     check_world(name, world, effect)
+    if name in MARKETS:
+        from aequum.engines.generators.lar_worlds import mechanism as market_mechanism
+
+        return market_mechanism(world, effect, single=name.startswith("hmda_single"))
     if name in WORLD_GENERATORS:
         from aequum.engines.generators.hmda import mechanism as hmda_mechanism
 
@@ -80,6 +99,10 @@ def truth(name: str, rows: int | None = None, seed: int = 0, world: str = DEFAUL
           effect: float = 1.0) -> pa.Table | None:
     """A generator's ground truth of harm (the table written beside its files), where it has one."""
     check_world(name, world, effect)
+    if name in MARKETS:  # the LAR and the records: the same applications, so the same truth
+        from aequum.engines.generators.lar_market import DEFAULT_ROWS as MARKET_ROWS, market_truth
+
+        return market_truth(rows or MARKET_ROWS, seed, world, effect, single=name.startswith("hmda_single"))
     if name in WORLD_GENERATORS:  # the same applications, so the same truth
         from aequum.engines.generators.hmda import DEFAULT_ROWS, hmda_truth
 

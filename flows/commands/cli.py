@@ -30,6 +30,14 @@ WORLDS = {
     "lender_redlining": "five named lenders take 75% fewer applications from tracts more than half minority",
     "pricing_penalty": "0.25 points on the rate spread of Black and of Hispanic borrowers' loans",
 }
+# the worlds only the lending-market generators (hmda_market, hmda_single: engines.generators.lar_worlds) add
+MARKET_WORLDS = {
+    "named_score_penalty": "0.45 on the denial score of Black and of Hispanic applicants at three named lenders",
+    "named_pricing_penalty": "0.30 points on Black and Hispanic borrowers' rate spread at three named lenders",
+    "dti_cap": "a named lender denies every application with a DTI of 50% or more (fair otherwise)",
+}
+GENERATORS = ["loan", "cec_synthetic", "hmda", "hmda_lender", "hmda_market", "hmda_market_lender", "hmda_single",
+              "hmda_single_lender"]  # engines.generators.catalogue.NAMES
 DEFAULT_WORLD = "dti_penalty"
 LAKE_HELP = "the Parquet lake the staged records are written to and read from (default %(default)s)"
 CHECK_SOURCE = ("read and fingerprint the source even when its files have the sizes and modification "
@@ -72,12 +80,19 @@ def _print_table(table, max_rows: int = 50) -> None:
 
 
 def cmd_generate(args) -> int:
-    if (args.world != DEFAULT_WORLD or args.effect != 1.0) and args.name not in ("hmda", "hmda_lender"):
-        print(f"aequum: error: --world and --effect are for the hmda and hmda_lender generators, not {args.name}",
-              file=sys.stderr)
+    from aequum.engines.generators import catalogue
+
+    if (args.world != DEFAULT_WORLD or args.effect != 1.0) and args.name not in catalogue.WORLD_GENERATORS:
+        print(f"aequum: error: --world and --effect are for the {', '.join(catalogue.WORLD_GENERATORS)} generators, "
+              f"not {args.name}", file=sys.stderr)
         return 2
     if not (args.effect >= 0 and args.effect != float("inf")):
         print(f"aequum: error: --effect must be a non-negative number, got {args.effect}", file=sys.stderr)
+        return 2
+    try:
+        catalogue.check_world(args.name, args.world, args.effect)
+    except ValueError as exc:  # a world the generator lacks
+        print(f"aequum: error: {exc}", file=sys.stderr)
         return 2
     from aequum.flows.commands.generate import generate_to_file
 
@@ -281,18 +296,19 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("--wait", type=float, default=30.0,
                         help="seconds to wait for a warehouse another process is writing (default %(default)s)")
 
-    g = sub.add_parser("generate", help="write a built-in dataset (loan, cec_synthetic, hmda, hmda_lender)")
-    g.add_argument("name", choices=["loan", "cec_synthetic", "hmda", "hmda_lender"], help="the generator")
+    g = sub.add_parser("generate", help=f"write a built-in dataset ({', '.join(GENERATORS)})")
+    g.add_argument("name", choices=GENERATORS, help="the generator")
     g.add_argument("--rows", type=int, default=None, help="rows (default: the generator's)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default %(default)s)")
     g.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="file format (default %(default)s)")
     g.add_argument("--out", default=None,
                    help="output file (default data/generated/NAME.FORMAT, NAME_WORLD.FORMAT for another world)")
-    g.add_argument("--world", choices=list(WORLDS), default=DEFAULT_WORLD, metavar="WORLD",
-                   help="hmda and hmda_lender: the planted mechanism (default %(default)s): "
-                        + "; ".join(f"{w}: {d}" for w, d in WORLDS.items()))
+    g.add_argument("--world", choices=[*WORLDS, *MARKET_WORLDS], default=DEFAULT_WORLD, metavar="WORLD",
+                   help="hmda, hmda_market, hmda_single (and their _lender twins): the planted mechanism (default "
+                        "%(default)s): " + "; ".join(f"{w}: {d}" for w, d in WORLDS.items())
+                        + "; hmda_market only: " + "; ".join(f"{w}: {d}" for w, d in MARKET_WORLDS.items()))
     g.add_argument("--effect", type=float, default=1.0,
-                   help="hmda and hmda_lender: the world's penalty times this (default 1; 0.5 for half)")
+                   help="the world's penalty times this (default 1; 0.5 for half)")
     g.set_defaults(func=cmd_generate)
 
     i = sub.add_parser("ingest", help="validate and stage a spec's source into the warehouse and lake")

@@ -2,7 +2,7 @@
 
 The HMDA generator's ground truth (which records the planted mechanism harmed) is written
 beside the data as ``<name>_truth.parquet``, with the mechanism's description as JSON
-(``<name>_mechanism.json``). A world other than the default (``--world``, hmda and hmda_lender)
+(``<name>_mechanism.json``). A world other than the default (``--world``, the generators with worlds)
 is in the default file name: ``data/generated/hmda_null.parquet``.
 """
 from __future__ import annotations
