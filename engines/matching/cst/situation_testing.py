@@ -407,6 +407,8 @@ def summary(claims_table: pa.Table, population: dict[str, int] | None = None, ef
     import polars as pl
 
     df = pl.from_arrow(claims_table)
+    if "fdr_significant" not in df.columns:  # claims not yet adjusted across complainants (flag_claims)
+        df = df.with_columns(pl.lit(None, pl.Boolean).alias("fdr_significant"))
     tested = pl.col("method").first() != "CF"
     out = (df.group_by(["protected_attribute", "method", "k"], maintain_order=True)
            .agg(pl.len().alias("complainants"),
