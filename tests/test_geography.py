@@ -131,8 +131,8 @@ def brute_force_screen(cols, measure, threshold, below=False, approvals=False, l
         pn, px = counts(peers)
         out[(lender, market)] = {"n": n, "count": x, "peers": len(peers), "peer_n": pn, "peer_count": px, "p": None}
     tested = [key for key, e in out.items() if e["n"] >= minimum]
-    z, _ = brute_force(np.array([out[k]["count"] for k in tested], float), np.array([out[k]["n"] for k in tested], float),
-                       np.array([k[1] for k in tested]))
+    counts = np.array([[out[k]["count"], out[k]["n"]] for k in tested], float).reshape(-1, 2)
+    z, _ = brute_force(counts[:, 0], counts[:, 1], np.array([k[1] for k in tested]))
     for key, zz in zip(tested, z):
         out[key]["p"] = None if np.isnan(zz) else float(2 * norm.sf(abs(zz)))
     return out

@@ -3,8 +3,9 @@
 Lenders' shares of applications from (say) majority-minority tracts differ far more than
 binomial noise makes: branch networks, brokers, products and marketing give every lender its own
 footprint, and some specialise in minority tracts. A two-proportion z test of a lender against
-its peers' pooled share counts only the binomial noise; on a world without redlining it named 17
-of 60 ordinary lenders whose peers happened to specialise. The test here is the outlier test of
+its peers' pooled share counts only the binomial noise; on worlds without redlining it named 17
+to 38 of 60 lenders, ordinary ones whose peers happened to specialise and specialists alike
+(tests/test_geography_null.py). The test here is the outlier test of
 a random-effects model, in which each lender's share varies about its market's level by a
 between-lender variance that the data estimate:
 

@@ -47,7 +47,7 @@ import numpy as np
 from scipy.special import expit
 
 RIDGE = 1e-6       # the penalty per record on the slopes (standardised coordinates), never the intercept
-FIT_RECORDS = 200_000  # a surface is fitted on at most this many of its group's records (evenly spaced)
+FIT_RECORDS = 200_000  # the surface is fitted on at most this many records (evenly spaced)
 ITERATIONS = 50
 TOLERANCE = 1e-8   # the largest Newton step at convergence
 
@@ -94,7 +94,7 @@ def fit_logistic(x: np.ndarray, refused: np.ndarray, ridge: float = RIDGE) -> np
 
 
 def fit_group(metric: np.ndarray, refused: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """:func:`fit_logistic` on the records ``rows`` of a group (indices in record order), at most
+    """:func:`fit_logistic` on the records ``rows`` (indices in record order), at most
     :data:`FIT_RECORDS` of them evenly spaced: five coefficients need no more, and a group of
     millions would cost seconds an iteration."""
     rows = rows[::-(-len(rows) // FIT_RECORDS)] if len(rows) > FIT_RECORDS else rows
@@ -102,14 +102,13 @@ def fit_group(metric: np.ndarray, refused: np.ndarray, rows: np.ndarray) -> np.n
 
 
 def surface(beta: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """μ̂(x): the fitted probability of refusal at each row of ``x`` (``beta``: one surface, or
-    one per row, broadcast against ``x``'s leading axes)."""
+    """μ̂(x): the fitted probability of refusal at each row of ``x`` (its last axis the
+    coordinates)."""
     return expit(beta[..., 0] + np.sum(x * beta[..., 1:], axis=-1))
 
 
 def shifts(centres: np.ndarray, neighbours: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """μ̂(x_centre) − μ̂(x_neighbour) for each neighbour j of centre i (``centres``: (m, d)
-    metric coordinates; ``neighbours``: (m, k, d)), the amount Eq. 7 moves each neighbour's
-    decision by; ``beta``: one surface, or one per centre (m, d + 1)."""
-    per_centre = beta if beta.ndim == 1 else beta[:, None, :]
-    return surface(beta, centres)[:, None] - surface(per_centre, neighbours)
+    metric coordinates; ``neighbours``: (m, k, d)), the amount each neighbour's decision is
+    moved by; ``beta``: the surface."""
+    return surface(beta, centres)[:, None] - surface(beta, neighbours)
