@@ -1,9 +1,10 @@
 """The geography engine on small staged tables: shares, peer sets, tests and disparities against a
-brute-force computation (loops over lenders and markets, statsmodels' two-proportion z test),
+brute-force computation (loops over lenders and markets, the random-effects deleted residual),
 row-order independence, and bad input (a lender with one record, a market with one lender,
 tract fields all "NA", records outside any MSA)."""
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -65,7 +66,7 @@ def run(tmp_path, cols, order=None, edit=None):
     from conftest import stage_spec
 
     write(cols, tmp_path / "x.csv", order)
-    raw = {**SPEC, "geography": dict(SPEC["geography"]), "engines": {**SPEC["engines"]}}
+    raw = copy.deepcopy(SPEC)  # an edit must not reach the next test's spec
     if edit is not None:
         edit(raw)
     spec = parse_spec(raw)
@@ -77,9 +78,35 @@ def number(text):
     return np.array([np.nan if t == "NA" else float(t) for t in text])
 
 
+def brute_force(x, n, market):
+    """The deleted-residual test by loops (benchmark module docstring)."""
+    y = np.log((x + 0.5) / (n - x + 0.5))
+    v = 1 / (x + 0.5) + 1 / (n - x + 0.5)
+    q = df = c = 0.0
+    for m in np.unique(market):
+        i = market == m
+        if i.sum() < 2:
+            continue
+        w = 1 / v[i]
+        q += np.sum(w * (y[i] - np.sum(w * y[i]) / w.sum()) ** 2)
+        df += i.sum() - 1
+        c += w.sum() - np.sum(w ** 2) / w.sum()
+    tau2 = max(0.0, (q - df) / c)
+    z = np.full(len(x), np.nan)
+    for j in range(len(x)):
+        others = (market == market[j]) & (np.arange(len(x)) != j)
+        if not others.any():
+            continue
+        w = 1 / (v[others] + tau2)
+        mu = np.sum(w * y[others]) / w.sum()
+        z[j] = (y[j] - mu) / np.sqrt(v[j] + tau2 + 1 / w.sum())
+    return z, tau2
+
+
 def brute_force_screen(cols, measure, threshold, below=False, approvals=False, low=0.5, high=2.0, minimum=20):
-    """Per (lender, market): n, count, peers, peer_n, peer_count and the z test, by loops."""
-    from statsmodels.stats.proportion import proportions_ztest
+    """Per (lender, market): n, count, peers, peer_n, peer_count by loops, and the deleted-residual
+    test (:func:`brute_force`) of the units with ``minimum`` applications."""
+    from scipy.stats import norm
 
     values = number(cols[measure])
     inside = cols["msa"] != "99999"
@@ -102,10 +129,12 @@ def brute_force_screen(cols, measure, threshold, below=False, approvals=False, l
 
         n, x = counts([lender])
         pn, px = counts(peers)
-        p = None
-        if n >= minimum and pn >= minimum and 0 < x + px < n + pn:
-            p = float(proportions_ztest([x, px], [n, pn])[1])
-        out[(lender, market)] = {"n": n, "count": x, "peers": len(peers), "peer_n": pn, "peer_count": px, "p": p}
+        out[(lender, market)] = {"n": n, "count": x, "peers": len(peers), "peer_n": pn, "peer_count": px, "p": None}
+    tested = [key for key, e in out.items() if e["n"] >= minimum]
+    counts = np.array([[out[k]["count"], out[k]["n"]] for k in tested], float).reshape(-1, 2)
+    z, _ = brute_force(counts[:, 0], counts[:, 1], np.array([k[1] for k in tested]))
+    for key, zz in zip(tested, z):
+        out[key]["p"] = None if np.isnan(zz) else float(2 * norm.sf(abs(zz)))
     return out
 
 
@@ -238,7 +267,7 @@ def test_bad_input_gives_notes_not_crashes(tmp_path):
     one = rows[("ONE", "10", "minority share > 50%", "applications")]
     assert one["applications"] == 1 and one["p_value"] is None and "not tested" in one["note"]
     solo = rows[("SOLO", "77", "minority share > 50%", "applications")]
-    assert solo["peers"] == 0 and solo["note"] == "the only lender in the market: no peers, not tested"
+    assert solo["peers"] == 0 and solo["note"] == "the only lender in the market: no benchmark, not tested"
     disparities = {r["lender"]: r for r in out["geography_disparities"].to_pylist() if r["attribute"] == "race"}
     assert disparities["SOLO"]["p_value"] is None and "no peers" in disparities["SOLO"]["note"]
     assert disparities["ONE"]["p_value"] is None and disparities["ONE"]["note"]

@@ -20,9 +20,10 @@ class GeographyParams(BaseModel):
         (0.5, 2.0), description="A lender's peers in a market: the market's other lenders whose "
         "applications there number between these multiples of its own (50 % to 200 %).")
     min_applications: int = Field(
-        30, ge=1, description="The redlining screen tests a lender in a market when it and its pooled "
-        "peers each have at least this many applications with the tract field reported; fewer: a row "
-        "with a note, not tested.")
+        30, ge=1, description="The redlining screen tests a lender in a market when it has at least this "
+        "many applications with the tract field reported, against the market's other lenders that have "
+        "as many (and the between-lender spread estimated from them); fewer, or no such other lender: a "
+        "row with a note, not tested.")
     min_cell: int = Field(
         5, ge=1, description="Denial disparities: a market counts for a lender when each of its four "
         "cells (protected / reference × denied / approved) and each of its pooled peers' holds at "

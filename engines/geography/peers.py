@@ -1,4 +1,4 @@
-"""Lender-market units, their volume-matched peers, and the two tests against the peers.
+"""Lender-market units, their volume-matched peers, and the disparities' test against the peers.
 
 A *unit* is one lender in one market (the applications of lender l in MSA m). Its peers
 (FAIR_LENDING.md, "Geography and peers") are the other lenders of the same market whose
@@ -7,13 +7,8 @@ the units sorted by (market, volume), each unit's peers are one contiguous run o
 (itself included), found by binary search; any per-unit count is then summed over the peers
 from a prefix sum, minus the unit's own: O(U log U) for U units, no loop over lenders.
 
-Tests:
+The per-lender disparities' test:
 
-* two-proportion z test with the pooled proportion (e.g. Agresti, *Categorical Data Analysis*,
-  3rd ed., § 3.1.2 / the score test of a 2 × 2 table): p₁ = x₁/n₁ (the lender), p₂ = x₂/n₂ (its
-  peers pooled), p̄ = (x₁+x₂)/(n₁+n₂), z = (p₁ − p₂) / sqrt(p̄(1−p̄)(1/n₁ + 1/n₂)), two-sided
-  p = 2Φ(−|z|). The lender's applications are not among its peers', so the two samples are
-  disjoint.
 * difference of two log odds ratios (Woolf 1955): log OR = log(a d / (b c)) with variance
   1/a + 1/b + 1/c + 1/d; the lender's and its peers' are independent (disjoint records), so
   their difference has the sum of the variances; across a lender's markets the differences are
@@ -63,18 +58,6 @@ def normal_p(z: np.ndarray) -> np.ndarray:
     """Two-sided p of standard-normal statistics (NaN stays NaN)."""
     ndtr = load("scipy.special").ndtr
     return 2.0 * ndtr(-np.abs(z))
-
-
-def two_proportion(x1: np.ndarray, n1: np.ndarray, x2: np.ndarray, n2: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """(z, two-sided p) of the pooled two-proportion test (module docstring); NaN where either
-    sample is empty or the pooled proportion is 0 or 1 (no variance: not tested)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        pooled = (x1 + x2) / (n1 + n2)
-        se = np.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
-        z = (x1 / n1 - x2 / n2) / se
-    z = np.where((n1 > 0) & (n2 > 0) & (se > 0), z, np.nan)
-    return z, normal_p(z)
 
 
 def log_odds_ratio(d_p: np.ndarray, n_p: np.ndarray, d_r: np.ndarray, n_r: np.ndarray

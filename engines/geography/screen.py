@@ -1,8 +1,10 @@
 """The redlining screen (FAIR_LENDING.md, "Geography and peers"): per lender and market, its share
 of applications, and of approvals, from majority-minority tracts (minority share > 50 %, > 80 %),
 majority Black / Hispanic tracts where the data has the split, and low-to-moderate income tracts
-(tract-to-MSA income < 80 %), against its volume-matched peers' pooled share, by the pooled
-two-proportion z test (:mod:`engines.geography.peers`), adjusted across lenders.
+(tract-to-MSA income < 80 %), against the distribution of its market's lenders' shares — the
+deleted-residual test of a random-effects model whose between-lender variance is estimated from
+the data (:mod:`engines.geography.benchmark`) — adjusted across lenders. Its volume-matched
+peers' pooled share is reported beside it (:mod:`engines.geography.peers`).
 
 A share counts the applications whose tract field is reported (the LAR's "NA" tracts are in
 neither numerator nor denominator). Approvals are the favourable decisions (originated, or
@@ -13,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from aequum.engines.geography.peers import peer_sums, two_proportion
+from aequum.engines.geography.benchmark import outlier_test
+from aequum.engines.geography.peers import peer_sums
 from aequum.engines.outcome.stats import adjust_p_values
 
 LENDERS = pa.schema([
@@ -23,6 +26,7 @@ LENDERS = pa.schema([
     ("peer_share", pa.float64()), ("difference", pa.float64()), ("z", pa.float64()),
     ("p_value", pa.float64()), ("p_adjusted", pa.float64()), ("correction", pa.string()),
     ("significant", pa.bool_()), ("flagged", pa.bool_()), ("note", pa.string()),
+    ("expected_share", pa.float64()), ("benchmark_lenders", pa.int64()), ("between_sd", pa.float64()),
 ])
 
 ABSENT = {"black_share": "the data has no tract Black population share (the public LAR publishes the "
@@ -67,28 +71,26 @@ def screen(state, params) -> pa.Table:
 
 
 def _rows(state, params, name, basis, n, x) -> pa.Table:
-    """One measure × basis: every unit's share, its peers' pooled share and the test."""
+    """One measure × basis: every unit's share, its peers' pooled share, and the test against
+    its market's other lenders (:func:`benchmark.outlier_test`)."""
     peer_n = peer_sums(n, state.order, state.start, state.stop)
     peer_x = peer_sums(x, state.order, state.start, state.stop)
-    z, p = two_proportion(x.astype(float), n.astype(float), peer_x, peer_n)
-    enough = (n >= params.min_applications) & (peer_n >= params.min_applications)
-    z, p = np.where(enough, z, np.nan), np.where(enough, p, np.nan)
+    enough = n >= params.min_applications
+    z, p, expected, others, tau = outlier_test(x, n, state.unit_market, enough)
     share = np.where(n > 0, x / np.maximum(n, 1), np.nan)
     peer_share = np.where(peer_n > 0, peer_x / np.maximum(peer_n, 1), np.nan)
-    low, high = params.peer_volume
     volume = state.volume
     alone = state.market_lenders[state.unit_market] == 1
     notes = np.select(
-        [alone, state.peers == 0, n == 0, ~enough, np.isnan(z)],
-        ["the only lender in the market: no peers, not tested",
-         f"no peers: no other lender of the market has {100 * low:g}-{100 * high:g}% of its applications "
-         "there; not tested",
+        [alone, n == 0, ~enough, others == 0],
+        ["the only lender in the market: no benchmark, not tested",
          "the tract field is not reported for any of its applications here; not tested",
-         f"too few applications with the tract field reported (it or its peers under "
-         f"{params.min_applications}): not tested",
-         "no variance: every application of it and its peers on one side of the threshold; not tested"],
+         f"too few applications with the tract field reported (under {params.min_applications}): not tested",
+         f"no other lender of the market has {params.min_applications} applications with the tract "
+         "field reported: no benchmark, not tested"],
         "")
     k = len(n)
+    tested = ~np.isnan(z)
     return pa.table({
         "lender": pa.array(state.lender_levels, pa.string()).take(pa.array(state.unit_lender)),
         "market": pa.array(state.market_levels, pa.string()).take(pa.array(state.unit_market)),
@@ -97,10 +99,12 @@ def _rows(state, params, name, basis, n, x) -> pa.Table:
         "n": pa.array(n, pa.int64()), "count": pa.array(x, pa.int64()), "share": _num(share),
         "peers": pa.array(state.peers, pa.int64()), "peer_n": pa.array(peer_n.astype(np.int64)),
         "peer_count": pa.array(peer_x.astype(np.int64)), "peer_share": _num(peer_share),
-        "difference": _num(share - peer_share), "z": _num(z), "p_value": _num(p),
+        "difference": _num(share - expected), "z": _num(z), "p_value": _num(p),
         "p_adjusted": pa.nulls(k, pa.float64()), "correction": pa.nulls(k, pa.string()),
         "significant": pa.nulls(k, pa.bool_()), "flagged": pa.nulls(k, pa.bool_()),
         "note": pa.array(notes, pa.string(), mask=notes == ""),
+        "expected_share": _num(expected), "benchmark_lenders": pa.array(others, pa.int64(), mask=~tested),
+        "between_sd": _num(np.where(tested, tau, np.nan)),
     }, schema=LENDERS)
 
 
@@ -112,7 +116,8 @@ def _num(v: np.ndarray) -> pa.Array:
 
 def _adjust(table: pa.Table, params) -> pa.Table:
     """p adjusted within each measure × basis across the units tested; significant at
-    1 − confidence; flagged: significant with the lender's share below its peers'."""
+    1 − confidence; flagged: significant with the lender's share below its market's level
+    (``expected_share``; ``difference`` = share − expected_share)."""
     measure = np.asarray(table["measure"].to_pylist(), object)
     basis = np.asarray(table["basis"].to_pylist(), object)
     p = np.asarray(table["p_value"].to_numpy(zero_copy_only=False), np.float64)

@@ -14,15 +14,32 @@ group's regression function between the unit and the one it stands for:
 
     ỹ_j = y_j + μ̂_g(x_c) − μ̂_g(x_j)
 
-with μ̂_g fitted on group g. Here y is "refused", μ̂_g a logistic regression of it on the
-distance's metric coordinates within group g (a lender's decision is a threshold on a score:
-its probability is a sigmoid, not a line — a straight line left most of the bias in place), with
-a small ridge penalty so that a group whose decisions its inputs separate exactly (the lender's
-own records: every input of a deterministic rule) still has an estimate, a steep one. The shares
-p_c and p_t are then the means of the moved decisions, clipped to [0, 1]; Δp, its interval and
-the test follow as before (``situation_testing.claims``). Where both groups follow one rule the
-two fitted surfaces agree at the complainant and Δp shrinks to the residual noise; where one
-group is held to another standard the surfaces differ there and Δp keeps it.
+with μ̂_g fitted on group g. Here y is "refused" and the situation test asks whether the two
+groups are held to one standard, so the surface is fitted under that null hypothesis — one
+surface μ̂ of both groups' records, as a score test fits its nuisance under the null (Rao 1948):
+
+    ỹ_j = y_j + μ̂(x_c) − μ̂(x_j),   Δp = mean_control(ỹ) − mean_test(ỹ)
+        = mean_control(y_j − μ̂(x_j)) − mean_test(y_j − μ̂(x_j))        (ST: both at x_c)
+        + μ̂(x_c) − μ̂(x_c^CF)                                          (CST: test at x_c^CF)
+
+— the two neighbourhoods' mean residuals about one rule, plus, for CST, what the rule makes of
+the counterfactual's moved inputs. Under one standard each group's residuals have mean zero
+wherever it has members, sparse or dense, so Δp keeps only noise; where the protected group is
+held to a harsher standard its neighbours' refusals lie above the common surface and the
+reference group's below, and Δp keeps the gap. A surface per group (Abadie & Imbens' μ̂_g) does
+not: on complete records a lender's decisions are a deterministic rule of the inputs, each
+group's refusals are separated from its approvals, no maximum-likelihood surface exists, and
+the penalised fit's steepness is set by the penalty and the group's size, not by the data — two
+groups under one rule got surfaces of different steepness, whose difference at a complainant
+near the rule's boundary (up to 0.5) read as a double standard: a fair lender's refused
+applicants in majority-minority tracts were 9-12 % "significant" at 20,000 records.
+
+μ̂ is a logistic regression of y on the distance's metric coordinates (a lender's decision is a
+threshold on a score: its probability is a sigmoid, not a line — a straight line left most of
+the bias in place), with a small ridge penalty so that decisions its inputs separate exactly
+still have an estimate, a steep one. The shares p_c and p_t are the means of the moved
+decisions, clipped to [0, 1]; Δp, its interval and the test follow as before
+(``situation_testing.claims``).
 """
 from __future__ import annotations
 
@@ -30,7 +47,7 @@ import numpy as np
 from scipy.special import expit
 
 RIDGE = 1e-6       # the penalty per record on the slopes (standardised coordinates), never the intercept
-FIT_RECORDS = 200_000  # a surface is fitted on at most this many of its group's records (evenly spaced)
+FIT_RECORDS = 200_000  # the surface is fitted on at most this many records (evenly spaced)
 ITERATIONS = 50
 TOLERANCE = 1e-8   # the largest Newton step at convergence
 
@@ -77,7 +94,7 @@ def fit_logistic(x: np.ndarray, refused: np.ndarray, ridge: float = RIDGE) -> np
 
 
 def fit_group(metric: np.ndarray, refused: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """:func:`fit_logistic` on the records ``rows`` of a group (indices in record order), at most
+    """:func:`fit_logistic` on the records ``rows`` (indices in record order), at most
     :data:`FIT_RECORDS` of them evenly spaced: five coefficients need no more, and a group of
     millions would cost seconds an iteration."""
     rows = rows[::-(-len(rows) // FIT_RECORDS)] if len(rows) > FIT_RECORDS else rows
@@ -85,14 +102,13 @@ def fit_group(metric: np.ndarray, refused: np.ndarray, rows: np.ndarray) -> np.n
 
 
 def surface(beta: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """μ̂(x): the fitted probability of refusal at each row of ``x`` (``beta``: one surface, or
-    one per row, broadcast against ``x``'s leading axes)."""
+    """μ̂(x): the fitted probability of refusal at each row of ``x`` (its last axis the
+    coordinates)."""
     return expit(beta[..., 0] + np.sum(x * beta[..., 1:], axis=-1))
 
 
 def shifts(centres: np.ndarray, neighbours: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """μ̂(x_centre) − μ̂(x_neighbour) for each neighbour j of centre i (``centres``: (m, d)
-    metric coordinates; ``neighbours``: (m, k, d)), the amount Eq. 7 moves each neighbour's
-    decision by; ``beta``: one surface, or one per centre (m, d + 1)."""
-    per_centre = beta if beta.ndim == 1 else beta[:, None, :]
-    return surface(beta, centres)[:, None] - surface(per_centre, neighbours)
+    metric coordinates; ``neighbours``: (m, k, d)), the amount each neighbour's decision is
+    moved by; ``beta``: the surface."""
+    return surface(beta, centres)[:, None] - surface(beta, neighbours)

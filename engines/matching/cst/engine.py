@@ -32,7 +32,8 @@ from aequum.engines.matching.cst.counterfactual_values import COUNTERFACTUALS, c
 from aequum.engines.matching.cst.params import CSTParams
 from aequum.engines.matching.cst.scm import Equation, LinearSCM, SCMError
 from aequum.engines.matching.cst.situation_testing import (CLAIMS, EVIDENCE, SAMPLING, SUMMARY, claims, evidence,
-                                                evidence_depth, normalise, search, summary)
+                                                evidence_depth, flag_claims, normalise, search,
+                                                summary)
 
 
 @dataclass
@@ -49,10 +50,8 @@ class Test:
     decision_cf: np.ndarray  # ŷ^CF of the complainants, entry i for complainants[i]
     complainants: np.ndarray
     sampling: pa.Table  # per stratum: population and sampled complainants
-    # the bias correction (CSTParams.bias_correction), or None: the protected group's surface
-    # fitted on each half of it, the reference group's, and the half of each complainant
-    surfaces: tuple[tuple[np.ndarray, np.ndarray], np.ndarray] | None = None
-    halves: np.ndarray | None = None
+    # the bias correction (CSTParams.bias_correction), or None: the one surface of both groups
+    surface: np.ndarray | None = None
     # the raw counterfactual values of the distance's features (row i: complainants[i]), for
     # cst_counterfactuals; None with engines.cst.evidence: none (nothing is stored)
     cf_values: np.ndarray | None = None
@@ -310,7 +309,7 @@ class CSTEngine:
         for test, others in zip(tests, nominal):
             test.factual = factual.with_nominal(np.column_stack(others)) if others else factual
             if params.bias_correction == "logistic":
-                test.surfaces, test.halves = _surfaces(factual.metric, refused, test)
+                test.surface = fit_group(factual.metric, refused, np.flatnonzero(test.protected | test.reference))
         targets = {eq.target for eq in spec.scm.equations} if spec.scm is not None and spec.scm.equations else None
         dims = sum(kind != "categorical" for kind in kinds)
         return State(data.id_text, data.decision, tests, params, params.effect(targets), skipped, dims,
@@ -355,7 +354,8 @@ class CSTEngine:
         out = concat_parts(parts, {"cst_claims": CLAIMS})
         # group rows by their keys, complainants in record order: independent of the chunking
         # (the evidence, streamed, is ordered the same way by its keys)
-        out["cst_claims"] = stable_sort(out["cst_claims"], ["protected_attribute", "method", "k"])
+        out["cst_claims"] = flag_claims(stable_sort(out["cst_claims"], ["protected_attribute", "method", "k"]),
+                                        state.params.alpha)
         sampling = pa.concat_tables([t.sampling for t in state.tests])
         population = {}
         for row in sampling.group_by("protected_attribute").aggregate([("population", "sum")]).to_pylist():
@@ -367,29 +367,14 @@ class CSTEngine:
         return out
 
 
-def _surfaces(metric: np.ndarray, refused: np.ndarray, test: Test):
-    """The bias correction's fitted surfaces: the protected group's cross-fitted on its two
-    halves (alternate members in record order), so that a complainant's own decision and those
-    of its half never shape the surface it is corrected by — fitted on them, a surface that
-    separates the decisions puts every refused complainant on its refused side, where the
-    reference group's surface need not (a one-sided bias); the reference group's on all of it
-    (no complainant is in it). Returns ((half 0's, half 1's), reference's) and each
-    complainant's half."""
-    members = np.flatnonzero(test.protected)
-    protected = tuple(fit_group(metric, refused, half) for half in (members[0::2], members[1::2]))
-    own = (np.searchsorted(members, test.complainants) % 2).astype(np.int8)
-    return (protected, fit_group(metric, refused, np.flatnonzero(test.reference))), own
-
-
 def _shifts(test: Test, comp: np.ndarray, hood, s: int, e: int) -> dict[str, np.ndarray] | None:
-    """The bias correction's moves of each neighbour's decision (``CSTParams.bias_correction``):
-    the control group's by the surface of the protected half the complainant is not in, the test
-    groups' by the reference group's, around the complainant (ST) and its counterfactual (CST).
-    The complainants' and every neighbour's points are read in one pass (on a cluster they are
-    in files)."""
-    if test.surfaces is None:
+    """The bias correction's moves of each neighbour's decision (``CSTParams.bias_correction``)
+    by the one surface of both groups: the control group's and the factual test group's to the
+    complainant's inputs (ST), the counterfactual test group's to its counterfactual (CST). The
+    complainants' and every neighbour's points are read in one pass (on a cluster they are in
+    files)."""
+    if test.surface is None:
         return None
-    (half0, half1), reference = test.surfaces
     groups = (hood.control, hood.test_factual, hood.test_counterfactual)
     points = test.factual.take(np.concatenate([comp, *(g.ravel() for g in groups)])).metric
     m, d = len(comp), points.shape[1]
@@ -397,10 +382,9 @@ def _shifts(test: Test, comp: np.ndarray, hood, s: int, e: int) -> dict[str, np.
     near = np.split(points[m:], np.cumsum([g.size for g in groups])[:-1])
     control, factual, counterfactual = (n.reshape(*g.shape, d) for n, g in zip(near, groups))
     cf_centres = test.counterfactual.take(np.arange(s, e)).metric
-    other = test.halves[s:e] == 0  # in half 0: corrected by half 1's surface
-    return {"control": shifts(centres, control, np.where(other[:, None], half1, half0)),
-            "test_factual": shifts(centres, factual, reference),
-            "test_counterfactual": shifts(cf_centres, counterfactual, reference)}
+    return {"control": shifts(centres, control, test.surface),
+            "test_factual": shifts(centres, factual, test.surface),
+            "test_counterfactual": shifts(cf_centres, counterfactual, test.surface)}
 
 
 def _units(data: AuditData, params: CSTParams) -> tuple[list[list[str]], dict[str, str]]:

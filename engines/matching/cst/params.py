@@ -15,7 +15,9 @@ class CSTParams(BaseModel):
                          description="Neighbourhood sizes k (the paper's Table 1 uses 15, 30, 50, 100).")
     alpha: float = Field(0.05, gt=0, lt=0.5, description="Significance level α: significant iff "
                          "Δp − z_{1−α}·SE > τ (one-sided, as the paper's Tables 2–3); the two-sided "
-                         "(1−α) Wald interval is reported too.")
+                         "(1−α) Wald interval is reported too; fdr_significant iff the claim's "
+                         "Benjamini–Hochberg q-value across the complainants is at most α (false "
+                         "discovery rate α).")
     tau: float = Field(0.0, ge=0, lt=1, description="Minimum deviation τ: discriminated iff Δp > τ (Def. 3.4).")
     normalization: Literal["zscore", "range"] = Field(
         "zscore", description="Continuous attributes: z-score (the reference) or range (max − min, "
@@ -53,11 +55,12 @@ class CSTParams(BaseModel):
         "cst_summary.effect names what was measured.")
     bias_correction: Literal["none", "logistic"] = Field(
         "none", description="none: the paper's shares of refusals among the neighbours. logistic: "
-        "each neighbour's refusal moved to the complainant's inputs by its group's fitted logistic "
-        "surface (Abadie & Imbens 2011's bias-corrected matching; engines.matching.cst.bias_correction), "
-        "so a group sparse around the complainant — its nearest members drawn from where it is "
-        "dense, with other inputs — does not read as a different standard. For ST and CST; CF has "
-        "no neighbours.")
+        "each neighbour's refusal moved to the complainant's inputs (CST's test group: to its "
+        "counterfactual's) by one logistic surface fitted on both groups — the one standard the test's "
+        "null hypothesis says both are held to (Abadie & Imbens 2011's bias-corrected matching, the "
+        "surface fitted under the null; engines.matching.cst.bias_correction) — so a group sparse "
+        "around the complainant, its nearest members drawn from where it is dense with other inputs, "
+        "does not read as a different standard. For ST and CST; CF has no neighbours.")
     overlap: float | None = Field(
         None, gt=1, description="Test a complainant's ST and CST claims only where the reference "
         "group has members like it: the local odds of the protected over the reference group around "

@@ -10,7 +10,13 @@ Alvarez & Ruggieri (2023), §3: for each complainant c (a protected record),
   (Def. 3.4); SE = sqrt(p_c(1−p_c)/n_c + p_t(1−p_t)/n_t) (Wald; Eq. 5 with its sign slip
   corrected); significant iff Δp − z_{1−α}·SE > τ (Def. 3.5, one-sided as Tables 2–3);
 * bias correction (``CSTParams.bias_correction``, not the paper's): each neighbour's decision
-  moved to the centre's inputs by its group's fitted surface (``engines.matching.cst.bias_correction``);
+  moved to the centre's inputs by one surface fitted on both groups, the null hypothesis's one
+  standard (``engines.matching.cst.bias_correction``);
+* across complainants (not the paper's): ``p_value`` = 1 − Φ((Δp − τ)/SE), the one-sided p of
+  each claim's test (below α iff ``significant``); ``q_value``, its Benjamini–Hochberg adjustment
+  across the complainants of one attribute × method × k, and ``fdr_significant`` iff q ≤ α
+  (:func:`flag_claims`): ``significant`` names about α of a fair lender's refused applicants by
+  chance, ``fdr_significant`` holds the false share among those it names at α;
 * CF (Kusner et al. 2017): ŷ_c negative and ŷ_c^CF positive (Δp = 1; −1 the reverse); one
   decision against one, no sample: ``significant`` is null.
 * probability of necessity (Tian & Pearl 2000, Thm. 1: under exogeneity and monotonicity
@@ -31,6 +37,7 @@ from statistics import NormalDist
 
 import numpy as np
 import pyarrow as pa
+from scipy.special import ndtr
 
 from aequum.engines.core.data import id_array, record_ids
 from aequum.engines.core.knn import Points, knn_in_blocks, lattice_codes, lattice_decimals
@@ -45,6 +52,7 @@ CLAIMS = pa.schema([
     ("discriminated", pa.bool_()), ("significant", pa.bool_()),
     ("decision", pa.int8()), ("decision_counterfactual", pa.int8()),
     ("pn", pa.float64()), ("probable", pa.bool_()), ("comparable", pa.bool_()),
+    ("p_value", pa.float64()), ("q_value", pa.float64()), ("fdr_significant", pa.bool_()),
 ])
 EVIDENCE = pa.schema([
     ("record_id", pa.string()), ("protected_attribute", pa.string()), ("centre", pa.string()),
@@ -58,6 +66,7 @@ SUMMARY = pa.schema([
     ("reverse", pa.int64()), ("note", pa.string()), ("population", pa.int64()),
     ("probable", pa.int64()), ("probable_share", pa.float64()), ("effect", pa.string()),
     ("excess_p_value", pa.float64()), ("comparable", pa.int64()),
+    ("fdr_significant", pa.int64()), ("fdr_significant_share", pa.float64()),
 ])
 SAMPLING = pa.schema([
     ("protected_attribute", pa.string()), ("stratum", pa.string()), ("decision", pa.int8()),
@@ -245,6 +254,7 @@ def claims(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarray,
             untested = np.where(ok, 0.0, np.nan)  # NaN -> null where the groups do not overlap
             cols["discriminated"].append((dp > tau) + untested)
             cols["significant"].append((dp - z_one * se > tau) + untested)
+            cols["p_value"].append(p_value(dp, se, tau) + untested)
             with np.errstate(invalid="ignore", divide="ignore"):
                 pn = np.where(pc > 0, 1 - pt / pc, np.nan)
             cols["pn"].append(pn)
@@ -255,21 +265,66 @@ def claims(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarray,
                     "n_control": np.ones(m, np.int32), "n_test": np.ones(m, np.int32),
                     "p_c": c_neg, "p_t": c_neg_cf, "delta_p": dp, "se": nan, "ci_low": nan,
                     "ci_high": nan, "one_sided_low": nan, "discriminated": dp > tau,
-                    "significant": nan, "pn": np.where(c_neg == 1, 1.0 - c_neg_cf, 0.0),
-                    "probable": (c_neg == 1) & (c_neg_cf == 0), "comparable": nan}.items():  # one counterfactual: no test
+                    "significant": nan, "pn": np.where(c_neg == 1, 1.0 - c_neg_cf, 0.0),  # one counterfactual:
+                    "probable": (c_neg == 1) & (c_neg_cf == 0), "comparable": nan, "p_value": nan}.items():  # no test
         cols[name].append(v)
     reps = len(ks) * 3 + 1
+    cols["q_value"] = cols["fdr_significant"] = [np.full(m * reps, np.nan)]  # across complainants: flag_claims
     cols["protected_attribute"] = [np.full(m * reps, attribute)]
     cols["decision"] = [np.tile(decision[complainants].astype(np.int8), reps)]
     cols["decision_counterfactual"] = [np.tile(np.asarray(decision_cf).astype(np.int8), reps)]
     arrays = {}
     for f in CLAIMS:
         v = np.concatenate(cols[f.name])
-        if pa.types.is_floating(f.type) or f.name in ("significant", "discriminated", "probable", "comparable"):
+        if pa.types.is_floating(f.type) or f.name in ("significant", "discriminated", "probable", "comparable",
+                                                      "fdr_significant"):
             arrays[f.name] = pa.array(v, pa.float64(), from_pandas=True).cast(f.type)  # NaN -> null
         else:
             arrays[f.name] = pa.array(v, f.type)
     return pa.table(arrays, schema=CLAIMS)
+
+
+def p_value(dp: np.ndarray, se: np.ndarray, tau: float) -> np.ndarray:
+    """One-sided p of each claim's Wald test of H0: Δp ≤ τ, p = 1 − Φ((Δp − τ) / SE) — below α
+    exactly when Def. 3.5's ``significant`` holds. A zero SE (both shares 0 or 1) gives 0 when
+    Δp > τ and 1 otherwise; NaN where a group is empty."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.where(se > 0, (dp - tau) / se, np.where(dp > tau, np.inf, -np.inf))
+    return np.where(np.isnan(dp) | np.isnan(se), np.nan, ndtr(-z))
+
+
+def flag_claims(claims_table: pa.Table, alpha: float) -> pa.Table:
+    """``q_value`` and ``fdr_significant`` of every claim: Benjamini & Hochberg's (1995, JRSS B 57(1),
+    step-up) adjusted p across the complainants of one attribute × method × k,
+
+        q_(i) = min_{j ≥ i} min(1, m · p_(j) / j)   (p_(1) ≤ … ≤ p_(m), the m tested claims),
+
+    and fdr_significant iff q ≤ α. ``significant`` holds each complainant's test at α, so among
+    thousands of complainants of a lender that treats both groups alike about α of them are
+    significant by chance — a fair lender's refused applicants named at the rate α;
+    ``fdr_significant`` holds the expected share of false names among those it names at α (under
+    the complete null, the chance that anyone is named at all). The neighbourhoods overlap, so
+    the tests are positively dependent, under which the step-up holds its level (Benjamini &
+    Yekutieli 2001, Thm. 1.2). Tied p-values get one q (their largest rank's), so the result does
+    not depend on row order.
+    CF (no test) and untested claims: null."""
+    import polars as pl
+
+    from aequum.engines.outcome.stats import adjust_p_values
+
+    df = pl.from_arrow(claims_table.select(["protected_attribute", "method", "k", "p_value"]))
+    family = df.select(pl.struct("protected_attribute", "method", "k").rank("dense").alias("f"))["f"].to_numpy()
+    p = df["p_value"].fill_null(np.nan).to_numpy().astype(np.float64)
+    q = np.full(len(p), np.nan)
+    order = np.argsort(family, kind="stable")
+    bounds = np.flatnonzero(np.diff(family[order])) + 1
+    for rows in np.split(order, bounds):
+        q[rows] = adjust_p_values(p[rows], "bh")
+    tested = ~np.isnan(q)
+    named = pa.array(q <= alpha, pa.bool_(), mask=~tested)
+    out = claims_table.set_column(claims_table.schema.get_field_index("q_value"), "q_value",
+                                  pa.array(q, pa.float64(), mask=~tested))
+    return out.set_column(out.schema.get_field_index("fdr_significant"), "fdr_significant", named)
 
 
 def evidence_depth(claims_table: pa.Table, n: int, kmax: int, mode: str) -> dict[tuple[str, str], np.ndarray]:
@@ -331,13 +386,17 @@ def evidence(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarra
 
 def summary(claims_table: pa.Table, population: dict[str, int] | None = None, effect: str = "total",
             alpha: float = 0.05) -> pa.Table:
-    """Counts and shares of discriminated / significant / probable complainants by attribute × method × k.
+    """Counts and shares of discriminated / significant / fdr_significant / probable complainants
+    by attribute × method × k.
     Significance is null where no claim has a test (CF), with a ``note`` saying why;
     ``population``: complainants before sampling, per attribute (default: those tested);
     ``comparable``: the complainants with comparators in the reference group, whose claims were
     tested;
     ``effect``: what the counterfactual world measures (total, or path-specific with mediators
     held) — CF's and CST's; ST compares the same features across groups (ceteris paribus).
+
+    ``fdr_significant``: the complainants whose claims survive the Benjamini–Hochberg adjustment
+    across the complainants (:func:`flag_claims`), ``fdr_significant_share`` their share; null for CF.
 
     ``excess_p_value``: whether more complainants are significant than chance alone makes —
     each complainant's test holds its level ``alpha``, so with no discrimination the count is
@@ -348,6 +407,8 @@ def summary(claims_table: pa.Table, population: dict[str, int] | None = None, ef
     import polars as pl
 
     df = pl.from_arrow(claims_table)
+    if "fdr_significant" not in df.columns:  # claims not yet adjusted across complainants (flag_claims)
+        df = df.with_columns(pl.lit(None, pl.Boolean).alias("fdr_significant"))
     tested = pl.col("method").first() != "CF"
     out = (df.group_by(["protected_attribute", "method", "k"], maintain_order=True)
            .agg(pl.len().alias("complainants"),
@@ -355,11 +416,14 @@ def summary(claims_table: pa.Table, population: dict[str, int] | None = None, ef
                 .cast(pl.Int64).alias("comparable"),
                 pl.col("discriminated").fill_null(False).sum().alias("discriminated"),
                 pl.when(tested).then(pl.col("significant").sum()).otherwise(None).alias("significant"),
+                pl.when(tested).then(pl.col("fdr_significant").sum()).otherwise(None)
+                .alias("fdr_significant"),
                 (pl.col("delta_p") < 0).fill_null(False).sum().alias("reverse"),
                 pl.col("probable").fill_null(False).sum().alias("probable"),
                 pl.when(tested).then(None).otherwise(pl.lit(CF_NOTE)).alias("note"))
            .with_columns((pl.col("discriminated") / pl.col("complainants")).alias("discriminated_share"),
                          (pl.col("significant") / pl.col("complainants")).alias("significant_share"),
+                         (pl.col("fdr_significant") / pl.col("complainants")).alias("fdr_significant_share"),
                          (pl.col("probable") / pl.col("complainants")).alias("probable_share"))
            .sort(["protected_attribute", "method", "k"]))
     pop = pl.col("protected_attribute").replace_strict(population or {}, default=None, return_dtype=pl.Int64)
