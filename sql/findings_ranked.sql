@@ -5,14 +5,16 @@
 --
 -- claim: what the finding is about.
 --   about the lender  a tested difference in how the lender treated applicants (adjusted and
---                     direct-effect disparities, pricing, stated reasons, the redlining screen;
---                     raw disparities when the audit asks about disparate impact; the individual
+--                     direct-effect disparities, pricing, per-lender disparities against the
+--                     market, stated reasons, the redlining screen; raw disparities when the
+--                     audit asks about disparate impact; the individual
 --                     methods on records that hold every input of the decisions)
 --   about the model   a property of the model examined (PBA's verified bounds, CEC's
 --                     explanations, FGCE's and RAGUEL's recourse), the lender's model or a
 --                     surrogate fitted to the decisions: never a claim about the decisions made
 --   descriptive       figures that describe without testing the audit's question: raw
---                     disparities of a disparate-treatment audit, and the individual methods'
+--                     disparities of a disparate-treatment audit (crude per-lender denial odds
+--                     against volume peers among them), and the individual methods'
 --                     shares on records that lack inputs of the decisions (their neighbours
 --                     differ in what the records cannot see)
 --   audit quality     how well the audit's findings find the harmed (a generated ground truth)
@@ -29,7 +31,7 @@ WITH c AS (
            CASE WHEN f.estimand = 'detection quality' THEN 'audit quality'
                 WHEN f.estimand IN ('model property', 'recourse') OR starts_with(f.estimand, 'procedural (model')
                      THEN 'about the model'
-                WHEN f.estimand = 'raw disparity' AND f.engine <> 'geography'
+                WHEN f.estimand = 'raw disparity' AND NOT (f.engine = 'geography' AND starts_with(f.finding, 'redlining'))
                      AND coalesce(x.question, 'disparate_treatment') <> 'disparate_impact' THEN 'descriptive'
                 WHEN f.engine = 'cst' AND coalesce(x.inputs, 'partial') <> 'complete' THEN 'descriptive'
                 ELSE 'about the lender' END AS claim,

@@ -2,7 +2,8 @@
 -- Redlining screen (audit.geography_lenders): per run x measure x basis one headline row (how
 -- many lender-market pairs were tested and which had a significantly lower share of
 -- applications, or of approvals, from majority-minority / low-to-moderate income tracts than
--- their volume-matched peers in the same MSA), and one row per such lender and market.
+-- the other lenders of the same MSA, engines/geography/benchmark.py), and one row per such
+-- lender and market.
 -- Per-lender denial disparities (audit.geography_disparities): per run x attribute one headline
 -- row, and one row per lender whose odds ratio of denial (protected against reference) is
 -- significantly above its peers'. Estimand: raw disparities against peers, no underwriting
@@ -39,29 +40,30 @@ SELECT s.run_id, 'geography' AS engine, 'geography' AS attribute, 'all lenders' 
        'geography_lenders' AS cases_table,
        CASE WHEN s.absent IS NOT NULL THEN printf('Redlining screen, %s: not screened (%s).', s.measure, s.absent)
             ELSE printf('Redlining screen, %s among %s: %s lender-MSA pair(s) of %s tested had a significantly '
-                        'lower share than their peers (lenders of the same MSA with 50-200%% of their '
-                        'applications; two-proportion z test, %s-adjusted across lenders)%s. A raw comparison '
+                        'lower share than the other lenders of their MSA (an outlier test against their '
+                        'inverse-variance mean that allows for how much lenders'' shares ordinarily differ, '
+                        '%s-adjusted across lenders)%s. A raw comparison '
                         'against peers: it does not see why a lender''s applications come from where they do '
                         '(branches, marketing, brokers, product mix) or any credit factor; a screening, not '
                         'evidence of redlining.',
                         s.measure, s.basis, audit.num(s.below), audit.num(s.tested), coalesce(s.correction, 'not'),
                         CASE WHEN s.below > 0 THEN ': ' || s.names ELSE '' END) END AS statement,
        'raw disparity' AS estimand,
-       'share of ' || s.basis || ' from such tracts against volume-matched peers in the same MSA, no controls' AS basis,
+       'share of ' || s.basis || ' from such tracts against the other lenders of the same MSA, no controls' AS basis,
        false AS evidence, NULL::BOOLEAN AS robust, NULL::DOUBLE AS robustness_value, NULL::DOUBLE AS e_value
 FROM screen s
 UNION ALL
 SELECT l.run_id, 'geography', 'geography', l.lender,
        printf('redlining screen: %s (%s), MSA %s', l.measure, l.basis, l.market), false, true,
        'share_difference', l.difference, NULL, NULL, NULL, l.p_adjusted, l.significant,
-       CAST(greatest(0, round(l.peer_share * l.n - l.count)) AS BIGINT), 'geography_lenders',
+       CAST(greatest(0, round(l.expected_share * l.n - l.count)) AS BIGINT), 'geography_lenders',
        printf('Lender %s in MSA %s: %s of its %s %s with the tract reported came from tracts with %s, against '
-              '%s of its %s peers'' %s (%s, %s-adjusted); about %s more at its peers'' share. A raw comparison '
-              'against peers (no controls): a screening, not evidence of redlining.',
+              '%s expected from the MSA''s %s other lenders (%s, %s-adjusted); about %s more at that share. A raw '
+              'comparison against the market (no controls): a screening, not evidence of redlining.',
               l.lender, l.market, audit.pct(l.share), audit.num(l.n), l.basis, l.measure,
-              audit.pct(l.peer_share), audit.num(l.peers), audit.num(l.peer_n), audit.pval(l.p_adjusted),
-              l.correction, audit.num(greatest(0, round(l.peer_share * l.n - l.count)))),
-       'raw disparity', 'share of ' || l.basis || ' against volume-matched peers in the same MSA, no controls',
+              audit.pct(l.expected_share), audit.num(l.benchmark_lenders), audit.pval(l.p_adjusted),
+              l.correction, audit.num(greatest(0, round(l.expected_share * l.n - l.count)))),
+       'raw disparity', 'share of ' || l.basis || ' against the other lenders of the same MSA, no controls',
        false, NULL, NULL, NULL
 FROM audit.geography_lenders l
 WHERE l.flagged
