@@ -123,10 +123,11 @@ def test_the_engine_logit_equals_controlled_logit_called_directly():
     d.table = d.table.set_column(d.table.schema.get_field_index("income"), "income",
                                  pa.array(income, from_pandas=True))
     out = by_attribute(run(d)["regression_estimates"])
-    assert list(ESTIMATES.names[-19:]) == [
+    assert list(ESTIMATES.names[-25:]) == [
         "odds_ratio", "or_ci_low", "or_ci_high", "logit_coefficient", "logit_se", "logit_p_value",
         "logit_p_adjusted", "logit_significant", "ame", "ame_ci_low", "ame_ci_high", "e_value", "e_value_ci",
-        "logit_note", "fixed_effects", "cluster", "clusters", "se_cluster", "logit_se_classical"]
+        "logit_note", "fixed_effects", "cluster", "clusters", "se_cluster", "logit_se_classical",
+        "inference", "logit_inference", "bootstrap_draws", "bootstrap_weights", "separated_rows", "separated_levels"]
     controls = [d.column_values("income"), Categorical(d.column_values("dti"), DTI),
                 Categorical(d.column_values("loan_type"), ["1", "2", "3"])]
     p = {}
