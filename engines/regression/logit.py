@@ -26,12 +26,21 @@ property values. Converged when the largest step in those standardised parameter
 **Separation** — Albert, A. & Anderson, J. A. (1984), "On the existence of maximum likelihood
 estimates in logistic regression models", Biometrika 71(1), 1–10: when a combination of the
 regressors predicts the outcome perfectly for some rows (complete or quasi-complete separation)
-the likelihood has no maximum and a coefficient runs to infinity. Detected as a Hessian that
-becomes singular, or no convergence with fitted probabilities at 0 or 1 (|η| > 23: within 1e-10)
-for some rows; the result is then a note and null estimates (the diverging coefficient named).
+the likelihood has no maximum and a coefficient runs to infinity. A level of a categorical
+control (or of a fixed effect) whose rows all have one outcome is dropped with its rows before
+the fit, as Stata's ``logit`` and fixest's ``feglm`` do (``engines.regression.design``:
+``separated_rows``, ``separated``). Any other separation (a continuous control, the group) is
+detected as a Hessian that becomes singular, a fit stopped as diverging (:func:`_newton`: the
+largest |η| beyond 12 and rising every step), or no convergence with fitted probabilities at
+0 or 1 (|η| > 23: within 1e-10) for some rows; the result is then a note and null estimates
+(the diverging coefficient named).
 
 **Inference** — the classical (inverse observed information) covariance; Wald z, two-sided
-normal p-value, interval ``β ± z_{1−α/2}·se``; the odds ratio ``exp(β_d)`` with ``exp`` of the
+normal p-value, interval ``β ± z_{1−α/2}·se``; with a cluster (``inference``;
+``engines.regression.wild``): the sandwich ``H⁻¹(Σ_g s_g s_g')H⁻¹`` with the CR1 factor from
+``min_clusters`` clusters, over the rows with the HC1 factor n/(n − k) when there is one cluster,
+and between, the score bootstrap's p (Kline & Santos 2012: the logit refitted without d, from
+the fit's own point) beside the CR1 interval with t(G − 1) critical values; the odds ratio ``exp(β_d)`` with ``exp`` of the
 limits. The average marginal effect of d as a discrete change, ``(1/n) Σᵢ Λ(ηᵢ¹) − Λ(ηᵢ⁰)`` with
 ηᵢ¹ and ηᵢ⁰ the linear predictor at d = 1 and d = 0 (Agresti 2013, Sec. 5.1.4; statsmodels'
 ``get_margeff(at="overall", dummy=True)``), with its delta-method standard error
@@ -459,7 +468,8 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         se_all[0] = se
         if kind == "score-bootstrap":
             crit = float(student_t.ppf(1 - alpha / 2, des.clusters - 1))
-            scores = _restricted_scores(evaluate, start, block, effects, y, des.cluster, des.clusters, n, size)
+            warm = (np.concatenate([[0.0], theta[1:]]), fe_s, fe_b)  # the fit's own point, d's coefficient at 0
+            scores = _restricted_scores(evaluate, warm, block, effects, y, des.cluster, des.clusters, n, size)
             if scores is None:
                 kind = "CR1"
                 notes.append("the logit without the group did not converge: no score bootstrap, the CR1 test "
