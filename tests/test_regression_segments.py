@@ -59,6 +59,12 @@ def test_engine_rows_equal_the_models_with_fixed_effects_and_clusters():
     lpm = controlled_lpm(1.0 - d.decision, d.groups["race"], [*controls, held],
                          ["income", "dti", "loan_type", "sex (group)"], held=1, robust_multiplier=2.0, **kw)
     assert (race["estimate"], race["se"], race["se_cluster"]) == (lpm.estimate, lpm.se, lpm.se_cluster)
+    # 25 lenders, fewer than min_clusters (40): the p-values are the wild cluster bootstraps', the
+    # intervals CR1 with t(24); seeded, so the engine's equal the models'
+    assert (race["inference"], race["logit_inference"]) == ("WCR-bootstrap", "score-bootstrap")
+    assert (race["bootstrap_draws"], race["bootstrap_weights"]) == (9999, "rademacher")
+    assert (race["p_value"], race["ci_low"], race["ci_high"]) == (lpm.test_p_value, lpm.test_ci_low, lpm.test_ci_high)
+    assert race["logit_p_value"] == direct.p_value and direct.inference == "score-bootstrap"
     # the lenders' own strictness is held: without the fixed effects the disparity is larger
     # (B applicants crowd at the strict lenders)
     plain = controlled_logit(1.0 - d.decision, d.groups["race"], [*controls, held],

@@ -124,3 +124,17 @@ def test_every_comparison_of_a_dti_capped_lender_and_its_segments_has_a_logit_es
         assert r["inference"] == r["logit_inference"] == "classical"
     seg2 = [r for r in out["regression_segments"] if r["segment"] == "loan_type = 2"]
     assert seg2 and all("dti = 36" in r["separated_levels"] for r in seg2)
+
+
+def test_a_fixed_effect_level_of_one_outcome_is_counted_beside_the_control_levels():
+    y, d, income, dti, loan = capped_lender(seed=5)
+    lender = np.random.default_rng(6).integers(0, 30, len(y))
+    y[(lender == 4) & (dti < 3)] = 0.0  # lender 4 approves everything under the cap
+    b, names = blocks(income, dti, loan)
+    fe = Categorical(lender, [f"L{i}" for i in range(30)])
+    fit = controlled_logit(y, d, b, names, fixed=[fe], fixed_names=["lender"])
+    lpm = controlled_lpm(y, d, b, names, fixed=[fe], fixed_names=["lender"])
+    gone = (dti >= 3) | (lender == 4)
+    assert fit.separated_rows == lpm.separated_rows == int(gone.sum()) and fit.n == lpm.n == int((~gone).sum())
+    assert fit.separated == lpm.separated == ("lender (1 level)", "dti = 50%-60%", "dti = >60%")
+    assert "1 of lender" in fit.note and fit.converged

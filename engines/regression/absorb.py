@@ -176,18 +176,18 @@ def absorb_rows(y: np.ndarray, keep: np.ndarray, fixed: Sequence[np.ndarray], na
     is left (:func:`one_outcome_levels`), and the effects recoded to their levels present, the
     largest first. ``fixed``: the effects' codes over all rows (nulls already dropped from
     ``keep``); ``controls``: the categorical controls' codes, whose levels of one outcome are
-    dropped in the same rounds with a binary y (returned: each one's dropped levels and rows,
-    for the caller's note). The rows returned are ordered by the level of the effect of most
+    dropped in the same rounds with a binary y (returned: each effect's then each control's
+    dropped levels and rows, :func:`one_outcome_levels`, for the caller's note). The rows returned are ordered by the level of the effect of most
     levels (its sums are then runs)."""
     codes = [np.asarray(f)[keep].astype(np.int64) for f in fixed]
     control_codes = [np.asarray(c)[keep] for c in controls] if binary else []
     note = None
-    dropped_levels, dropped_rows = [np.zeros(0, np.int8) for _ in controls], [0] * len(controls)
+    dropped_levels = [np.zeros(0, np.int8) for _ in range(len(codes) + len(control_codes))]
+    dropped_rows = [0] * len(dropped_levels)
     if codes or control_codes:
         alive, levels, rows = one_outcome_levels(y[keep].astype(np.float64), [*codes, *control_codes], binary,
                                                  len(codes))
-        if control_codes:
-            dropped_levels, dropped_rows = levels[len(codes):], rows[len(codes):]
+        dropped_levels, dropped_rows = levels, rows
         gone = sum(rows[:len(codes)])
         if gone:
             what = "one outcome" if binary else "one record"

@@ -99,7 +99,7 @@ class Design:
     cluster: np.ndarray | None = None        # cluster codes over the kept rows (0 … clusters − 1)
     clusters: int = 0
     separated_rows: int = 0                  # rows dropped as levels of one outcome (a binary y)
-    separated: tuple[str, ...] = ()          # the categorical controls' levels dropped, "name = level"
+    separated: tuple[str, ...] = ()          # the levels dropped: "effect (k levels)", "control = level"
 
     @property
     def parameters(self) -> int:
@@ -169,8 +169,10 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     if absorbed:
         notes.append(absorbed)
     separated_rows = fe_rows - len(keep) if binary else 0
-    separated: list[str] = []
-    for b, lv, count in zip(categorical, gone_levels, gone_rows):
+    n_fixed = len(gone_levels) - (len(categorical) if binary and not one_value else 0)
+    separated = [f"{name} ({int((lv > 0).sum()):,} level{'s' if (lv > 0).sum() > 1 else ''})"
+                 for name, lv in zip(fixed_names, gone_levels[:n_fixed]) if binary and lv.any()]
+    for b, lv, count in zip(categorical, gone_levels[n_fixed:], gone_rows[n_fixed:]):
         if not lv.any():
             continue
         levels = x_blocks[b.index].levels

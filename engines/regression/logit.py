@@ -383,13 +383,13 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         moved = np.abs(last_step)  # the coefficients still running away at the last step
         moving = [c for c, m in zip(columns, moved) if m > 0 and m >= 0.5 * moved.max()] if len(moved) else []
         what = ", ".join("the group" if c == "d" else repr(c) for c in moving[:3]) if moving else None
+        signs = [*([f"{extreme:,} of {n:,} with a fitted probability within 1e-10 of 0 or 1"] if extreme else []),
+                 *(["the information matrix singular"] if singular_hessian else []),
+                 *([f"the coefficient{'s' if len(moving) > 1 else ''} of {what} diverging"] if what else []),
+                 *(["stopped as the fitted probabilities ran to 0 or 1"] if fit.diverging else [])]
         return result(
-            "separation: the outcome is perfectly predicted for some rows "
-            f"({extreme:,} of {n:,} with a fitted probability within 1e-10 of 0 or 1"
-            + (", the information matrix singular" if singular_hessian else "")
-            + (f", the coefficient{'s' if len(moving) > 1 else ''} of {what} diverging" if what else "")
-            + (", stopped as the fitted probabilities ran to 0 or 1" if fit.diverging else "")
-            + f" after {iterations} iterations): the likelihood has no maximum, no logit estimate",
+            f"separation: the outcome is perfectly predicted for some rows ({', '.join(signs)} after "
+            f"{iterations} iterations): the likelihood has no maximum, no logit estimate",
             separation=True, converged=False, iterations=iterations)
     if not converged:
         notes.append(f"the logit did not converge in {iterations} iterations (last step "
