@@ -1,15 +1,60 @@
--- audit.findings with each finding's rank in its run (1 first), for BI tools and the report:
--- evidence on the audit's question first, then flagged findings (something wrong with the
--- audited decisions), then headline rows; within each, the more certain (smaller p-value) and
--- the more individuals first. Detection quality (of the audit itself) comes after every finding
--- about the decisions. Warehouse.create_views writes the union of the engines' parts to
+-- audit.findings: the union of the engines' parts (audit.all_findings) with one meaning of
+-- flagged and evidence across engines, what kind of claim each finding is, and its rank in its
+-- run (1 first), for BI tools and the report. Warehouse.create_views writes the union to
 -- audit.all_findings and then runs this file.
+--
+-- claim: what the finding is about.
+--   about the lender  a tested difference in how the lender treated applicants (adjusted and
+--                     direct-effect disparities, pricing, stated reasons, the redlining screen;
+--                     raw disparities when the audit asks about disparate impact; the individual
+--                     methods on records that hold every input of the decisions)
+--   about the model   a property of the model examined (PBA's verified bounds, CEC's
+--                     explanations, FGCE's and RAGUEL's recourse), the lender's model or a
+--                     surrogate fitted to the decisions: never a claim about the decisions made
+--   descriptive       figures that describe without testing the audit's question: raw
+--                     disparities of a disparate-treatment audit, and the individual methods'
+--                     shares on records that lack inputs of the decisions (their neighbours
+--                     differ in what the records cannot see)
+--   audit quality     how well the audit's findings find the harmed (a generated ground truth)
+-- flagged: the part's flag on a claim about the lender (a tested, adjusted difference in the
+-- applicants' disfavour that a user should review); false for every other claim.
+-- evidence: the part's evidence on a claim about the lender; false for every other claim.
+-- rank: evidence first, then claims about the lender, flagged before not, a pooled group (race
+-- with its values compared one by one) after its named groups when one of them is flagged (the
+-- named group carries the effect), headline rows first; within each, the more certain (smaller
+-- p-value) and the more individuals first.
 CREATE OR REPLACE VIEW audit.findings AS
-SELECT f.*,
+WITH c AS (
+    SELECT f.*,
+           CASE WHEN f.estimand = 'detection quality' THEN 'audit quality'
+                WHEN f.estimand IN ('model property', 'recourse') OR starts_with(f.estimand, 'procedural (model')
+                     THEN 'about the model'
+                WHEN f.estimand = 'raw disparity' AND f.engine <> 'geography'
+                     AND coalesce(x.question, 'disparate_treatment') <> 'disparate_impact' THEN 'descriptive'
+                WHEN f.engine = 'cst' AND coalesce(x.inputs, 'partial') <> 'complete' THEN 'descriptive'
+                ELSE 'about the lender' END AS claim,
+           coalesce(audit.compared_attribute(f.attribute), f.attribute) AS parent,
+           audit.compared_attribute(f.attribute) IS NOT NULL AS named
+    FROM audit.all_findings f
+    LEFT JOIN audit.run_context x USING (run_id)
+), k AS (
+    SELECT c.* REPLACE (coalesce(c.flagged, false) AND c.claim = 'about the lender' AS flagged,
+                        coalesce(c.evidence, false) AND c.claim = 'about the lender' AS evidence)
+    FROM c
+), d AS (
+    SELECT k.*,
+           NOT k.named AND coalesce(bool_or(k.named AND k.flagged) OVER (PARTITION BY k.run_id, k.engine, k.parent),
+                                    false) AS demoted
+    FROM k
+)
+SELECT d.* EXCLUDE (parent, named, demoted),
        row_number() OVER (
-         PARTITION BY f.run_id
-         ORDER BY f.evidence DESC NULLS LAST, f.flagged DESC NULLS LAST, f.headline DESC NULLS LAST,
-                  f.estimand = 'detection quality', f.p_value ASC NULLS LAST,
-                  f.individuals DESC NULLS LAST, f.engine, f.attribute, f.group_name, f.finding
+         PARTITION BY d.run_id
+         ORDER BY d.evidence DESC NULLS LAST,
+                  CASE d.claim WHEN 'about the lender' THEN 0 WHEN 'about the model' THEN 1
+                               WHEN 'descriptive' THEN 2 ELSE 3 END,
+                  d.flagged DESC NULLS LAST, d.demoted, d.headline DESC NULLS LAST,
+                  d.p_value ASC NULLS LAST, d.individuals DESC NULLS LAST,
+                  d.engine, d.attribute, d.group_name, d.finding
        ) AS rank
-FROM audit.all_findings f;
+FROM d;

@@ -123,11 +123,13 @@ def test_the_engine_logit_equals_controlled_logit_called_directly():
     d.table = d.table.set_column(d.table.schema.get_field_index("income"), "income",
                                  pa.array(income, from_pandas=True))
     out = by_attribute(run(d)["regression_estimates"])
-    assert list(ESTIMATES.names[-25:]) == [
+    names = list(ESTIMATES.names)
+    assert names[names.index("odds_ratio"):names.index("logit_se_classical") + 1] == [
         "odds_ratio", "or_ci_low", "or_ci_high", "logit_coefficient", "logit_se", "logit_p_value",
         "logit_p_adjusted", "logit_significant", "ame", "ame_ci_low", "ame_ci_high", "e_value", "e_value_ci",
-        "logit_note", "fixed_effects", "cluster", "clusters", "se_cluster", "logit_se_classical",
-        "inference", "logit_inference", "bootstrap_draws", "bootstrap_weights", "separated_rows", "separated_levels"]
+        "logit_note", "fixed_effects", "cluster", "clusters", "se_cluster", "logit_se_classical"]
+    assert names[names.index("inference"):] == ["inference", "logit_inference", "bootstrap_draws", "bootstrap_weights",
+                                                "separated_rows", "separated_levels"]
     controls = [d.column_values("income"), Categorical(d.column_values("dti"), DTI),
                 Categorical(d.column_values("loan_type"), ["1", "2", "3"])]
     p = {}
@@ -291,7 +293,7 @@ def test_an_hmda_audit_writes_the_tables_and_the_findings(tmp_path):
     # tested by the logit: its adjusted p, significance and odds ratio
     assert race["odds_ratio"] > 1 and race["logit_significant"]
     assert r["p_value"] == race["logit_p_adjusted"] and r["significant"] == race["logit_significant"]
-    assert r["evidence"] == (r["flagged"] and bool(race["robust"]))  # the public LAR: inputs partial
+    assert r["evidence"] is False  # the public LAR lacks inputs, and the spec states no bound on them
     assert f"their odds of denial were {race['odds_ratio']:.2f} times the reference group's" in r["statement"]
     assert f"average marginal effect of +{100 * race['ame']:.1f} points" in r["statement"]
     assert (f"E-value {race['e_value']:.2f} ({race['e_value_ci']:.2f} for the interval's limit nearer 1"
@@ -300,7 +302,7 @@ def test_an_hmda_audit_writes_the_tables_and_the_findings(tmp_path):
     assert (f"and comparing within the same derived_msa_md and lei (intervals robust to clustering by lei, "
             f"{race['clusters']} clusters), applicants in" in r["statement"])
     assert "points more often than those in the White group of race" in r["statement"]
-    assert "robustness value" in r["statement"] and f"one 2x as strong as {race['strongest_control']} would" in r["statement"]
+    assert "robustness value" in r["statement"] and "An unexplained disparity for review, not evidence" in r["statement"]
     for a, row in rows.items():
         assert row["flagged"] == bool(by[a]["logit_significant"] and by[a]["odds_ratio"] > 1)
     for row in rows.values():  # a tiny group says why it was not tested
@@ -343,7 +345,10 @@ def test_findings_test_the_logit_and_read_complete_inputs_as_evidence(warehouse,
                   logit_note="separation: the outcome is perfectly predicted for some rows"),  # no test
         _estimate("age", logit_p_value=0.2, logit_p_adjusted=0.4, logit_significant=False, or_ci_low=0.9),
         _estimate("ethnicity", odds_ratio=0.7, or_ci_low=0.6, or_ci_high=0.82, logit_coefficient=float(np.log(0.7))),
-        _estimate("tract", robust=True),
+        _estimate("tract", robust=True, bound_source="the lender's records", bound_r2_group=0.02,
+                  bound_r2_outcome=0.3, bounded_estimate=0.02, bounded_ci_low=0.01, bounded_ci_high=0.03,
+                  survives_bound=True),
+        _estimate("age2", robust=True),                                     # robust to benchmarks only
     ]
     for run_id, question in (("dt", "disparate_treatment"), ("di", "disparate_impact")):
         warehouse.start_run(run_id, "s", "h", "test", {"audit": {"question": question, "inputs": inputs}})
@@ -359,9 +364,15 @@ def test_findings_test_the_logit_and_read_complete_inputs_as_evidence(warehouse,
     assert "the denial logit has no estimate (separation: the outcome is perfectly predicted" in sex["statement"]
     assert not age["flagged"] and age["p_value"] == 0.4 and age["significant"] is False  # the logit decides
     assert not eth["flagged"] and eth["significant"]  # significant, but the odds ratio is below 1
-    # evidence: robust (the LPM's sensitivity), or the records hold every input of the decisions
+    # evidence: the records hold every input of the decisions, or the difference survives the stated
+    # bound on those they lack; robustness to the recorded controls' benchmarks is not enough
     complete = inputs == "complete"
     assert race["evidence"] is complete and sex["evidence"] is False and tract["evidence"] is True
+    assert found[("dt", "age2")]["evidence"] is complete
+    if not complete:
+        assert "It survives the stated bound on inputs of the decisions the records lack" in tract["statement"]
+        assert "source: the lender's records" in tract["statement"]
+        assert "An unexplained disparity for review, not evidence" in found[("dt", "age2")]["statement"]
     assert age["evidence"] is False and eth["evidence"] is False
     assert not any(found[("di", a)]["evidence"] for a in ("race", "sex", "tract"))
     assert found[("di", "race")]["flagged"]

@@ -31,9 +31,15 @@ def test_findings_carry_a_rank_evidence_then_flagged_then_the_rest(small_audit_w
 
 
 def test_flagged_means_something_is_wrong_with_the_decisions(small_audit_warehouse):
+    """A part marks what its engine found (RAGUEL: an unfair block); the union flags only claims
+    about the lender's decisions, so a property of the model examined (recourse, PBA, CEC) is
+    ranked after them and never flagged or evidence."""
     with Warehouse(small_audit_warehouse, read_only=True) as wh:
+        model = wh.con.execute("SELECT count(*) FILTER (flagged OR evidence), count(*) FROM audit.findings "
+                           "WHERE claim <> 'about the lender'").fetchall()[0]
+        order = wh.con.sql("SELECT claim FROM audit.findings ORDER BY rank").fetchall()
         raguel = wh.con.sql("SELECT f.flagged, s.algorithm, s.unfair_blocks_before, s.points_changed "
-                            "FROM audit.findings f JOIN audit.raguel_summary s ON s.run_id = f.run_id "
+                            "FROM audit.findings_raguel f JOIN audit.raguel_summary s ON s.run_id = f.run_id "
                             "AND s.attribute = f.attribute AND f.finding LIKE '%(' || s.algorithm || ')' "
                             "WHERE f.engine = 'raguel' AND s.configuration = 'main'").fetchall()
         view = wh.con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'findings_detection'").fetchall()
@@ -41,6 +47,10 @@ def test_flagged_means_something_is_wrong_with_the_decisions(small_audit_warehou
                           for flag, algo, unfair, moved in raguel)
     assert any(not flag for flag, *_ in raguel)  # the block re-ranking that moves nobody is not flagged
     assert not view or "false AS flagged" in view[0][0]  # detection grades the audit, never flags
+    assert model[1] > 0 and model[0] == 0
+    claims = [c for (c,) in order]
+    lender = [i for i, c in enumerate(claims) if c == "about the lender"]
+    assert lender == list(range(len(lender)))  # every claim about the lender ranks first
 
 
 def test_the_conclusion_comes_first_with_groups_by_their_values(small_audit_warehouse, tmp_path):

@@ -43,6 +43,7 @@ from aequum.engines.core.spec_fields import (  # noqa: F401  (the spec's names, 
     ProtectedAttribute,
     _expand_comparisons,
     Decision,
+    InputBound,
     Pricing,
     Label,
     Feature,
@@ -204,6 +205,17 @@ class AuditSpec(_Model):
             clash = sorted(set(self.decision.reasons.columns) & others)
             if clash:
                 raise ValueError(f"decision.reasons.columns: {clash} are already other columns of the spec")
+        if self.decision is not None and self.decision.bounds:
+            outcomes = {"denial", "any", *(self.pricing.fields if self.pricing is not None else [])}
+            names = set(pnames) | {c["label"] for c in self.comparisons()}
+            for i, b in enumerate(self.decision.bounds):
+                if b.outcome not in outcomes:
+                    raise ValueError(f"decision.bounds[{i}].outcome: {b.outcome!r} is none of denial, any "
+                                     f"or the pricing fields {sorted(outcomes - {'denial', 'any'})}")
+                unknown = [a for a in b.attributes if a not in names]
+                if unknown:
+                    raise ValueError(f"decision.bounds[{i}].attributes: {unknown} are not protected "
+                                     f"attributes or comparisons {sorted(names)}")
         if self.pricing is not None:
             if self.decision is None:
                 raise ValueError("pricing needs a `decision` column (the originations are picked by it)")
@@ -379,6 +391,9 @@ class AuditSpec(_Model):
         return {**self.engines.model_dump(mode="json"),
                 "audit": {"question": self.question,
                           "inputs": self.decision.inputs if self.decision is not None else "partial",
+                          "missing_inputs": list(self.decision.missing_inputs) if self.decision else [],
+                          "bounds": [b.model_dump(mode="json") for b in self.decision.bounds]
+                          if self.decision else [],
                           "model": model, "comparisons": self.comparisons(),
                           "groups": [{"attribute": p.name, **p.group_labels()} for p in self.protected],
                           "decision": self.decision_labels(),

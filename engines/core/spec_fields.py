@@ -315,6 +315,24 @@ class Reasons(_Model):
                                   "(e.g. '1': debt_to_income_ratio).")
 
 
+class InputBound(_Model):
+    """How strong an input the records lack can be, as Cinelli & Hazlett (2020, Sec. 4) bound an
+    omitted confounder Z with explicit values: its partial R² with group membership given the
+    controls (``r2_group`` = R²_{D~Z|X}) and with the outcome given group and controls
+    (``r2_outcome`` = R²_{Y~Z|D,X}). The lender's internal records, where the input is recorded,
+    measure both (``aequum bounds``); ``source`` says where the figures come from."""
+
+    outcome: str = Field(description="denial, a pricing field (rate_spread, interest_rate, ...), or any.")
+    r2_group: float = Field(ge=0, lt=1, description="Partial R² of the missing input with group membership "
+                            "given the controls.")
+    r2_outcome: float = Field(ge=0, le=1, description="Partial R² of the missing input with the outcome "
+                              "given group membership and the controls.")
+    source: str = Field(min_length=1, description="Where the figures come from (an internal audit's run, "
+                        "a study): the statements cite it.")
+    attributes: list[str] = Field(default_factory=list, description="The protected attributes or "
+                                  "comparisons it applies to (race, race=Asian); empty: every one.")
+
+
 class Decision(_Model):
     """The production decision column (ŷ). Values in `favourable` map to 1, others to 0."""
 
@@ -336,11 +354,51 @@ class Decision(_Model):
         "decision's, so no omitted input can explain a direct effect; the sensitivity analysis is "
         "still reported.")
 
+    missing_inputs: list[str] = Field(
+        default_factory=list, description="With inputs: partial, the inputs of the decisions the records "
+        "lack, in words (the public HMDA LAR: [credit score, automated underwriting result]); the "
+        "statements name them. Empty: 'inputs the records lack'.")
+    bounds: list[InputBound] = Field(
+        default_factory=list, description="With inputs: partial, how strong the missing inputs can be, "
+        "with the source of the figures (Cinelli & Hazlett 2020, bounds for explicit values): a controlled "
+        "difference that survives the bound is evidence, one that does not is an unexplained disparity. "
+        "`aequum bounds` prints these entries from an internal audit that recorded the missing input.")
+
     @model_validator(mode="after")
     def _disjoint(self) -> "Decision":
         _check_disjoint("decision", favourable=self.favourable, unfavourable=self.unfavourable,
                         out_of_scope=self.out_of_scope)
+        if self.inputs == "complete" and (self.missing_inputs or self.bounds):
+            raise ValueError("decision: inputs: complete says no input is missing; drop missing_inputs "
+                             "and bounds, or set inputs: partial")
         return self
+
+    def bound_for(self, outcome: str, attribute: str, parent: str | None = None) -> "InputBound | None":
+        """The bound on the missing inputs for one outcome (``denial`` or a pricing field) and one
+        tested unit: the entries naming the outcome (or ``any``) and the unit, its attribute
+        (``parent``: race for race=Asian) or every attribute; the most specific kind wins, and
+        several of one kind combine into the strongest (the largest of each partial R²)."""
+        def rank(b: "InputBound") -> int | None:
+            if b.outcome not in (outcome, "any"):
+                return None
+            names = b.attributes
+            specific = 0 if b.outcome == "any" else 1
+            if not names:
+                return specific
+            if attribute in names:
+                return 4 + specific
+            return 2 + specific if parent is not None and parent in names else None
+        scored = [(rank(b), b) for b in self.bounds]
+        scored = [(r, b) for r, b in scored if r is not None]
+        if not scored:
+            return None
+        best = max(r for r, _ in scored)
+        chosen = [b for r, b in scored if r == best]
+        if len(chosen) == 1:
+            return chosen[0]
+        return InputBound(outcome=outcome, r2_group=max(b.r2_group for b in chosen),
+                          r2_outcome=max(b.r2_outcome for b in chosen),
+                          source="; ".join(dict.fromkeys(b.source for b in chosen)))
 
 
 class Pricing(_Model):

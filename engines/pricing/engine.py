@@ -46,7 +46,7 @@ from aequum.engines.core.intersections import tested_units
 from aequum.engines.core.spec import value_key
 from aequum.engines.outcome.engine import two_proportion_p
 from aequum.engines.outcome.stats import adjust_p_values, ratio_log_interval, wilson_interval
-from aequum.engines.regression.engine import held_cells, record_block, resolve_controls
+from aequum.engines.regression.engine import bounded, held_cells, record_block, resolve_controls, unit_bounds
 from aequum.engines.regression.sensitivity import controlled_lpm
 
 ESTIMATES = pa.schema([
@@ -62,9 +62,20 @@ ESTIMATES = pa.schema([
     ("correction", pa.string()), ("note", pa.string()),
     # fixed effects absorbed and the cluster-robust error the test uses when clustered
     ("fixed_effects", pa.string()), ("cluster", pa.string()), ("clusters", pa.int64()), ("se_cluster", pa.float64()),
+    # the difference under the spec's bound on the inputs the records lack (engines.regression.bounds)
+    ("bound_source", pa.string()), ("bound_r2_group", pa.float64()), ("bound_r2_outcome", pa.float64()),
+    ("bounded_estimate", pa.float64()), ("bounded_ci_low", pa.float64()), ("bounded_ci_high", pa.float64()),
+    ("survives_bound", pa.bool_()),
     # the inference the interval and p used (engines.regression.wild): classical, HC1, CR1, WCR-bootstrap
     ("inference", pa.string()), ("bootstrap_draws", pa.int64()), ("bootstrap_weights", pa.string()),
 ])
+
+# Each recorded control's partial R² with group membership (r2dxj_x, given the other controls)
+# and with the price (r2yxj_dx, given group and the other controls), per unit and field: on an
+# internal audit that records the input the public data lack (the credit score), the figures a
+# bound on it needs (audit.input_strength, `aequum bounds`).
+STRENGTH = pa.schema([("attribute", pa.string()), ("field", pa.string()), ("control", pa.string()),
+                      ("r2dxj_x", pa.float64()), ("r2yxj_dx", pa.float64())])
 
 HPML = pa.schema([
     ("attribute", pa.string()), ("field", pa.string()), ("n_protected", pa.int64()), ("n_reference", pa.int64()),
@@ -112,7 +123,7 @@ class PricingEngine:
     """Pricing disparities among originated loans (see the module docstring)."""
 
     name = "pricing"
-    tables = {"pricing_estimates": ESTIMATES, "pricing_hpml": HPML}
+    tables = {"pricing_estimates": ESTIMATES, "pricing_hpml": HPML, "pricing_input_strength": STRENGTH}
 
     def columns(self, spec, params) -> list[str]:
         """Groups, the controls, the pricing fields, the recorded decision and the lien."""
@@ -146,6 +157,7 @@ class PricingEngine:
         min_cell = max(params.min_group_size, spec.engines.regression.min_cell(spec))
         groups, others = tested_units(spec, data.groups, params.intersections, min_cell, params.other_groups)
         return {"originated": originated, "fields": fields, "controls": controls, "names": names,
+                "bounds": {f: unit_bounds(spec, groups, f) for f in fields},
                 "groups": groups, "others": others, "hpml": hpml, "spread": p.rate_spread, "params": params,
                 "grouping": {"fixed": fixed, "fixed_names": fixed_names, "cluster": cluster},
                 "cluster_name": cluster_name}
@@ -159,14 +171,18 @@ class PricingEngine:
         unit, field = piece
         params, groups = state["params"], state["groups"][unit]
         rows = np.flatnonzero(state["originated"] & ((groups == 0) | (groups == 1)))
-        estimate = self._field(state, unit, field, state["fields"][field], rows, state["others"].get(unit, []))
+        estimate, strength = self._field(state, unit, field, state["fields"][field], rows,
+                                         state["others"].get(unit, []))
         first = field == next(iter(state["fields"]))
         hpml = [hpml_row(unit, state["hpml"], groups, rows, params, state["spread"])] \
             if state["hpml"] is not None and first else []
         return {"pricing_estimates": pa.Table.from_pylist([estimate], schema=ESTIMATES),
-                "pricing_hpml": pa.Table.from_pylist(hpml, schema=HPML)}
+                "pricing_hpml": pa.Table.from_pylist(hpml, schema=HPML),
+                "pricing_input_strength": pa.Table.from_pylist(strength, schema=STRENGTH)}
 
-    def _field(self, state, unit: str, field: str, y: np.ndarray, rows: np.ndarray, held: list[str]) -> dict:
+    def _field(self, state, unit: str, field: str, y: np.ndarray, rows: np.ndarray,
+               held: list[str]) -> tuple[dict, list[dict]]:
+        """The unit's estimate row for ``field`` and its controls' strengths (STRENGTH rows)."""
         params, groups = state["params"], state["groups"][unit]
         reported = rows[~np.isnan(y[rows])]
         g = groups[reported]
@@ -183,13 +199,13 @@ class PricingEngine:
             row["raw_difference"] = row["mean_protected"] - row["mean_reference"]
         notes = []
         if not len(rows):
-            return {**row, "note": "no originated loans in either group"}
+            return {**row, "note": "no originated loans in either group"}, []
         if not len(reported):
             return {**row, "note": f"no originated loan in these groups reports {field} (NA, Exempt or empty in "
-                                   f"all {len(rows):,}): nothing to compare"}
+                                  f"all {len(rows):,}): nothing to compare"}, []
         if not len(prot) or not len(ref):
             which = "protected" if not len(prot) else "reference"
-            return {**row, "note": f"no originated loan of the {which} group reports {field}: nothing to compare"}
+            return {**row, "note": f"no originated loan of the {which} group reports {field}: nothing to compare"}, []
         if row["unreported"]:
             notes.append(f"{row['unreported']:,} originated loans do not report {field} (NA, Exempt or empty): "
                          "left out")
@@ -207,7 +223,10 @@ class PricingEngine:
                          f"({len(prot):,} protected, {len(ref):,} reference): reported, not tested")
         lower_is_adverse = field in params.borrower_favourable
         adverse = None if fit.estimate is None else (fit.estimate < 0 if lower_is_adverse else fit.estimate > 0)
-        return {**row, "dropped_null": fit.dropped_null, "estimate": fit.estimate, "se": fit.se,
+        strength = [{"attribute": unit, "field": field, "control": c.name, "r2dxj_x": c.r2dxj_x,
+                     "r2yxj_dx": c.r2yxj_dx} for c in fit.sensitivity]
+        return {**row, **bounded(fit, state["bounds"][field].get(unit), params.confidence),
+                "dropped_null": fit.dropped_null, "estimate": fit.estimate, "se": fit.se,
                 "se_robust": fit.se_robust, "ci_low": fit.test_ci_low, "ci_high": fit.test_ci_high, "t": fit.t,
                 "dof": fit.dof, "p_value": None if small else fit.test_p_value, "adverse": adverse,
                 "inference": fit.inference, "bootstrap_draws": fit.bootstrap_draws or None,
@@ -218,7 +237,7 @@ class PricingEngine:
                 "r_squared": fit.r_squared, "rv_q1": fit.rv_q, "rv_q1_alpha": fit.rv_qa,
                 "robust": None if small else fit.robust, "strongest_control": fit.strongest_control,
                 "controls": ", ".join(c for c in fit.controls if c not in names[len(state["names"]):]),
-                "note": "; ".join(notes) or None}
+                "note": "; ".join(notes) or None}, strength
 
     def combine(self, state, parts) -> Tables:
         """One family of tests across the run: every difference and every share ratio."""

@@ -64,11 +64,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+from scipy.stats import t as student_t
 
 from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.core.intersections import tested_units
 from aequum.engines.outcome.stats import adjust_p_values
+from aequum.engines.regression.bounds import under_bound
 from aequum.engines.regression.logit import LogitResult, controlled_logit
 from aequum.engines.regression.design import Categorical, null_mask
 from aequum.engines.regression.sensitivity import LPMResult, controlled_lpm
@@ -93,6 +95,10 @@ ESTIMATES = pa.schema([
     # fixed effects absorbed and cluster-robust errors (engines.regression.absorb)
     ("fixed_effects", pa.string()), ("cluster", pa.string()), ("clusters", pa.int64()),
     ("se_cluster", pa.float64()), ("logit_se_classical", pa.float64()),
+    # the LPM's difference under the spec's bound on the inputs the records lack (engines.regression.bounds)
+    ("bound_source", pa.string()), ("bound_r2_group", pa.float64()), ("bound_r2_outcome", pa.float64()),
+    ("bounded_estimate", pa.float64()), ("bounded_ci_low", pa.float64()), ("bounded_ci_high", pa.float64()),
+    ("survives_bound", pa.bool_()),
     # the inference each model's test used (engines.regression.wild) and the rows separation dropped
     ("inference", pa.string()), ("logit_inference", pa.string()), ("bootstrap_draws", pa.int64()),
     ("bootstrap_weights", pa.string()), ("separated_rows", pa.int64()), ("separated_levels", pa.string()),
@@ -161,6 +167,7 @@ class RegressionEngine:
         groups, others = tested_units(data.spec, data.groups, params.intersections, params.min_cell(data.spec),
                                       params.other_groups)
         return {"y": y, "groups": groups, "controls": controls, "names": names, "params": params,
+                "bounds": unit_bounds(data.spec, groups, "denial"),
                 "others": others, "fixed": fixed, "cluster": cluster, "segments": segments,
                 "attributes": [p.name for p in data.spec.protected if p.of is None]}
 
@@ -213,7 +220,8 @@ class RegressionEngine:
                 notes.append(f"fewer than {params.min_group_size} applicants in a group "
                              f"({fit.n_treated:,} protected, {fit.n_control:,} reference): reported, not tested")
             row = {**_estimate_row(attribute, fit, small, notes, params, names[n_inputs:]),
-                   **_logit_row(logit, fit, small)}
+                   **_logit_row(logit, fit, small),
+                   **bounded(fit, state["bounds"].get(attribute), params.confidence)}
         if segment:
             row = {"segment": label, "segment_feature": segment[0], "segment_level": level, **row}
             return {"regression_segments": pa.Table.from_pylist([row], schema=SEGMENTS)}
@@ -246,6 +254,28 @@ class RegressionEngine:
                 est = est.set_column(est.schema.get_field_index(sig_col), sig_col, pa.array(significant, pa.bool_()))
             out[table] = est
         return out
+
+
+def unit_bounds(spec, units, outcome: str) -> dict:
+    """Each tested unit's bound on the inputs the records lack for ``outcome`` (``denial`` or a
+    pricing field; ``decision.bounds``, the most specific entry), or None."""
+    decision = spec.decision
+    if decision is None or not decision.bounds:
+        return {}
+    parents = {c["label"]: c["attribute"] for c in spec.comparisons()}
+    return {u: decision.bound_for(outcome, u, parents.get(u)) for u in units}
+
+
+def bounded(fit, bound, confidence: float) -> dict:
+    """The linear model's difference under ``bound`` (``engines.regression.bounds``), its interval
+    with the error the row's test uses: cluster-robust with t(G − 1) where there are clusters,
+    else HC1 with t(dof)."""
+    if fit.se_cluster is not None and fit.clusters > 1:
+        se_test, dof_test = fit.se_cluster, fit.clusters - 1
+    else:
+        se_test, dof_test = fit.se_robust, fit.dof
+    crit = float(student_t.ppf(1 - (1 - confidence) / 2, dof_test)) if dof_test and dof_test > 0 else float("nan")
+    return under_bound(fit.estimate, fit.se, fit.dof, se_test, crit, bound)
 
 
 def record_block(data, name: str, log: bool = False) -> np.ndarray | Categorical:

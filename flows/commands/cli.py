@@ -199,6 +199,16 @@ def cmd_show(args) -> int:
     return show(args, notify=_say)
 
 
+def cmd_bounds(args) -> int:
+    from aequum.flows.commands.bounds import bound_entries, bounds_yaml
+
+    if args.run_id is not None:
+        check_run_id(args.run_id, "run id")
+    entries, run = bound_entries(args.warehouse, args.control, args.run_id, wait=args.wait, notify=_say)
+    print(bounds_yaml(entries, run, args.control), end="")
+    return 0
+
+
 def cmd_report(args) -> int:
     from aequum.flows.commands.report import write_cases, write_report
 
@@ -322,6 +332,14 @@ def parser() -> argparse.ArgumentParser:
                    help="table: fitted to the terminal; csv, parquet: every row (default %(default)s)")
     s.add_argument("--out", default=None, help="output file for csv / parquet (csv: default stdout)")
     s.set_defaults(func=cmd_show)
+
+    bd = sub.add_parser("bounds", help="print decision.bounds entries for a public-data screening: the strength "
+                        "of an input the public data lack, measured on a lender's own records")
+    bd.add_argument("--control", required=True, help="the recorded input, a control of the internal audit "
+                    "(e.g. credit_score)")
+    wh_args(bd)
+    bd.add_argument("--run-id", default=None, help="the internal audit's run (default: the latest that measured it)")
+    bd.set_defaults(func=cmd_bounds)
 
     rp = sub.add_parser("report", help="write a run's self-contained HTML report (default: the latest run)")
     rp.add_argument("run_id", nargs="?", default=None, help="the run (default: the latest)")

@@ -65,37 +65,102 @@ def figure_text(f: dict, labels: Labels) -> str:
     return text
 
 
+CLAIMS = ("about the lender", "about the model", "descriptive", "audit quality")
+LISTED = 6  # flagged claims named in the conclusion's second sentence (every controlled group beside them)
+
+
+def claim_of(f: dict) -> str:
+    """The finding's kind of claim (``audit.findings.claim``; warehouses written before it: from
+    the estimand)."""
+    if f.get("claim"):
+        return f["claim"]
+    estimand = f.get("estimand") or ""
+    if estimand == "detection quality":
+        return "audit quality"
+    if estimand in ("model property", "recourse") or estimand.startswith("procedural (model"):
+        return "about the model"
+    return "descriptive" if estimand == "raw disparity" else "about the lender"
+
+
+def figure_words(f: dict, labels: Labels) -> str:
+    """The finding's figure in the unit its statement uses: points of denial, a price in the
+    field's units, else the measure as the table names it."""
+    value, low, high = f.get("value"), f.get("ci_low"), f.get("ci_high")
+    level = f"{100 * (f.get('confidence') or 0.95):g}%"
+    if value is None:
+        return "no estimate"
+    if f.get("measure") == "adjusted_denial_difference":
+        text = f"{100 * value:+.1f} points of denial"
+        return text + (f" ({level} CI {100 * low:+.1f} to {100 * high:+.1f})" if low is not None and high is not None else "")
+    if f.get("measure") == "adjusted_price_difference":
+        field = (f.get("finding") or "").removeprefix("adjusted ").removesuffix(" difference")
+        text = f"{value:+.3f} in {field}"
+        return text + (f" ({level} CI {low:+.3f} to {high:+.3f})" if low is not None and high is not None else "")
+    return figure_text(f, labels)
+
+
+def _grouped(found: list[dict], labels: Labels) -> str:
+    """Findings of one engine and kind together, in rank order: "regression (adjusted denial
+    disparity): Black or African American against White (+9.6 points of denial (95% CI +8.5 to
+    +10.7), p < 0.001), Hispanic or Latino against ..."."""
+    kinds: dict[tuple[str, str], list[dict]] = {}
+    for f in found:
+        kinds.setdefault((f["engine"], f["finding"]), []).append(f)
+    return "; ".join(f"{engine} ({finding}): " + ", ".join(
+        f"{labels.versus(f['attribute'], f['group_name'])} ({figure_words(f, labels)}, {confidence_text(f)})"
+        for f in group) for (engine, finding), group in kinds.items())
+
+
 def sentences(run_record: dict, parameters: dict, findings: list[dict], labels: Labels) -> list[str]:
-    """Three to six plain sentences: the question and the count, the strongest findings with
-    how sure and whether they are evidence, and what the data cannot show."""
+    """Three to six plain sentences: first the verdict (evidence, or plainly that nothing is),
+    then what was flagged for whom, by how much and how sure (every group the controlled
+    analysis flags among them), the counts by kind of claim (they add up to every finding),
+    and what the data cannot show."""
     audit = parameters.get("audit", {})
     question = QUESTION.get(audit.get("question") or "disparate_treatment", "disparate treatment")
-    about = [f for f in findings if f.get("estimand") != "detection quality"]
-    heads = [f for f in about if f.get("headline")]
-    flagged = [f for f in about if f.get("flagged")]
-    evidence = [f for f in about if f.get("evidence")]
-    out = [f"This audit of {run_record.get('spec_name')} asked whether the decisions show {question}: "
-           f"{len(flagged)} of its {len(about)} findings ({len(heads)} headline) flag a difference in the "
-           f"decisions, and {len(evidence)} {'is' if len(evidence) == 1 else 'are'} evidence on that question."]
-    for f in ordered(flagged)[:2]:
-        group = labels.versus(f["attribute"], f["group_name"])
-        sure = confidence_text(f)
-        if f.get("evidence"):
-            why = "it is evidence of " + question
-            if f.get("robustness_value") is not None:
-                why += (f" (an unobserved confounder would need to explain {100 * f['robustness_value']:.1f}% "
-                        f"of both group and {'price' if f['engine'] == 'pricing' else 'decision'} to remove it)")
-        else:
-            why = f"it is not evidence of {question} by itself: a {f.get('estimand')} finding shows " \
-                  + MEANS.get(f.get("estimand") or "", "a difference")
-        out.append(f"{group} ({f['engine']}, {f['finding']}): {figure_text(f, labels)}, {sure}; {why}.")
-    if not flagged:
-        out.append("No finding flags a difference between the groups at the configured confidence; "
-                   "that is not proof that the decisions are fair.")
+    name = run_record.get("spec_name")
+    partial = audit.get("inputs", "partial") != "complete"
+    missing = ", ".join(audit.get("missing_inputs") or []) or "inputs of the decisions (such as the credit score)"
+    bounds = audit.get("bounds") or []
+    kinds = {k: [f for f in findings if claim_of(f) == k] for k in CLAIMS}
+    lender = kinds["about the lender"]
+    flagged = [f for f in ordered(lender) if f.get("flagged")]
+    evidence = [f for f in flagged if f.get("evidence")]
+    out = []
+    if evidence:
+        out.append(f"Evidence of {question} in the decisions of {name}: "
+                   + _grouped(evidence[:LISTED], labels)
+                   + (f"; and {len(evidence) - LISTED} more" if len(evidence) > LISTED else "") + ".")
+    elif partial and flagged:
+        out.append(f"Nothing in this audit of {name} is evidence of {question}: the records lack {missing}, "
+                   + ("and no flagged difference survives the stated bound on them"
+                      if bounds else "and no bound on them was stated (decision.bounds)")
+                   + f", so the {len(flagged)} differences flagged below are unexplained disparities for review.")
+    else:
+        out.append(f"Nothing in this audit of {name} is evidence of {question}"
+                   + (": no tested difference in the applicants' disfavour is significant."
+                      if not flagged else "."))
+    rest = [f for f in flagged if not f.get("evidence")]
+    if rest:
+        named = rest[:LISTED]
+        # every group the controlled denial analysis flags is named, however far down the list
+        named += [f for f in rest[LISTED:] if f["engine"] == "regression"]
+        more = len(rest) - len(named)
+        out.append(("Also flagged for review: " if evidence else "Flagged for review: ") + _grouped(named, labels)
+                   + (f"; and {more} more (the ranked table)" if more else "") + ".")
+    elif not flagged:
+        out.append("No finding about the lender flags a difference at the configured confidence; that is not "
+                   "proof that the decisions are fair.")
+    counts = [f"{len(lender)} are claims about the lender's decisions ({len(flagged)} flagged, "
+              f"{len(evidence)} evidence)"]
+    words = {"about the model": "describe the model examined", "descriptive": "are descriptive figures",
+             "audit quality": "grade the audit against a known truth"}
+    counts += [f"{len(kinds[k])} {w}" for k, w in words.items() if kinds[k]]
+    out.append(f"Of its {len(findings)} findings, " + ", ".join(counts[:-1])
+               + (" and " if len(counts) > 1 else "") + counts[-1] + ".")
     limits = []
-    if audit.get("inputs", "partial") != "complete":
-        limits.append("the records do not hold every input of the decisions, so an input they lack "
-                      "may explain a difference")
+    if partial:
+        limits.append(f"the records lack {missing}, so an input they lack may explain a difference")
     if audit.get("model") == "surrogate":
         limits.append("the model-based engines examine a surrogate fitted to the decisions, not the "
                       "lender's model")

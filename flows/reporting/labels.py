@@ -55,6 +55,11 @@ class Labels:
         """The group as recorded: "Female"; an intersection "Black or African American × Female"."""
         if group_name is None:
             return "n/a"
+        if group_name in ("protected", "reference") and attribute in self.comparisons:
+            # a per-value comparison (race=Asian): its value against its attribute's reference group
+            c = self.comparisons[attribute]
+            return (str(c.get("value")) if group_name == "protected"
+                    else self.side(c.get("attribute", ""), "reference") or f"reference group of {c.get('attribute')}")
         if group_name in ("protected", "reference"):
             parts = attribute.split("&")
             if len(parts) > 1 and all(self.side(a, group_name) for a in parts):
@@ -76,7 +81,8 @@ class Labels:
 
     def versus(self, attribute: str, group_name: str | None) -> str:
         """"Female against Male" for a group compared with its attribute's reference group."""
-        ref = self.side(attribute, "reference") or (self.group(attribute, "reference") if "&" in attribute else None)
+        ref = self.side(attribute, "reference") or (self.group(attribute, "reference")
+                                                    if "&" in attribute or attribute in self.comparisons else None)
         me = self.group(attribute, group_name)
         return f"{me} against {ref}" if ref and group_name != "reference" and ref != me else me
 

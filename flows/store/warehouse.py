@@ -28,7 +28,7 @@ _VERSION = re.compile(r"^[0-9a-f]{16}$")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 # Views that are the union of per-engine parts: sql/views/<name>.sql creates the empty view
 # (its column contract), sql/views/<name>_<engine>.sql one part each (see findings.sql).
-UNION_VIEWS = ("findings",)
+UNION_VIEWS = ("findings", "input_strength")
 
 
 class WarehouseError(RuntimeError):

@@ -34,8 +34,11 @@
 --   robustness_value  RV_{1,alpha}: the partial R-squared an unobserved confounder needs with
 --                both group and decision to make it insignificant (Cinelli & Hazlett 2020)
 --   e_value      for ratio findings, the E-value of the ratio (VanderWeele & Ding 2017)
+--   claim        what the finding is about: about the lender, about the model, descriptive,
+--                audit quality (sql/findings_ranked.sql derives it; flagged and evidence are
+--                only ever true on claims about the lender)
 --   rank         the finding's place in its run by severity x confidence, 1 first
---                (sql/union/findings.sql ranks the union; the parts do not have it)
+--                (sql/findings_ranked.sql ranks the union; the parts do not have it)
 
 CREATE OR REPLACE MACRO audit.pct(x) AS
     CASE WHEN x IS NULL THEN 'n/a' ELSE printf('%.1f%%', 100 * x) END;
@@ -138,6 +141,10 @@ CREATE OR REPLACE VIEW audit.run_context AS
 SELECT run_id,
        coalesce(json_extract_string(parameters, '$.audit.question'), 'disparate_treatment') AS question,
        coalesce(json_extract_string(parameters, '$.audit.inputs'), 'partial') AS inputs,
+       -- the inputs the records lack, in words (decision.missing_inputs), for the statements
+       coalesce(nullif(array_to_string(from_json(json_extract(parameters, '$.audit.missing_inputs'), '["VARCHAR"]'),
+                                       ', '), ''),
+                'inputs of the decisions the records lack (such as the credit history and score)') AS missing,
        json_extract_string(parameters, '$.audit.model') AS model,
        CASE json_extract_string(parameters, '$.audit.model')
             WHEN 'lender' THEN 'the lender''s model supplied with the spec'
@@ -168,5 +175,5 @@ SELECT CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS VARCHAR) AS engine,
        CAST(NULL AS VARCHAR) AS estimand, CAST(NULL AS VARCHAR) AS basis,
        CAST(NULL AS BOOLEAN) AS evidence, CAST(NULL AS BOOLEAN) AS robust,
        CAST(NULL AS DOUBLE) AS robustness_value, CAST(NULL AS DOUBLE) AS e_value,
-       CAST(NULL AS BIGINT) AS rank
+       CAST(NULL AS VARCHAR) AS claim, CAST(NULL AS BIGINT) AS rank
 WHERE false;

@@ -15,9 +15,10 @@
 -- disparity is significant too (audit.robustness.group_significant, the regression engine: a
 -- group-level test, where the individual counts are not one — neighbourhoods overlap, and
 -- where the groups' inputs differ in density a neighbourhood of k reaches further for one
--- group than the other) and either survives the sensitivity analysis (robust) or the records
--- hold every input of the decisions (decision.inputs: complete); a total-effect finding is
--- evidence only for a counterfactual-fairness audit. Complainants without comparators in the
+-- group than the other) and the records hold every input of the decisions (decision.inputs:
+-- complete). On records that lack inputs of the decisions the shares are descriptive (the
+-- union, sql/findings_ranked.sql, never flags them). A total-effect finding is evidence only
+-- for a counterfactual-fairness audit. Complainants without comparators in the
 -- reference group (cst_summary.comparable, engines.cst.overlap) are not tested: the statement
 -- says how many were.
 CREATE OR REPLACE VIEW audit.findings_cst AS
@@ -35,7 +36,7 @@ WITH params AS (
               ELSE 'path-specific effect' END AS estimand
   FROM audit.cst_summary s
 ), f AS (
-  SELECT s.*, p.alpha, p.tau, c.question, c.inputs, r.robust, r.robustness_value, r.strongest_control,
+  SELECT s.*, p.alpha, p.tau, c.question, c.inputs, c.missing, r.robust, r.robustness_value, r.strongest_control,
          r.group_significant,
          CASE WHEN s.method = 'CF' THEN coalesce(s.discriminated, 0) > 0
               ELSE coalesce(s.excess_p_value < p.alpha, s.significant_share > p.alpha, false) END AS flagged
@@ -77,7 +78,11 @@ SELECT f.run_id, 'cst' AS engine, f.protected_attribute AS attribute, 'protected
               CASE WHEN f.comparable < f.complainants THEN printf(
                 ' Only %s had comparators in the reference group (engines.cst.overlap); the others '
                 'were not tested.', audit.num(f.comparable)) ELSE '' END,
-              CASE WHEN NOT f.flagged THEN printf('Not significantly more than the %s that chance alone flags '
+              CASE WHEN f.inputs <> 'complete' THEN printf(
+                     'The records lack %s: neighbours alike in what the records hold may differ in what they '
+                     'lack, so these shares describe and are no test of how the applicants were treated.',
+                     f.missing)
+                   WHEN NOT f.flagged THEN printf('Not significantly more than the %s that chance alone flags '
                                                   'at this level.', audit.pct(f.alpha))
                    WHEN f.estimand IN ('total effect', 'path-specific effect') THEN
                      'The counterfactual moves the applicant''s inputs with the group, so group differences '
@@ -92,13 +97,7 @@ SELECT f.run_id, 'cst' AS engine, f.protected_attribute AS attribute, 'protected
                    WHEN f.inputs = 'complete' THEN
                      'The records hold every input of the decisions and the group''s controlled disparity '
                      'is significant: evidence of a direct effect.'
-                   WHEN f.robust THEN printf(
-                     'It survives an unobserved factor as strong as %s (robustness value %s).',
-                     f.strongest_control, printf('%.3f', f.robustness_value))
-                   WHEN f.robust = false THEN printf(
-                     'An unobserved factor no stronger than %s could explain it (robustness value %s): '
-                     'not evidence of disparate treatment.', f.strongest_control, printf('%.3f', f.robustness_value))
-                   ELSE 'Inputs the records lack (such as credit history) may explain it.' END)
+                   ELSE 'Inputs the records lack may explain it.' END)
        END AS statement,
        f.estimand,
        CASE WHEN f.method = 'ST' THEN 'the recorded inputs compared (engines.cst.features)'
@@ -106,7 +105,7 @@ SELECT f.run_id, 'cst' AS engine, f.protected_attribute AS attribute, 'protected
        CASE WHEN f.question = 'counterfactual_fairness' THEN f.flagged AND f.estimand <> 'direct effect given the recorded inputs'
             WHEN f.question = 'disparate_treatment' THEN
               f.flagged AND f.estimand IN ('direct effect given the recorded inputs', 'direct effect')
-              AND coalesce(f.group_significant, false) AND (f.inputs = 'complete' OR coalesce(f.robust, false))
+              AND coalesce(f.group_significant, false) AND f.inputs = 'complete'
             ELSE false END AS evidence,
        CASE WHEN f.estimand IN ('direct effect given the recorded inputs', 'direct effect') THEN
               CASE WHEN f.inputs = 'complete' THEN coalesce(f.robust, true) ELSE f.robust END END AS robust,

@@ -6,7 +6,9 @@
 -- Estimand: a property of the model verified (runs.parameters $.audit.model). With a surrogate
 -- fitted to the recorded decisions it describes the surrogate, which loads whatever the inputs
 -- lack onto the group indicator: never evidence about the lender. With the lender's own model
--- it is a proof about that model: evidence of disparate treatment by it.
+-- it is a proof about that model, which this part marks (flagged, evidence); the union
+-- (sql/findings_ranked.sql) ranks every model property after the claims about the lender's
+-- decisions and flags none: a model's bias under perturbation is not a decision made.
 CREATE OR REPLACE VIEW audit.findings_pba AS
 WITH s AS (
   SELECT s.*, min(s.delta) OVER (PARTITION BY s.run_id, s.attribute) AS delta_headline

@@ -7,10 +7,15 @@
 -- subordinate one), a raw disparity with its ratio and two-proportion test.
 -- flagged: the adjusted p (across the run's pricing tests) significant and the difference in
 -- the borrower's disfavour (higher; lower for lender credits: adverse); for the HPML share, a
--- significantly higher share. Evidence (of disparate treatment): flagged, and robust to an
--- unobserved factor as strong as each control and as all of them together (the public LAR lacks
--- the credit score a pricer reads) or on records holding every input of the decisions; the HPML
--- share is a raw disparity, evidence only when the audit asks about disparate impact.
+-- significantly higher share. Evidence (of disparate treatment): flagged, and either on records
+-- holding every input of the decisions or surviving the spec's stated bound on the inputs the
+-- records lack (decision.bounds for the field: engines.regression.bounds). On the public LAR,
+-- which lacks the credit score a pricer reads first, a flagged difference without such a bound
+-- is an unexplained disparity for review. The HPML share is a raw disparity, evidence only when
+-- the audit asks about disparate impact.
+-- One claim, once: the interest rate and the rate spread (the APR over a benchmark rate common
+-- to loans locked together) measure one price; where both are estimated, the rate spread carries
+-- the claim and the interest rate's row is a supporting figure (not headline, not flagged).
 CREATE OR REPLACE VIEW audit.findings_pricing AS
 WITH labelled AS (
     -- a per-value comparison (race=Asian) is against its attribute's reference group
@@ -19,8 +24,8 @@ WITH labelled AS (
     FROM (SELECT DISTINCT run_id, attribute FROM audit.pricing_estimates
           UNION SELECT DISTINCT run_id, attribute FROM audit.pricing_hpml))
 SELECT e.run_id, 'pricing' AS engine, e.attribute, 'protected' AS group_name,
-       'adjusted ' || e.field || ' difference' AS finding, true AS headline,
-       coalesce(e.significant AND e.adverse, false) AS flagged,
+       'adjusted ' || e.field || ' difference' AS finding, NOT e.supporting AS headline,
+       coalesce(e.significant AND e.adverse AND NOT e.supporting, false) AS flagged,
        'adjusted_price_difference' AS measure, e.estimate AS value, e.ci_low, e.ci_high, e.confidence,
        e.p_adjusted AS p_value, e.significant,
        CAST(CASE WHEN coalesce(e.adverse, false) THEN e.n_protected ELSE 0 END AS BIGINT) AS individuals,
@@ -35,7 +40,7 @@ SELECT e.run_id, 'pricing' AS engine, e.attribute, 'protected' AS group_name,
          ELSE printf(
            'Among originated loans, after controlling for %s, the %s of %s was %.3f %s than that of %s '
            '(%.0f%% CI %.3f to %.3f, %s, N = %s; means %.3f and %.3f, medians %.3f and %.3f, unadjusted '
-           'difference %.3f)%s%s.%s',
+           'difference %.3f)%s.%s%s',
            CASE WHEN e.controls = '' THEN 'nothing' ELSE e.controls END, e.field,
            l.protected_label, abs(e.estimate),
            CASE WHEN e.estimate >= 0 THEN 'higher' ELSE 'lower' END,
@@ -44,23 +49,50 @@ SELECT e.run_id, 'pricing' AS engine, e.attribute, 'protected' AS group_name,
                 ELSE audit.pval(e.p_adjusted) || ', ' || e.correction || '-adjusted' END,
            audit.num(e.n), e.mean_protected, e.mean_reference, e.median_protected, e.median_reference,
            e.raw_difference,
-           printf('; an unobserved factor (such as the credit score the public LAR lacks) would need to '
-                  'explain %s of the residual variance of both group membership and the price to remove '
-                  'the difference (robustness value; %s to make it no longer significant)',
-                  audit.pct(e.rv_q1), audit.pct(e.rv_q1_alpha)),
-           CASE WHEN e.strongest_control IS NULL THEN ''
-                ELSE printf('; one %sas strong as %s %s explain it away',
-                            CASE WHEN coalesce(e.robust_multiplier, 1) = 1 THEN ''
-                                 ELSE printf('%gx ', e.robust_multiplier) END, e.strongest_control,
-                            CASE WHEN e.robust THEN 'would not' ELSE 'would' END) END,
-           CASE WHEN e.note IS NULL THEN '' ELSE ' Note: ' || e.note || '.' END)
+           printf('; an unobserved factor would need to explain %s of the residual variance of both group '
+                  'membership and the price to remove the difference (robustness value; %s to make it no '
+                  'longer significant)', audit.pct(e.rv_q1), audit.pct(e.rv_q1_alpha)),
+           CASE WHEN e.note IS NULL THEN '' ELSE ' Note: ' || e.note || '.' END,
+           ' ' || CASE
+             WHEN e.supporting THEN
+               'Counted once: the rate spread''s finding carries this claim (the spread is the rate over a '
+               'benchmark common to loans locked together).'
+             WHEN NOT coalesce(e.significant AND e.adverse, false) THEN
+               CASE WHEN e.p_adjusted IS NULL THEN 'Not tested: the estimate is descriptive.'
+                    ELSE 'Not a significant difference in the borrowers'' disfavour.' END
+             WHEN c.question <> 'disparate_treatment' THEN
+               'An adjusted disparity: a screen for review; the audit''s question is not disparate treatment.'
+             WHEN c.inputs = 'complete' THEN
+               'The records hold every input of the price, so no omitted input can explain it: evidence of '
+               'disparate treatment.'
+             WHEN e.survives_bound THEN printf(
+               'It survives the stated bound on %s (partial R-squared %.2f with group membership and %.2f '
+               'with the %s; source: %s): at most %.3f of it could be theirs, leaving %.3f (%.3f to %.3f): '
+               'evidence of disparate treatment.',
+               c.missing, e.bound_r2_group, e.bound_r2_outcome, e.field, e.bound_source,
+               abs(e.estimate - e.bounded_estimate), e.bounded_estimate, e.bounded_ci_low, e.bounded_ci_high)
+             WHEN e.bound_source IS NOT NULL THEN printf(
+               'An unexplained disparity for review, not evidence: %s as strong as the stated bound (partial '
+               'R-squared %.2f with group membership and %.2f with the %s; source: %s) could explain it '
+               '(bounded difference %.3f, %.3f to %.3f).',
+               c.missing, e.bound_r2_group, e.bound_r2_outcome, e.field, e.bound_source,
+               e.bounded_estimate, e.bounded_ci_low, e.bounded_ci_high)
+             ELSE printf(
+               'An unexplained disparity for review, not evidence: the records lack %s, which drive prices '
+               'and may explain it, and no bound on them was stated (decision.bounds).', c.missing) END)
        END AS statement,
        'adjusted disparity' AS estimand,
        'controls: ' || coalesce(e.controls, '') || '; originated loans reporting ' || e.field AS basis,
-       coalesce(c.question = 'disparate_treatment' AND e.significant AND e.adverse
-                AND (coalesce(e.robust, false) OR c.inputs = 'complete'), false) AS evidence,
+       coalesce(c.question = 'disparate_treatment' AND e.significant AND e.adverse AND NOT e.supporting
+                AND (c.inputs = 'complete' OR coalesce(e.survives_bound, false)), false) AS evidence,
        e.robust, e.rv_q1_alpha AS robustness_value, NULL::DOUBLE AS e_value
-FROM audit.pricing_estimates e
+FROM (SELECT p.*,
+             -- the interest rate beside an estimated rate spread of the same unit: one price, one claim
+             p.field = 'interest_rate' AND EXISTS (
+               SELECT 1 FROM audit.pricing_estimates q
+               WHERE q.run_id = p.run_id AND q.attribute = p.attribute AND q.field = 'rate_spread'
+                 AND q.estimate IS NOT NULL) AS supporting
+      FROM audit.pricing_estimates p) e
 JOIN labelled l USING (run_id, attribute)
 LEFT JOIN audit.run_context c USING (run_id)
 UNION ALL

@@ -13,12 +13,16 @@
 -- The LPM's straight line is not the lender's threshold rule: on the generated fair lender's own
 -- records it left a significant group residual (tests/test_logit.py shows the same on a probit
 -- world) where the logit finds none.
--- Evidence (of disparate treatment, when that is the audit's question): flagged, and either
--- robust to a confounder as strong as each control and as all of them together (the LPM's
--- sensitivity: records that lack inputs of the decisions, such as the public LAR) or on records
--- holding every input of the decisions (audit.run_context.inputs = 'complete'), where no
--- omitted input is left to explain it. Columns: audit.findings' contract, then estimand, basis,
--- evidence, robust, robustness_value (RV_{1,alpha}) and e_value (the odds ratio's).
+-- Evidence (of disparate treatment, when that is the audit's question): flagged, and either on
+-- records holding every input of the decisions (audit.run_context.inputs = 'complete'), where no
+-- omitted input is left to explain it, or surviving the spec's stated bound on the inputs the
+-- records lack (decision.bounds: their partial R-squared with group and denial, with a source;
+-- engines.regression.bounds, Cinelli & Hazlett 2020 Sec. 4). On records lacking inputs with no
+-- bound stated, a flagged difference is an unexplained disparity for review, never evidence:
+-- the robustness value benchmarks an omitted factor against the recorded controls, and on the
+-- public LAR the credit score it lacks is far stronger than they are. Columns: audit.findings'
+-- contract, then estimand, basis, evidence, robust, robustness_value (RV_{1,alpha}) and e_value
+-- (the odds ratio's).
 CREATE OR REPLACE VIEW audit.findings_regression AS
 WITH e AS (
     SELECT r.*,
@@ -44,7 +48,7 @@ SELECT run_id, 'regression' AS engine, attribute, 'protected' AS group_name,
            audit.num(n), coalesce(concat_ws('; ', note, logit_note), 'no estimate'))
          ELSE printf(
            'After controlling for %s%s, applicants in %s were denied %.1f points %s often than those in '
-           '%s (%.0f%% CI %.1f to %.1f, %s, N = %s%s)%s%s%s.%s',
+           '%s (%.0f%% CI %.1f to %.1f, %s, N = %s%s)%s%s.%s%s',
            CASE WHEN controls = '' THEN 'nothing' ELSE controls END,
            CASE WHEN fixed_effects IS NULL THEN ''
                 ELSE printf(' and comparing within the same %s%s', replace(fixed_effects, ', ', ' and '),
@@ -74,25 +78,40 @@ SELECT run_id, 'regression' AS engine, attribute, 'protected' AS group_name,
            printf('; an unobserved factor would need to explain %s of the residual variance of both '
                   'group membership and denial to remove the difference (robustness value; %s to make '
                   'it no longer significant)', audit.pct(rv_q1), audit.pct(rv_q1_alpha)),
-           CASE WHEN strongest_control IS NULL THEN '; there is no control to compare an unobserved factor with'
-                ELSE printf('; one %s as strong as %s %s explain it away',
-                            CASE WHEN coalesce(robust_multiplier, 1) = 1 THEN ''
-                                 ELSE printf('%gx', robust_multiplier) END, strongest_control,
-                            CASE WHEN adjusted_at_strongest IS NOT NULL
-                                      AND sign(adjusted_at_strongest) = sign(estimate)
-                                      AND (adjusted_ci_low_at_strongest > 0 OR adjusted_ci_high_at_strongest < 0)
-                                 THEN 'would not' ELSE 'would' END) END,
            CASE WHEN note IS NULL AND (logit_note IS NULL OR NOT has_logit) THEN ''
-                ELSE ' Note: ' || concat_ws('; ', note, CASE WHEN has_logit THEN logit_note END) || '.' END)
+                ELSE ' Note: ' || concat_ws('; ', note, CASE WHEN has_logit THEN logit_note END) || '.' END,
+           ' ' || CASE
+             WHEN NOT coalesce(is_flagged, false) THEN
+               CASE WHEN tested_p IS NULL THEN 'Not tested: the estimate is descriptive.'
+                    ELSE 'Not a significant difference in the applicants'' disfavour.' END
+             WHEN c.question <> 'disparate_treatment' THEN
+               'An adjusted disparity: a screen for review; the audit''s question is not disparate treatment.'
+             WHEN c.inputs = 'complete' THEN
+               'The records hold every input of the decisions, so no omitted input can explain it: '
+               'evidence of disparate treatment.'
+             WHEN survives_bound THEN printf(
+               'It survives the stated bound on %s (partial R-squared %.2f with group membership and %.2f '
+               'with denial; source: %s): at most %.1f points of it could be theirs, leaving %.1f (%.1f to '
+               '%.1f): evidence of disparate treatment.',
+               c.missing, bound_r2_group, bound_r2_outcome, bound_source, 100 * abs(estimate - bounded_estimate),
+               100 * bounded_estimate, 100 * bounded_ci_low, 100 * bounded_ci_high)
+             WHEN bound_source IS NOT NULL THEN printf(
+               'An unexplained disparity for review, not evidence: %s as strong as the stated bound (partial '
+               'R-squared %.2f with group membership and %.2f with denial; source: %s) could explain it '
+               '(bounded difference %.1f points, %.1f to %.1f).',
+               c.missing, bound_r2_group, bound_r2_outcome, bound_source,
+               100 * bounded_estimate, 100 * bounded_ci_low, 100 * bounded_ci_high)
+             ELSE printf(
+               'An unexplained disparity for review, not evidence: the records lack %s, which may explain it, '
+               'and no bound on them was stated (decision.bounds).', c.missing) END)
        END AS statement,
        'adjusted disparity' AS estimand,
        'controls: ' || controls || CASE WHEN fixed_effects IS NULL THEN ''
                                         ELSE '; fixed effects: ' || fixed_effects END AS basis,
-       -- on records lacking inputs of the decisions only when robust to an unobserved factor; on
-       -- complete inputs the logit's test stands (no omitted input, and its link is the
-       -- threshold rule's shape, which the LPM's is not)
+       -- on complete inputs the logit's test stands (no omitted input); on records lacking inputs only
+       -- under a stated bound on them that the difference survives
        coalesce(c.question = 'disparate_treatment' AND is_flagged
-                AND (coalesce(robust, false) OR c.inputs = 'complete'), false) AS evidence,
+                AND (c.inputs = 'complete' OR coalesce(survives_bound, false)), false) AS evidence,
        robust,
        rv_q1_alpha AS robustness_value,
        e_value
