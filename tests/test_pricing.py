@@ -233,3 +233,47 @@ def test_results_do_not_depend_on_row_order():
                     assert rb[c] == pytest.approx(v, rel=1e-9, abs=1e-12), (name, c)
                 else:
                     assert rb[c] == v, (name, c)
+
+
+@pytest.mark.parametrize("lenders", [1, 10, 40])
+def test_the_inference_follows_the_clusters(lenders):
+    """cluster: lender — one lender: HC1 (its p and interval equal statsmodels' HC1 fit; no
+    cluster-robust claim); 10 lenders: the wild cluster restricted bootstrap's p beside the CR1
+    interval with t(9); 40 (min_clusters): CR1 with t(39). p, adjusted p and significant are
+    never null."""
+    import statsmodels.api as sm
+
+    table = source(4000, add_on=0.25, seed=4)
+    rng = np.random.default_rng(5)
+    names = [f"L{i}" for i in range(lenders)]
+    table = table.append_column("lender", pa.array(np.array(names, dtype=object)[rng.integers(0, lenders, len(table))]))
+    raw = copy.deepcopy(RAW)
+    raw["features"].append({"name": "lender", "type": "categorical", "categories": names, "mutability": "immutable"})
+    raw["engines"]["pricing"] = {**raw["engines"]["pricing"], "fixed_effects": [], "cluster": "lender",
+                                 "fields": ["rate_spread"]}
+    rows = run(staged(table, raw))["pricing_estimates"]
+    expected = {1: "HC1", 10: "WCR-bootstrap", 40: "CR1"}[lenders]
+    for r in rows:
+        assert r["inference"] == expected and r["clusters"] == lenders
+        assert r["p_value"] is not None and r["p_adjusted"] is not None and r["significant"] is not None
+        assert (r["bootstrap_draws"], r["bootstrap_weights"]) == (
+            (9999, "webb") if lenders == 10 else (None, None))
+    race = key(rows)[("race", "rate_spread")]
+    if lenders == 1:
+        race_c, sex_c, action = (np.asarray(table[c]) for c in ("race", "sex", "action"))
+        text = np.asarray(table["rate_spread"])
+        y = np.where(np.isin(text, ["NA", "Exempt", ""]), "nan", text).astype(float)
+        keep = (action == "1") & np.isin(race_c, ["B", "W"]) & ~np.isnan(y)
+        lt = np.asarray(table["loan_type"])[keep]
+        cells = np.where(sex_c == "F", 1, np.where(sex_c == "M", 0, 2))[keep]
+        x = np.column_stack([(race_c[keep] == "B").astype(float), np.asarray(table["ltv"])[keep],
+                             *[(lt == v).astype(float) for v in ("2", "3")], *[(cells == v).astype(float) for v in (0, 2)]])
+        hc1 = sm.OLS(y[keep], sm.add_constant(x)).fit(cov_type="HC1", use_t=True)
+        assert race["p_value"] == pytest.approx(hc1.pvalues[1], rel=1e-6)
+        assert (race["ci_low"], race["ci_high"]) == tuple(pytest.approx(v, rel=1e-6) for v in hc1.conf_int()[1])
+        assert race["se_cluster"] is None
+    else:
+        from scipy.stats import t as student_t
+        crit = student_t.ppf(0.975, lenders - 1)
+        assert race["ci_low"] == pytest.approx(race["estimate"] - crit * race["se_cluster"], rel=1e-12)
+    assert race["significant"] and race["adverse"]

@@ -128,6 +128,8 @@ def test_the_engine_logit_equals_controlled_logit_called_directly():
         "odds_ratio", "or_ci_low", "or_ci_high", "logit_coefficient", "logit_se", "logit_p_value",
         "logit_p_adjusted", "logit_significant", "ame", "ame_ci_low", "ame_ci_high", "e_value", "e_value_ci",
         "logit_note", "fixed_effects", "cluster", "clusters", "se_cluster", "logit_se_classical"]
+    assert names[names.index("inference"):] == ["inference", "logit_inference", "bootstrap_draws", "bootstrap_weights",
+                                                "separated_rows", "separated_levels"]
     controls = [d.column_values("income"), Categorical(d.column_values("dti"), DTI),
                 Categorical(d.column_values("loan_type"), ["1", "2", "3"])]
     p = {}

@@ -59,6 +59,12 @@ def test_engine_rows_equal_the_models_with_fixed_effects_and_clusters():
     lpm = controlled_lpm(1.0 - d.decision, d.groups["race"], [*controls, held],
                          ["income", "dti", "loan_type", "sex (group)"], held=1, robust_multiplier=2.0, **kw)
     assert (race["estimate"], race["se"], race["se_cluster"]) == (lpm.estimate, lpm.se, lpm.se_cluster)
+    # 25 lenders, fewer than min_clusters (40): the p-values are the wild cluster bootstraps', the
+    # intervals CR1 with t(24); seeded, so the engine's equal the models'
+    assert (race["inference"], race["logit_inference"]) == ("WCR-bootstrap", "score-bootstrap")
+    assert (race["bootstrap_draws"], race["bootstrap_weights"]) == (9999, "rademacher")
+    assert (race["p_value"], race["ci_low"], race["ci_high"]) == (lpm.test_p_value, lpm.test_ci_low, lpm.test_ci_high)
+    assert race["logit_p_value"] == direct.p_value and direct.inference == "score-bootstrap"
     # the lenders' own strictness is held: without the fixed effects the disparity is larger
     # (B applicants crowd at the strict lenders)
     plain = controlled_logit(1.0 - d.decision, d.groups["race"], [*controls, held],
@@ -103,8 +109,9 @@ def test_spec_refuses_bad_grouping_fields(field, value, message):
 
 def test_a_segment_of_one_class_is_a_note_not_a_crash():
     """Every applicant of loan type 2 approved: that segment's row says why it has no estimate
-    and the other segments stand; in the pooled test the loan type's dummy separates the
-    logit, which says so, while the linear model keeps its estimate."""
+    and the other segments stand; in the pooled test the loan type's dummy would separate the
+    logit: the level and its applications are dropped from both models (Stata's and fixest's
+    rule), counted and named, and both estimate on the rest."""
     d, _ = lender_data(penalty=0.06, min_segment_size=100)
     decision = d.decision.copy()
     decision[d.column_values("loan_type") == 1] = 1  # loan type "2": code 1
@@ -117,6 +124,12 @@ def test_a_segment_of_one_class_is_a_note_not_a_crash():
         assert empty["odds_ratio"] is None and empty["estimate"] is None
         assert "the outcome takes one value" in empty["note"]
         assert seg[(attribute, "loan_type = 1")]["odds_ratio"] is not None
+    groups = d.groups
     for r in out["regression_estimates"]:
-        assert r["odds_ratio"] is None and "separation" in r["logit_note"] and "'loan_type[1]'" in r["logit_note"]
-        assert r["estimate"] is not None
+        g = groups[r["attribute"]]
+        type2 = int(((d.column_values("loan_type") == 1) & ((g == 0) | (g == 1))).sum())
+        assert r["odds_ratio"] is not None and r["logit_note"] is None and r["estimate"] is not None
+        assert r["separated_rows"] == type2 > 0 and r["separated_levels"] == "loan_type = 2"
+        assert (f"loan_type = 2 predicts approval perfectly: level and its {type2:,} rows dropped, as Stata's "
+                "logit and fixest's feglm do") in r["note"]
+        assert r["p_value"] is not None and r["logit_p_value"] is not None

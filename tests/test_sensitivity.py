@@ -265,7 +265,8 @@ def test_degenerate_input_gives_notes():
     five = np.r_[np.flatnonzero(d == 1)[:2], np.flatnonzero(d == 0)[:3]]
     five = five[np.argsort(five)]
     y[five[:2]], y[five[2:]] = 1, 0  # both groups, both outcomes
-    few = (["income", "cat"], [income[five], Categorical(cat[five], LEVELS)])
+    # numeric controls: a level of a categorical among five rows would predict its outcome and be dropped
+    few = (["income", "square", "cube"], [income[five], income[five] ** 2, income[five] ** 3])
     none = (["income", "cat"], [income[:0], Categorical(cat[:0], LEVELS)])
     cases = {
         "one class of y": (np.zeros_like(y), d, both, "the outcome takes one value"),

@@ -16,7 +16,10 @@ cells are staged as nulls (``engines.core.spec.Pricing``) and left out, counted:
   ``engines.regression.sensitivity.controlled_lpm`` (the outcome may be any number: it is the
   linear model of the outcome, not only of a 0/1 decision): the coefficient with its classical
   and HC1 standard errors, interval and two-sided t-test, and its sensitivity to an omitted
-  factor (Cinelli & Hazlett 2020: RV_1, RV_{1,α}, ``robust`` at ``robust_multiplier``);
+  factor (Cinelli & Hazlett 2020: RV_1, RV_{1,α}, ``robust`` at ``robust_multiplier``). The
+  interval and test (``inference``): classical without a cluster; HC1 when the cluster has one
+  level; CR1 with t(G − 1) from ``min_clusters`` (40) clusters; between, the wild cluster
+  restricted bootstrap's p (``engines.regression.wild``) beside the CR1 t(G − 1) interval;
 * for the rate spread (``pricing.rate_spread``), the higher-priced share (HPML, Reg Z 12 CFR
   1026.35(a)(1): a rate spread of at least 1.5 points for a first lien, 3.5 for a subordinate
   lien; ``pricing.lien`` says which — loans of another or no lien status are left out, counted)
@@ -36,7 +39,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from scipy.stats import t as student_t
 
 from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
@@ -64,6 +66,8 @@ ESTIMATES = pa.schema([
     ("bound_source", pa.string()), ("bound_r2_group", pa.float64()), ("bound_r2_outcome", pa.float64()),
     ("bounded_estimate", pa.float64()), ("bounded_ci_low", pa.float64()), ("bounded_ci_high", pa.float64()),
     ("survives_bound", pa.bool_()),
+    # the inference the interval and p used (engines.regression.wild): classical, HC1, CR1, WCR-bootstrap
+    ("inference", pa.string()), ("bootstrap_draws", pa.int64()), ("bootstrap_weights", pa.string()),
 ])
 
 # Each recorded control's partial R² with group membership (r2dxj_x, given the other controls)
@@ -210,7 +214,7 @@ class PricingEngine:
         fit = controlled_lpm(y, groups, [*state["controls"], *cells], names, params.confidence,
                              multipliers=(float(params.robust_multiplier),),
                              robust_multiplier=params.robust_multiplier, rows=reported, held=len(cells),
-                             **state["grouping"])
+                             bootstrap=params.bootstrap(), **state["grouping"])
         small = min(len(prot), len(ref)) < params.min_group_size
         if fit.note:
             notes.append(fit.note)
@@ -219,18 +223,14 @@ class PricingEngine:
                          f"({len(prot):,} protected, {len(ref):,} reference): reported, not tested")
         lower_is_adverse = field in params.borrower_favourable
         adverse = None if fit.estimate is None else (fit.estimate < 0 if lower_is_adverse else fit.estimate > 0)
-        ci_low, ci_high, p_value = fit.ci_low, fit.ci_high, fit.p_value
-        if fit.se_cluster is not None and fit.clusters > 1:  # the test and interval robust to clustering
-            dof_c = fit.clusters - 1
-            crit = float(student_t.ppf(1 - (1 - params.confidence) / 2, dof_c))
-            ci_low, ci_high = fit.estimate - crit * fit.se_cluster, fit.estimate + crit * fit.se_cluster
-            p_value = float(2 * student_t.sf(abs(fit.estimate / fit.se_cluster), dof_c))
         strength = [{"attribute": unit, "field": field, "control": c.name, "r2dxj_x": c.r2dxj_x,
                      "r2yxj_dx": c.r2yxj_dx} for c in fit.sensitivity]
         return {**row, **bounded(fit, state["bounds"][field].get(unit), params.confidence),
                 "dropped_null": fit.dropped_null, "estimate": fit.estimate, "se": fit.se,
-                "se_robust": fit.se_robust, "ci_low": ci_low, "ci_high": ci_high, "t": fit.t,
-                "dof": fit.dof, "p_value": None if small else p_value, "adverse": adverse,
+                "se_robust": fit.se_robust, "ci_low": fit.test_ci_low, "ci_high": fit.test_ci_high, "t": fit.t,
+                "dof": fit.dof, "p_value": None if small else fit.test_p_value, "adverse": adverse,
+                "inference": fit.inference, "bootstrap_draws": fit.bootstrap_draws or None,
+                "bootstrap_weights": fit.bootstrap_weights,
                 "fixed_effects": ", ".join(state["grouping"]["fixed_names"]) or None,
                 "cluster": state["cluster_name"],
                 "clusters": fit.clusters or None, "se_cluster": fit.se_cluster,

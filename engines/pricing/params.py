@@ -6,6 +6,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from aequum.engines.core.spec import Scalar, value_key
+from aequum.engines.regression.wild import Bootstrap
 
 
 class PricingParams(BaseModel):
@@ -31,8 +32,16 @@ class PricingParams(BaseModel):
     cluster: str | None = Field(
         None, description="A categorical feature whose levels are clusters; the interval and p of each "
         "difference are then cluster-robust (CR1, t with clusters − 1 degrees of freedom: Cameron & Miller "
-        "2015), the robustness value still from the classical fit it is defined for. Default: the "
-        "regression engine's cluster when the fixed effects are its too.")
+        "2015; below min_clusters the p a wild cluster bootstrap's, with one cluster HC1), the robustness "
+        "value still from the classical fit it is defined for. Default: the regression engine's cluster "
+        "when the fixed effects are its too.")
+    min_clusters: int = Field(
+        40, ge=2, description="With fewer clusters (and at least 2) the p of each difference is the wild cluster "
+        "restricted bootstrap's (Cameron, Gelbach & Miller 2008), the interval CR1 with t(clusters − 1); one "
+        "cluster: HC1 errors.")
+    bootstrap_draws: int = Field(9999, ge=99, description="Draws of the wild cluster bootstrap (every weight "
+                                 "vector when there are no more).")
+    bootstrap_seed: int = Field(0, ge=0, description="Seed of the wild cluster bootstrap's draws.")
     other_groups: bool = Field(
         True, description="Hold the groups of the other protected columns, as one categorical of their "
         "joint cells (engines.regression.engine.held_cells), as the regression engine does.")
@@ -58,6 +67,9 @@ class PricingParams(BaseModel):
         "regression engine's: the public LAR lacks the credit score a pricer reads; on the generated LAR "
         "(40,000 rows) the null world's significant race differences were not robust at 1 or 2, the "
         "pricing world's 0.25-point add-on was at both (tests/test_pricing_worlds.py).")
+
+    def bootstrap(self) -> Bootstrap:
+        return Bootstrap(min_clusters=self.min_clusters, draws=self.bootstrap_draws, seed=self.bootstrap_seed)
 
     def grouping(self, spec) -> tuple[list[str], str | None]:
         """The fixed effects and the cluster in force (the regression engine's by default)."""

@@ -129,42 +129,78 @@ def run_sum(codes: np.ndarray, size: int, v: np.ndarray) -> np.ndarray:
     return out
 
 
-def absorb_rows(y: np.ndarray, keep: np.ndarray, fixed: Sequence[np.ndarray], names: Sequence[str],
-                binary: bool) -> tuple[np.ndarray, Effects, str | None]:
-    """The kept rows once the levels that fit their rows exactly are dropped (with a binary y: a
-    level whose outcomes are all 0 or all 1; else a level of one record), repeated until none
-    is left, and the effects recoded to their levels present, the largest first. ``fixed``:
-    the effects' codes over all rows (nulls already dropped from ``keep``). The rows returned
-    are ordered by the level of the effect of most levels (its sums are then runs)."""
-    if not fixed:
-        return keep, no_effects(len(keep)), None
-    codes = [np.asarray(f)[keep].astype(np.int64) for f in fixed]
-    yk = y[keep].astype(np.float64)
-    alive = np.ones(len(keep), bool)
-    dropped_levels = [0] * len(codes)
+def one_outcome_levels(y: np.ndarray, codes: Sequence[np.ndarray], binary: bool, singletons: int
+                       ) -> tuple[np.ndarray, list[np.ndarray], list[int]]:
+    """The rows left once every level whose rows have one outcome is dropped, repeated until none
+    is left (dropping a level's rows can leave another level with one outcome). ``codes``: each
+    grouping's codes over the rows; with a binary ``y`` a level of the first ``singletons``
+    groupings (the fixed effects) is dropped when its outcomes are all 0 or all 1, or it has
+    one record; of the others (categorical controls) when its outcomes are all 0 or all 1
+    (quasi-complete separation by the level's dummy: Albert & Anderson 1984; Stata's logit
+    "X != 0 predicts failure perfectly; X dropped and N obs not used", fixest's ``fixef.rm``);
+    with another y only a fixed-effect level of one record. One ``bincount`` a grouping a round.
+    Returns the mask of rows alive, each grouping's dropped levels (over its codes: 0 kept, 1
+    dropped with every y = 0, 2 with every y = 1, 3 a record alone with another y) and the rows each
+    grouping dropped (a row counted once, by the first that dropped it)."""
+    alive = np.ones(len(y), bool)
+    dropped = [np.zeros(int(c.max(initial=-1)) + 1, np.int8) for c in codes]
+    rows = [0] * len(codes)
     for _ in range(100):
         changed = False
         for j, c in enumerate(codes):
-            cnt = np.bincount(c[alive], minlength=c.max(initial=-1) + 1)
-            tot = np.bincount(c[alive], weights=yk[alive], minlength=len(cnt))
-            bad = (cnt > 0) & ((cnt == 1) | ((tot == 0) | (tot == cnt)) if binary else (cnt == 1))
+            if not binary and j >= singletons:
+                continue
+            cnt = np.bincount(c[alive], minlength=len(dropped[j]))
+            if binary:
+                tot = np.bincount(c[alive], weights=y[alive], minlength=len(cnt))
+                bad = (cnt > 0) & ((tot == 0) | (tot == cnt))
+                dropped[j][bad] = np.where(tot[bad] == 0, 1, 2)
+            else:
+                bad = cnt == 1
+                dropped[j][bad] = 3
             if bad.any():
-                dropped_levels[j] += int(bad.sum())
-                alive &= ~bad[c]
+                hit = alive & bad[c]
+                rows[j] += int(hit.sum())
+                alive &= ~hit
                 changed = True
         if not changed:
             break
+    return alive, dropped, rows
+
+
+def absorb_rows(y: np.ndarray, keep: np.ndarray, fixed: Sequence[np.ndarray], names: Sequence[str],
+                binary: bool, controls: Sequence[np.ndarray] = ()
+                ) -> tuple[np.ndarray, Effects, str | None, list[np.ndarray], list[int]]:
+    """The kept rows once the levels that fit their rows exactly are dropped (with a binary y: a
+    level whose outcomes are all 0 or all 1; else a level of one record), repeated until none
+    is left (:func:`one_outcome_levels`), and the effects recoded to their levels present, the
+    largest first. ``fixed``: the effects' codes over all rows (nulls already dropped from
+    ``keep``); ``controls``: the categorical controls' codes, whose levels of one outcome are
+    dropped in the same rounds with a binary y (returned: each effect's then each control's
+    dropped levels and rows, :func:`one_outcome_levels`, for the caller's note). The rows returned are ordered by the level of the effect of most
+    levels (its sums are then runs)."""
+    codes = [np.asarray(f)[keep].astype(np.int64) for f in fixed]
+    control_codes = [np.asarray(c)[keep] for c in controls] if binary else []
     note = None
-    gone = int((~alive).sum())
-    if gone:
-        what = "one outcome" if binary else "one record"
-        levels = ", ".join(f"{k:,} of {nm}" for k, nm in zip(dropped_levels, names) if k)
-        note = (f"{gone:,} rows in levels with {what} only ({levels}) dropped: their fixed effect fits "
-                f"them exactly and says nothing of the group")
-    keep = keep[alive]
+    dropped_levels = [np.zeros(0, np.int8) for _ in range(len(codes) + len(control_codes))]
+    dropped_rows = [0] * len(dropped_levels)
+    if codes or control_codes:
+        alive, levels, rows = one_outcome_levels(y[keep].astype(np.float64), [*codes, *control_codes], binary,
+                                                 len(codes))
+        dropped_levels, dropped_rows = levels, rows
+        gone = sum(rows[:len(codes)])
+        if gone:
+            what = "one outcome" if binary else "one record"
+            counts = ", ".join(f"{int((lv > 0).sum()):,} of {nm}" for lv, nm in zip(levels, names) if lv.any())
+            note = (f"{gone:,} rows in levels with {what} only ({counts}) dropped: their fixed effect fits "
+                    f"them exactly and says nothing of the group")
+        keep = keep[alive]
+        codes = [c[alive] for c in codes]
+    if not codes:
+        return keep, no_effects(len(keep)), note, dropped_levels, dropped_rows
     recoded = []
     for c in codes:
-        _, inv = np.unique(c[alive], return_inverse=True)
+        _, inv = np.unique(c, return_inverse=True)
         recoded.append(inv.astype(np.int64))
     sizes = [int(c.max(initial=-1)) + 1 for c in recoded]
     order = sorted(range(len(recoded)), key=lambda j: (-sizes[j], j))
@@ -175,7 +211,8 @@ def absorb_rows(y: np.ndarray, keep: np.ndarray, fixed: Sequence[np.ndarray], na
     keep = keep[by_level]
     recoded = [c[by_level] for c in recoded]
     reference = [0] + [int(np.argmax(np.bincount(c, minlength=s))) for c, s in zip(recoded[1:], sizes[1:])]
-    return keep, Effects([names[j] for j in order], recoded, sizes, reference), note
+    return (keep, Effects([names[j] for j in order], recoded, sizes, reference), note, dropped_levels,
+            dropped_rows)
 
 
 class Normal:

@@ -98,6 +98,8 @@ class Design:
     effects: Effects | None = None           # the absorbed fixed effects (one level: none)
     cluster: np.ndarray | None = None        # cluster codes over the kept rows (0 … clusters − 1)
     clusters: int = 0
+    separated_rows: int = 0                  # rows dropped as levels of one outcome (a binary y)
+    separated: tuple[str, ...] = ()          # the levels dropped: "effect (k levels)", "control = level"
 
     @property
     def parameters(self) -> int:
@@ -108,10 +110,15 @@ class Design:
 def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categorical],
             names: Sequence[str], rows: np.ndarray | None, block_rows: int | None,
             fixed: Sequence[Categorical] = (), fixed_names: Sequence[str] = (),
-            cluster: Categorical | None = None) -> Design:
+            cluster: Categorical | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1")) -> Design:
     """Drop the rows with a null in y, d, a control, a fixed effect or the cluster (counted, with
-    a note) and the rows of fixed-effect levels that fit them exactly
-    (``engines.regression.absorb.absorb_rows``), then in one pass
+    a note) and the rows of fixed-effect levels that fit them exactly and, with a 0/1 outcome,
+    of categorical controls' levels whose rows all have one outcome — the quasi-complete
+    separation of a dummy (Albert & Anderson 1984), which Stata's ``logit`` drops ("X != 0
+    predicts failure perfectly; X dropped and N obs not used") and fixest's ``feglm`` drops for
+    fixed effects — repeated until none is left (``engines.regression.absorb.absorb_rows``;
+    ``separated_rows``, ``separated`` and a note naming each level and what it predicts, in the
+    words of ``outcome``: y = 0, y = 1), then in one pass
     over blocks of rows: the counts, sums and ranges; then the checks (no rows, infinite
     values, one value of y, d constant), the controls without variation dropped with a note (a
     categorical keeps its levels present, its most frequent — the first on a tie — the
@@ -154,10 +161,31 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     yk = y[keep]
     binary = bool(len(keep)) and bool(np.all((yk == 0) | (yk == 1)))
     one_value = bool(len(keep)) and bool(np.all(yk == yk[0]))  # said below as such, not as levels dropped
-    keep, effects, absorbed = absorb_rows(y, keep, fixed_codes[:len(fixed)] if not one_value else [],
-                                          list(fixed_names), binary)
+    categorical = [b for b in blocks if b.levels is not None]
+    fe_rows = len(keep)
+    keep, effects, absorbed, gone_levels, gone_rows = absorb_rows(
+        y, keep, fixed_codes[:len(fixed)] if not one_value else [], list(fixed_names), binary,
+        [b.values for b in categorical] if not one_value else [])
     if absorbed:
         notes.append(absorbed)
+    separated_rows = fe_rows - len(keep) if binary else 0
+    n_fixed = len(gone_levels) - (len(categorical) if binary and not one_value else 0)
+    separated = [f"{name} ({int((lv > 0).sum()):,} level{'s' if (lv > 0).sum() > 1 else ''})"
+                 for name, lv in zip(fixed_names, gone_levels[:n_fixed]) if binary and lv.any()]
+    for b, lv, count in zip(categorical, gone_levels[n_fixed:], gone_rows[n_fixed:]):
+        if not lv.any():
+            continue
+        levels = x_blocks[b.index].levels
+        clauses = []
+        for value, word in ((2, outcome[1]), (1, outcome[0])):
+            hit = [str(levels[i]) for i in np.flatnonzero(lv == value)]
+            separated += [f"{b.name} = {h}" for h in hit]
+            if hit:
+                shown = ", ".join(hit[:5]) + (f" and {len(hit) - 5} more" if len(hit) > 5 else "")
+                clauses.append(f"{b.name} = {shown} predict{'s' if len(hit) == 1 else ''} {word} perfectly")
+        many = int((lv > 0).sum()) > 1
+        notes.append(f"{' and '.join(clauses)}: {'levels' if many else 'level'} and {'their' if many else 'its'} "
+                     f"{count:,} {'row' if count == 1 else 'rows'} dropped, as Stata's logit and fixest's feglm do")
     n = len(keep)
     cluster_codes, clusters = None, 0
     if cluster is not None:
@@ -201,7 +229,7 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
         raw = float(y_treated / n_treated - (y_sum - y_treated) / n_control)
     out = Design(n, dropped, keep, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
                   y01 == n, effects=effects if n else no_effects(0), cluster=cluster_codes, clusters=clusters,
-                  y=y_kept, d=d_kept)
+                  y=y_kept, d=d_kept, separated_rows=separated_rows, separated=tuple(separated))
 
     def fail(note: str) -> Design:
         out.failure = note

@@ -23,7 +23,7 @@ over the protected (1) and reference (0) applicants, on the same rows and the sa
   noise passes a threshold has a sigmoid denial probability, and where the groups' inputs
   differ the LPM's straight line leaves a significant group residual on a lender with no
   discrimination (tests/test_logit.py); the logit does not. ``logit_note``: what the logit adds
-  to ``note`` (separation — no estimate —, or no convergence).
+  to ``note`` (separation no level explains — no estimate —, or no convergence).
 
 Controls (:func:`resolve_controls`): numeric features as their values, ordinal and categorical
 features as dummies of their levels (HMDA's DTI bins stay levels).
@@ -42,6 +42,16 @@ Intersections (``intersections``, auto by default: ``engines.core.intersections`
 units of their own: the applicants protected in every attribute of one against those in the
 reference group of every one (Black women against White men), the groups of the other columns
 held — the group-level test of CST's intersection findings.
+
+Inference (``inference`` for the LPM's interval and p, ``logit_inference`` for the logit's;
+``engines.regression.wild``): ``classical`` without a cluster; ``HC1`` when the cluster has one
+level (one lender's own LAR: no cluster-robust error exists); ``CR1`` from ``min_clusters`` (40)
+clusters (the LPM's with t(G − 1), the logit's normal); between 2 and 39, the wild cluster
+bootstrap's p (``WCR-bootstrap``, ``score-bootstrap``: ``bootstrap_draws``, ``bootstrap_weights``)
+beside the CR1 interval with t(G − 1) critical values. The LPM's ``se`` stays the classical error
+its sensitivity analysis is defined on. Categorical levels whose applicants all have one outcome
+are dropped before fitting, in both models (``separated_rows``, ``separated_levels``: Stata's and
+fixest's rule; ``engines.regression.design``).
 
 P-values, the LPM's and the logit's alike, are adjusted across the run's units (Holm by
 default: ``p_adjusted``/``significant``, ``logit_p_adjusted``/``logit_significant``). An
@@ -89,6 +99,9 @@ ESTIMATES = pa.schema([
     ("bound_source", pa.string()), ("bound_r2_group", pa.float64()), ("bound_r2_outcome", pa.float64()),
     ("bounded_estimate", pa.float64()), ("bounded_ci_low", pa.float64()), ("bounded_ci_high", pa.float64()),
     ("survives_bound", pa.bool_()),
+    # the inference each model's test used (engines.regression.wild) and the rows separation dropped
+    ("inference", pa.string()), ("logit_inference", pa.string()), ("bootstrap_draws", pa.int64()),
+    ("bootstrap_weights", pa.string()), ("separated_rows", pa.int64()), ("separated_levels", pa.string()),
 ])
 
 SEGMENTS = pa.schema([("segment", pa.string()), ("segment_feature", pa.string()),
@@ -190,7 +203,8 @@ class RegressionEngine:
         cells = [held_cells([state["groups"][a] for a in held], params.min_group_size, state["y"], rows)] if held else []
         n_inputs = len(names)
         blocks, names = [*blocks, *cells], [*names, *([" × ".join(held) + " (groups)"] if held else [])]
-        grouping = dict(fixed=state["fixed"], fixed_names=params.fixed_effects, cluster=state["cluster"])
+        grouping = dict(fixed=state["fixed"], fixed_names=params.fixed_effects, cluster=state["cluster"],
+                        bootstrap=params.bootstrap(), outcome=("approval", "denial"))
         if segment and len(rows) < params.min_segment_size:
             row = _untested_segment(attribute, rows, groups, params, state["y"])
         else:
@@ -306,9 +320,9 @@ def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str],
     return {
         "attribute": attribute, "n": fit.n, "n_protected": fit.n_treated, "n_reference": fit.n_control,
         "dropped_null": fit.dropped_null, "raw_difference": fit.raw_difference, "estimate": fit.estimate,
-        "se": fit.se, "se_robust": fit.se_robust, "ci_low": fit.ci_low, "ci_high": fit.ci_high,
+        "se": fit.se, "se_robust": fit.se_robust, "ci_low": fit.test_ci_low, "ci_high": fit.test_ci_high,
         "confidence": params.confidence, "t": fit.t, "dof": fit.dof,
-        "p_value": None if small else fit.p_value, "p_adjusted": None, "significant": None,
+        "p_value": None if small else fit.test_p_value, "p_adjusted": None, "significant": None,
         "partial_r2": fit.partial_r2, "r_squared": fit.r_squared, "rv_q1": fit.rv_q, "rv_q1_alpha": fit.rv_qa,
         "strongest_control": fit.strongest_control,
         "adjusted_at_strongest": None if bound is None else bound.adjusted_estimate,
@@ -318,7 +332,8 @@ def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str],
         "note": "; ".join(notes) or None, "correction": params.correction,
         "robust_multiplier": float(params.robust_multiplier),
         "fixed_effects": ", ".join(params.fixed_effects) or None, "cluster": params.cluster,
-        "clusters": fit.clusters or None, "se_cluster": fit.se_cluster,
+        "clusters": fit.clusters or None, "se_cluster": fit.se_cluster, "inference": fit.inference,
+        "separated_rows": fit.separated_rows, "separated_levels": "; ".join(fit.separated) or None,
     }
 
 
@@ -345,5 +360,7 @@ def _logit_row(logit: LogitResult, fit: LPMResult, small: bool) -> dict:
         "logit_p_value": None if small else logit.p_value, "logit_p_adjusted": None, "logit_significant": None,
         "ame": logit.ame, "ame_ci_low": logit.ame_ci_low, "ame_ci_high": logit.ame_ci_high,
         "e_value": logit.e_value, "e_value_ci": logit.e_value_ci, "logit_note": "; ".join(own) or None,
-        "logit_se_classical": logit.se_classical,
+        "logit_se_classical": logit.se_classical, "logit_inference": logit.inference,
+        "bootstrap_draws": (logit.bootstrap_draws or fit.bootstrap_draws) or None,
+        "bootstrap_weights": logit.bootstrap_weights or fit.bootstrap_weights,
     }

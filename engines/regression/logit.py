@@ -26,12 +26,21 @@ property values. Converged when the largest step in those standardised parameter
 **Separation** — Albert, A. & Anderson, J. A. (1984), "On the existence of maximum likelihood
 estimates in logistic regression models", Biometrika 71(1), 1–10: when a combination of the
 regressors predicts the outcome perfectly for some rows (complete or quasi-complete separation)
-the likelihood has no maximum and a coefficient runs to infinity. Detected as a Hessian that
-becomes singular, or no convergence with fitted probabilities at 0 or 1 (|η| > 23: within 1e-10)
-for some rows; the result is then a note and null estimates (the diverging coefficient named).
+the likelihood has no maximum and a coefficient runs to infinity. A level of a categorical
+control (or of a fixed effect) whose rows all have one outcome is dropped with its rows before
+the fit, as Stata's ``logit`` and fixest's ``feglm`` do (``engines.regression.design``:
+``separated_rows``, ``separated``). Any other separation (a continuous control, the group) is
+detected as a Hessian that becomes singular, a fit stopped as diverging (:func:`_newton`: the
+largest |η| beyond 12 and rising every step), or no convergence with fitted probabilities at
+0 or 1 (|η| > 23: within 1e-10) for some rows; the result is then a note and null estimates
+(the diverging coefficient named).
 
 **Inference** — the classical (inverse observed information) covariance; Wald z, two-sided
-normal p-value, interval ``β ± z_{1−α/2}·se``; the odds ratio ``exp(β_d)`` with ``exp`` of the
+normal p-value, interval ``β ± z_{1−α/2}·se``; with a cluster (``inference``;
+``engines.regression.wild``): the sandwich ``H⁻¹(Σ_g s_g s_g')H⁻¹`` with the CR1 factor from
+``min_clusters`` clusters, over the rows with the HC1 factor n/(n − k) when there is one cluster,
+and between, the score bootstrap's p (Kline & Santos 2012: the logit refitted without d, from
+the fit's own point) beside the CR1 interval with t(G − 1) critical values; the odds ratio ``exp(β_d)`` with ``exp`` of the
 limits. The average marginal effect of d as a discrete change, ``(1/n) Σᵢ Λ(ηᵢ¹) − Λ(ηᵢ⁰)`` with
 ηᵢ¹ and ηᵢ⁰ the linear predictor at d = 1 and d = 0 (Agresti 2013, Sec. 5.1.4; statsmodels'
 ``get_margeff(at="overall", dummy=True)``), with its delta-method standard error
@@ -52,10 +61,12 @@ import numpy as np
 from scipy import linalg
 from scipy.special import expit
 from scipy.stats import norm
+from scipy.stats import t as student_t
 
 from aequum.engines.regression.absorb import Normal, cluster_variance
 from aequum.engines.regression.design import Categorical, column_names, design, equilibrate, fill, spans
 from aequum.engines.regression.sensitivity import e_value_or
+from aequum.engines.regression.wild import Bootstrap, inference_kind, score_p_value, weights
 
 __all__ = ["LogitResult", "controlled_logit", "MAX_ITERATIONS", "STEP_TOLERANCE"]
 
@@ -63,6 +74,8 @@ MAX_ITERATIONS = 50
 STEP_TOLERANCE = 1e-10   # the largest Newton step, in standardised parameters, at convergence
 MAX_STEP = 2.0           # a longer Newton step is shortened to this before its halving
 EXTREME = 23.0           # |η| beyond which a fitted probability is within 1e-10 of 0 or 1
+RUNAWAY = 12.0           # |η| beyond which (within 6e-6 of 0 or 1) a rise every step is divergence
+RISE, RISES = 0.5, 8     # ... a rise of the largest |η| by 0.5 or more in 8 steps in a row
 COMMON = 0.15            # an outcome rate above this is common (E-value: RR ≈ sqrt(OR))
 _HALVINGS = 30
 
@@ -113,6 +126,11 @@ class LogitResult:
     ame_se_classical: float | None = None
     se_cluster: float | None = None
     ame_se_cluster: float | None = None
+    inference: str | None = None          # classical, HC1, CR1, score-bootstrap (engines.regression.wild)
+    bootstrap_draws: int = 0
+    bootstrap_weights: str | None = None
+    separated_rows: int = 0               # rows of levels with one outcome dropped (engines.regression.design)
+    separated: tuple[str, ...] = ()
 
 
 def _solve(h: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
@@ -136,10 +154,110 @@ def _solve(h: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
     return out * (s if rhs.ndim == 1 else s[:, None])
 
 
+@dataclass
+class _Fit:
+    theta: np.ndarray
+    fe_s: np.ndarray
+    fe_b: np.ndarray
+    ll: float
+    grad: tuple
+    info: Normal
+    extreme: int
+    iterations: int
+    last_step: np.ndarray
+    converged: bool = False
+    singular: bool = False
+    stalled: bool = False
+    diverging: bool = False
+
+
+def _newton(evaluate, theta, fe_s, fe_b, g_solve) -> _Fit:
+    """Newton–Raphson with step-halving from ``(θ, s, b)`` (the module docstring); ``g_solve``
+    solves the dense part of each step (:func:`_solve`, or :func:`_restricted_solve` to keep
+    d's coefficient at 0). Stops early as ``diverging`` when, with fitted probabilities beyond
+    |η| = RUNAWAY, the largest |η| rose by RISE or more in each of RISES steps in a row: under
+    separation a coefficient runs to infinity, gaining about one unit of η a step (quasi-complete)
+    or more (complete), while a fit with a maximum converges quadratically once near it (a
+    maximum that far out, |η| growing by 0.5 for 8 steps beyond 12, is one whose data are
+    all but separated)."""
+    ll, grad, info, extreme, top = evaluate(theta, fe_s, fe_b)
+    fit = _Fit(theta, fe_s, fe_b, ll, grad, info, extreme, 0, np.zeros(len(theta)))
+    rises = 0
+    while fit.iterations < MAX_ITERATIONS:
+        solver = fit.info.solver()
+        step = None if solver is None else solver.solve(*fit.grad, g_solve)
+        if step is None:
+            fit.singular = True
+            break
+        fit.iterations += 1
+        # the full step, then halves of it until the log-likelihood does not fall (beyond the
+        # rounding of its sum); only the accepted point's gradient and information are summed.
+        # A step longer than MAX_STEP (a nearly flat direction far from the optimum: a small
+        # lender's level whose fitted rates run towards 0 or 1) is first shortened to it, so
+        # the halving starts near a step that can be accepted
+        dx, ds, db = step
+        longest = max(np.max(np.abs(dx), initial=0), np.max(np.abs(ds), initial=0), np.max(np.abs(db), initial=0))
+        if longest > MAX_STEP:
+            dx, ds, db = (v * (MAX_STEP / longest) for v in (dx, ds, db))
+        t, found = 1.0, evaluate(fit.theta + dx, fit.fe_s + ds, fit.fe_b + db)
+        while not (np.isfinite(found[0]) and found[0] >= fit.ll - 1e-12 * max(1.0, abs(fit.ll))):
+            t /= 2
+            if t < 2.0 ** -_HALVINGS:
+                fit.stalled = True
+                break
+            found = evaluate(fit.theta + t * dx, fit.fe_s + t * ds, fit.fe_b + t * db, full=False)
+        if fit.stalled:
+            break
+        if t < 1:
+            found = evaluate(fit.theta + t * dx, fit.fe_s + t * ds, fit.fe_b + t * db)
+        fit.last_step = t * dx
+        fit.theta, fit.fe_s, fit.fe_b = fit.theta + t * dx, fit.fe_s + t * ds, fit.fe_b + t * db
+        previous = top
+        fit.ll, fit.grad, fit.info, fit.extreme, top = found
+        if t == 1 and longest < STEP_TOLERANCE:
+            fit.converged = True
+            break
+        rises = rises + 1 if top >= previous + RISE else 0
+        if rises >= RISES and top > RUNAWAY:
+            fit.diverging = True
+            break
+    return fit
+
+
+def _restricted_solve(g: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
+    """The dense part of a Newton step with d's coefficient held at 0: the system without d's
+    row and column (the Schur complement of a sub-block is the sub-block of the complement)."""
+    out = _solve(g[1:, 1:], rhs[1:])
+    return None if out is None else np.concatenate([[0.0], out])
+
+
+def _restricted_scores(evaluate, start, block, effects, y, cluster, clusters, n, size) -> np.ndarray | None:
+    """Each cluster's score of d at the logit without d, d partialled on the other regressors
+    under that fit's information (Kline & Santos 2012: ``Σ_{i∈g} d̃ᵢ(yᵢ − p̃ᵢ)`` up to a common
+    factor, from the d row of the inverse information), for the score bootstrap
+    (``engines.regression.wild``); None when that fit has no maximum."""
+    fit = _newton(evaluate, *start, _restricted_solve)
+    solver = fit.info.solver() if fit.converged else None
+    if solver is None:
+        return None
+    unit = np.zeros(len(fit.theta))
+    unit[0] = 1.0
+    h = solver.solve(unit, np.zeros(effects.small), np.zeros(effects.sizes[0]), _solve)
+    if h is None:
+        return None
+    out = np.zeros(clusters)
+    for pos, idx in spans(n, size):
+        x = block(idx)
+        r = y[idx] - expit(x @ fit.theta + effects.eta(pos, fit.fe_s, fit.fe_b))
+        out += np.bincount(cluster[pos], weights=r * (x @ h[0] + effects.eta(pos, h[1], h[2])), minlength=clusters)
+    return out
+
+
 def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Sequence[str],
                      confidence: float = 0.95, *, rows: np.ndarray | None = None,
                      block_rows: int | None = None, fixed: Sequence[Categorical] = (),
-                     fixed_names: Sequence[str] = (), cluster: Categorical | None = None) -> LogitResult:
+                     fixed_names: Sequence[str] = (), cluster: Categorical | None = None,
+                     bootstrap: Bootstrap | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1")) -> LogitResult:
     """The logit ``logit P(y = 1) = β₀ + β_d·d + X β_X`` (``+ fixed effects``) by Newton–Raphson
     from blocked sums, and d's odds ratio, average marginal effect and E-value (see the module
     docstring for the methods and their sources).
@@ -172,7 +290,8 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     alpha = 1 - confidence
     y = np.asarray(y)
     d = np.asarray(d)
-    des = design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster)
+    boot = bootstrap or Bootstrap()
+    des = design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster, outcome)
     y, d = des.y, des.d  # the kept rows, gathered in the order every pass reads them
     n, size, notes = des.n, des.size, des.notes
     events = int(round(des.y_sum)) if des.y_binary else 0
@@ -188,7 +307,8 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         return LogitResult(n=n, dropped_null=des.dropped, n_treated=des.n_treated, n_control=des.n_control,
                            events=events, confidence=confidence, note=text,
                            controls=tuple(des.used), fixed_effects=tuple(fixed_names),
-                           clusters=des.clusters, **base)
+                           clusters=des.clusters, separated_rows=des.separated_rows,
+                           separated=des.separated, **base)
 
     if des.failure is not None:
         return result(des.failure)
@@ -221,13 +341,13 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
 
     def evaluate(theta: np.ndarray, fe_s: np.ndarray, fe_b: np.ndarray, full: bool = True):
         """Log-likelihood at (θ, s, b); with ``full`` also the gradient (X, F_s, F_b)'(y − p),
-        the information's blocks (:class:`~engines.regression.absorb.Normal`) and the count of
-        rows at |η| > EXTREME."""
+        the information's blocks (:class:`~engines.regression.absorb.Normal`), the count of
+        rows at |η| > EXTREME and the largest |η|."""
         ll = 0.0
         grad = np.zeros(p)
         grad_s, grad_b = np.zeros(effects.small), np.zeros(effects.sizes[0])
         info = Normal(p, effects) if full else None
-        extreme = 0
+        extreme, top = 0, 0.0
         for pos, idx in spans(n, size):
             x = block(idx)
             eta = x @ theta + effects.eta(pos, fe_s, fe_b)
@@ -243,70 +363,37 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
             grad_b += gb
             info.add(x, p1 * p0, pos)
             extreme += int(np.count_nonzero(np.abs(eta) > EXTREME))
-        return ll, (grad, grad_s, grad_b), info, extreme
+            top = max(top, float(np.max(np.abs(eta), initial=0.0)))
+        return ll, (grad, grad_s, grad_b), info, extreme, top
 
     # -- Newton–Raphson with step-halving ------------------------------------------------------
     rate = des.y_sum / n
     level_n = np.bincount(effects.codes[0], minlength=effects.sizes[0])
     level_rate = np.bincount(effects.codes[0], weights=y, minlength=effects.sizes[0]) / level_n
-    theta, fe_s, fe_b = np.zeros(p), np.zeros(effects.small), np.log(level_rate / (1 - level_rate))
-    ll, grad, info, extreme = evaluate(theta, fe_s, fe_b)
-    converged = singular_hessian = stalled = False
-    iterations = 0
-    last_step = np.zeros(p)
-    solver = None
-    while iterations < MAX_ITERATIONS:
-        solver = info.solver()
-        step = None if solver is None else solver.solve(*grad, _solve)
-        if step is None:
-            singular_hessian = True
-            break
-        iterations += 1
-        # the full step, then halves of it until the log-likelihood does not fall (beyond the
-        # rounding of its sum); only the accepted point's gradient and information are summed.
-        # A step longer than MAX_STEP (a nearly flat direction far from the optimum: a small
-        # lender's level whose fitted rates run towards 0 or 1) is first shortened to it, so
-        # the halving starts near a step that can be accepted
-        dx, ds, db = step
-        longest = max(np.max(np.abs(dx), initial=0), np.max(np.abs(ds), initial=0), np.max(np.abs(db), initial=0))
-        if longest > MAX_STEP:
-            dx, ds, db = (v * (MAX_STEP / longest) for v in (dx, ds, db))
-        t, found = 1.0, evaluate(theta + dx, fe_s + ds, fe_b + db)
-        while not (np.isfinite(found[0]) and found[0] >= ll - 1e-12 * max(1.0, abs(ll))):
-            t /= 2
-            if t < 2.0 ** -_HALVINGS:
-                stalled = True
-                break
-            found = evaluate(theta + t * dx, fe_s + t * ds, fe_b + t * db, full=False)
-        if stalled:
-            break
-        if t < 1:
-            found = evaluate(theta + t * dx, fe_s + t * ds, fe_b + t * db)
-        last_step = t * dx
-        theta, fe_s, fe_b = theta + t * dx, fe_s + t * ds, fe_b + t * db
-        ll, grad, info, extreme = found
-        if t == 1 and longest < STEP_TOLERANCE:
-            converged = True
-            break
-    solver = None if singular_hessian else info.solver()
+    start = (np.zeros(p), np.zeros(effects.small), np.log(level_rate / (1 - level_rate)))
+    fit = _newton(evaluate, *start, _solve)
+    theta, fe_s, fe_b, ll, info, extreme = fit.theta, fit.fe_s, fit.fe_b, fit.ll, fit.info, fit.extreme
+    iterations, last_step, converged = fit.iterations, fit.last_step, fit.converged
+    solver = None if fit.singular else info.solver()
     v_theta = None if solver is None else _solve(solver.g, np.eye(p))  # the inverse information's θ block
     singular_hessian = v_theta is None
 
     columns = column_names(blocks)
-    if singular_hessian or (not converged and extreme):
+    if singular_hessian or fit.diverging or (not converged and extreme):
         moved = np.abs(last_step)  # the coefficients still running away at the last step
         moving = [c for c, m in zip(columns, moved) if m > 0 and m >= 0.5 * moved.max()] if len(moved) else []
         what = ", ".join("the group" if c == "d" else repr(c) for c in moving[:3]) if moving else None
+        signs = [*([f"{extreme:,} of {n:,} with a fitted probability within 1e-10 of 0 or 1"] if extreme else []),
+                 *(["the information matrix singular"] if singular_hessian else []),
+                 *([f"the coefficient{'s' if len(moving) > 1 else ''} of {what} diverging"] if what else []),
+                 *(["stopped as the fitted probabilities ran to 0 or 1"] if fit.diverging else [])]
         return result(
-            "separation: the outcome is perfectly predicted for some rows "
-            f"({extreme:,} of {n:,} with a fitted probability within 1e-10 of 0 or 1"
-            + (", the information matrix singular" if singular_hessian else "")
-            + (f", the coefficient{'s' if len(moving) > 1 else ''} of {what} diverging" if what else "")
-            + f" after {iterations} iterations): the likelihood has no maximum, no logit estimate",
+            f"separation: the outcome is perfectly predicted for some rows ({', '.join(signs)} after "
+            f"{iterations} iterations): the likelihood has no maximum, no logit estimate",
             separation=True, converged=False, iterations=iterations)
     if not converged:
         notes.append(f"the logit did not converge in {iterations} iterations (last step "
-                     f"{np.max(np.abs(last_step)):.1e}{', the log-likelihood no longer improving' if stalled else ''})")
+                     f"{np.max(np.abs(last_step)):.1e}{', the log-likelihood no longer improving' if fit.stalled else ''})")
 
     # -- inference in the original units -------------------------------------------------------
     beta = theta * scale                      # slopes; the centring moved into the fixed effects
@@ -344,29 +431,56 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     h_g = solver.solve(g, g_s, g_b, _solve)       # H⁻¹ G: the delta method's G'H⁻¹G
     ame_se_classical = float(np.sqrt(g @ h_g[0] + g_s @ h_g[1] + g_b @ h_g[2]))
 
-    # -- cluster-robust (CR1): Σ_g (Σ_{i∈g} (yᵢ − pᵢ)·c'xᵢ)² for c = H⁻¹a, a = d's column or G ----
+    # -- robust errors: Σ_g (Σ_{i∈g} (yᵢ − pᵢ)·c'xᵢ)² for c = H⁻¹a, a = d's column or G, over the
+    # clusters (CR1) or over the rows (HC1, one cluster) ------------------------------------------
+    kind = inference_kind(cluster is not None, des.clusters, boot, "score-bootstrap")
     se, ame_se = se_classical, ame_se_classical
     se_cluster = ame_se_cluster = None
-    if des.cluster is not None and des.clusters > 1:
+    crit = float(norm.ppf(1 - alpha / 2))
+    p_value = draws = wkind = None
+    if kind != "classical":
         unit = np.zeros(p)
         unit[0] = 1.0
         h_d = solver.solve(unit, np.zeros(effects.small), np.zeros(effects.sizes[0]), _solve)
-        sums_d, sums_g = np.zeros(des.clusters), np.zeros(des.clusters)
+        groups = max(des.clusters, 1)
+        sums_d, sums_g = np.zeros(groups), np.zeros(groups)
+        square_d = square_g = 0.0
         for pos, idx in spans(n, size):
             x = block(idx)
             eta = x @ theta + effects.eta(pos, fe_s, fe_b)
             r = y[idx] - expit(eta)
-            cl = des.cluster[pos]
-            sums_d += np.bincount(cl, weights=r * (x @ h_d[0] + effects.eta(pos, h_d[1], h_d[2])), minlength=des.clusters)
-            sums_g += np.bincount(cl, weights=r * (x @ h_g[0] + effects.eta(pos, h_g[1], h_g[2])), minlength=des.clusters)
-        se_cluster = float(scale[0] * np.sqrt(cluster_variance(sums_d, n, k)))
-        ame_se_cluster = float(np.sqrt(cluster_variance(sums_g, n, k)))
-        se, ame_se = se_cluster, ame_se_cluster
+            wd = r * (x @ h_d[0] + effects.eta(pos, h_d[1], h_d[2]))
+            wg = r * (x @ h_g[0] + effects.eta(pos, h_g[1], h_g[2]))
+            if kind == "HC1":
+                square_d += float(wd @ wd)
+                square_g += float(wg @ wg)
+            else:
+                sums_d += np.bincount(des.cluster[pos], weights=wd, minlength=groups)
+                sums_g += np.bincount(des.cluster[pos], weights=wg, minlength=groups)
+        if kind == "HC1":  # CR1 with every row its own cluster: the factor n/(n − k)
+            se = float(scale[0] * np.sqrt(square_d * n / (n - k)))
+            ame_se = float(np.sqrt(square_g * n / (n - k)))
+        else:
+            se_cluster = float(scale[0] * np.sqrt(cluster_variance(sums_d, n, k)))
+            ame_se_cluster = float(np.sqrt(cluster_variance(sums_g, n, k)))
+            se, ame_se = se_cluster, ame_se_cluster
         se_all = se_all.copy()
-        se_all[0] = se_cluster
+        se_all[0] = se
+        if kind == "score-bootstrap":
+            crit = float(student_t.ppf(1 - alpha / 2, des.clusters - 1))
+            warm = (np.concatenate([[0.0], theta[1:]]), fe_s, fe_b)  # the fit's own point, d's coefficient at 0
+            scores = _restricted_scores(evaluate, warm, block, effects, y, des.cluster, des.clusters, n, size)
+            if scores is None:
+                kind = "CR1"
+                notes.append("the logit without the group did not converge: no score bootstrap, the CR1 test "
+                             f"with {des.clusters} clusters")
+            else:
+                w, wkind, enumerated = weights(des.clusters, boot)
+                p_value, draws, wkind = score_p_value(scores, w)[0], len(w), wkind + (" (all)" if enumerated else "")
 
     zval = coef / se
-    crit = float(norm.ppf(1 - alpha / 2))
+    if p_value is None:
+        p_value = float(2 * norm.sf(abs(zval)))
     lo, hi = coef - crit * se, coef + crit * se
     common = bool(rate > COMMON)
     odds = float(np.exp(coef))
@@ -376,7 +490,8 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         columns, beta = ["const", *columns], np.concatenate([[intercept], beta])
         se_all = np.concatenate([[intercept_se], se_all])
     return result(
-        coefficient=coef, se=se, z=zval, p_value=float(2 * norm.sf(abs(zval))), ci_low=lo, ci_high=hi,
+        coefficient=coef, se=se, z=zval, p_value=p_value, ci_low=lo, ci_high=hi, inference=kind,
+        bootstrap_draws=draws or 0, bootstrap_weights=wkind,
         odds_ratio=odds, or_ci_low=or_lo, or_ci_high=or_hi, ame=ame, ame_se=ame_se,
         ame_ci_low=ame - crit * ame_se, ame_ci_high=ame + crit * ame_se, e_value=float(ev), e_value_ci=float(ev_ci),
         common_outcome=common, converged=converged, iterations=iterations, log_likelihood=ll,

@@ -6,6 +6,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from aequum.engines.core.intersections import MIN_CELL
+from aequum.engines.regression.wild import Bootstrap
 
 
 class RegressionParams(BaseModel):
@@ -43,10 +44,19 @@ class RegressionParams(BaseModel):
         "note (their effect has no finite estimate).")
     cluster: str | None = Field(
         None, description="A categorical feature whose levels are clusters (e.g. lei): the logit's "
-        "interval, z and p, and its marginal effect's interval, are then cluster-robust (CR1, "
-        "Cameron & Miller 2015), the classical errors kept beside them; the linear model reports "
-        "se_cluster beside its classical error (its sensitivity analysis is defined on the latter). "
-        "Null: classical errors.")
+        "interval, z and p, and its marginal effect's interval, and the linear model's interval and p, are "
+        "then cluster-robust (CR1, Cameron & Miller 2015; below min_clusters clusters the p a wild cluster "
+        "bootstrap's; with one cluster, HC1), the classical errors kept beside them (the linear model's "
+        "sensitivity analysis is defined on its classical error). Null: classical errors.")
+    min_clusters: int = Field(
+        40, ge=2, description="With fewer clusters (and at least 2) the test of the group's coefficient is the wild "
+        "cluster bootstrap's (the linear model's WCR bootstrap, the logit's score bootstrap of Kline & Santos "
+        "2012), the interval CR1 with t(clusters − 1) critical values: CR1 errors over-reject with few clusters "
+        "(Cameron, Gelbach & Miller 2008; MacKinnon & Webb 2017). One cluster: HC1 errors.")
+    bootstrap_draws: int = Field(
+        9999, ge=99, description="Draws of the wild cluster bootstrap (every weight vector when there are no "
+        "more: 2^G Rademacher, 6^G Webb).")
+    bootstrap_seed: int = Field(0, ge=0, description="Seed of the wild cluster bootstrap's draws.")
     segments: list[str] = Field(
         default_factory=list, description="Categorical features whose levels are product segments "
         "(loan type, purpose, lien, occupancy): each unit is also tested within each segment "
@@ -85,6 +95,9 @@ class RegressionParams(BaseModel):
         if not v or any(k <= 0 for k in v) or len(set(v)) != len(v):
             raise ValueError(f"benchmark_multipliers must be distinct positive numbers, got {v}")
         return v
+
+    def bootstrap(self) -> Bootstrap:
+        return Bootstrap(min_clusters=self.min_clusters, draws=self.bootstrap_draws, seed=self.bootstrap_seed)
 
     def min_cell(self, spec) -> int:
         """The fewest records of each cell of an intersection tested by auto: CST's minimum when

@@ -49,6 +49,7 @@ from scipy.stats import t as student_t
 
 from aequum.engines.regression.absorb import Normal, cluster_variance
 from aequum.engines.regression.design import Categorical, column_names, design, equilibrate, fill, spans
+from aequum.engines.regression.wild import Bootstrap, WildSums, inference_kind, wcr_p_value, weights
 
 __all__ = [
     "partial_r2", "partial_f2", "partial_f", "robustness_value", "group_partial_r2",
@@ -301,6 +302,15 @@ class LPMResult:
     clusters: int = 0
     fixed_effects: tuple[str, ...] = ()
     absorbed: int = 1                    # the fixed effects' parameters (1: the intercept alone)
+    # the test of d as the grouping allows (:func:`inference_kind`): its p-value and interval
+    inference: str | None = None
+    test_p_value: float | None = None
+    test_ci_low: float | None = None
+    test_ci_high: float | None = None
+    bootstrap_draws: int = 0             # the wild cluster bootstrap's draws (0: none)
+    bootstrap_weights: str | None = None  # "rademacher" / "webb", "… (all)" when enumerated
+    separated_rows: int = 0              # rows of levels with one outcome dropped (engines.regression.design)
+    separated: tuple[str, ...] = ()
 
     def bound(self, control: str, multiplier: float = 1.0) -> Bound | None:
         """The bound of one control at one multiplier (None when not computed)."""
@@ -330,7 +340,8 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
                    confidence: float = 0.95, *, multipliers: Sequence[float] = (1.0, 2.0, 3.0),
                    robust_multiplier: float = 1.0, rows: np.ndarray | None = None,
                    block_rows: int | None = None, held: int = 0, fixed: Sequence[Categorical] = (),
-                   fixed_names: Sequence[str] = (), cluster: Categorical | None = None) -> LPMResult:
+                   fixed_names: Sequence[str] = (), cluster: Categorical | None = None,
+                   bootstrap: Bootstrap | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1")) -> LPMResult:
     """The linear probability model ``y ~ 1 + d + X`` (``+ fixed effects``) by OLS and the
     sensitivity of d's coefficient to an omitted confounder, benchmarked against every control.
 
@@ -341,6 +352,13 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     ``fixed``/``fixed_names``: fixed effects absorbed, never expanded (lender, market:
     ``engines.regression.absorb``); their levels that fit their rows exactly are dropped with a
     note. ``cluster``: the cluster of each row, for the cluster-robust ``se_cluster`` (CR1).
+    With a 0/1 ``y`` the rows of categorical levels with one outcome are dropped too
+    (``engines.regression.design``; ``outcome`` names y = 0 and y = 1 in the note).
+
+    The test of d (``inference``, ``test_p_value``, ``test_ci_*``; ``engines.regression.wild``):
+    classical without a cluster; HC1 (t, n − k dof) with one cluster; CR1 with t(G − 1) from
+    ``bootstrap.min_clusters`` clusters; between, the wild cluster restricted bootstrap's p-value
+    (its per-cluster sums from the residuals' pass) with the CR1 t(G − 1) interval.
 
     Computed from sums over blocks of ``block_rows`` rows (default: about 4M design cells a
     block): the column means, then the cross products of ``[d, X, y]`` with every fixed effect
@@ -377,7 +395,8 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     multipliers = tuple(dict.fromkeys([1.0, float(robust_multiplier), *[float(k) for k in multipliers]]))
     y = np.asarray(y)
     d = np.asarray(d)
-    des = design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster)
+    boot = bootstrap or Bootstrap()
+    des = design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster, outcome)
     y, d = des.y, des.d  # the kept rows, gathered in the order every pass reads them
     n, dropped, size, notes = des.n, des.dropped, des.size, des.notes
     n_treated, n_control, raw = des.n_treated, des.n_control, des.raw
@@ -387,7 +406,8 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
         return LPMResult(n, dropped, n_treated, n_control, raw, None, None, None, None, None, None,
                          None, confidence, None, None, None, None, None, None,
                          tuple(names if used is None else used),
-                         note="; ".join([*notes, note]), fixed_effects=tuple(fixed_names))
+                         note="; ".join([*notes, note]), fixed_effects=tuple(fixed_names),
+                         separated_rows=des.separated_rows, separated=des.separated)
 
     if des.failure is not None:
         return empty(des.failure, des.used)
@@ -434,6 +454,9 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     a_s, a_b = z_part.back(a, np.zeros_like(gs1), np.zeros_like(normal.bb[:, p]))
     meat = 0.0
     by_cluster = np.zeros(des.clusters)
+    estimate = float(coef[0])
+    kind = inference_kind(cluster is not None, des.clusters, boot, "WCR-bootstrap")
+    wild = WildSums(des.clusters, p, effects) if kind == "WCR-bootstrap" else None
     for pos, idx in spans(n, size):
         z = fill(buf[:idx.stop - idx.start, :p], idx, d, blocks)
         z -= means
@@ -442,8 +465,9 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
         meat += (e * e) @ (u * u)
         if des.cluster is not None:
             by_cluster += np.bincount(des.cluster[pos], weights=e * u, minlength=des.clusters)
+        if wild is not None:  # the restricted residuals ũ = e + β d̃ (d̃ = u / (Z'Z)⁻¹_dd)
+            wild.add(z, u, e + estimate * u / g_inv[0, 0], des.cluster[pos], pos)
     s2 = rss / dof
-    estimate = float(coef[0])
     se = float(np.sqrt(s2 * g_inv[0, 0]))
     se_robust = float(np.sqrt(meat * n / (n - k)))
     se_cluster = (float(np.sqrt(cluster_variance(by_cluster, n, k))) if des.cluster is not None
@@ -452,6 +476,20 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     crit = float(student_t.ppf(1 - alpha / 2, dof))
     p_value = float(2 * student_t.sf(abs(tval), dof))
     p_robust = float(2 * student_t.sf(abs(estimate / se_robust), dof)) if se_robust > 0 else None
+    test = {"inference": kind}
+    if kind == "classical":
+        test.update(test_p_value=p_value, test_ci_low=estimate - crit * se, test_ci_high=estimate + crit * se)
+    elif kind == "HC1":
+        test.update(test_p_value=p_robust, test_ci_low=estimate - crit * se_robust,
+                    test_ci_high=estimate + crit * se_robust)
+    elif se_cluster is not None and se_cluster > 0:  # CR1, t(G − 1); or the bootstrap's p beside its interval
+        crit_g = float(student_t.ppf(1 - alpha / 2, des.clusters - 1))
+        test.update(test_p_value=float(2 * student_t.sf(abs(estimate / se_cluster), des.clusters - 1)),
+                    test_ci_low=estimate - crit_g * se_cluster, test_ci_high=estimate + crit_g * se_cluster)
+        if wild is not None:
+            w, wkind, enumerated = weights(des.clusters, boot)
+            test.update(test_p_value=wcr_p_value(*wild.pieces(z_part, g_inv), w)[0], bootstrap_draws=len(w),
+                        bootstrap_weights=wkind + (" (all)" if enumerated else ""))
 
     # -- sensitivity and benchmarks ----------------------------------------------------------
     dof_d = dof + 1  # d ~ X (+ fixed effects): one parameter fewer
@@ -501,4 +539,6 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
         strongest_control=strongest, note="; ".join(notes) or None,
         intercept=float(y_mean - means @ coef + b_y[0]) if not effects.names else None,
         coefficients=coefficients, se_cluster=se_cluster, clusters=des.clusters,
-        fixed_effects=tuple(effects.names), absorbed=effects.parameters)
+        fixed_effects=tuple(effects.names), absorbed=effects.parameters, separated_rows=des.separated_rows,
+        separated=des.separated, **test)
+
