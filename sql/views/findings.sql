@@ -49,6 +49,22 @@ CREATE OR REPLACE MACRO audit.num(x) AS
 CREATE OR REPLACE MACRO audit.pval(p) AS
     CASE WHEN p IS NULL THEN 'not tested' WHEN p < 0.001 THEN 'p < 0.001' ELSE printf('p = %.3f', p) END;
 
+-- what a row's interval and p rest on (engines.regression.wild: the inference column), in words:
+-- clustered errors only where there are clusters to be robust to, the wild bootstrap's p with few
+-- clusters, HC1 (and no cluster-robust claim) with one
+CREATE OR REPLACE MACRO audit.inference_text(inference_, cluster_, clusters_, draws_) AS
+    CASE inference_
+      WHEN 'CR1' THEN printf('intervals robust to clustering by %s, %s clusters', cluster_, audit.num(clusters_))
+      WHEN 'WCR-bootstrap' THEN printf('p from a wild cluster bootstrap over %s clusters of %s (%s draws), '
+                                       'interval robust to clustering with t(%s)', audit.num(clusters_), cluster_,
+                                       audit.num(draws_), audit.num(clusters_ - 1))
+      WHEN 'score-bootstrap' THEN printf('p from a wild score bootstrap over %s clusters of %s (%s draws)',
+                                         audit.num(clusters_), cluster_, audit.num(draws_))
+      WHEN 'HC1' THEN CASE WHEN cluster_ IS NOT NULL
+                           THEN printf('one %s only: heteroskedasticity-robust (HC1) errors, no cluster-robust claim', cluster_)
+                           ELSE 'heteroskedasticity-robust (HC1) errors' END
+      ELSE 'classical errors' END;
+
 -- The per-value comparisons (protected[].compare: each) of every run, as the audit tables name
 -- them (race=Asian) with the attribute and value the name is made of (runs.parameters
 -- $.audit.comparisons): a label is never split on '=', which a name or a value may hold.

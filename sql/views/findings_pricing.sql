@@ -46,7 +46,9 @@ SELECT e.run_id, 'pricing' AS engine, e.attribute, 'protected' AS group_name,
            CASE WHEN e.estimate >= 0 THEN 'higher' ELSE 'lower' END,
            l.reference_label, 100 * e.confidence, e.ci_low, e.ci_high,
            CASE WHEN e.p_adjusted IS NULL THEN 'not tested'
-                ELSE audit.pval(e.p_adjusted) || ', ' || e.correction || '-adjusted' END,
+                ELSE audit.pval(e.p_adjusted) || ', ' || e.correction || '-adjusted' END
+           || CASE WHEN e.cluster IS NULL AND coalesce(e.inference, 'classical') = 'classical' THEN ''
+                   ELSE '; ' || audit.inference_text(e.inference, e.cluster, e.clusters, e.bootstrap_draws) END,
            audit.num(e.n), e.mean_protected, e.mean_reference, e.median_protected, e.median_reference,
            e.raw_difference,
            printf('; an unobserved factor would need to explain %s of the residual variance of both group '

@@ -51,10 +51,9 @@ SELECT run_id, 'regression' AS engine, attribute, 'protected' AS group_name,
            '%s (%.0f%% CI %.1f to %.1f, %s, N = %s%s)%s%s.%s%s',
            CASE WHEN controls = '' THEN 'nothing' ELSE controls END,
            CASE WHEN fixed_effects IS NULL THEN ''
-                ELSE printf(' and comparing within the same %s%s', replace(fixed_effects, ', ', ' and '),
-                            CASE WHEN cluster IS NULL THEN ''
-                                 ELSE printf(' (intervals robust to clustering by %s, %s clusters)',
-                                             cluster, audit.num(clusters)) END) END,
+                ELSE printf(' and comparing within the same %s', replace(fixed_effects, ', ', ' and ')) END
+           || CASE WHEN cluster IS NULL AND coalesce(inference, 'classical') = 'classical' THEN ''
+                   ELSE ' (' || audit.inference_text(inference, cluster, clusters, bootstrap_draws) || ')' END,
            audit.group_label(attribute, 'protected'), 100 * abs(estimate),
            CASE WHEN estimate >= 0 THEN 'more' ELSE 'less' END,
            reference_label, 100 * confidence, 100 * ci_low, 100 * ci_high,
@@ -70,7 +69,10 @@ SELECT run_id, 'regression' AS engine, attribute, 'protected' AS group_name,
                   'to explain it away)',
                   odds_ratio, 100 * confidence, or_ci_low, or_ci_high,
                   CASE WHEN logit_p_adjusted IS NULL THEN 'not tested'
-                       ELSE audit.pval(logit_p_adjusted) || ', ' || correction || '-adjusted' END,
+                       ELSE audit.pval(logit_p_adjusted) || ', ' || correction || '-adjusted'
+                            || CASE WHEN logit_inference IN ('score-bootstrap', 'HC1')
+                                    THEN '; ' || audit.inference_text(logit_inference, cluster, clusters, bootstrap_draws)
+                                    ELSE '' END END,
                   100 * ame, 100 * ame_ci_low, 100 * ame_ci_high, e_value, e_value_ci)
                 WHEN odds_ratio IS NULL AND logit_note IS NOT NULL THEN
                   '; the denial logit has no estimate (' || logit_note || ')'
