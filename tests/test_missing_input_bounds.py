@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pyarrow as pa
 import pytest
+from scipy.stats import t as student_t
 
 from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import run_serial
@@ -57,10 +58,10 @@ def test_the_exact_partial_r2_of_the_omitted_input_recover_the_long_regression()
         r2_group = partial_r2_of(z, d, np.column_stack([one, x]))
         r2_outcome = partial_r2_of(z, y, np.column_stack([one, d, x]))
         bound = SimpleNamespace(r2_group=r2_group, r2_outcome=r2_outcome, source="the long regression")
-        out = under_bound(short[1], se_short[1], dof, se_short[1], 1.96, bound)
+        out = under_bound(short[1], se_short[1], dof, se_short[1], dof, 0.95, bound)
         assert short[1] > long[1] + 0.2  # the omitted score makes the short gap far larger
         assert out["bounded_estimate"] == pytest.approx(long[1], abs=1e-9)
-        assert out["survives_bound"] is (effect > 0)
+        assert (out["bounded_p_value"] < 0.05) is (effect > 0)
 
 
 def test_the_bounded_estimate_and_error_equal_sensemakr():
@@ -69,7 +70,7 @@ def test_the_bounded_estimate_and_error_equal_sensemakr():
     one = np.ones_like(d)
     beta, se, dof, _ = ols(y, np.column_stack([one, d, x]))
     bound = SimpleNamespace(r2_group=0.05, r2_outcome=0.4, source="s")
-    ours = under_bound(beta[1], se[1], dof, se[1], 1.0, bound)
+    ours = under_bound(beta[1], se[1], dof, se[1], dof, 2 * student_t.cdf(1.0, dof) - 1, bound)  # ± 1 se_Z
     theirs = sensemakr.adjusted_estimate(estimate=float(beta[1]), se=float(se[1]), dof=int(dof), r2dz_x=0.05, r2yz_dx=0.4)
     theirs_se = sensemakr.adjusted_se(se=float(se[1]), dof=int(dof), r2dz_x=0.05, r2yz_dx=0.4)
     assert ours["bounded_estimate"] == pytest.approx(float(np.asarray(theirs).ravel()[0]), rel=1e-10)
@@ -78,10 +79,29 @@ def test_the_bounded_estimate_and_error_equal_sensemakr():
 
 
 def test_no_bound_or_no_estimate_leaves_the_columns_empty():
-    assert set(under_bound(0.1, 0.01, 100, 0.01, 1.96, None).values()) == {None}
+    assert set(under_bound(0.1, 0.01, 100, 0.01, 100, 0.95, None).values()) == {None}
     b = SimpleNamespace(r2_group=0.1, r2_outcome=0.2, source="s")
-    out = under_bound(None, None, None, None, 1.96, b)
-    assert out["bound_source"] == "s" and out["bounded_estimate"] is None and out["survives_bound"] is None
+    out = under_bound(None, None, None, None, None, 0.95, b)
+    assert out["bound_source"] == "s" and out["bounded_estimate"] is None and out["bounded_p_value"] is None
+
+
+def test_survival_is_adjusted_across_the_run_and_nothing_survives_a_bias_that_reaches_it():
+    """Fifteen bounded tests at p = 0.01 each: Holm leaves none significant, as the unbounded
+    tests of the run are adjusted; a bias at least the estimate leaves p = 1."""
+    import pyarrow as pa
+
+    from aequum.engines.regression.bounds import COLUMNS, survive
+
+    b = SimpleNamespace(r2_group=0.5, r2_outcome=0.9, source="s")
+    gone = under_bound(0.01, 0.01, 1000, 0.01, 1000, 0.95, b)
+    assert gone["bounded_p_value"] == 1.0
+    rows = [{**dict.fromkeys(COLUMNS), "bound_source": "s", "bounded_p_value": 0.01} for _ in range(15)]
+    rows.append(dict.fromkeys(COLUMNS))  # no bound stated: no verdict
+    table = survive(pa.Table.from_pylist(rows, pa.schema([(c, pa.float64() if "p_" in c or "r2" in c or "bounded_e" in c
+                                                           or "ci" in c else pa.bool_() if c == "survives_bound"
+                                                           else pa.string()) for c in COLUMNS])), "holm", 0.95)
+    assert table["survives_bound"].to_pylist() == [False] * 15 + [None]
+    assert table["bounded_p_adjusted"].to_pylist()[0] == pytest.approx(0.15)
 
 
 # -- the spec ------------------------------------------------------------------------------------

@@ -212,10 +212,11 @@ class AuditSpec(_Model):
                 if b.outcome not in outcomes:
                     raise ValueError(f"decision.bounds[{i}].outcome: {b.outcome!r} is none of denial, any "
                                      f"or the pricing fields {sorted(outcomes - {'denial', 'any'})}")
-                unknown = [a for a in b.attributes if a not in names]
+                unknown = [a for a in b.attributes if a not in names
+                           and not ("&" in a and all(part in pnames for part in a.split("&")))]
                 if unknown:
                     raise ValueError(f"decision.bounds[{i}].attributes: {unknown} are not protected "
-                                     f"attributes or comparisons {sorted(names)}")
+                                     f"attributes, comparisons {sorted(names)} or intersections (race&sex)")
         if self.pricing is not None:
             if self.decision is None:
                 raise ValueError("pricing needs a `decision` column (the originations are picked by it)")

@@ -46,6 +46,7 @@ from aequum.engines.core.intersections import tested_units
 from aequum.engines.core.spec import value_key
 from aequum.engines.outcome.engine import two_proportion_p
 from aequum.engines.outcome.stats import adjust_p_values, ratio_log_interval, wilson_interval
+from aequum.engines.regression.bounds import survive
 from aequum.engines.regression.engine import bounded, held_cells, record_block, resolve_controls, unit_bounds
 from aequum.engines.regression.sensitivity import controlled_lpm
 
@@ -65,7 +66,7 @@ ESTIMATES = pa.schema([
     # the difference under the spec's bound on the inputs the records lack (engines.regression.bounds)
     ("bound_source", pa.string()), ("bound_r2_group", pa.float64()), ("bound_r2_outcome", pa.float64()),
     ("bounded_estimate", pa.float64()), ("bounded_ci_low", pa.float64()), ("bounded_ci_high", pa.float64()),
-    ("survives_bound", pa.bool_()),
+    ("bounded_p_value", pa.float64()), ("bounded_p_adjusted", pa.float64()), ("survives_bound", pa.bool_()),
     # the inference the interval and p used (engines.regression.wild): classical, HC1, CR1, WCR-bootstrap
     ("inference", pa.string()), ("bootstrap_draws", pa.int64()), ("bootstrap_weights", pa.string()),
 ])
@@ -255,6 +256,8 @@ class PricingEngine:
                                    ("significant", pa.array(significant[part], pa.bool_()))):
                 table = table.set_column(table.schema.get_field_index(column), column, values)
             out[name] = table
+        # the bounded differences: one family of their own, adjusted as the differences are
+        out["pricing_estimates"] = survive(out["pricing_estimates"], params.correction, params.confidence)
         return out
 
 

@@ -18,7 +18,8 @@ freedom), and the adjusted estimate ``sign(β)(|β| − bias)`` has the standard
 
 where ``se_test`` is the error the row's own test uses (classical, HC1 or cluster-robust: the
 factor is the ratio of residual scales, which carries over to a robust error). The bound
-*survives* when the adjusted estimate keeps its sign and its interval excludes zero. The values
+*survives* when the bounded estimate's p-value, adjusted across the run's tests as the
+unbounded ones are, is significant (a bias that reaches the estimate leaves nothing). The values
 come from where the input is recorded: a lender's internal records (``aequum bounds``), carried
 to its public-data screening with their source (``decision.bounds`` in the spec).
 """
@@ -26,10 +27,12 @@ from __future__ import annotations
 
 import math
 
+from scipy.stats import t as student_t
+
 from aequum.engines.regression.sensitivity import adjusted_estimate, bias
 
 COLUMNS = ("bound_source", "bound_r2_group", "bound_r2_outcome", "bounded_estimate",
-           "bounded_ci_low", "bounded_ci_high", "survives_bound")
+           "bounded_ci_low", "bounded_ci_high", "bounded_p_value", "bounded_p_adjusted", "survives_bound")
 
 
 def empty() -> dict:
@@ -38,21 +41,44 @@ def empty() -> dict:
 
 
 def under_bound(estimate: float | None, se: float | None, dof: int | None, se_test: float | None,
-                critical: float, bound) -> dict:
+                test_dof: int | None, confidence: float, bound) -> dict:
     """The row's estimate under ``bound`` (an ``InputBound``: ``r2_group``, ``r2_outcome``,
-    ``source``): the bounded estimate (eq. 12, taken towards zero), its interval ``± critical ·
-    se_Z`` (eq. 13) and whether it survives. Empty columns without a bound or an estimate."""
+    ``source``): the bounded estimate (eq. 12, taken towards zero), its ``confidence`` interval
+    with t(``test_dof``) critical values on ``se_Z`` (eq. 13), and the two-sided p of the bounded
+    estimate (1 where the bias reaches the estimate: nothing of it is left). Whether it survives
+    is decided across the run's tests (:func:`survive`). Empty columns without a bound or an
+    estimate."""
     if bound is None:
         return empty()
     out = {**empty(), "bound_source": bound.source, "bound_r2_group": float(bound.r2_group),
            "bound_r2_outcome": float(bound.r2_outcome)}
-    if estimate is None or se is None or dof is None or se_test is None or dof < 2 or not math.isfinite(critical):
+    if estimate is None or se is None or dof is None or se_test is None or dof < 2 or not test_dof:
         return out
     b = float(bias(bound.r2_group, bound.r2_outcome, se, dof))
     moved = float(adjusted_estimate(estimate, se, dof, bound.r2_group, bound.r2_outcome))
     se_z = se_test * math.sqrt((1 - bound.r2_outcome) / (1 - bound.r2_group)) * math.sqrt(dof / (dof - 1))
-    low, high = moved - critical * se_z, moved + critical * se_z
-    keeps = estimate != 0 and math.copysign(1.0, moved) == math.copysign(1.0, estimate) and abs(moved) > 0
-    survives = bool(keeps and (low > 0 or high < 0) and b < abs(estimate))
-    return {**out, "bounded_estimate": moved, "bounded_ci_low": float(low), "bounded_ci_high": float(high),
-            "survives_bound": survives}
+    critical = float(student_t.ppf(1 - (1 - confidence) / 2, test_dof))
+    left = estimate != 0 and b < abs(estimate) and se_z > 0
+    p = float(2 * student_t.sf(abs(moved) / se_z, test_dof)) if left else 1.0
+    return {**out, "bounded_estimate": moved, "bounded_ci_low": moved - critical * se_z,
+            "bounded_ci_high": moved + critical * se_z, "bounded_p_value": p}
+
+
+def survive(table, correction: str, confidence: float):
+    """``bounded_p_adjusted`` and ``survives_bound`` of an estimates table: the bounded p-values
+    adjusted across the run's rows with the row's own correction (Holm by default), as the
+    unbounded tests are; a difference survives when its adjusted bounded p is below 1 −
+    confidence (null where no bound was stated)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from aequum.engines.outcome.stats import adjust_p_values
+
+    p = np.array([np.nan if v is None else v for v in table["bounded_p_value"].to_pylist()], dtype=np.float64)
+    adjusted = adjust_p_values(p, correction)
+    p_adj = [None if np.isnan(a) else float(a) for a in adjusted]
+    sources = table["bound_source"].to_pylist()
+    survives = [None if src is None else (a is not None and a < 1 - confidence) for a, src in zip(p_adj, sources)]
+    for name, values, kind in (("bounded_p_adjusted", p_adj, pa.float64()), ("survives_bound", survives, pa.bool_())):
+        table = table.set_column(table.schema.get_field_index(name), name, pa.array(values, kind))
+    return table

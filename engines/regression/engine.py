@@ -64,13 +64,12 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from scipy.stats import t as student_t
 
 from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.core.intersections import tested_units
 from aequum.engines.outcome.stats import adjust_p_values
-from aequum.engines.regression.bounds import under_bound
+from aequum.engines.regression.bounds import survive, under_bound
 from aequum.engines.regression.logit import LogitResult, controlled_logit
 from aequum.engines.regression.design import Categorical, null_mask
 from aequum.engines.regression.sensitivity import LPMResult, controlled_lpm
@@ -98,7 +97,7 @@ ESTIMATES = pa.schema([
     # the LPM's difference under the spec's bound on the inputs the records lack (engines.regression.bounds)
     ("bound_source", pa.string()), ("bound_r2_group", pa.float64()), ("bound_r2_outcome", pa.float64()),
     ("bounded_estimate", pa.float64()), ("bounded_ci_low", pa.float64()), ("bounded_ci_high", pa.float64()),
-    ("survives_bound", pa.bool_()),
+    ("bounded_p_value", pa.float64()), ("bounded_p_adjusted", pa.float64()), ("survives_bound", pa.bool_()),
     # the inference each model's test used (engines.regression.wild) and the rows separation dropped
     ("inference", pa.string()), ("logit_inference", pa.string()), ("bootstrap_draws", pa.int64()),
     ("bootstrap_weights", pa.string()), ("separated_rows", pa.int64()), ("separated_levels", pa.string()),
@@ -252,7 +251,7 @@ class RegressionEngine:
                 significant = [None if a is None else a < 1 - params.confidence for a in p_adj]
                 est = est.set_column(est.schema.get_field_index(adj_col), adj_col, pa.array(p_adj, pa.float64()))
                 est = est.set_column(est.schema.get_field_index(sig_col), sig_col, pa.array(significant, pa.bool_()))
-            out[table] = est
+            out[table] = survive(est, params.correction, params.confidence)
         return out
 
 
@@ -277,8 +276,8 @@ def bounded(fit, bound, confidence: float) -> dict:
         se_test, dof_test = fit.se_robust, fit.dof
     else:
         se_test, dof_test = fit.se, fit.dof
-    crit = float(student_t.ppf(1 - (1 - confidence) / 2, dof_test)) if dof_test and dof_test > 0 else float("nan")
-    return under_bound(fit.estimate, fit.se, fit.dof, se_test, crit, bound)
+    return under_bound(fit.estimate, fit.se, fit.dof, se_test, dof_test if dof_test and dof_test > 0 else None,
+                       confidence, bound)
 
 
 def record_block(data, name: str, log: bool = False) -> np.ndarray | Categorical:

@@ -9,7 +9,14 @@ do to its controlled differences (Cinelli & Hazlett 2020, bounds with explicit v
 ``engines.regression.bounds``). The figures are rounded up to three decimals (a looser bound,
 never a tighter one) and carry their source: the run, its spec and its date. They hold for the
 screening when its controls are the internal audit's without the input: give both specs the
-same controls and unit names."""
+same controls and unit names.
+
+For denial, measure the input in the form the decision uses: the lender's own predicted
+probability of denial (its risk model, or the automated underwriting result), not a raw score.
+A decision that is a threshold on a score is a curve in it, and the linear probability model the
+bound applies to leaves part of that curve on the group when it holds the raw score (a fair
+lender's records then keep a significant group residual); with the predicted probability it
+does not. A price is linear in the score: the score itself is the input there."""
 from __future__ import annotations
 
 import math
@@ -25,9 +32,10 @@ def _up(x: float) -> float:
 
 
 def bound_entries(warehouse, control: str, run_id: str | None = None, wait: float = 30.0,
-                  notify=None) -> tuple[list[dict], dict]:
+                  notify=None, outcomes: list[str] | None = None) -> tuple[list[dict], dict]:
     """The ``decision.bounds`` entries for ``control`` from ``run_id`` (default: the latest
-    succeeded run that measured it), and the run they come from."""
+    succeeded run that measured it), for every outcome it was measured on or only ``outcomes``
+    (denial, a pricing field), and the run they come from."""
     with Warehouse(warehouse, read_only=True, wait=wait, notify=notify) as wh:
         rows = wh.query("input_strength_of_run", {"control": control, "run_id": run_id}).to_pylist()
     if not rows:
@@ -39,7 +47,10 @@ def bound_entries(warehouse, control: str, run_id: str | None = None, wait: floa
     entries = [{"outcome": r["outcome"], "attributes": [r["attribute"]], "r2_group": _up(r["r2_group"]),
                 "r2_outcome": _up(r["r2_outcome"]), "source": source}
                for r in rows if r["r2_group"] is not None and r["r2_outcome"] is not None
-               and r["r2_group"] < 1]
+               and r["r2_group"] < 1 and (not outcomes or r["outcome"] in outcomes)]
+    if not entries:
+        raise UsageError(f"control {control!r}: run {first['run_id']} measured it for "
+                         f"{sorted({r['outcome'] for r in rows})}, none of --outcome {outcomes}")
     return entries, first
 
 

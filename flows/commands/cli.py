@@ -220,7 +220,8 @@ def cmd_bounds(args) -> int:
 
     if args.run_id is not None:
         check_run_id(args.run_id, "run id")
-    entries, run = bound_entries(args.warehouse, args.control, args.run_id, wait=args.wait, notify=_say)
+    entries, run = bound_entries(args.warehouse, args.control, args.run_id, wait=args.wait, notify=_say,
+                                 outcomes=args.outcome)
     print(bounds_yaml(entries, run, args.control), end="")
     return 0
 
@@ -356,6 +357,8 @@ def parser() -> argparse.ArgumentParser:
                     "(e.g. credit_score)")
     wh_args(bd)
     bd.add_argument("--run-id", default=None, help="the internal audit's run (default: the latest that measured it)")
+    bd.add_argument("--outcome", action="append", default=None,
+                    help="only this outcome (denial, a pricing field); repeat for several (default: every one)")
     bd.set_defaults(func=cmd_bounds)
 
     rp = sub.add_parser("report", help="write a run's self-contained HTML report (default: the latest run)")

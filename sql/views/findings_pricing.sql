@@ -69,10 +69,11 @@ SELECT e.run_id, 'pricing' AS engine, e.attribute, 'protected' AS group_name,
                'disparate treatment.'
              WHEN e.survives_bound THEN printf(
                'It survives the stated bound on %s (partial R-squared %.2f with group membership and %.2f '
-               'with the %s; source: %s): at most %.3f of it could be theirs, leaving %.3f (%.3f to %.3f): '
-               'evidence of disparate treatment.',
+               'with the %s; source: %s): at most %.3f of it could be theirs, leaving %.3f (%.3f to %.3f, %s, '
+               '%s-adjusted): evidence of disparate treatment.',
                c.missing, e.bound_r2_group, e.bound_r2_outcome, e.field, e.bound_source,
-               abs(e.estimate - e.bounded_estimate), e.bounded_estimate, e.bounded_ci_low, e.bounded_ci_high)
+               abs(e.estimate - e.bounded_estimate), e.bounded_estimate, e.bounded_ci_low, e.bounded_ci_high,
+               audit.pval(e.bounded_p_adjusted), e.correction)
              WHEN e.bound_source IS NOT NULL THEN printf(
                'An unexplained disparity for review, not evidence: %s as strong as the stated bound (partial '
                'R-squared %.2f with group membership and %.2f with the %s; source: %s) could explain it '

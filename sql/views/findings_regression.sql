@@ -94,9 +94,10 @@ SELECT run_id, 'regression' AS engine, attribute, 'protected' AS group_name,
              WHEN survives_bound THEN printf(
                'It survives the stated bound on %s (partial R-squared %.2f with group membership and %.2f '
                'with denial; source: %s): at most %.1f points of it could be theirs, leaving %.1f (%.1f to '
-               '%.1f): evidence of disparate treatment.',
+               '%.1f, %s, %s-adjusted): evidence of disparate treatment.',
                c.missing, bound_r2_group, bound_r2_outcome, bound_source, 100 * abs(estimate - bounded_estimate),
-               100 * bounded_estimate, 100 * bounded_ci_low, 100 * bounded_ci_high)
+               100 * bounded_estimate, 100 * bounded_ci_low, 100 * bounded_ci_high, audit.pval(bounded_p_adjusted),
+               correction)
              WHEN bound_source IS NOT NULL THEN printf(
                'An unexplained disparity for review, not evidence: %s as strong as the stated bound (partial '
                'R-squared %.2f with group membership and %.2f with denial; source: %s) could explain it '
