@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aequum.flows.reporting import exhibit
+from aequum.flows.reporting import exhibit, lender_review
 from aequum.flows.reporting.conclusion import conclusion_section
 from aequum.flows.reporting.exhibit_page import exhibit_html, print_pdf
 from aequum.flows.reporting.html import Section, esc, markup, page, table
@@ -112,11 +112,15 @@ def write_cases(warehouse: str | Path, key: str, run_id: str | None = None, out:
         paths = [stem.with_name(stem.name + ext) for ext in (".csv", ".html") + ((".pdf",) if pdf else ())]
         for p in paths:
             check_output(p, "--out", warehouse, lake_roots(wh), source_paths(wh))
-        (e,) = exhibit.build(run, [found], limit)
         labels = Labels(run.parameters)
-        text = exhibit_html(run.record, e, labels)
+        if lender_review.reviewable(found):  # a flagged lender: its file review
+            e = lender_review.build(run, found, limit)
+            text, write_csv = lender_review.review_html(run.record, e, labels), lender_review.write_csv
+        else:
+            (e,) = exhibit.build(run, [found], limit)
+            text, write_csv = exhibit_html(run.record, e, labels), exhibit.write_csv
     paths[0].parent.mkdir(parents=True, exist_ok=True)
-    exhibit.write_csv(e, labels, paths[0])
+    write_csv(e, labels, paths[0])
     paths[1].write_text(text, encoding="utf-8")
     if pdf:
         print_pdf(paths[1], paths[2])
