@@ -18,7 +18,8 @@ What it cannot see: an input of the decisions the records lack (the credit score
 LAR) whose group gap differs between a lender's applicants and its peers' — a lender that draws
 its protected applicants from lower-scored segments than its peers do shows an excess it did not
 cause. A flagged lender is an unexplained disparity for review (file review), not evidence, on
-such records. Tables ``lender_disparities`` (lender × comparison × outcome) and
+such records. ``focus`` (LEIs): only those lenders' rows, tested and corrected among themselves,
+against benchmarks from every lender of the records (:func:`lender_family`). Tables ``lender_disparities`` (lender × comparison × outcome) and
 ``market_disparities`` (market × comparison × outcome); one piece per outcome.
 """
 from __future__ import annotations
