@@ -85,6 +85,11 @@ def test_focus_on_one_lender_reports_and_tests_its_rows_alone():
             assert r.estimate == pytest.approx(same.loc[(r.attribute, r.field)].estimate, abs=1e-12)
             if np.isfinite(r.p_value):
                 assert r.p_adjusted == pytest.approx(r.p_value)
+                # shrunk towards the whole file's prior: θ* = μ + τ²/(τ² + s²) (θ̂ − μ)
+                mu, tau = same.loc[(r.attribute, r.field)].prior_mean, same.loc[(r.attribute, r.field)].prior_sd
+                assert (r.prior_mean, r.prior_sd) == pytest.approx((mu, tau))
+                b = tau ** 2 / (tau ** 2 + r.se ** 2)
+                assert r.shrunk_estimate == pytest.approx(mu + b * (r.estimate - mu), abs=1e-12)
 
 
 def test_focus_names_an_unknown_lender_in_one_line():
