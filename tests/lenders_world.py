@@ -141,7 +141,8 @@ def planted_sizes(data: AuditData, world: str, rows: int, seed: int, field: str,
     ids = data.column("_row").to_numpy()
     st = data.spec
     text = lambda name: data.column(name).cast(pa.string()).to_numpy(zero_copy_only=False)  # noqa: E731
-    df = pd.DataFrame({"lei": text(st.geography.lender), "m": text(st.geography.market), "lt": text("loan_type"), "g": data.groups[attribute], "e": effect[ids]})
+    df = pd.DataFrame({"lei": text(st.geography.lender), "m": text(st.geography.market), "lt": text("loan_type"),
+                       "g": data.groups[attribute], "e": effect[ids]})
     if field == "denial":
         df = df[(data.decision == 0) | (data.decision == 1)]
     else:

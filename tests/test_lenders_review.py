@@ -130,7 +130,8 @@ def test_denial_review_pairs_refused_protected_with_approved_reference(audited):
 
 def test_a_headline_lenders_finding_has_no_file_review(audited, capsys):
     with Warehouse(audited, read_only=True) as wh:
-        (rank,) = wh.con.execute("SELECT min(rank) FROM audit.findings WHERE engine = 'lenders' AND headline").fetchone()
+        (rank,) = wh.con.execute("SELECT min(rank) FROM audit.findings "
+                                 "WHERE engine = 'lenders' AND headline").fetchone()
     assert main(["report", "--warehouse", str(audited), "--cases", str(rank)]) == 2
     assert "no matched cases" in capsys.readouterr().err
 
@@ -146,3 +147,19 @@ def test_review_page_fits_1280_px_in_chromium(audited, tmp_path):
     assert seen["errors"] == [] and seen["blocked"] == []
     assert seen["too_wide"] == [] and seen["scroll_width"][0] <= seen["scroll_width"][1]
     assert [s for s, _ in seen["sections"]] == ["finding", "case-1", "case-2", "case-3"]
+
+
+def test_the_report_writes_and_links_each_flagged_lenders_file_review(audited, tmp_path):
+    from aequum.flows.commands.report import REPORT_CASES, write_report
+
+    with Warehouse(audited, read_only=True) as wh:
+        flagged = wh.con.execute("SELECT rank, group_name FROM audit.findings WHERE engine = 'lenders' AND flagged "
+                                 "AND NOT headline ORDER BY rank").fetchall()
+    assert len(flagged) == 6          # three lenders × (Black, Hispanic) rate spread
+    out = write_report(audited, "lr", tmp_path / "r.html")
+    text = out.read_text(encoding="utf-8")
+    for rank, lei in flagged:
+        path = tmp_path / "r-cases" / f"finding-{rank}-lenders.csv"
+        rows = list(csv.DictReader(path.open()))
+        assert {r["lei"] for r in rows} == {lei} and len({r["case"] for r in rows}) == REPORT_CASES
+        assert f'r-cases/finding-{rank}-lenders.csv' in text

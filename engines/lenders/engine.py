@@ -19,8 +19,9 @@ LAR) whose group gap differs between a lender's applicants and its peers' — a 
 its protected applicants from lower-scored segments than its peers do shows an excess it did not
 cause. A flagged lender is an unexplained disparity for review (file review), not evidence, on
 such records. ``focus`` (LEIs): only those lenders' rows, tested and corrected among themselves,
-against benchmarks from every lender of the records (:func:`lender_family`). Tables ``lender_disparities`` (lender × comparison × outcome) and
-``market_disparities`` (market × comparison × outcome); one piece per outcome.
+against benchmarks from every lender of the records (:func:`lender_family`). Tables
+``lender_disparities`` (lender × comparison × outcome) and ``market_disparities`` (market ×
+comparison × outcome); one piece per outcome.
 """
 from __future__ import annotations
 
@@ -149,7 +150,8 @@ class LendersEngine:
                                  f"(column {g.lender!r})")
             focus = np.zeros(len(lender_levels), bool)
             focus[[known[v] for v in params.focus]] = True
-        return {"params": params, "fields": fields, "focus": focus, "outcomes": outcomes, "blocks": blocks, "layout": lay,
+        return {"params": params, "fields": fields, "focus": focus, "outcomes": outcomes, "blocks": blocks,
+                "layout": lay,
                 "fixed": [market, lender, joint], "fixed_names": [g.market, g.lender, "groups"],
                 "units": units, "lender_levels": list(lender_levels), "market_levels": list(market_levels),
                 "spec_controls": {f: field_controls(spec, params, f) for f in fields}}

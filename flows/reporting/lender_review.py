@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from aequum.engines.core.data import DECISION, ID, group_column
 from aequum.engines.core.knn import Points, knn
@@ -114,10 +115,11 @@ def distance_space(table: pa.Table, controls: list[str], logs: set[str], ordinal
     for name in controls:
         col = table[name]
         if name in ordinal:
-            order = {v: i for i, v in enumerate(ordinal[name])}
-            v = np.array([order.get(x, np.nan) if x is not None else np.nan for x in _text(table, name)], np.float64)
+            levels = pa.array(ordinal[name], pa.string())
+            at = pc.index_in(col.cast(pa.string()), value_set=levels)
+            v = np.asarray(at.cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)  # null: NaN
             ok &= ~np.isnan(v)
-            metric.append(("rank", v / max(len(order) - 1, 1)))
+            metric.append(("rank", v / max(len(levels) - 1, 1)))
         elif categorical(col):
             values = _text(table, name)
             ok &= values != None  # noqa: E711
@@ -166,26 +168,65 @@ def lake_path(run) -> str:
     return lake
 
 
-def build(run, f: dict, limit: int, k: int = K) -> Review:
-    """The file review of lender finding ``f`` (its ``limit`` first cases, ``k`` comparators each)."""
-    from aequum.flows.store.lake_reading import load_lake
-
-    params = run.parameters
-    layout = (params.get("audit") or {}).get("records") or {}
+def _layout(run) -> dict:
+    layout = (run.parameters.get("audit") or {}).get("records") or {}
     if not layout.get("lender"):
         raise UsageError(f"run {run.run_id} was written before runs recorded the lender column: run the audit "
                          "again for a lender's file review")
+    return layout
+
+
+def columns(run, f: dict) -> list[str]:
+    """The staged columns the file review of ``f`` reads."""
+    layout = _layout(run)
     name = outcome(f)
-    controls, logs, products = controls_of(params, name)
-    lender, market, decided = layout["lender"], layout.get("market"), layout.get("decision")
-    attribute = f["attribute"]
-    wanted = [ID, DECISION, *{group_column(a) for a in attribute.split("&")}, lender,
-              *([market] if market else []), *products, *controls, *([decided] if decided else []),
-              *([name] if name != DENIAL else [])]
+    controls, _, products = controls_of(run.parameters, name)
+    market, decided = layout.get("market"), layout.get("decision")
+    return list(dict.fromkeys([ID, DECISION, *(group_column(a) for a in f["attribute"].split("&")), layout["lender"],
+                               *([market] if market else []), *products, *controls,
+                               *([decided] if decided else []), *([name] if name != DENIAL else [])]))
+
+
+def read_lender(run, lei: str, wanted: list[str]) -> pa.Table:
+    """The staged records of lender ``lei`` (``wanted`` columns), in record order."""
+    from aequum.flows.store.lake_reading import load_lake
+
     try:
-        records = load_lake(lake_path(run), list(dict.fromkeys(wanted)), where={lender: f["group_name"]})
+        return load_lake(lake_path(run), wanted, where={_layout(run)["lender"]: lei})
     except ValueError as exc:
         raise UsageError(f"lender file review: {exc}") from None
+
+
+def build_all(run, findings: list[dict], limit: int) -> tuple[list[Review], str | None]:
+    """The file reviews of the flagged lender findings among ``findings`` (each lender's records
+    read once), for the files beside the report; none, and why, when the records cannot be read."""
+    flagged = [f for f in findings if f.get("flagged") and reviewable(f)]
+    out: list[Review] = []
+    try:
+        for lei in dict.fromkeys(f["group_name"] for f in flagged):
+            mine = [f for f in flagged if f["group_name"] == lei]
+            records = read_lender(run, lei, list(dict.fromkeys(c for f in mine for c in columns(run, f))))
+            out += [build(run, f, limit, records=records) for f in mine]
+    except UsageError as exc:
+        return [], str(exc)
+    return out, None
+
+
+def file_name(r: Review) -> str:
+    return f"finding-{r.rank}-lenders.csv"
+
+
+def build(run, f: dict, limit: int, k: int = K, records: pa.Table | None = None) -> Review:
+    """The file review of lender finding ``f`` (its ``limit`` first cases, ``k`` comparators each);
+    ``records``: the lender's staged records when already read (:func:`read_lender`)."""
+    params = run.parameters
+    layout = _layout(run)
+    name = outcome(f)
+    controls, logs, products = controls_of(params, name)
+    market, decided = layout.get("market"), layout.get("decision")
+    attribute = f["attribute"]
+    if records is None:
+        records = read_lender(run, f["group_name"], columns(run, f))
     shown = [c for c in dict.fromkeys([*([market] if market else []), *products, *controls,
                                        *([name] if name != DENIAL else [])])]
     review = Review(f, f["group_name"], name, controls, shown)
@@ -230,8 +271,14 @@ def build(run, f: dict, limit: int, k: int = K) -> Review:
         key = price[cases] - np.nanmean(comp, 1)
         order = np.lexsort((rows[cases], -key))  # the largest excess over its comparators first
     review.cases, review.shown = len(cases), min(limit, len(cases))
-    ids = _text(records, ID)
-    values = {c: records[c].to_pylist() for c in shown}
+    first, near = cases[order[:limit]], idx[order[:limit]]
+    shown_rows = np.unique(np.concatenate([rows[first], rows[near[near >= 0]]]))
+    at = np.full(records.num_rows, -1, np.int64)    # only the rows shown become Python values
+    at[shown_rows] = np.arange(len(shown_rows))
+    part = records.take(pa.array(shown_rows))
+    ids = np.full(records.num_rows, None, object)
+    ids[shown_rows] = _text(part, ID)
+    values = {c: _Column(at, part[c].to_pylist()) for c in shown}
     dec = decision
     for o in order[:limit]:
         c = cases[o]
@@ -241,6 +288,16 @@ def build(run, f: dict, limit: int, k: int = K) -> Review:
                 review.rows.append(_row(ids, values, dec, rows[idx[o, j]], "comparator", "reference", j + 1,
                                         float(dist[o, j]), None, name, case=ids[rows[c]]))
     return review
+
+
+class _Column:
+    """A column's values at the rows shown, indexed by record position."""
+
+    def __init__(self, at: np.ndarray, values: list):
+        self.at, self.values = at, values
+
+    def __getitem__(self, i):
+        return self.values[self.at[i]]
 
 
 def _row(ids, values, decision, i, role, side, rank, distance, key, name, case=None) -> dict:
