@@ -92,3 +92,68 @@ def staged(table: pa.Table, raw: dict | None = None) -> AuditData:
     categories = {f.name: sorted(set(res.good[f.name].to_pylist())) for f in spec.features
                   if f.type == "categorical" and not f.categories}  # as ingest records them
     return AuditData(spec, res.good, categories)
+
+
+def market_data(world: str, rows: int = 60_000, seed: int = 3, lenders: dict | None = None) -> AuditData:
+    """The generated lending market's LAR (generator ``hmda_market``, spec hmda_market.yaml) of
+    ``world``, staged as ingest stages it, with ``engines.lenders`` set to ``lenders`` (default:
+    the engine's defaults, race (Black against White and pooled) and ethnicity)."""
+    from pathlib import Path
+
+    import yaml
+
+    from aequum.engines.generators.lar_market import iter_lar_batches
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "data" / "specs" / "hmda_market.yaml").read_text())
+    raw["source"].update(rows=rows, seed=seed, world=world)
+    raw["engines"]["run"] = ["lenders"]
+    raw["engines"]["lenders"] = {"attributes": ["race", "race=Black or African American", "ethnicity"],
+                                 **(lenders or {})}
+    spec = parse_spec(raw)
+    good, offset, categories = [], 0, {}
+    for lar, _ in iter_lar_batches(rows, seed, 50_000, world=world):
+        res = validate_batch(pa.Table.from_batches([lar]), spec, offset)
+        offset += res.rows
+        good.append(res.good)
+        for name, seen in res.categories.items():
+            categories.setdefault(name, set()).update(seen)
+    return AuditData(spec, pa.concat_tables(good), {k: sorted(v) for k, v in categories.items()})
+
+
+def planted_sizes(data: AuditData, world: str, rows: int, seed: int, field: str, attribute: str,
+                  leis: list[str]) -> dict[str, float]:
+    """The planted term of ``world`` on the engine's scale, per lender of ``leis``: its effect on
+    ``field`` (denial: the truth's ``harmed``, denied with the penalty and approved without it;
+    a price: the truth's ``rate_spread_overcharge``, the add-on's points) averaged as the engine
+    averages a lender's gap — the protected group's mean minus the reference group's within each
+    market × loan type stratum where the lender has both groups, weighted by n₁n₀/(n₁ + n₀)
+    (engines.lenders.cells). The add-on applies to Black and to Hispanic borrowers alike, so a
+    comparison whose reference group holds penalised borrowers (Hispanic White applicants
+    against Black ones) measures less than the add-on's 0.30 points, and a denial penalty of
+    0.45 on the score moves only the applicants near the cut-off: this is the size the
+    interval must cover."""
+    import pandas as pd
+
+    from aequum.engines.generators.lar_market import market_truth
+
+    truth = market_truth(rows, seed, world).to_pandas()
+    effect = (truth.harmed.astype(float) if field == "denial" else truth.rate_spread_overcharge).to_numpy()
+    ids = data.column("_row").to_numpy()
+    st = data.spec
+    text = lambda name: data.column(name).cast(pa.string()).to_numpy(zero_copy_only=False)  # noqa: E731
+    df = pd.DataFrame({"lei": text(st.geography.lender), "m": text(st.geography.market), "lt": text("loan_type"),
+                       "g": data.groups[attribute], "e": effect[ids]})
+    if field == "denial":
+        df = df[(data.decision == 0) | (data.decision == 1)]
+    else:
+        df = df[truth.rate_spread_overcharge.notna().to_numpy()[ids] & data.column(field).is_valid().to_numpy(
+            zero_copy_only=False)]
+    df = df[df.g.isin([0, 1]) & (df.m != "99999")]
+    out = {}
+    for lei in leis:
+        own = df[df.lei == lei]
+        cells = own.groupby(["m", "lt", "g"]).e.agg(["mean", "size"]).unstack("g").dropna()
+        n1, n0 = cells[("size", 1)], cells[("size", 0)]
+        w = n1 * n0 / (n1 + n0)
+        out[lei] = float((w * (cells[("mean", 1)] - cells[("mean", 0)])).sum() / w.sum())
+    return out

@@ -399,7 +399,16 @@ class AuditSpec(_Model):
                           "groups": [{"attribute": p.name, **p.group_labels()} for p in self.protected],
                           "decision": self.decision_labels(),
                           "units": {f.name: f.units for f in self.features if f.units},
+                          "records": self.record_layout(),
                           "source": self.source_text()}}
+
+    def record_layout(self) -> dict:
+        """What a lender's file review reads of the staged records (``aequum report --cases`` on a
+        lenders finding): the decision, lender and market columns and the ordinal features' orders."""
+        g = self.geography
+        return {"decision": self.decision.column if self.decision is not None else None,
+                "lender": g.lender if g is not None else None, "market": g.market if g is not None else None,
+                "ordinal": {f.name: [str(v) for v in f.order] for f in self.features if f.type == "ordinal"}}
 
     def decision_labels(self) -> dict[str, str]:
         """The decisions as the spec records them: {"favourable": "1", "unfavourable": "-1"}."""

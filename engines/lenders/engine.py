@@ -18,8 +18,10 @@ What it cannot see: an input of the decisions the records lack (the credit score
 LAR) whose group gap differs between a lender's applicants and its peers' — a lender that draws
 its protected applicants from lower-scored segments than its peers do shows an excess it did not
 cause. A flagged lender is an unexplained disparity for review (file review), not evidence, on
-such records. Tables ``lender_disparities`` (lender × comparison × outcome) and
-``market_disparities`` (market × comparison × outcome); one piece per outcome.
+such records. ``focus`` (LEIs): only those lenders' rows, tested and corrected among themselves,
+against benchmarks from every lender of the records (:func:`lender_family`). Tables
+``lender_disparities`` (lender × comparison × outcome) and ``market_disparities`` (market ×
+comparison × outcome); one piece per outcome.
 """
 from __future__ import annotations
 
@@ -139,7 +141,17 @@ class LendersEngine:
         if params.attributes is not None:
             wanted = set(params.attributes) | {"&".join(u) for u in params.intersections}
             units = {k: v for k, v in units.items() if k in wanted}
-        return {"params": params, "fields": fields, "outcomes": outcomes, "blocks": blocks, "layout": lay,
+        focus = None
+        if params.focus is not None:
+            known = {v: i for i, v in enumerate(lender_levels)}
+            missing = [v for v in params.focus if v not in known]
+            if missing:
+                raise ValueError(f"engines.lenders.focus: {missing} are not lenders of the records "
+                                 f"(column {g.lender!r})")
+            focus = np.zeros(len(lender_levels), bool)
+            focus[[known[v] for v in params.focus]] = True
+        return {"params": params, "fields": fields, "focus": focus, "outcomes": outcomes, "blocks": blocks,
+                "layout": lay,
                 "fixed": [market, lender, joint], "fixed_names": [g.market, g.lender, "groups"],
                 "units": units, "lender_levels": list(lender_levels), "market_levels": list(market_levels),
                 "spec_controls": {f: field_controls(spec, params, f) for f in fields}}
@@ -163,8 +175,9 @@ class LendersEngine:
             c = cell_gaps(lay, st)
             common = {"attribute": unit, "field": field, "controls": controls, "is_denial": field == DENIAL}
             applications = np.bincount(lay.cell_lender, st.n[0::2] + st.n[1::2], lay.n_lenders)
-            lg, fam, excluded = lender_family(lay, c, lower, params)
-            lenders.append(_table(LENDERS, lg, fam, applications, params,
+            lg, fam, excluded = lender_family(lay, c, lower, params, state["focus"])
+            shown_lenders = applications if state["focus"] is None else np.where(state["focus"], applications, 0)
+            lenders.append(_table(LENDERS, lg, fam, shown_lenders, params,
                                   {"lei": state["lender_levels"], "strata": lg.cells, "lender_gap": lg.gap,
                                    "in_benchmark": ~excluded}, common))
             mg = market_gaps(lay, c)
@@ -185,10 +198,14 @@ class LendersEngine:
                     [("attribute", "ascending"), ("field", "ascending"), ("market", "ascending")])}
 
 
-def lender_family(lay, c: dict, lower: bool, params, rounds: int = 10):
+def lender_family(lay, c: dict, lower: bool, params, focus: np.ndarray | None = None, rounds: int = 10):
     """The lenders' excesses and their family's tests; the benchmarks computed again without the
     lenders flagged, until the flagged set repeats (at most ``rounds`` times). Returns the gaps,
-    the family and the lenders left out of the benchmarks."""
+    the family and the lenders left out of the benchmarks.
+
+    ``focus`` (per lender: under review): every lender's family sets the benchmarks as above (a
+    flagged peer left out), then the family returned is the focused lenders' alone — tested and
+    corrected across their rows only, shrunk towards the prior (μ, τ) of every lender of the file."""
     has_both = np.bincount(lay.cell_lender, (c["w"] > 0).astype(np.float64), lay.n_lenders) > 0
     excluded = np.zeros(lay.n_lenders, bool)
     seen = set()
@@ -201,6 +218,9 @@ def lender_family(lay, c: dict, lower: bool, params, rounds: int = 10):
             break
         seen.add(key)
         excluded = fam["flagged"].copy()
+    if focus is not None:
+        fam = family(lg.estimate, lg.se, lg.dof, enough & focus, ~lg.y_constant, (lg.cells > 0) | ~has_both, lower,
+                     params, (fam["mu"], None if fam["tau"] is None else fam["tau"] ** 2))
     return lg, fam, excluded
 
 

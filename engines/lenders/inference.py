@@ -29,14 +29,22 @@ SIGNIFICANT, NOT_SIGNIFICANT = "statistically significant disparity", "no signif
 FAVOURABLE = "statistically significant difference in the protected group's favour"
 
 
-def shrink(est: np.ndarray, se: np.ndarray, tested: np.ndarray, z: float):
+def shrink(est: np.ndarray, se: np.ndarray, tested: np.ndarray, z: float, prior: tuple | None = None):
     """``(shrunk, low, high, mu, tau2)`` over the ``tested`` units (NaN elsewhere); fewer than
-    three tested units: no shrinkage (the estimates as they are, their own intervals)."""
+    three tested units: no shrinkage (the estimates as they are, their own intervals).
+    ``prior``: ``(mu, tau2)`` estimated elsewhere (every lender of the file, for focused lenders)."""
     shrunk, low, high = (np.full(len(est), np.nan) for _ in range(3))
     k = int(tested.sum())
     if k == 0:
         return shrunk, low, high, None, None
     t, s2 = est[tested], se[tested] ** 2
+    if prior is not None and prior[0] is not None:
+        mu, tau2 = prior
+        b = tau2 / (tau2 + s2)
+        shrunk[tested] = mu + b * (t - mu)
+        post = np.sqrt(b * s2)
+        low[tested], high[tested] = shrunk[tested] - z * post, shrunk[tested] + z * post
+        return shrunk, low, high, mu, float(tau2)
     if k < 3:
         shrunk[tested], low[tested], high[tested] = t, t - z * np.sqrt(s2), t + z * np.sqrt(s2)
         return shrunk, low, high, None, None
@@ -54,10 +62,10 @@ def shrink(est: np.ndarray, se: np.ndarray, tested: np.ndarray, z: float):
 
 
 def family(est: np.ndarray, se: np.ndarray, dof: np.ndarray, enough: np.ndarray, varies: np.ndarray,
-           peers: np.ndarray, lower_is_adverse: bool, params) -> dict:
+           peers: np.ndarray, lower_is_adverse: bool, params, prior: tuple | None = None) -> dict:
     """The family's tests, adjusted p-values, shrinkage, flags and notes (module docstring).
     ``enough``/``varies``/``peers``: per unit, whether it has the records, an outcome that varies,
-    and peers to compare with."""
+    and peers to compare with; ``prior``: the shrinkage's (μ, τ²) when estimated elsewhere."""
     alpha = 1 - params.confidence
     ok = np.isfinite(est) & np.isfinite(se) & (se > 0)
     tested = ok & enough & varies & peers
@@ -69,7 +77,7 @@ def family(est: np.ndarray, se: np.ndarray, dof: np.ndarray, enough: np.ndarray,
     significant = tested & (p_adj < alpha)
     sign = -1.0 if lower_is_adverse else 1.0
     adverse = np.where(ok, sign * est > 0, False)
-    shrunk, s_low, s_high, mu, tau2 = shrink(est, se, tested, float(norm.ppf(1 - alpha / 2)))
+    shrunk, s_low, s_high, mu, tau2 = shrink(est, se, tested, float(norm.ppf(1 - alpha / 2)), prior)
     flagged = significant & (sign * np.nan_to_num(shrunk) > 0)
     note = np.where(~peers, PEERS, np.where(~enough, ENOUGH, np.where(~(varies & ok), VARIANCE,
                     np.where(significant & adverse, SIGNIFICANT, np.where(significant, FAVOURABLE, NOT_SIGNIFICANT)))))

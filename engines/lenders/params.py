@@ -19,6 +19,11 @@ class LendersParams(BaseModel):
     intersections: list[list[str]] = Field(
         default_factory=list, description="Intersections tested beside them (race&sex: protected in both "
         "against reference in both). Default none: each adds a family of tests over every lender.")
+    focus: list[str] | None = Field(
+        None, description="LEIs (values of the geography's lender column) of the institutions under review: "
+        "only their rows are reported and tested (the multiple-testing correction across their rows alone), "
+        "against peers drawn from every lender of the records (a lender's own submission beside the public "
+        "LAR of its markets). Default: every lender.")
     controls: list[str] | None = Field(
         None, description="Controls of the pooled fit. Default: for denial the regression engine's "
         "(engines.regression.controls, its log_controls as logs), for prices the pricing engine's.")

@@ -371,7 +371,9 @@ def parser() -> argparse.ArgumentParser:
                     help="write the matched-pair exhibit of one finding instead of the report: its rank in "
                     "the run (audit.findings.rank, as the report and `aequum show findings` list it), a "
                     "CST/ST/CF or CEC finding; each case's complainant beside its comparators of both "
-                    "groups, feature by feature, as CSV and as a printable HTML page")
+                    "groups, feature by feature, as CSV and as a printable HTML page; a flagged lender's "
+                    "finding: its file review (its refused protected applicants beside the nearest approved "
+                    "reference applicants of the same lender and product)")
     rp.add_argument("--limit", type=int, default=50,
                     help="with --cases: the cases exhibited, the surest first (default %(default)s)")
     rp.add_argument("--pdf", action="store_true",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aequum.flows.reporting import exhibit
+from aequum.flows.reporting import exhibit, lender_review
 from aequum.flows.reporting.conclusion import conclusion_section
 from aequum.flows.reporting.exhibit_page import exhibit_html, print_pdf
 from aequum.flows.reporting.html import Section, esc, markup, page, table
@@ -83,9 +83,12 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
         folder = path.with_name(path.stem + "-cases")
         findings = run.query("findings") if has_findings(run) else []
         exhibits = exhibit.build(run, exhibit.flagged_individual(findings), REPORT_CASES)
-        for e in exhibits:
-            check_output(folder / exhibit.file_name(e), "--out", warehouse, lake_roots(wh), source_paths(wh))
-        text = build_report(run, {e.rank: f"{folder.name}/{exhibit.file_name(e)}" for e in exhibits}, findings)
+        reviews, _ = lender_review.build_all(run, findings, REPORT_CASES)  # flagged lenders' file reviews
+        named = [(e.rank, exhibit.file_name(e)) for e in exhibits] + [(r.rank, lender_review.file_name(r))
+                                                                     for r in reviews]
+        for _, name in named:
+            check_output(folder / name, "--out", warehouse, lake_roots(wh), source_paths(wh))
+        text = build_report(run, {rank: f"{folder.name}/{name}" for rank, name in named}, findings)
         labels = Labels(run.parameters)
     path.parent.mkdir(parents=True, exist_ok=True)
     if folder.is_dir():  # the files of an earlier report of the same name: this run's replace them
@@ -93,6 +96,8 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
             old.unlink()
     for e in exhibits:
         exhibit.write_csv(e, labels, folder / exhibit.file_name(e))
+    for r in reviews:
+        lender_review.write_csv(r, labels, folder / lender_review.file_name(r))
     path.write_text(text, encoding="utf-8")
     return path
 
@@ -112,11 +117,15 @@ def write_cases(warehouse: str | Path, key: str, run_id: str | None = None, out:
         paths = [stem.with_name(stem.name + ext) for ext in (".csv", ".html") + ((".pdf",) if pdf else ())]
         for p in paths:
             check_output(p, "--out", warehouse, lake_roots(wh), source_paths(wh))
-        (e,) = exhibit.build(run, [found], limit)
         labels = Labels(run.parameters)
-        text = exhibit_html(run.record, e, labels)
+        if lender_review.reviewable(found):  # a flagged lender: its file review
+            e = lender_review.build(run, found, limit)
+            text, write_csv = lender_review.review_html(run.record, e, labels), lender_review.write_csv
+        else:
+            (e,) = exhibit.build(run, [found], limit)
+            text, write_csv = exhibit_html(run.record, e, labels), exhibit.write_csv
     paths[0].parent.mkdir(parents=True, exist_ok=True)
-    exhibit.write_csv(e, labels, paths[0])
+    write_csv(e, labels, paths[0])
     paths[1].write_text(text, encoding="utf-8")
     if pdf:
         print_pdf(paths[1], paths[2])

@@ -82,7 +82,7 @@ def cst_method(finding: str) -> tuple[str, int | None] | None:
 def find(run: Run, key: str) -> dict:
     """The finding ``key`` names (its rank in the run); one clear error for any other key."""
     hint = (f"`aequum show findings --run-id {run.run_id}` lists them (column rank); --cases takes the "
-            "rank of a CST/ST/CF or CEC finding")
+            "rank of a CST/ST/CF or CEC finding, or of a flagged lender's (its file review)")
     if not re.fullmatch(r"\s*\d{1,9}\s*", str(key)):
         raise UsageError(f"--cases {key!r} is not a finding's rank in run {run.run_id}: {hint}")
     if "findings" not in run.tables:
@@ -91,7 +91,7 @@ def find(run: Run, key: str) -> dict:
     if not rows:
         raise UsageError(f"run {run.run_id} has no finding of rank {int(key)}: {hint}")
     f = rows[0]
-    if not individual(f):
+    if not individual(f) and not (f.get("engine") == "lenders" and not f.get("headline")):  # a lender's file review
         raise UsageError(f"finding {int(key)} of run {run.run_id} ({f['engine']}: {f['finding']}) has no matched "
                          f"cases: {hint}")
     return f
