@@ -92,6 +92,13 @@ def figure_words(f: dict, labels: Labels) -> str:
     if f.get("measure") == "adjusted_denial_difference":
         text = f"{100 * value:+.1f} points of denial"
         return text + (f" ({level} CI {100 * low:+.1f} to {100 * high:+.1f})" if low is not None and high is not None else "")
+    if f.get("measure") == "excess_denial_rate":
+        text = f"{100 * value:+.1f} points of denial beyond its markets' other lenders"
+        return text + (f" ({level} CI {100 * low:+.1f} to {100 * high:+.1f})" if low is not None and high is not None else "")
+    if f.get("measure") == "excess_price":
+        field = (f.get("finding") or "").removeprefix("lender against peers: ")
+        text = f"{value:+.3f} in {field} beyond its markets' other lenders"
+        return text + (f" ({level} CI {low:+.3f} to {high:+.3f})" if low is not None and high is not None else "")
     if f.get("measure") == "adjusted_price_difference":
         field = (f.get("finding") or "").removeprefix("adjusted ").removesuffix(" difference")
         text = f"{value:+.3f} in {field}"
@@ -107,8 +114,21 @@ def _grouped(found: list[dict], labels: Labels) -> str:
     for f in found:
         kinds.setdefault((f["engine"], f["finding"]), []).append(f)
     return "; ".join(f"{engine} ({finding}): " + ", ".join(
-        f"{labels.versus(f['attribute'], f['group_name'])} ({figure_words(f, labels)}, {confidence_text(f)})"
+        f"{_who(f, labels)} ({figure_words(f, labels)}, {confidence_text(f)})"
         for f in group) for (engine, finding), group in kinds.items())
+
+
+def _and(names: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1] if names else ""
+
+
+def _who(f: dict, labels: Labels) -> str:
+    """The finding's group as people read it; a lender's finding names the lender (its LEI) and
+    the groups compared."""
+    if f["engine"] == "lenders" and f["group_name"] not in ("protected", "reference"):
+        return f"lender {f['group_name']}, {labels.versus(f['attribute'], 'protected')}"
+    return labels.versus(f["attribute"], f["group_name"])
 
 
 def sentences(run_record: dict, parameters: dict, findings: list[dict], labels: Labels) -> list[str]:
@@ -120,7 +140,7 @@ def sentences(run_record: dict, parameters: dict, findings: list[dict], labels: 
     question = QUESTION.get(audit.get("question") or "disparate_treatment", "disparate treatment")
     name = run_record.get("spec_name")
     partial = audit.get("inputs", "partial") != "complete"
-    missing = ", ".join(audit.get("missing_inputs") or []) or "inputs of the decisions (such as the credit score)"
+    missing = _and(audit.get("missing_inputs") or []) or "inputs of the decisions (such as the credit score)"
     bounds = audit.get("bounds") or []
     kinds = {k: [f for f in findings if claim_of(f) == k] for k in CLAIMS}
     lender = kinds["about the lender"]
@@ -141,16 +161,24 @@ def sentences(run_record: dict, parameters: dict, findings: list[dict], labels: 
                    + (": no tested difference in the applicants' disfavour is significant."
                       if not flagged else "."))
     rest = [f for f in flagged if not f.get("evidence")]
-    if rest:
-        named = rest[:LISTED]
+    # lenders named one by one get a sentence of their own (the headline rows only count them)
+    lenders = [f for f in rest if f["engine"] == "lenders" and f["group_name"] not in ("protected", "reference")]
+    listed = [f for f in rest if f["engine"] != "lenders" or not lenders]
+    if listed:
+        named = listed[:LISTED]
         # every group the controlled denial analysis flags is named, however far down the list
-        named += [f for f in rest[LISTED:] if f["engine"] == "regression"]
-        more = len(rest) - len(named)
+        named += [f for f in listed[LISTED:] if f["engine"] == "regression"]
+        more = len(listed) - len(named)
         out.append(("Also flagged for review: " if evidence else "Flagged for review: ") + _grouped(named, labels)
                    + (f"; and {more} more (the ranked table)" if more else "") + ".")
     elif not flagged:
         out.append("No finding about the lender flags a difference at the configured confidence; that is not "
                    "proof that the decisions are fair.")
+    if lenders:
+        out.append("Lenders that stand out against the other lenders of their markets: "
+                   + "; ".join(f"{_who(f, labels)} ({figure_words(f, labels)}, {confidence_text(f)})"
+                               for f in lenders[:5])
+                   + (f"; and {len(lenders) - 5} more" if len(lenders) > 5 else "") + ".")
     counts = [f"{len(lender)} are claims about the lender's decisions ({len(flagged)} flagged, "
               f"{len(evidence)} evidence)"]
     words = {"about the model": "describe the model examined", "descriptive": "are descriptive figures",

@@ -150,6 +150,12 @@ CREATE OR REPLACE MACRO audit.e_value_ci(lo, hi) AS
          WHEN hi < 1 THEN audit.e_value(hi)
          ELSE 1.0 END;
 
+-- a list in words: "a", "a and b", "a, b and c" (null when empty)
+CREATE OR REPLACE MACRO audit.and_list(l) AS
+    CASE WHEN l IS NULL OR len(l) = 0 THEN NULL
+         WHEN len(l) = 1 THEN l[1]
+         ELSE array_to_string(list_slice(l, 1, len(l) - 1), ', ') || ' and ' || l[len(l)] END;
+
 -- What each run asked (spec.run_parameters: the question, whether the records hold every
 -- input of the decisions, whose model the model engines examine); runs written before these
 -- were recorded read as the defaults.
@@ -158,8 +164,7 @@ SELECT run_id,
        coalesce(json_extract_string(parameters, '$.audit.question'), 'disparate_treatment') AS question,
        coalesce(json_extract_string(parameters, '$.audit.inputs'), 'partial') AS inputs,
        -- the inputs the records lack, in words (decision.missing_inputs), for the statements
-       coalesce(nullif(array_to_string(from_json(json_extract(parameters, '$.audit.missing_inputs'), '["VARCHAR"]'),
-                                       ', '), ''),
+       coalesce(audit.and_list(from_json(json_extract(parameters, '$.audit.missing_inputs'), '["VARCHAR"]')),
                 'inputs of the decisions the records lack (such as the credit history and score)') AS missing,
        json_extract_string(parameters, '$.audit.model') AS model,
        CASE json_extract_string(parameters, '$.audit.model')
