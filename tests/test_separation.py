@@ -138,3 +138,18 @@ def test_a_fixed_effect_level_of_one_outcome_is_counted_beside_the_control_level
     assert fit.separated_rows == lpm.separated_rows == int(gone.sum()) and fit.n == lpm.n == int((~gone).sum())
     assert fit.separated == lpm.separated == ("lender (1 level)", "dti = 50%-60%", "dti = >60%")
     assert "1 of lender" in fit.note and fit.converged
+
+
+def test_when_every_level_has_one_outcome_no_row_is_left_and_both_models_say_so():
+    """A small segment whose every lender approved all or denied all: every row goes with its
+    level, and both models return a note and no estimate instead of failing."""
+    rng = np.random.default_rng(3)
+    n = 60
+    lender = np.repeat(np.arange(6), 10)
+    y = (lender % 2).astype(float)                 # each lender: one outcome
+    d = rng.integers(0, 2, n).astype(float)
+    income = rng.normal(size=n)
+    fixed = [Categorical(lender, [f"L{i}" for i in range(6)])]
+    lpm = controlled_lpm(y, d, [income], ["income"], fixed=fixed, fixed_names=["lei"])
+    logit = controlled_logit(y, d, [income], ["income"], fixed=fixed, fixed_names=["lei"])
+    assert lpm.estimate is None and lpm.note and logit.coefficient is None and logit.note

@@ -153,3 +153,33 @@ def test_a_real_add_on_is_evidence_only_under_the_stated_bound(add_on):
                for e, attr, _ in evidence), sorted(evidence)
     assert not any(a in ("sex", "tract", "race=Asian") for _, a, _ in evidence)
     assert lines[1].strip().startswith("Evidence of disparate treatment in the decisions of hmda_market")
+
+
+@pytest.mark.parametrize("cluster", [None, "lei"])
+def test_one_lenders_own_lar_with_a_hard_dti_cap_tests_every_comparison(tmp_path, cluster):
+    """One lender's LAR (hmda_single) that denies every application with DTI of 50 % or more: the
+    capped DTI bins separate the logit, so their levels and rows are dropped and counted as Stata
+    and fixest drop them, and every comparison gets an estimate and a p-value; clustered by the
+    lender (one cluster), the errors are HC1 and the statements claim nothing cluster-robust."""
+    def edit(raw):
+        raw["source"].update(world="dti_cap", seed=SEED)
+        raw["engines"]["regression"]["segments"] = []
+        if cluster:
+            raw["engines"]["regression"]["cluster"] = cluster
+
+    path = small_audit(tmp_path, rows=30_000, engines=["regression"], run_id="one", spec_name="hmda_single.yaml",
+                       edit=edit)
+    with Warehouse(path, read_only=True) as wh:
+        rows = wh.con.sql("SELECT * FROM audit.regression_estimates").to_arrow_table().to_pylist()
+        found = {f["attribute"]: f for f in wh.con.sql(
+            "SELECT * FROM audit.findings WHERE engine = 'regression'").to_arrow_table().to_pylist()}
+    tested = [r for r in rows if min(r["n_protected"], r["n_reference"]) >= 30]
+    assert len(tested) >= 8
+    for r in tested:
+        assert r["odds_ratio"] is not None and r["logit_p_adjusted"] is not None, r["attribute"]
+        assert r["separated_rows"] > 0 and "debt_to_income_ratio" in r["separated_levels"]
+        assert r["inference"] == ("HC1" if cluster else "classical") and r["clusters"] in (None, 0, 1)
+        statement = found[r["attribute"]]["statement"]
+        assert "robust to clustering" not in statement
+        assert ("no cluster-robust claim" in statement) is bool(cluster)
+        assert "predict denial perfectly" in statement

@@ -196,7 +196,7 @@ def absorb_rows(y: np.ndarray, keep: np.ndarray, fixed: Sequence[np.ndarray], na
                     f"them exactly and says nothing of the group")
         keep = keep[alive]
         codes = [c[alive] for c in codes]
-    if not codes:
+    if not codes or not len(keep):  # no effect, or no row left once the one-outcome levels went
         return keep, no_effects(len(keep)), note, dropped_levels, dropped_rows
     recoded = []
     for c in codes:
