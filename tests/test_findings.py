@@ -170,3 +170,20 @@ def test_group_labels_read_in_duckdb_1x_from_a_column_named_like_their_own_alias
     out = subprocess.run([sys.executable, "-c", probe, str(path), query], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(duckdb1)}, check=True).stdout
     assert out.splitlines() == expected
+
+
+def test_a_pooled_group_ranks_after_the_named_group_that_carries_the_effect(warehouse):
+    """race (Black, Asian, … pooled) and race=Black both flagged: the named group leads."""
+    from aequum.engines.regression.engine import ESTIMATES
+    from test_regression_engine import _estimate
+
+    comparisons = [{"label": "race=Black", "attribute": "race", "value": "Black"},
+                   {"label": "race=Asian", "attribute": "race", "value": "Asian"}]
+    warehouse.start_run("r", "s", "h", "test", {"audit": {"question": "disparate_treatment", "inputs": "partial",
+                                                          "comparisons": comparisons}})
+    rows = [_estimate("race", logit_p_adjusted=1e-9), _estimate("race=Black", logit_p_adjusted=1e-4),
+            _estimate("race=Asian", logit_p_adjusted=0.4, logit_significant=False)]
+    warehouse.write_results("r", {"regression_estimates": (ESTIMATES, pa.Table.from_pylist(rows, ESTIMATES))})
+    warehouse.create_views()
+    rank = dict(warehouse.con.execute("SELECT attribute, rank FROM audit.findings").fetchall())
+    assert rank["race=Black"] < rank["race"] < rank["race=Asian"]  # though the pooled p is smaller

@@ -6,6 +6,7 @@ screening with that bound calls the fair lender's gaps unexplained and the plant
 evidence. Without a bound nothing on the LAR is evidence, and the conclusion says so first."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -126,6 +127,14 @@ def test_a_fair_lender_is_accused_of_nothing(fair):
     assert rate["flagged"] and denial["flagged"]
     assert "An unexplained disparity for review, not evidence: the records lack credit score" in rate["statement"]
     assert "no bound on them was stated" in lines[1]
+    # every group the controlled denial analysis flags is named in the conclusion, and its counts add up
+    said = "\n".join(lines[:6])
+    assert "Black or African American against White (+" in said and "Hispanic or Latino against Not Hispanic" in said
+    counts = re.search(r"Of its (\d+) findings, (\d+) are claims about the lender's decisions \((\d+) flagged, "
+                       r"(\d+) evidence\)(?: and (\d+) are descriptive figures)?", said)
+    total, lender_claims, flagged, evidence, described = (int(g or 0) for g in counts.groups())
+    assert total == len(found) == lender_claims + described and evidence == 0
+    assert flagged == sum(1 for f in found if f["flagged"])
     # under the bound measured on the lender's own records they do not survive
     found, lines = fair["bounded"]
     rate = by(found, "pricing", BLACK, "adjusted rate_spread difference")
@@ -146,7 +155,7 @@ def test_a_real_add_on_is_evidence_only_under_the_stated_bound(add_on):
     for attribute in (BLACK, HISPANIC):
         f = by(bounded, "pricing", attribute, "adjusted rate_spread difference")
         assert f["evidence"], f["statement"]
-        assert "It survives the stated bound on credit score, automated underwriting result" in f["statement"]
+        assert "It survives the stated bound on credit score and automated underwriting result" in f["statement"]
     evidence = {(f["engine"], f["attribute"], f["finding"]) for f in bounded if f["evidence"]}
     # the add-on is on prices only, for Black and Hispanic borrowers (and groups made of them)
     assert all(e == "pricing" and any(a.startswith(("race", "ethnicity")) for a in attr.split("&"))
