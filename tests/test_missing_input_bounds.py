@@ -182,3 +182,30 @@ def test_a_bound_measured_where_the_score_is_recorded_separates_fair_from_penali
     assert row["survives_bound"] is (effect > 0)
     if effect:
         assert row["bounded_ci_low"] <= effect <= row["bounded_ci_high"] + 0.02
+
+
+def test_aequum_bounds_prints_spec_entries_from_an_internal_audit(tmp_path, capsys):
+    """The lender's records (hmda_lender: the credit score a control of the regression) measured
+    once; `aequum bounds` prints decision.bounds entries that a LAR spec accepts, rounded up, with
+    the run as their source; an unknown control is one line and exit 2."""
+    import yaml
+
+    from aequum.flows.commands.cli import main
+    from audit_tables import small_audit
+    from conftest import REPO
+
+    path = small_audit(tmp_path, rows=6000, engines=["regression"], run_id="inside", spec_name="hmda_lender.yaml",
+                       edit=lambda raw: raw["engines"]["regression"].update(intersections=[]))
+    assert main(["bounds", "--control", "credit_score", "--warehouse", str(path)]) == 0
+    printed = capsys.readouterr().out
+    entries = yaml.safe_load(printed)["bounds"]
+    assert {e["outcome"] for e in entries} == {"denial"} and {e["attributes"][0] for e in entries} == {
+        "race", "ethnicity", "sex", "tract"}
+    assert all(e["source"].startswith("internal audit run inside (spec hmda_lender") for e in entries)
+    assert all(round(e["r2_group"], 3) == e["r2_group"] and 0 <= e["r2_group"] < 1 for e in entries)
+    lar = yaml.safe_load((REPO / "data" / "specs" / "hmda.yaml").read_text())
+    lar["decision"]["bounds"] = entries
+    assert parse_spec(lar).decision.bound_for("denial", "race").source == entries[0]["source"]
+    assert main(["bounds", "--control", "nope", "--warehouse", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "control 'nope'" in err[0]
