@@ -110,6 +110,7 @@ from aequum.engines.generators.hmda_lar import (  # noqa: F401  (the LAR's names
     _text,
     _where,
     _zfill,
+    text_makers,
 )
 from aequum.engines.generators.hmda_worlds import (  # noqa: F401
     INTERVENTIONS,
@@ -352,16 +353,7 @@ def _block(n: int, seed: int, block: int, first_row: int, lar: bool = True,
     pricing = hmda_pricing.columns(hmda_pricing.prices(seed, block, _credit(black, hisp, asian, u_credit), ltv, dti,
                                                        loan, lt_i, add_on), action_i)
 
-    zeros = pa.array(np.zeros(n, np.int32))
-
-    def const(v):
-        return pc.take(pa.array([v], pa.string()), zeros)
-
-    def co(a, alone):
-        return _where(has_co, a, pa.scalar(alone))
-
-    def codes(index, mapping):
-        return pc.take(pa.array(mapping), pa.array(index))
+    const, co, codes = text_makers(n, has_co)
 
     def skip_draw(value):
         """``value``, after the draw this column once took from the stream (the tract share,

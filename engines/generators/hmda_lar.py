@@ -101,3 +101,21 @@ def _zfill(x: np.ndarray, width: int) -> pa.Array:
 
 # The structural equations (one applicant's exogenous noise u_* fixed; group indicators as bools).
 # Group means encode the wealth gaps that drive the published denial-rate gaps.
+
+
+def text_makers(n: int, has_co: np.ndarray):
+    """The three ways a generator writes a LAR column of ``n`` rows as text: ``const(v)`` (one
+    value everywhere), ``co(a, alone)`` (the co-applicant's value, ``alone`` without one) and
+    ``codes(index, mapping)`` (coded values by index)."""
+    zeros = pa.array(np.zeros(n, np.int32))
+
+    def const(v):
+        return pc.take(pa.array([v], pa.string()), zeros)
+
+    def co(a, alone):
+        return _where(has_co, a, pa.scalar(alone))
+
+    def codes(index, mapping):
+        return pc.take(pa.array(mapping), pa.array(index))
+
+    return const, co, codes

@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aequum.engines.generators import hmda_pricing, lar_structure as st, lar_worlds
-from aequum.engines.generators.hmda_lar import AGE_BINS, LAR_COLUMNS, VALUE_SETS, _pick, _text, _where
+from aequum.engines.generators.hmda_lar import AGE_BINS, LAR_COLUMNS, VALUE_SETS, _pick, _text, _where, text_makers
 
 DEFAULT_ROWS = 100_000
 BLOCK = 50_000
@@ -240,16 +240,7 @@ def _lar(rng, n, x, dti_read, tract, tr, race_i, eth_i, sex_i, race, eth, sex, a
     originated = action_i == 0
     has_co = (sex_i == 2) | (rng.random(n) < 0.35)
     age_i, age = _pick(rng, AGE_BINS, [5, 24, 24, 19, 15, 10, 3], n)
-    zeros = pa.array(np.zeros(n, np.int32))
-
-    def const(v):
-        return pc.take(pa.array([v], pa.string()), zeros)
-
-    def co(a, alone):
-        return _where(has_co, a, pa.scalar(alone))
-
-    def codes(index, mapping):
-        return pc.take(pa.array(mapping), pa.array(index))
+    const, co, codes = text_makers(n, has_co)
 
     def tract_text(column, decimals=None):
         return _text(tr[column][tract], decimals)

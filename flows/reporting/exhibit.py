@@ -252,7 +252,11 @@ def csv_rows(e: Exhibit, labels: Labels) -> tuple[list[str], list[dict]]:
 
 
 def write_csv(e: Exhibit, labels: Labels, path: Path) -> Path:
-    columns, rows = csv_rows(e, labels)
+    return write_rows(*csv_rows(e, labels), path)
+
+
+def write_rows(columns: list[str], rows: list[dict], path: Path) -> Path:
+    """A case file's rows as CSV (a null is an empty cell), its folder made on the way."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, columns, extrasaction="ignore")

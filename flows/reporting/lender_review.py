@@ -24,7 +24,6 @@ On the public LAR a file review is where the unexplained disparity meets the inp
 """
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ import pyarrow.compute as pc
 
 from aequum.engines.core.data import DECISION, ID, group_column
 from aequum.engines.core.knn import Points, knn
+from aequum.flows.reporting.exhibit import write_rows
 from aequum.flows.reporting.html import Section, markup, page, table
 from aequum.flows.reporting.labels import Labels, utc
 from aequum.flows.store.guard import UsageError
@@ -333,13 +333,7 @@ def _header(name: str, labels: Labels) -> str:
 
 
 def write_csv(r: Review, labels: Labels, path: Path) -> Path:
-    columns, rows = csv_rows(r, labels)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, columns, extrasaction="ignore")
-        w.writeheader()
-        w.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in rows)
-    return path
+    return write_rows(*csv_rows(r, labels), path)
 
 
 def review_html(run_record: dict, r: Review, labels: Labels) -> str:
