@@ -156,10 +156,14 @@ def sentences(run_record: dict, parameters: dict, findings: list[dict], labels: 
                    + ("and no flagged difference survives the stated bound on them"
                       if bounds else "and no bound on them was stated (decision.bounds)")
                    + f", so the {len(flagged)} differences flagged below are unexplained disparities for review.")
+    elif flagged:
+        kinds_found = sorted({f.get("estimand") or "" for f in flagged})
+        out.append(f"Nothing in this audit of {name} is evidence of {question}: the {len(flagged)} differences "
+                   f"flagged below are {_and(kinds_found)} findings, which show "
+                   + _and([MEANS.get(k, "a difference") for k in kinds_found]) + ".")
     else:
-        out.append(f"Nothing in this audit of {name} is evidence of {question}"
-                   + (": no tested difference in the applicants' disfavour is significant."
-                      if not flagged else "."))
+        out.append(f"Nothing in this audit of {name} is evidence of {question}: no tested difference in the "
+                   "applicants' disfavour is significant.")
     rest = [f for f in flagged if not f.get("evidence")]
     # lenders named one by one get a sentence of their own (the headline rows only count them)
     lenders = [f for f in rest if f["engine"] == "lenders" and f["group_name"] not in ("protected", "reference")]
@@ -179,11 +183,12 @@ def sentences(run_record: dict, parameters: dict, findings: list[dict], labels: 
                    + "; ".join(f"{_who(f, labels)} ({figure_words(f, labels)}, {confidence_text(f)})"
                                for f in lenders[:5])
                    + (f"; and {len(lenders) - 5} more" if len(lenders) > 5 else "") + ".")
-    counts = [f"{len(lender)} are claims about the lender's decisions ({len(flagged)} flagged, "
-              f"{len(evidence)} evidence)"]
-    words = {"about the model": "describe the model examined", "descriptive": "are descriptive figures",
-             "audit quality": "grade the audit against a known truth"}
-    counts += [f"{len(kinds[k])} {w}" for k, w in words.items() if kinds[k]]
+    counts = [f"{len(lender)} {'is a claim' if len(lender) == 1 else 'are claims'} about the lender's decisions "
+              f"({len(flagged)} flagged, {len(evidence)} evidence)"]
+    words = {"about the model": ("describes the model examined", "describe the model examined"),
+             "descriptive": ("is a descriptive figure", "are descriptive figures"),
+             "audit quality": ("grades the audit against a known truth", "grade the audit against a known truth")}
+    counts += [f"{len(kinds[k])} {w[len(kinds[k]) != 1]}" for k, w in words.items() if kinds[k]]
     out.append(f"Of its {len(findings)} findings, " + ", ".join(counts[:-1])
                + (" and " if len(counts) > 1 else "") + counts[-1] + ".")
     limits = []

@@ -55,7 +55,10 @@ SELECT f.run_id, 'cst' AS engine, f.protected_attribute AS attribute, 'protected
        f.flagged,
        CASE WHEN f.method = 'CF' THEN 'discriminated_share' ELSE 'significant_share' END AS measure,
        coalesce(f.significant_share, f.discriminated_share) AS value, NULL::DOUBLE AS ci_low,
-       NULL::DOUBLE AS ci_high, 1 - f.alpha AS confidence, NULL::DOUBLE AS p_value,
+       NULL::DOUBLE AS ci_high, 1 - f.alpha AS confidence,
+       -- the flag's test: more complainants significant than chance makes (one-sided binomial; a
+       -- screen, the neighbourhoods overlap); CF compares decisions and has none
+       f.excess_p_value AS p_value,
        f.significant > 0 AS significant, coalesce(f.significant, f.discriminated) AS individuals,
        'cst_claims' AS cases_table,
        CASE WHEN f.method = 'CF' THEN printf(
