@@ -230,7 +230,8 @@ class ProtectedAttribute(_Model):
                            "expanded from (set by `compare`).")
     labels: dict[str, str] = Field(
         default_factory=dict, description="What recorded values mean, for reports (e.g. {1: Female, "
-        "0: Male}); a value without a label is shown as recorded.")
+        "0: Male}); a value without a label is shown as recorded. A range attribute names its groups "
+        "by side: {protected: majority-minority tract (> 50 %), reference: tract under 20 % minority}.")
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -243,12 +244,12 @@ class ProtectedAttribute(_Model):
     def group_labels(self) -> dict[str, str]:
         """The protected and reference groups as people read them: the recorded values (their
         labels), or the column's range; several values are joined with ' / '."""
-        def named(values: list, rng: "Range | None") -> str:
-            if rng is not None:
-                return f"{self.column} {rng.text()}"
+        def named(side: str, values: list, rng: "Range | None") -> str:
+            if rng is not None:  # a range group: its label (labels: {protected: ..., reference: ...})
+                return self.labels.get(side) or f"{self.column} {rng.text()}"
             return " / ".join(self.value_label(v) for v in values)
-        return {"protected": named(self.protected_values, self.protected_range),
-                "reference": named(self.reference_values, self.reference_range)}
+        return {"protected": named("protected", self.protected_values, self.protected_range),
+                "reference": named("reference", self.reference_values, self.reference_range)}
 
     @property
     def by_range(self) -> bool:
