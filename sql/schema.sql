@@ -70,6 +70,14 @@ CREATE TABLE IF NOT EXISTS audit.run_engines (
     PRIMARY KEY (run_id, engine)
 );
 
+-- Lenders' names by LEI (the HMDA panel's respondent names; `aequum panel`): a dimension the
+-- per-lender findings and the report join, kept across runs.
+CREATE TABLE IF NOT EXISTS audit.lender_panel (
+    lei         VARCHAR PRIMARY KEY,
+    name        VARCHAR NOT NULL,
+    source      VARCHAR NOT NULL             -- the file it was read from
+);
+
 -- The tables aequum writes (a registry: a run's rows are removed only from these, never from a
 -- table someone else keeps in the audit schema). The fixed tables of this file are registered
 -- here; an engine's result table when Warehouse.ensure_result_table creates or extends it.
@@ -79,7 +87,7 @@ CREATE TABLE IF NOT EXISTS audit.aequum_tables (
 );
 INSERT OR IGNORE INTO audit.aequum_tables VALUES
     ('datasets', 'fixed'), ('quarantine', 'fixed'), ('runs', 'fixed'), ('run_engines', 'fixed'),
-    ('aequum_tables', 'fixed');
+    ('aequum_tables', 'fixed'), ('lender_panel', 'fixed');
 -- result tables written before the registry: those the engines recorded writing
 INSERT OR IGNORE INTO audit.aequum_tables
 SELECT DISTINCT name, 'result'

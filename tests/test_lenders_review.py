@@ -163,3 +163,34 @@ def test_the_report_writes_and_links_each_flagged_lenders_file_review(audited, t
         rows = list(csv.DictReader(path.open()))
         assert {r["lei"] for r in rows} == {lei} and len({r["case"] for r in rows}) == REPORT_CASES
         assert f'r-cases/finding-{rank}-lenders.csv' in text
+
+
+def test_the_panel_names_the_flagged_lenders(audited, tmp_path, capsys):
+    """`aequum panel` loads the reporter panel's names by LEI (pipe or comma CSV, blanks left out
+    and counted); the per-lender findings and the report name the lender beside its LEI; a panel
+    without the columns or with two names for one LEI is one line, exit 2, nothing written."""
+    import shutil
+
+    wh = tmp_path / "wh.duckdb"
+    shutil.copy(audited, wh)
+    rank, lei = lender_finding(wh)
+    panel = tmp_path / "panel.csv"
+    panel.write_text("lei|respondent_name|agency\n" + f"{lei}|First Example Bank|9\n" + "|No LEI|9\nOTHER|  |9\n")
+    assert main(["panel", str(panel), "--warehouse", str(wh)]) == 0
+    assert "1 lenders' names in audit.lender_panel; 2 rows without an LEI or a name left out" in capsys.readouterr().out
+    with Warehouse(wh, read_only=True) as w:
+        (statement,) = w.con.execute("SELECT statement FROM audit.findings WHERE rank = ?", [rank]).fetchone()
+    assert statement.startswith(f"Lender First Example Bank (LEI {lei}) (N = ")
+    out = tmp_path / "r.html"
+    assert main(["report", "lr", "--warehouse", str(wh), "--out", str(out)]) == 0
+    assert f"First Example Bank ({lei})" in out.read_text(encoding="utf-8")
+    capsys.readouterr()
+    for text, message in (("lei,name\nX,Y\n", "has no column 'respondent_name'"),
+                          ("lei,respondent_name\nX,Bank A\nX,Bank B\n", "LEI 'X' has more than one name")):
+        bad = tmp_path / "bad.csv"
+        bad.write_text(text)
+        assert main(["panel", str(bad), "--warehouse", str(wh)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0]
+    with Warehouse(wh, read_only=True) as w:
+        assert w.con.execute("SELECT count(*) FROM audit.lender_panel").fetchall()[0][0] == 1

@@ -226,6 +226,16 @@ def cmd_bounds(args) -> int:
     return 0
 
 
+def cmd_panel(args) -> int:
+    from aequum.flows.commands.panel import load_panel
+
+    written, blank = load_panel(args.warehouse, args.file, args.lei_column, args.name_column, wait=args.wait,
+                                notify=_say)
+    print(f"{written:,} lenders' names in audit.lender_panel"
+          + (f"; {blank:,} rows without an LEI or a name left out" if blank else ""))
+    return 0
+
+
 def cmd_report(args) -> int:
     from aequum.flows.commands.report import write_cases, write_report
 
@@ -360,6 +370,14 @@ def parser() -> argparse.ArgumentParser:
     bd.add_argument("--outcome", action="append", default=None,
                     help="only this outcome (denial, a pricing field); repeat for several (default: every one)")
     bd.set_defaults(func=cmd_bounds)
+
+    pn = sub.add_parser("panel", help="load lenders' names by LEI (the HMDA reporter panel) into the warehouse, "
+                        "for the per-lender findings and the report")
+    pn.add_argument("file", help="the panel: CSV (comma or pipe) or Parquet")
+    pn.add_argument("--lei-column", default="lei", help="its LEI column (default %(default)s)")
+    pn.add_argument("--name-column", default="respondent_name", help="its name column (default %(default)s)")
+    wh_args(pn)
+    pn.set_defaults(func=cmd_panel)
 
     rp = sub.add_parser("report", help="write a run's self-contained HTML report (default: the latest run)")
     rp.add_argument("run_id", nargs="?", default=None, help="the run (default: the latest)")

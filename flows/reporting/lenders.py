@@ -54,6 +54,7 @@ def funnel_plot(rows: list[dict], title: str) -> str:
 def lenders_section(run: Run, sec: Section) -> None:
     labels = Labels(run.parameters)
     rows = run.result("lender_disparities")
+    names = {r["lei"]: r["name"] for r in run.query("lender_names")} if rows else {}
     markets = run.result("market_disparities")
     sec.add("<p>Each lender's gap between the protected and the reference group — in denial, and in price "
             "among originated loans — after the recorded inputs, within each market and loan type, "
@@ -86,7 +87,7 @@ def lenders_section(run: Run, sec: Section) -> None:
                     key=lambda r: (not r["flagged"], -(r["shrunk_estimate"] * (-1 if r["field"] == "lender_credits" else 1))))
     if ranked:
         sec.add(markup("<h4>Lenders ranked by shrunk excess (at most {}; flagged first)</h4>", CASES))
-        sec.add(table([{"lender": r["lei"], "groups": labels.versus(r["attribute"], "protected"), "outcome": r["field"],
+        sec.add(table([{"lender": f"{names[r['lei']]} ({r['lei']})" if r["lei"] in names else r["lei"], "groups": labels.versus(r["attribute"], "protected"), "outcome": r["field"],
                         "N protected": r["n_protected"], "N reference": r["n_reference"],
                         "own gap": r["lender_gap"], "peers' gap": r["peer_benchmark"], "excess": r["estimate"],
                         "CI low": r["ci_low"], "CI high": r["ci_high"], "adjusted p": r["p_adjusted"],

@@ -74,7 +74,7 @@ SELECT d.run_id, 'lenders', d.attribute, d.lei,
        printf('Lender %s (N = %s: %s %s, %s %s): %s gap after the recorded inputs was %s %s than the gap of its '
               'markets'' other lenders (%s against %s, %s; %.0f%% CI of the excess %s to %s; %s, %s-adjusted across '
               '%s lenders; shrunk to %s). %s',
-              d.lei, audit.num(d.n), audit.num(d.n_protected), l.protected_label, audit.num(d.n_reference),
+              CASE WHEN p.name IS NULL THEN d.lei ELSE printf('%s (LEI %s)', p.name, d.lei) END, audit.num(d.n), audit.num(d.n_protected), l.protected_label, audit.num(d.n_reference),
               l.reference_label, CASE WHEN d.field = 'denial' THEN 'its denial' ELSE 'its ' || d.field END,
               CASE WHEN d.field = 'denial' THEN printf('%.1f points', 100 * abs(d.estimate))
                    ELSE printf('%.3f', abs(d.estimate)) END,
@@ -96,5 +96,6 @@ SELECT d.run_id, 'lenders', d.attribute, d.lei,
 FROM audit.lender_disparities d
 JOIN labelled l USING (run_id, attribute)
 JOIN lender_counts c USING (run_id, attribute, field)
+LEFT JOIN audit.lender_panel p ON p.lei = d.lei   -- the lender's name where a panel was loaded (aequum panel)
 LEFT JOIN wording w USING (run_id)
 WHERE d.flagged;
