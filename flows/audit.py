@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import uuid
 from contextlib import suppress
 from datetime import datetime, timezone
@@ -191,14 +192,19 @@ def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: D
                              "file could take that)") from None
 
 
+def _say(message: str) -> None:
+    print(f"aequum: {message}", file=sys.stderr, flush=True)
+
+
 def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
               run_id: str | None = None, engines: list[str] | None = None,
               dask_address: str | None = None, workers: int | None = None, server=None,
-              check_source: bool = False) -> str:
+              check_source: bool = False, dashboard: bool | None = None) -> str:
     """Run ``audit_flow`` on a Dask cluster (the CLI's and the deployment's entry point).
     ``server``: a temporary Prefect API already starting (see :func:`flow_api`); ``check_source``:
-    read and fingerprint a source even when its files look unchanged (see ``stage``)."""
-    with dask_runner(dask_address, workers) as runner, flow_api(server):
+    read and fingerprint a source even when its files look unchanged (see ``stage``); ``dashboard``:
+    serve the Dask dashboard of a LocalCluster, on loopback (default ``AEQUUM_DASHBOARD``)."""
+    with dask_runner(dask_address, workers, dashboard, say=_say) as runner, flow_api(server):
         try:  # a user error ends the flow run Failed with its message, and is raised here
             return flow_result(audit_flow.with_options(task_runner=runner)(
                 spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines,

@@ -11,8 +11,30 @@ from typing import Any
 from aequum.flows.run_control import close_cluster, drain_worker
 
 
+LOOPBACK = "127.0.0.1"
+
+
+def dashboard_asked(dashboard: bool | None = None) -> bool:
+    """Whether the run's LocalCluster serves the Dask dashboard: ``dashboard``, or when it is
+    None the environment's ``AEQUUM_DASHBOARD`` (1, true, yes)."""
+    if dashboard is not None:
+        return dashboard
+    return os.environ.get("AEQUUM_DASHBOARD", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def local_cluster_options(dashboard: bool = False) -> dict:
+    """The network settings of a LocalCluster that aequum starts: the scheduler, the workers and
+    the nannies listen on the loopback interface only, and so does the scheduler's HTTP server
+    (a free port), which serves the dashboard only when ``dashboard`` is asked. (Dask's
+    ``dashboard_address=":0"`` listened on every interface, 0.0.0.0: anyone who could reach the
+    machine could read the audit's task graph and data summaries; with the dashboard off, Dask
+    still starts the HTTP server, on port 8787 unless a port is named.)"""
+    return {"host": LOOPBACK, "dashboard_address": None,
+            "scheduler_kwargs": {"dashboard": dashboard, "dashboard_address": f"{LOOPBACK}:0"}}
+
+
 @contextmanager
-def dask_runner(address: str | None = None, workers: int | None = None):
+def dask_runner(address: str | None = None, workers: int | None = None, dashboard: bool | None = None, say=None):
     """The Dask task runner of an audit: the scheduler at ``address``, or a LocalCluster of
     ``workers`` processes started here and closed at the end.
 
@@ -24,7 +46,8 @@ def dask_runner(address: str | None = None, workers: int | None = None):
     start (about 2 CPU-s of imports) delayed the Prefect API's, which a small audit waits for,
     and a small audit's engines do not need it. At the end each worker first drains its
     Prefect log and event queues, so that it exits when asked instead of being killed after a
-    timeout."""
+    timeout. The dashboard (``dashboard``, default ``AEQUUM_DASHBOARD``) is off unless asked,
+    and on loopback when asked (:func:`local_cluster_options`); ``say`` is told its link."""
     from prefect_dask import DaskTaskRunner
 
     if address:
@@ -33,10 +56,13 @@ def dask_runner(address: str | None = None, workers: int | None = None):
     from distributed import LocalCluster
 
     n = workers or max(1, min(2, os.cpu_count() or 1))
-    # the scheduler's HTTP server (its dashboard when bokeh is installed) on a free port: with
-    # None it still takes 8787, and a second audit at the same time warned that it was in use
-    cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=":0",
-                           preload=["aequum.flows.audit"])
+    # the scheduler's HTTP server on a free loopback port: with no address it still takes 8787,
+    # and a second audit at the same time warned that it was in use
+    show = dashboard_asked(dashboard)
+    cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, preload=["aequum.flows.audit"],
+                           **local_cluster_options(show))
+    if show and say is not None:
+        say(f"Dask dashboard (this machine only): {cluster.dashboard_link}")
     _OWN_CLUSTERS[cluster.scheduler_address] = (cluster, n)
     try:
         cluster.scale(n if workers else 1)

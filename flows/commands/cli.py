@@ -58,6 +58,11 @@ BENCHMARKS = {
 }
 
 
+def _help_text(text: str) -> str:
+    """``text`` as argparse help: its ``%`` signs doubled (argparse formats help with ``%``)."""
+    return text.replace("%", "%%")
+
+
 def _prefect_env() -> None:
     """Local Prefect defaults for a command-line run (the environment may override them). The
     flow's Prefect API (a configured server, or a temporary one that the Dask workers report
@@ -73,10 +78,10 @@ def _say(message: str) -> None:
     print(f"aequum: {message}", file=sys.stderr)
 
 
-def _print_table(table, max_rows: int = 50) -> None:
+def _print_table(table, max_rows: int = 50, hint: str | None = None) -> None:
     from aequum.flows.commands.show import print_table
 
-    print_table(table.slice(0, max_rows))
+    print_table(table.slice(0, max_rows), hint=hint)
 
 
 def cmd_generate(args) -> int:
@@ -159,7 +164,8 @@ def cmd_audit(args) -> int:
 
             run_id = run_audit(args.spec, warehouse=args.warehouse, lake=args.lake, run_id=args.run_id,
                                engines=engines, dask_address=args.dask_address, workers=args.workers,
-                               server=server, check_source=args.check_source)
+                               server=server, check_source=args.check_source,
+                               dashboard=args.dashboard or None)
         finally:
             if server is not None:
                 server.stop()
@@ -202,7 +208,13 @@ def cmd_runs(args) -> int:
     from aequum.flows.store.warehouse import Warehouse
 
     with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
-        _print_table(wh.runs(args.spec, args.limit), args.limit)
+        runs = wh.runs(args.spec, args.limit)
+    if args.format == "csv":
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(runs, sys.stdout.buffer)
+    else:
+        _print_table(runs, args.limit, hint="--format csv shows all")
     return 0
 
 
@@ -305,8 +317,9 @@ def parser() -> argparse.ArgumentParser:
                    help="output file (default data/generated/NAME.FORMAT, NAME_WORLD.FORMAT for another world)")
     g.add_argument("--world", choices=[*WORLDS, *MARKET_WORLDS], default=DEFAULT_WORLD, metavar="WORLD",
                    help="hmda, hmda_market, hmda_single (and their _lender twins): the planted mechanism (default "
-                        "%(default)s): " + "; ".join(f"{w}: {d}" for w, d in WORLDS.items())
-                        + "; hmda_market only: " + "; ".join(f"{w}: {d}" for w, d in MARKET_WORLDS.items()))
+                        "%(default)s): " + _help_text("; ".join(f"{w}: {d}" for w, d in WORLDS.items())
+                                                         + "; hmda_market only: "
+                                                         + "; ".join(f"{w}: {d}" for w, d in MARKET_WORLDS.items())))
     g.add_argument("--effect", type=float, default=1.0,
                    help="the world's penalty times this (default 1; 0.5 for half)")
     g.set_defaults(func=cmd_generate)
@@ -328,6 +341,9 @@ def parser() -> argparse.ArgumentParser:
                    help="an existing Dask scheduler (default: a LocalCluster)")
     a.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes")
     a.add_argument("--check-source", action="store_true", help=CHECK_SOURCE)
+    a.add_argument("--dashboard", action="store_true",
+                   help="serve the Dask dashboard of the run's LocalCluster, on 127.0.0.1 only (off by default; "
+                        "AEQUUM_DASHBOARD=1 too)")
     a.add_argument("--report", nargs="?", const="", default=None, metavar="FILE",
                    help="write the run's HTML report at the end (default file report-RUN_ID.html)")
     a.set_defaults(func=cmd_audit)
@@ -336,6 +352,8 @@ def parser() -> argparse.ArgumentParser:
     wh_args(r)
     r.add_argument("--spec", default=None, help="only the runs of this spec name")
     r.add_argument("--limit", type=int, default=20, help="runs listed, latest first (default %(default)s)")
+    r.add_argument("--format", choices=["table", "csv"], default="table",
+                   help="table: fitted to the terminal; csv: every column (default %(default)s)")
     r.set_defaults(func=cmd_runs)
 
     s = sub.add_parser("show", help="print an audit table for a run (default: the latest), or "

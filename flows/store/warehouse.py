@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from aequum.flows.store.guard import check_run_id
+from aequum.flows.store.guard import check_run_id, is_duckdb
 from aequum.flows.store.paths import DEFAULT_WAREHOUSE
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
@@ -169,6 +169,9 @@ class Warehouse:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         elif not self.path.exists():
             raise WarehouseError(f"no warehouse at {self.path}")
+        if self.path.is_file() and self.path.stat().st_size and not is_duckdb(self.path):
+            raise WarehouseError(f"{self.path} is not a DuckDB database (an existing file of another kind); "
+                                 "name a new file or a warehouse")
         limit = _memory(memory_limit or os.environ.get("AEQUUM_DUCKDB_MEMORY_LIMIT", "1GB"))
         self.con = self._connect(read_only, limit, settings_wait(wait), notify)
         if not read_only:
