@@ -19,13 +19,14 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 from prefect import flow, get_run_logger
+from prefect.context import get_run_context
 from prefect.exceptions import TerminationSignal
 
 from aequum.engines.core.model_quality import QUALITY
 from aequum.engines.core.spec import AuditSpec, load_spec
 from aequum.engines.detection import DETECTION
 from aequum.engines.registry import get_engine
-from aequum.flows.cluster import dask_runner, owned_cluster, renew_workers, size_workers
+from aequum.flows.cluster import dask_runner, engine_results, owned_cluster, renew_workers, size_workers
 from aequum.flows.engine_tasks import EngineOutcome, engine_task
 from aequum.flows.ground_truth import score_run
 from aequum.flows.store.lake_reading import release_memory
@@ -102,17 +103,21 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
             return engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs,
                                       f"aequum-engines-{run_id}", str(spool))
 
-        own = owned_cluster() if ref.rows_staged > RENEW_WORKERS_ROWS else None
-        if own is None:
-            futures = [submit(n) for n in runnable]
-            outcomes: list[EngineOutcome] = [f.result() for f in futures]
-            del futures  # a worker keeps a task's result while its future lives
+        own = owned_cluster()
+        address = getattr(get_run_context().task_runner, "address", None)
+
+        def results(futures: list) -> list[EngineOutcome]:  # never waits on a lost worker for ever
+            return engine_results(futures, address, logger.warning, own) if address else [f.result() for f in futures]
+
+        if own is None or ref.rows_staged <= RENEW_WORKERS_ROWS:
+            outcomes: list[EngineOutcome] = results([submit(n) for n in runnable])
+            # a worker keeps a task's result while its future lives: none is kept here
         else:
             outcomes = []
             for i, n in enumerate(runnable):  # one engine at a time, each on fresh workers
                 if i:
                     renew_workers(own, logger.info)
-                outcomes.append(submit(n).result())
+                outcomes += results([submit(n)])
         outcomes += [EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
         outcomes += [EngineOutcome(n, "failed", 0.0, 0, {}, {}, f"not run: {why}") for n, why in unfit.items()]
     except BaseException as exc:  # an interrupt (flows.run_control) leaves the run abandoned

@@ -24,12 +24,13 @@ def user_errors() -> tuple[type[Exception], ...]:
     from aequum.engines.core.models import ModelError
     from aequum.engines.core.spec import SpecError
     from aequum.engines.core.validation import SourceSchemaError
+    from aequum.flows.cluster import WorkersLost
     from aequum.flows.store.readers import SourceError
     from aequum.flows.store.staging import IngestError
     from aequum.flows.store.warehouse import WarehouseError
 
     return (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError, UsageError,
-            FileNotFoundError)
+            FileNotFoundError, WorkersLost)
 
 
 def check_run_id(run_id: str, where: str = "--run-id") -> str:
