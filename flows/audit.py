@@ -32,7 +32,7 @@ from aequum.flows.ground_truth import score_run
 from aequum.flows.store.lake_reading import release_memory
 from aequum.flows.model_step import PackedModel, prepare_model, supplied_counterfactuals
 from aequum.flows.preflight import staged_group_problems
-from aequum.flows import run_control
+from aequum.flows import run_control, terminal
 from aequum.flows.run_control import INTERRUPTED, drain_workers, flow_api, flow_result, user_failure
 from aequum.flows.store.staging import DEFAULT_LAKE, DatasetRef, stage
 from aequum.flows.store.versioning import code_version
@@ -44,6 +44,12 @@ from aequum.flows.store.warehouse import DEFAULT_WAREHOUSE, Warehouse, Warehouse
 # torch again: at 8.4M records that saved 0.61 GB (3.70 -> 3.09 GB) in a 10-11 min run; at 0.84M,
 # 0.34 GB (2.54 -> 2.20), but the run took 228-258 s against 176-183 s without renewals
 RENEW_WORKERS_ROWS = 2_000_000
+
+
+def dask_setup(worker) -> None:
+    """Run by Dask in each worker of a cluster that preloads this module (flows.cluster): no
+    Prefect API log error on standard error as the run's API stops before its workers."""
+    run_control.quiet_api_logging()
 
 
 def new_run_id(spec_name: str) -> str:
@@ -125,8 +131,13 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
         interrupted = isinstance(exc, (KeyboardInterrupt, TerminationSignal)) or run_control.interrupt_signalled()
         if interrupted:
             run_control.interrupted()  # ended within seconds, however the unwinding goes
-        close_failed_run(warehouse, run_id, ref, INTERRUPTED if interrupted else f"{type(exc).__name__}: {exc}",
-                         "abandoned" if interrupted else "failed")
+        if not (interrupted and run_control.owns_the_ending()):  # else the ending marks it abandoned
+            try:
+                close_failed_run(warehouse, run_id, ref,
+                                 INTERRUPTED if interrupted else f"{type(exc).__name__}: {exc}",
+                                 "abandoned" if interrupted else "failed")
+            except (duckdb.Error, OSError, WarehouseError) as also:  # a full disk: the run stays running
+                logger.error("could not record run %s as failed in %s: %s", run_id, warehouse, also)
         raise
     extra = {"model_quality": (QUALITY, quality)} if quality is not None else {}
     detection = score_run(spec, spec_file.parent, outcomes, logger.info)  # against the source's truth
@@ -215,8 +226,12 @@ def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str
                 spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines,
                 check_source=check_source, return_state=True))
         finally:
-            with suppress(OSError):  # a cluster that is gone has nothing left to send
-                drain_workers(runner.address)
+            # the run is over: what its processes print as they close (a Dask heartbeat's
+            # CommClosedError) goes to the command's log file, not to the terminal
+            terminal.quiet()
+            if not run_control.interrupt_signalled():
+                with suppress(OSError):  # a cluster that is gone has nothing left to send
+                    drain_workers(runner.address)
 
 
 @flow(name="aequum-ingest", log_prints=True)

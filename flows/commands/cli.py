@@ -142,8 +142,9 @@ def _print_conclusion(record: dict, findings: list[dict]) -> None:
 def cmd_audit(args) -> int:
     from aequum.flows.preflight import check_settings, preflight
     from aequum.flows.prefect_api import TemporaryAPI
-    from aequum.flows.run_control import ending_on_interrupt
+    from aequum.flows.run_control import ending_on_interrupt, quiet_api_logging
     from aequum.flows.store.warehouse import Warehouse
+    from aequum.flows.terminal import Terminal
 
     engines = [e.strip() for e in args.engines.split(",")] if args.engines is not None else None
     if args.run_id is not None:
@@ -153,9 +154,10 @@ def cmd_audit(args) -> int:
     spec = preflight(args.spec, engines, args.warehouse)
     check_outputs(args, spec)
     _prefect_env()
+    quiet_api_logging()
     # SIGINT or SIGTERM from here on ends the run abandoned within seconds, with every process
     # it started (flows.run_control)
-    with ending_on_interrupt(args.warehouse, args.lake):
+    with Terminal("audit"), ending_on_interrupt(args.warehouse, args.lake):
         # a temporary Prefect API takes seconds to start: it starts now, while Prefect and Dask
         # are imported and the cluster starts (stopped unused if the settings name an API)
         server = None if os.environ.get("PREFECT_API_URL") else TemporaryAPI()
@@ -445,8 +447,12 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"aequum: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("aequum: interrupted", file=sys.stderr)
+    except BaseException as exc:  # SIGINT; SIGTERM, which Prefect raises as its TerminationSignal in a flow
+        if not isinstance(exc, KeyboardInterrupt) and type(exc).__name__ != "TerminationSignal":
+            raise
+        from aequum.flows.run_control import interrupted_line
+
+        print(interrupted_line(), file=sys.stderr)
         return 130
 
 
@@ -472,6 +478,8 @@ def program() -> None:
     atexit.register(exit_now)
     try:
         finished.append(main() or 0)
+        if finished[0] == 130:  # interrupted: Prefect's exit handlers would wait on logs for the API it stopped
+            exit_now()
     except BrokenPipeError:
         # the reader of the output went away (`aequum show findings | head`): stop quietly, as a
         # shell tool does, with 128 + SIGPIPE; what is still buffered goes nowhere
