@@ -131,3 +131,37 @@ def served(url: str) -> bool:
     except urllib.error.HTTPError as exc:
         assert exc.code == 404
         return False
+
+
+def test_a_word_in_an_optional_price_field_nulls_that_field_only(tmp_path, warehouse, capsys):
+    """337 applications with a word in ``interest_rate`` were quarantined, dropped from every
+    engine: now the field is null for the pricing engine, the records kept and counted."""
+    import json
+
+    import yaml
+
+    from aequum.engines.core.spec import parse_spec
+    from aequum.flows.store.staging import stage
+
+    rows = ["id,sex,action,ltv,interest_rate,total_loan_costs"]
+    for i in range(200):
+        rate = "call us" if i % 20 == 0 else ("NA" if i % 7 == 0 else f"{5 + (i % 9) / 10:.2f}")
+        rows.append(f"{i},{'F' if i % 2 else 'M'},{1 if i % 3 else 3},{60 + i % 30},{rate},{1000 + i}")
+    (tmp_path / "lar.csv").write_text("\n".join(rows) + "\n")
+    raw = {"name": "words", "source": {"kind": "csv", "path": "lar.csv", "id_column": "id"},
+           "protected": [{"name": "sex", "column": "sex", "protected_values": ["F"], "reference_values": ["M"]}],
+           "decision": {"column": "action", "favourable": ["1"], "unfavourable": ["3"]},
+           "features": [{"name": "ltv"}],
+           "pricing": {"fields": ["interest_rate", "total_loan_costs"]},
+           "engines": {"run": ["outcome"]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    said: list[str] = []
+    ref = stage(parse_spec(raw), tmp_path, warehouse, tmp_path / "lake", progress=said.append)
+    assert ref.rows_quarantined == 0 and ref.rows_staged == 200
+    assert ref.fields_nulled == {"interest_rate": 10}
+    (row,) = warehouse.con.execute("SELECT fields_nulled FROM audit.datasets").fetchall()
+    assert json.loads(row[0]) == {"interest_rate": 10}
+    assert any("interest_rate in 10 record(s)" in m for m in said), said
+    staged = warehouse.con.execute(f"SELECT count(*), count(interest_rate) FROM {ref.staged_table}").fetchall()
+    assert staged == [(200, 200 - 10 - len([i for i in range(200) if i % 7 == 0 and i % 20]))]
+    assert stage(parse_spec(raw), tmp_path, warehouse, tmp_path / "lake").fields_nulled == {"interest_rate": 10}

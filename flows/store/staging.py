@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -62,6 +62,8 @@ class DatasetRef:
     rows_quarantined: int
     rows_out_of_scope: int
     reused: bool = False
+    # per optional pricing field, the kept records whose value was not a number (staged as null)
+    fields_nulled: dict[str, int] = field(default_factory=dict)
 
 
 def record_contract(spec: AuditSpec) -> str:
@@ -108,6 +110,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
     tmp: Path | None = None
     bad_parts: list[pa.Table] = []
     categories: dict[str, set[str]] = {}
+    nulled: dict[str, int] = {}
     rows = 0
     skipped = 0
     digest = 0
@@ -125,7 +128,8 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
             return DatasetRef(known["dataset_version"], spec.name, known["staged_table"], known["lake_path"],
                               json.loads(known["categories"] or "{}"), known["source_fingerprint"],
                               known["rows_read"], known["rows_staged"], known["rows_quarantined"],
-                              known["rows_out_of_scope"], reused=True)
+                              known["rows_out_of_scope"], reused=True,
+                              fields_nulled=json.loads(known["fields_nulled"] or "{}"))
     made = False  # the incoming table exists
     positional = spec.source.id_column is None  # row numbers as ids: `_id` is computed (see below)
 
@@ -162,6 +166,8 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                         bad_parts.append(res.bad)
                     for name, vals in res.categories.items():
                         categories.setdefault(name, set()).update(vals)
+                    for name, n in res.nulled.items():
+                        nulled[name] = nulled.get(name, 0) + n
                     insert(res.good)
                     write(res.good)
                     say(f"read {rows:,} rows ({rows / max(time.perf_counter() - t0, 1e-9):,.0f} rows/s)")
@@ -181,7 +187,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
             return DatasetRef(version, spec.name, known["staged_table"], known["lake_path"],
                               json.loads(known["categories"] or "{}"), fingerprint, rows,
                               known["rows_staged"], known["rows_quarantined"], known["rows_out_of_scope"],
-                              reused=True)
+                              reused=True, fields_nulled=json.loads(known["fields_nulled"] or "{}"))
 
         con.execute(f"CREATE OR REPLACE TEMP VIEW staged_batch AS SELECT * FROM {incoming}")
         (dup_sql,) = load_sql("duplicate_ids")
@@ -226,15 +232,21 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                 "rows_quarantined": bad.num_rows, "rows_out_of_scope": skipped, "staged_table": target,
                 "lake_path": str(lake_path), "categories": json.dumps(cats),
                 "source_stamp": stamp, "contract_hash": contract, "lake_stamp": lake_stamp(tmp),
-                "source_files": json.dumps([str(f) for f in source_files(spec.source, spec_dir)])})
+                "source_files": json.dumps([str(f) for f in source_files(spec.source, spec_dir)]),
+                "fields_nulled": json.dumps({k: v for k, v in nulled.items() if v})})
             made = False  # it is the staged table now
             if lake_path.exists():
                 shutil.rmtree(lake_path)
             tmp.rename(lake_path)
+        nulled = {k: v for k, v in nulled.items() if v}
         say(f"staged {staged_rows:,} rows as dataset version {version} "
             f"({bad.num_rows:,} quarantined, {skipped:,} out of scope) in {time.perf_counter() - t0:.1f} s")
+        if nulled:
+            say("not a number, staged as null for the pricing engine, the records kept for every other: "
+                + ", ".join(f"{k} in {v:,} record(s)" for k, v in nulled.items())
+                + f" (audit.datasets.fields_nulled of dataset version {version})")
         return DatasetRef(version, spec.name, target, str(lake_path), cats, fingerprint, rows,
-                          staged_rows, bad.num_rows, skipped)
+                          staged_rows, bad.num_rows, skipped, fields_nulled=nulled)
     finally:
         if made:
             try:
