@@ -59,7 +59,8 @@ def new_run_id(spec_name: str) -> str:
 
 @flow(name="aequum-audit", log_prints=True)
 def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
-               run_id: str | None = None, engines: list[str] | None = None, check_source: bool = False) -> str:
+               run_id: str | None = None, engines: list[str] | None = None, check_source: bool = False,
+               trust_mtime: bool = False) -> str:
     """Run a full audit of one spec and return its run_id (written to ``audit.runs``).
 
     The warehouse is opened for writing only for three short steps (record the run, stage the
@@ -80,7 +81,7 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
         # died is removed by the next staging of the spec (flows.store.staging: orphan .tmp folders)
         spool = Path(lake).resolve() / spec.name / f".results.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         try:
-            return _audit(spec, spec_file, run_id, names, warehouse, lake, spool, check_source)
+            return _audit(spec, spec_file, run_id, names, warehouse, lake, spool, check_source, trust_mtime)
         finally:
             shutil.rmtree(spool, ignore_errors=True)
     except user_errors() as exc:
@@ -88,12 +89,13 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
 
 
 def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], warehouse: str, lake: str,
-           spool: Path, check_source: bool = False) -> str:
+           spool: Path, check_source: bool = False, trust_mtime: bool = False) -> str:
     logger = get_run_logger()
     ref: DatasetRef | None = None
     try:
         with Warehouse(warehouse) as wh:
-            ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info, check_source=check_source)
+            ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info, check_source=check_source,
+                        trust_mtime=trust_mtime)
         # the source's group counts held the rows staging quarantined: an engine whose groups
         # are too small without them is recorded as failed with the reason, and not run
         unfit = staged_group_problems(spec, ref.lake_path, names)
@@ -215,16 +217,17 @@ def _say(message: str) -> None:
 def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
               run_id: str | None = None, engines: list[str] | None = None,
               dask_address: str | None = None, workers: int | None = None, server=None,
-              check_source: bool = False, dashboard: bool | None = None) -> str:
+              check_source: bool = False, dashboard: bool | None = None, trust_mtime: bool = False) -> str:
     """Run ``audit_flow`` on a Dask cluster (the CLI's and the deployment's entry point).
     ``server``: a temporary Prefect API already starting (see :func:`flow_api`); ``check_source``:
-    read and fingerprint a source even when its files look unchanged (see ``stage``); ``dashboard``:
+    read and fingerprint a source even when its files look unchanged, ``trust_mtime``: reuse a staged
+    source whose files have their sizes and modification times without hashing them (see ``stage``); ``dashboard``:
     serve the Dask dashboard of a LocalCluster, on loopback (default ``AEQUUM_DASHBOARD``)."""
     with dask_runner(dask_address, workers, dashboard, say=_say) as runner, flow_api(server):
         try:  # a user error ends the flow run Failed with its message, and is raised here
             return flow_result(audit_flow.with_options(task_runner=runner)(
                 spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines,
-                check_source=check_source, return_state=True))
+                check_source=check_source, trust_mtime=trust_mtime, return_state=True))
         finally:
             # the run is over: what its processes print as they close (a Dask heartbeat's
             # CommClosedError) goes to the command's log file, not to the terminal
