@@ -80,12 +80,56 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
         # the engines' results until they are in the warehouse; a folder left by a process that
         # died is removed by the next staging of the spec (flows.store.staging: orphan .tmp folders)
         spool = Path(lake).resolve() / spec.name / f".results.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        reserve = reserve_space(warehouse)
         try:
             return _audit(spec, spec_file, run_id, names, warehouse, lake, spool, check_source, trust_mtime)
         finally:
             shutil.rmtree(spool, ignore_errors=True)
+            reserve.unlink(missing_ok=True)
     except user_errors() as exc:
         return user_failure(exc)
+    except (OSError, duckdb.Error) as exc:  # a full disk: one line, the run recorded failed (reserve_space)
+        if not disk_full(exc):
+            raise
+        return user_failure(WarehouseError(f"the disk is full (No space left on device); run {run_id} is "
+                                           "recorded failed and nothing of it was kept: free space and run it again"))
+
+
+RESERVE_BYTES = 16 << 20  # what closing a run as failed writes to the warehouse, with room to spare
+
+
+def reserve_space(warehouse: str) -> Path:
+    """A file of ``RESERVE_BYTES`` beside the warehouse for the run's life: when the disk fills
+    (the lake's or the warehouse's writes), it is deleted so that the run can still be recorded
+    failed (:func:`record_failure`); without it the run stayed ``running`` until the next
+    writer marked it abandoned. Removed when the run ends."""
+    path = Path(f"{Path(warehouse).resolve()}.{os.getpid()}.reserve")
+    try:
+        with open(path, "wb") as fh:
+            fh.truncate(0)
+            os.posix_fallocate(fh.fileno(), 0, RESERVE_BYTES)
+    except OSError:  # a disk already too full for it (or no fallocate): nothing reserved
+        path.unlink(missing_ok=True)
+    return path
+
+
+def disk_full(exc: BaseException) -> bool:
+    return getattr(exc, "errno", None) == 28 or "No space left on device" in str(exc)
+
+
+def record_failure(warehouse: str, run_id: str, ref: DatasetRef | None, error: str, status: str = "failed") -> bool:
+    """Record the run failed (or abandoned), freeing the run's reserved space (:func:`reserve_space`)
+    when the first attempt finds the disk full; whether it could be recorded."""
+    for attempt in (1, 2):
+        try:
+            close_failed_run(warehouse, run_id, ref, error, status)
+            return True
+        except (duckdb.Error, OSError, WarehouseError):
+            if attempt == 2:
+                return False
+            for reserve in Path(warehouse).resolve().parent.glob(f"{Path(warehouse).name}.{os.getpid()}.reserve"):
+                reserve.unlink(missing_ok=True)
+    return False
 
 
 def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], warehouse: str, lake: str,
@@ -134,12 +178,9 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
         if interrupted:
             run_control.interrupted()  # ended within seconds, however the unwinding goes
         if not (interrupted and run_control.owns_the_ending()):  # else the ending marks it abandoned
-            try:
-                close_failed_run(warehouse, run_id, ref,
-                                 INTERRUPTED if interrupted else f"{type(exc).__name__}: {exc}",
-                                 "abandoned" if interrupted else "failed")
-            except (duckdb.Error, OSError, WarehouseError) as also:  # a full disk: the run stays running
-                logger.error("could not record run %s as failed in %s: %s", run_id, warehouse, also)
+            if not record_failure(warehouse, run_id, ref, INTERRUPTED if interrupted else f"{type(exc).__name__}: {exc}",
+                                  "abandoned" if interrupted else "failed"):
+                logger.error("could not record run %s as failed in %s", run_id, warehouse)
         raise
     extra = {"model_quality": (QUALITY, quality)} if quality is not None else {}
     detection = score_run(spec, spec_file.parent, outcomes, logger.info)  # against the source's truth
@@ -201,10 +242,8 @@ def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: D
             wh.create_views()
     except (duckdb.Error, OSError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        try:
-            close_failed_run(warehouse, run_id, ref, f"writing the results failed: {reason}")
-        except (duckdb.Error, OSError, WarehouseError):
-            pass  # the file cannot take even the run record; the error below says so
+        # (a file that cannot take even the run record: the error below says so)
+        record_failure(warehouse, run_id, ref, f"writing the results failed: {reason}")
         raise WarehouseError(f"could not write the results of run {run_id} to {warehouse}: {reason}; "
                              "nothing of the run was written and it is recorded as failed (if the "
                              "file could take that)") from None

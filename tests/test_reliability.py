@@ -165,3 +165,43 @@ def test_a_word_in_an_optional_price_field_nulls_that_field_only(tmp_path, wareh
     staged = warehouse.con.execute(f"SELECT count(*), count(interest_rate) FROM {ref.staged_table}").fetchall()
     assert staged == [(200, 200 - 10 - len([i for i in range(200) if i % 7 == 0 and i % 20]))]
     assert stage(parse_spec(raw), tmp_path, warehouse, tmp_path / "lake").fields_nulled == {"interest_rate": 10}
+
+
+def test_a_full_disk_leaves_the_run_failed_with_one_line(tmp_path):
+    """A 40 MB file system that a million staged records fill: the audit ends with one line and
+    the run recorded failed (it stayed running, and the line was a traceback). Needs a tmpfs
+    mount (root)."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from conftest import REPO
+
+    small = tmp_path / "small"
+    small.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(small)],
+                                           capture_output=True).returncode:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        raw = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
+        raw["source"]["rows"] = 1_000_000
+        raw["engines"] = {"run": ["outcome"]}
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+        env["AEQUUM_LOG_DIR"] = str(tmp_path / "logs")
+        out = subprocess.run([sys.executable, "-m", "aequum.flows.commands.cli", "audit", "--spec",
+                              str(tmp_path / "s.yaml"), "--warehouse", str(small / "wh.duckdb"), "--lake",
+                              str(small / "lake")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+        assert out.returncode == 2, out.stderr[-3000:]
+        last = out.stderr.strip().splitlines()[-1]
+        assert last.startswith("aequum: error: the disk is full (No space left on device); run loan-")
+        assert "Traceback" not in out.stderr
+        from aequum.flows.store.warehouse import Warehouse
+
+        with Warehouse(small / "wh.duckdb", read_only=True) as wh:
+            runs = wh.runs().to_pylist()
+        assert [r["status"] for r in runs] == ["failed"] and "No space left on device" in runs[0]["error"]
+        assert not list(small.glob("*.reserve"))
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
