@@ -3,6 +3,7 @@ started and closed here (:func:`dask_runner`), its workers started as the audit'
 (:func:`size_workers`) and renewed between the engines of a large audit (:func:`renew_workers`)."""
 from __future__ import annotations
 
+import logging
 import os
 import time
 from contextlib import contextmanager
@@ -63,6 +64,9 @@ def dask_runner(address: str | None = None, workers: int | None = None, dashboar
                            **local_cluster_options(show))
     if show and say is not None:
         say(f"Dask dashboard (this machine only): {cluster.dashboard_link}")
+    # with the dashboard off, prefect-dask's "The Dask dashboard is available at" would name a page
+    # that is not there (the scheduler's HTTP server's)
+    logging.getLogger("prefect.task_runner.dask").setLevel(logging.NOTSET if show else logging.WARNING)
     _OWN_CLUSTERS[cluster.scheduler_address] = (cluster, n)
     try:
         cluster.scale(n if workers else 1)
