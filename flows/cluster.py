@@ -203,15 +203,11 @@ def _allowed_failures() -> int:
     return int(dask.config.get("distributed.scheduler.allowed-failures"))
 
 
-def _scheduler_workers(dask_scheduler) -> list[str]:
-    return list(dask_scheduler.workers)
-
-
 def _workers(client, address: str) -> set[str]:
-    """The addresses of the scheduler's workers, asked now (``scheduler_info`` may answer from
-    a cache)."""
+    """The addresses of the scheduler's workers, asked now (a synchronous client's
+    ``scheduler_info`` fetches them)."""
     try:
-        return set(client.run_on_scheduler(_scheduler_workers))
+        return set(client.scheduler_info()["workers"])
     except OSError as exc:
         raise WorkersLost(f"the Dask scheduler at {address} no longer answers ({exc})") from None
 
