@@ -205,3 +205,28 @@ def test_a_full_disk_leaves_the_run_failed_with_one_line(tmp_path):
         assert not list(small.glob("*.reserve"))
     finally:
         subprocess.run(["umount", str(small)], check=False)
+
+
+def test_a_bad_data_failure_inside_the_flow_ends_with_its_one_line(tmp_path):
+    """The user error's line is the last: no "--- Error logging to API --- / All connection
+    attempts failed" after it (Prefect's log worker, the run's API already stopped)."""
+    import subprocess
+    import sys
+
+    rows = ["id,sex,y,repaid,income"] + [f"{i},{'F' if i % 3 == 0 else 'M'},{i % 2},{(i // 2) % 2},"
+                                         f"{'oops' if i % 2 else 1000 + i}" for i in range(400)]
+    (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "s.yaml").write_text(
+        "name: badtest\nsource: {kind: csv, path: d.csv, id_column: id}\n"
+        "protected:\n  - {name: sex, column: sex, protected_values: [F], reference_values: [M]}\n"
+        "decision: {column: y, favourable: [1]}\nlabel: {column: repaid, positive: [1]}\n"
+        "features: [{name: income, range: [0, 100000]}]\nengines: {run: [outcome]}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env.update(PREFECT_LOGGING_LEVEL="INFO", AEQUUM_LOG_DIR=str(tmp_path / "logs"))
+    out = subprocess.run([sys.executable, "-m", "aequum.flows.commands.cli", "audit", "--spec", "s.yaml",
+                          "--warehouse", "wh.duckdb", "--lake", "lake"], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=600)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert lines[-1].startswith("aequum: error: 200 of 400 in-scope rows (50.0%) failed validation"), lines[-5:]
+    assert "Error logging to API" not in out.stderr and "Traceback" not in out.stderr
