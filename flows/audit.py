@@ -103,7 +103,7 @@ def reserve_space(warehouse: str) -> Path:
     (the lake's or the warehouse's writes), it is deleted so that the run can still be recorded
     failed (:func:`record_failure`); without it the run stayed ``running`` until the next
     writer marked it abandoned. Removed when the run ends."""
-    path = Path(f"{Path(warehouse).resolve()}.{os.getpid()}.reserve")
+    path = _reserve_path(warehouse)
     try:
         with open(path, "wb") as fh:
             fh.truncate(0)
@@ -111,6 +111,10 @@ def reserve_space(warehouse: str) -> Path:
     except OSError:  # a disk already too full for it (or no fallocate): nothing reserved
         path.unlink(missing_ok=True)
     return path
+
+
+def _reserve_path(warehouse: str) -> Path:
+    return Path(f"{Path(warehouse).resolve()}.{os.getpid()}.reserve")
 
 
 def disk_full(exc: BaseException) -> bool:
@@ -127,8 +131,7 @@ def record_failure(warehouse: str, run_id: str, ref: DatasetRef | None, error: s
         except (duckdb.Error, OSError, WarehouseError):
             if attempt == 2:
                 return False
-            for reserve in Path(warehouse).resolve().parent.glob(f"{Path(warehouse).name}.{os.getpid()}.reserve"):
-                reserve.unlink(missing_ok=True)
+            _reserve_path(warehouse).unlink(missing_ok=True)
     return False
 
 
