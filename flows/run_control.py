@@ -9,7 +9,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 
 from aequum.flows import terminal
 
@@ -80,9 +80,7 @@ def close_cluster(cluster) -> None:
     """Close a LocalCluster whose workers ran Prefect tasks (see ``finish_worker``)."""
     from distributed import Client
 
-    if interrupt_signalled():  # its workers are being stopped: nothing to send, no wait
-        with suppress(Exception):  # (a close that times out: the run's ending kills them)
-            cluster.close(timeout=1)
+    if interrupt_signalled():  # the run's ending kills its workers at once: no close to wait on
         return
     try:
         with Client(cluster, set_as_default=False) as client:
@@ -253,7 +251,7 @@ def _end_interrupted(warehouse: str, lake: str) -> None:
     for child in children:
         with suppress_gone():
             child.terminate()
-    _gone, alive = psutil.wait_procs(children, timeout=2)
+    _gone, alive = psutil.wait_procs(children, timeout=1)
     for child in alive:
         with suppress_gone():
             child.kill()
