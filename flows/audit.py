@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import uuid
 from contextlib import suppress
 from datetime import datetime, timezone
@@ -18,19 +19,20 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 from prefect import flow, get_run_logger
+from prefect.context import get_run_context
 from prefect.exceptions import TerminationSignal
 
 from aequum.engines.core.model_quality import QUALITY
 from aequum.engines.core.spec import AuditSpec, load_spec
 from aequum.engines.detection import DETECTION
 from aequum.engines.registry import get_engine
-from aequum.flows.cluster import dask_runner, owned_cluster, renew_workers, size_workers
+from aequum.flows.cluster import dask_runner, engine_results, owned_cluster, renew_workers, size_workers
 from aequum.flows.engine_tasks import EngineOutcome, engine_task
 from aequum.flows.ground_truth import score_run
 from aequum.flows.store.lake_reading import release_memory
 from aequum.flows.model_step import PackedModel, prepare_model, supplied_counterfactuals
 from aequum.flows.preflight import staged_group_problems
-from aequum.flows import run_control
+from aequum.flows import run_control, terminal
 from aequum.flows.run_control import INTERRUPTED, drain_workers, flow_api, flow_result, user_failure
 from aequum.flows.store.staging import DEFAULT_LAKE, DatasetRef, stage
 from aequum.flows.store.versioning import code_version
@@ -44,6 +46,12 @@ from aequum.flows.store.warehouse import DEFAULT_WAREHOUSE, Warehouse, Warehouse
 RENEW_WORKERS_ROWS = 2_000_000
 
 
+def dask_setup(worker) -> None:
+    """Run by Dask in each worker of a cluster that preloads this module (flows.cluster): no
+    Prefect API log error on standard error as the run's API stops before its workers."""
+    run_control.quiet_api_logging()
+
+
 def new_run_id(spec_name: str) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return f"{spec_name}-{stamp}-{uuid.uuid4().hex[:6]}"
@@ -51,7 +59,8 @@ def new_run_id(spec_name: str) -> str:
 
 @flow(name="aequum-audit", log_prints=True)
 def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
-               run_id: str | None = None, engines: list[str] | None = None, check_source: bool = False) -> str:
+               run_id: str | None = None, engines: list[str] | None = None, check_source: bool = False,
+               trust_mtime: bool = False) -> str:
     """Run a full audit of one spec and return its run_id (written to ``audit.runs``).
 
     The warehouse is opened for writing only for three short steps (record the run, stage the
@@ -71,21 +80,69 @@ def audit_flow(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: st
         # the engines' results until they are in the warehouse; a folder left by a process that
         # died is removed by the next staging of the spec (flows.store.staging: orphan .tmp folders)
         spool = Path(lake).resolve() / spec.name / f".results.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        reserve = reserve_space(warehouse)
         try:
-            return _audit(spec, spec_file, run_id, names, warehouse, lake, spool, check_source)
+            return _audit(spec, spec_file, run_id, names, warehouse, lake, spool, check_source, trust_mtime)
         finally:
             shutil.rmtree(spool, ignore_errors=True)
+            reserve.unlink(missing_ok=True)
     except user_errors() as exc:
         return user_failure(exc)
+    except (OSError, duckdb.Error) as exc:  # a full disk: one line, the run recorded failed (reserve_space)
+        if not disk_full(exc):
+            raise
+        return user_failure(WarehouseError(f"the disk is full (No space left on device); run {run_id} is "
+                                           "recorded failed and nothing of it was kept: free space and run it again"))
+
+
+RESERVE_BYTES = 16 << 20  # what closing a run as failed writes to the warehouse, with room to spare
+
+
+def reserve_space(warehouse: str) -> Path:
+    """A file of ``RESERVE_BYTES`` beside the warehouse for the run's life: when the disk fills
+    (the lake's or the warehouse's writes), it is deleted so that the run can still be recorded
+    failed (:func:`record_failure`); without it the run stayed ``running`` until the next
+    writer marked it abandoned. Removed when the run ends."""
+    path = _reserve_path(warehouse)
+    try:
+        with open(path, "wb") as fh:
+            fh.truncate(0)
+            os.posix_fallocate(fh.fileno(), 0, RESERVE_BYTES)
+    except OSError:  # a disk already too full for it (or no fallocate): nothing reserved
+        path.unlink(missing_ok=True)
+    return path
+
+
+def _reserve_path(warehouse: str) -> Path:
+    return Path(f"{Path(warehouse).resolve()}.{os.getpid()}.reserve")
+
+
+def disk_full(exc: BaseException) -> bool:
+    return getattr(exc, "errno", None) == 28 or "No space left on device" in str(exc)
+
+
+def record_failure(warehouse: str, run_id: str, ref: DatasetRef | None, error: str, status: str = "failed") -> bool:
+    """Record the run failed (or abandoned), freeing the run's reserved space (:func:`reserve_space`)
+    when the first attempt finds the disk full; whether it could be recorded."""
+    for attempt in (1, 2):
+        try:
+            close_failed_run(warehouse, run_id, ref, error, status)
+            return True
+        except (duckdb.Error, OSError, WarehouseError):
+            if attempt == 2:
+                return False
+            _reserve_path(warehouse).unlink(missing_ok=True)
+    return False
 
 
 def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], warehouse: str, lake: str,
-           spool: Path, check_source: bool = False) -> str:
+           spool: Path, check_source: bool = False, trust_mtime: bool = False) -> str:
     logger = get_run_logger()
     ref: DatasetRef | None = None
     try:
         with Warehouse(warehouse) as wh:
-            ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info, check_source=check_source)
+            ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info, check_source=check_source,
+                        trust_mtime=trust_mtime)
         # the source's group counts held the rows staging quarantined: an engine whose groups
         # are too small without them is recorded as failed with the reason, and not run
         unfit = staged_group_problems(spec, ref.lake_path, names)
@@ -101,17 +158,21 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
             return engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs,
                                       f"aequum-engines-{run_id}", str(spool))
 
-        own = owned_cluster() if ref.rows_staged > RENEW_WORKERS_ROWS else None
-        if own is None:
-            futures = [submit(n) for n in runnable]
-            outcomes: list[EngineOutcome] = [f.result() for f in futures]
-            del futures  # a worker keeps a task's result while its future lives
+        own = owned_cluster()
+        address = getattr(get_run_context().task_runner, "address", None)
+
+        def results(futures: list) -> list[EngineOutcome]:  # never waits on a lost worker for ever
+            return engine_results(futures, address, logger.warning, own) if address else [f.result() for f in futures]
+
+        if own is None or ref.rows_staged <= RENEW_WORKERS_ROWS:
+            outcomes: list[EngineOutcome] = results([submit(n) for n in runnable])
+            # a worker keeps a task's result while its future lives: none is kept here
         else:
             outcomes = []
             for i, n in enumerate(runnable):  # one engine at a time, each on fresh workers
                 if i:
                     renew_workers(own, logger.info)
-                outcomes.append(submit(n).result())
+                outcomes += results([submit(n)])
         outcomes += [EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
         outcomes += [EngineOutcome(n, "failed", 0.0, 0, {}, {}, f"not run: {why}") for n, why in unfit.items()]
     except BaseException as exc:  # an interrupt (flows.run_control) leaves the run abandoned
@@ -119,8 +180,10 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
         interrupted = isinstance(exc, (KeyboardInterrupt, TerminationSignal)) or run_control.interrupt_signalled()
         if interrupted:
             run_control.interrupted()  # ended within seconds, however the unwinding goes
-        close_failed_run(warehouse, run_id, ref, INTERRUPTED if interrupted else f"{type(exc).__name__}: {exc}",
-                         "abandoned" if interrupted else "failed")
+        if not (interrupted and run_control.owns_the_ending()):  # else the ending marks it abandoned
+            if not record_failure(warehouse, run_id, ref, INTERRUPTED if interrupted else f"{type(exc).__name__}: {exc}",
+                                  "abandoned" if interrupted else "failed"):
+                logger.error("could not record run %s as failed in %s", run_id, warehouse)
         raise
     extra = {"model_quality": (QUALITY, quality)} if quality is not None else {}
     detection = score_run(spec, spec_file.parent, outcomes, logger.info)  # against the source's truth
@@ -182,30 +245,38 @@ def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: D
             wh.create_views()
     except (duckdb.Error, OSError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        try:
-            close_failed_run(warehouse, run_id, ref, f"writing the results failed: {reason}")
-        except (duckdb.Error, OSError, WarehouseError):
-            pass  # the file cannot take even the run record; the error below says so
+        # (a file that cannot take even the run record: the error below says so)
+        record_failure(warehouse, run_id, ref, f"writing the results failed: {reason}")
         raise WarehouseError(f"could not write the results of run {run_id} to {warehouse}: {reason}; "
                              "nothing of the run was written and it is recorded as failed (if the "
                              "file could take that)") from None
 
 
+def _say(message: str) -> None:
+    print(f"aequum: {message}", file=sys.stderr, flush=True)
+
+
 def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str = str(DEFAULT_LAKE),
               run_id: str | None = None, engines: list[str] | None = None,
               dask_address: str | None = None, workers: int | None = None, server=None,
-              check_source: bool = False) -> str:
+              check_source: bool = False, dashboard: bool | None = None, trust_mtime: bool = False) -> str:
     """Run ``audit_flow`` on a Dask cluster (the CLI's and the deployment's entry point).
     ``server``: a temporary Prefect API already starting (see :func:`flow_api`); ``check_source``:
-    read and fingerprint a source even when its files look unchanged (see ``stage``)."""
-    with dask_runner(dask_address, workers) as runner, flow_api(server):
+    read and fingerprint a source even when its files look unchanged, ``trust_mtime``: reuse a staged
+    source whose files have their sizes and modification times without hashing them (see ``stage``); ``dashboard``:
+    serve the Dask dashboard of a LocalCluster, on loopback (default ``AEQUUM_DASHBOARD``)."""
+    with dask_runner(dask_address, workers, dashboard, say=_say) as runner, flow_api(server):
         try:  # a user error ends the flow run Failed with its message, and is raised here
             return flow_result(audit_flow.with_options(task_runner=runner)(
                 spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines,
-                check_source=check_source, return_state=True))
+                check_source=check_source, trust_mtime=trust_mtime, return_state=True))
         finally:
-            with suppress(OSError):  # a cluster that is gone has nothing left to send
-                drain_workers(runner.address)
+            # the run is over: what its processes print as they close (a Dask heartbeat's
+            # CommClosedError) goes to the command's log file, not to the terminal
+            terminal.quiet()
+            if not run_control.interrupt_signalled():
+                with suppress(OSError):  # a cluster that is gone has nothing left to send
+                    drain_workers(runner.address)
 
 
 @flow(name="aequum-ingest", log_prints=True)

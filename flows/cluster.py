@@ -3,6 +3,7 @@ started and closed here (:func:`dask_runner`), its workers started as the audit'
 (:func:`size_workers`) and renewed between the engines of a large audit (:func:`renew_workers`)."""
 from __future__ import annotations
 
+import logging
 import os
 import time
 from contextlib import contextmanager
@@ -11,8 +12,30 @@ from typing import Any
 from aequum.flows.run_control import close_cluster, drain_worker
 
 
+LOOPBACK = "127.0.0.1"
+
+
+def dashboard_asked(dashboard: bool | None = None) -> bool:
+    """Whether the run's LocalCluster serves the Dask dashboard: ``dashboard``, or when it is
+    None the environment's ``AEQUUM_DASHBOARD`` (1, true, yes)."""
+    if dashboard is not None:
+        return dashboard
+    return os.environ.get("AEQUUM_DASHBOARD", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def local_cluster_options(dashboard: bool = False) -> dict:
+    """The network settings of a LocalCluster that aequum starts: the scheduler, the workers and
+    the nannies listen on the loopback interface only, and so does the scheduler's HTTP server
+    (a free port), which serves the dashboard only when ``dashboard`` is asked. (Dask's
+    ``dashboard_address=":0"`` listened on every interface, 0.0.0.0: anyone who could reach the
+    machine could read the audit's task graph and data summaries; with the dashboard off, Dask
+    still starts the HTTP server, on port 8787 unless a port is named.)"""
+    return {"host": LOOPBACK, "dashboard_address": None,
+            "scheduler_kwargs": {"dashboard": dashboard, "dashboard_address": f"{LOOPBACK}:0"}}
+
+
 @contextmanager
-def dask_runner(address: str | None = None, workers: int | None = None):
+def dask_runner(address: str | None = None, workers: int | None = None, dashboard: bool | None = None, say=None):
     """The Dask task runner of an audit: the scheduler at ``address``, or a LocalCluster of
     ``workers`` processes started here and closed at the end.
 
@@ -24,7 +47,8 @@ def dask_runner(address: str | None = None, workers: int | None = None):
     start (about 2 CPU-s of imports) delayed the Prefect API's, which a small audit waits for,
     and a small audit's engines do not need it. At the end each worker first drains its
     Prefect log and event queues, so that it exits when asked instead of being killed after a
-    timeout."""
+    timeout. The dashboard (``dashboard``, default ``AEQUUM_DASHBOARD``) is off unless asked,
+    and on loopback when asked (:func:`local_cluster_options`); ``say`` is told its link."""
     from prefect_dask import DaskTaskRunner
 
     if address:
@@ -33,10 +57,16 @@ def dask_runner(address: str | None = None, workers: int | None = None):
     from distributed import LocalCluster
 
     n = workers or max(1, min(2, os.cpu_count() or 1))
-    # the scheduler's HTTP server (its dashboard when bokeh is installed) on a free port: with
-    # None it still takes 8787, and a second audit at the same time warned that it was in use
-    cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=":0",
-                           preload=["aequum.flows.audit"])
+    # the scheduler's HTTP server on a free loopback port: with no address it still takes 8787,
+    # and a second audit at the same time warned that it was in use
+    show = dashboard_asked(dashboard)
+    cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, preload=["aequum.flows.audit"],
+                           **local_cluster_options(show))
+    if show and say is not None:
+        say(f"Dask dashboard (this machine only): {cluster.dashboard_link}")
+    # with the dashboard off, prefect-dask's "The Dask dashboard is available at" would name a page
+    # that is not there (the scheduler's HTTP server's)
+    logging.getLogger("prefect.task_runner.dask").setLevel(logging.NOTSET if show else logging.WARNING)
     _OWN_CLUSTERS[cluster.scheduler_address] = (cluster, n)
     try:
         cluster.scale(n if workers else 1)
@@ -99,3 +129,106 @@ def renew_workers(cluster, say) -> None:
         cluster.scale(n)
         client.wait_for_workers(n, timeout=300)
     say(f"started {n} fresh worker(s) for the next engine in {time.perf_counter() - t0:.1f} s")
+
+
+LOST_WORKERS_GRACE = 60.0  # seconds a run waits with no Dask worker before it fails
+_POLL = 0.5  # seconds between two looks at the scheduler's workers
+
+
+class WorkersLost(RuntimeError):
+    """The run's Dask workers were lost and none came back (one line naming them)."""
+
+
+def engine_results(futures: list, address: str, say, own=None, grace: float | None = None) -> list:
+    """The results of the engine tasks' Prefect ``futures`` (submitted to the scheduler at
+    ``address``), in order, while watching the scheduler's workers, so that a lost worker never
+    hangs the run. A worker process that dies is restarted by its nanny and Dask runs its tasks
+    again (a task whose workers die ``distributed.scheduler.allowed-failures`` + 1 times fails
+    with ``KilledWorker``: here :class:`WorkersLost`, naming the last worker). But a worker the
+    scheduler dropped (missed heartbeats on a loaded machine: "Scheduler was unaware of this
+    worker; shutting down") closes with its nanny, and the scheduler then waited with no worker
+    and its tasks queued, forever (11 minutes until a SIGTERM, in one audit). So: each lost
+    worker is said; when the run's own cluster (``own``, see :func:`owned_cluster`) has lost
+    its workers and has no nanny left to start one, new workers are started (at most
+    ``_RESTARTS`` times); and with no worker for ``grace`` seconds (default
+    ``LOST_WORKERS_GRACE``) after a loss, or none ever for ``_START_GRACE`` times that, the run
+    fails with :class:`WorkersLost`."""
+    from distributed import Client
+
+    grace = LOST_WORKERS_GRACE if grace is None else grace
+    wrapped = [f.wrapped_future for f in futures]
+    t0 = time.monotonic()
+    with Client(address, set_as_default=False) as client:
+        present = _workers(client, address)
+        lost: list[str] = []
+        empty_since, restarts = None, 0
+        while not all(w.done() for w in wrapped):
+            time.sleep(_POLL)
+            now = _workers(client, address)
+            for gone in sorted(present - now):
+                lost.append(gone)
+                say(f"Dask worker {gone} was lost; its tasks run again on the others or on a restarted worker")
+            present = now
+            if now:
+                empty_since = None
+                continue
+            if not lost:  # the workers are still starting (in the background since the run began)
+                if time.monotonic() - t0 > _START_GRACE * grace:
+                    raise WorkersLost(f"no Dask worker joined the scheduler at {address} within "
+                                      f"{_START_GRACE * grace:.0f} s")
+                continue
+            empty_since = empty_since or time.monotonic()
+            if own is not None and restarts < _RESTARTS and _nannies_gone(own):
+                restarts += 1
+                say(f"no Dask worker left; starting {_restart(own)} new worker(s)")
+            if time.monotonic() - empty_since > grace:
+                raise WorkersLost(f"the run's Dask worker(s) {', '.join(lost)} were lost and none came back "
+                                  f"within {grace:.0f} s")
+    for w in wrapped:
+        if w.status == "error":
+            exc = w.exception()
+            if type(exc).__name__ == "KilledWorker":
+                raise WorkersLost(f"a Dask worker running an engine died {_allowed_failures() + 1} times: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else exc!r}")
+    return [f.result() for f in futures]
+
+
+_RESTARTS = 3  # times a run's own cluster is given new workers after losing them all
+_START_GRACE = 5  # a run's workers that never joined: LOST_WORKERS_GRACE times this
+
+
+def _allowed_failures() -> int:
+    import dask
+
+    return int(dask.config.get("distributed.scheduler.allowed-failures"))
+
+
+def _workers(client, address: str) -> set[str]:
+    """The addresses of the scheduler's workers, asked now (a synchronous client's
+    ``scheduler_info`` fetches them)."""
+    try:
+        return set(client.scheduler_info()["workers"])
+    except OSError as exc:
+        raise WorkersLost(f"the Dask scheduler at {address} no longer answers ({exc})") from None
+
+
+_GONE = ("stopping", "stopped", "closing", "closing_gracefully", "closed", "failed")
+
+
+def _nannies_gone(cluster) -> bool:
+    """Whether every nanny of the local ``cluster`` is closed or closing (none will start a
+    worker again; a nanny that runs restarts a worker process that died)."""
+    return all(getattr(getattr(w, "status", None), "value", "closed") in _GONE for w in cluster.workers.values())
+
+
+def _restart(cluster) -> int:
+    """Start the local ``cluster``'s workers again (as many as it had); their number. The
+    nannies that closed (or are closing: ``scale(0)`` waited on them for a minute) are taken out
+    of the cluster's books, so that ``scale`` starts new ones in their place at once."""
+    n = max(len(cluster.worker_spec), 1)
+    for name, nanny in list(cluster.workers.items()):
+        if getattr(getattr(nanny, "status", None), "value", "closed") in _GONE:
+            cluster.workers.pop(name, None)
+            cluster.worker_spec.pop(name, None)
+    cluster.scale(n)
+    return n

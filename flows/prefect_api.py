@@ -91,9 +91,11 @@ class TemporaryAPI:
     def stop(self) -> None:
         """End the server (it keeps no state a later run needs)."""
         if self.process is not None and self.process.poll() is None:
+            from aequum.flows.run_control import interrupt_signalled
+
             self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
+            try:  # an interrupted run ends within seconds (flows.run_control)
+                self.process.wait(timeout=1 if interrupt_signalled() else 10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()

@@ -142,7 +142,7 @@ def check_settings(warehouse: str | Path, lake: str | Path | None = None, worker
     where folders go), ``--workers``, and that a Dask scheduler or Prefect API named answers."""
     import os
 
-    from aequum.flows.store.guard import UsageError
+    from aequum.flows.store.guard import UsageError, is_duckdb
     from aequum.flows.store.warehouse import settings_wait, _memory
 
     settings_wait(None)
@@ -155,6 +155,9 @@ def check_settings(warehouse: str | Path, lake: str | Path | None = None, worker
         p = Path(path).expanduser()
         if p.exists() and p.is_dir() != folder:
             raise UsageError(f"{what} {path} is {'a file, not a folder' if folder else 'a folder, not a file'}")
+        if not folder and p.is_file() and p.stat().st_size and not is_duckdb(p):
+            raise UsageError(f"{what} {path} is not a DuckDB database (an existing file of another kind); "
+                             "name a new file or a warehouse")
         above = next((a for a in p.parents if a.exists()), None)
         if above is not None and not above.is_dir():
             raise UsageError(f"{what} {path}: {above} is a file, not a folder")

@@ -11,6 +11,8 @@ import os
 import sys
 from contextlib import contextmanager
 
+from aequum.flows import terminal
+
 
 def user_failure(exc: BaseException):
     """The flow run's end for a user error: a ``Failed`` state holding the error (Prefect logs
@@ -64,10 +66,22 @@ def _exit_now() -> None:
     os._exit(0)
 
 
+def quiet_api_logging() -> None:
+    """No "--- Error logging to API --- / All connection attempts failed" after a command's
+    last line: Prefect's API log worker writes it to standard error (when
+    ``logging.raiseExceptions``) for a log it sends after the run's temporary API has stopped
+    (the run's own logs reach the API before it stops: :func:`flow_api`)."""
+    import logging
+
+    logging.raiseExceptions = False
+
+
 def close_cluster(cluster) -> None:
     """Close a LocalCluster whose workers ran Prefect tasks (see ``finish_worker``)."""
     from distributed import Client
 
+    if interrupt_signalled():  # the run's ending kills its workers at once: no close to wait on
+        return
     try:
         with Client(cluster, set_as_default=False) as client:
             client.run(finish_worker)
@@ -114,16 +128,33 @@ def flow_api(server=None):
     try:
         url = server.wait(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
         with temporary_settings(updates={PREFECT_API_URL: url, PREFECT_UI_URL: ""}):
-            yield
-            # the run's last logs and events reach the server before it stops (else Prefect's
-            # log worker retries against a closed port)
-            _QueueServiceBase.drain_all(timeout=10, at_exit=False)
+            try:
+                yield
+            finally:
+                # the run's last logs and events reach the server before it stops, however the
+                # run ended (else Prefect's log worker retries against a closed port); not after
+                # an interrupt, which stopped the server with the rest of the process group
+                if not interrupt_signalled():
+                    _QueueServiceBase.drain_all(timeout=10, at_exit=False)
     finally:
         server.stop()
 
 
 
 INTERRUPTED = "interrupted (SIGINT or SIGTERM) while it ran"
+
+
+def interrupted_line() -> str:
+    """The command's one line for an interrupted run (the log file holds the rest)."""
+    log = terminal.log_path()
+    return f"aequum: interrupted; the run is abandoned (details: {log})" if log else "aequum: interrupted"
+
+
+def owns_the_ending() -> bool:
+    """Whether an interrupt of this process's run is ended by :func:`ending_on_interrupt` (which
+    marks the run abandoned: the flow's own failure path then leaves the warehouse alone; both
+    rebuilding its views at once failed with a DuckDB write-write conflict)."""
+    return bool(_ENDING)
 
 
 class _Ending:
@@ -141,6 +172,7 @@ class _Ending:
 
         if not self.fired.is_set():
             self.fired.set()
+            terminal.quiet()  # the processes' tracebacks as they are stopped go to the log only
             threading.Thread(target=self._watchdog, name="aequum-interrupt", daemon=True).start()
 
     def end(self) -> None:
@@ -152,7 +184,7 @@ class _Ending:
     def _watchdog(self) -> None:
         if not self.finished.wait(self.grace):
             self.end()
-            print("aequum: interrupted", file=sys.stderr, flush=True)
+            terminal.say(interrupted_line())
             os._exit(130)
 
 
@@ -190,6 +222,7 @@ def ending_on_interrupt(warehouse: str, lake: str, grace: float = 5.0):
     ending = _Ending(warehouse, lake, grace)
 
     def handler(signum, frame) -> None:
+        terminal.quiet()
         if not ending.fired.is_set():
             ending.interrupted()
             raise KeyboardInterrupt
@@ -218,7 +251,7 @@ def _end_interrupted(warehouse: str, lake: str) -> None:
     for child in children:
         with suppress_gone():
             child.terminate()
-    _gone, alive = psutil.wait_procs(children, timeout=3)
+    _gone, alive = psutil.wait_procs(children, timeout=1)
     for child in alive:
         with suppress_gone():
             child.kill()

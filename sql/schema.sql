@@ -27,6 +27,12 @@ ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS contract_hash VARCHAR;
 ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS lake_stamp VARCHAR;
 -- the files a dataset version was read from (JSON list of absolute paths): no command writes there
 ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS source_files VARCHAR;
+-- per optional pricing field, the records kept whose value was not a number and is staged as
+-- null (JSON object field -> count; the pricing engine reads null there, every other engine the record)
+ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS fields_nulled VARCHAR;
+-- a hash of the bytes of the source's files when staged (flows.store.readers.content_digest): a
+-- file source is reused only when its bytes still hash to it (unless --trust-mtime)
+ALTER TABLE audit.datasets ADD COLUMN IF NOT EXISTS source_content VARCHAR;
 
 -- Rows that failed validation, one per bad row, with the first failing field and why.
 CREATE TABLE IF NOT EXISTS audit.quarantine (

@@ -395,15 +395,13 @@ def test_deterministic():
     assert max_coverage_mip(R, 2).chosen.tolist() == max_coverage_mip(R, 2).chosen.tolist()
 
 
-def test_larger_instance_components_and_speed():
-    import time
+def test_larger_instance_components():
     rng = np.random.default_rng(42)
     n_f, n_c, m = 600, 400, 25
     lf, lc = rng.integers(0, m, n_f), rng.integers(0, m, n_c)
     M = (rng.random((n_f, n_c)) < 0.3) & (lf[:, None] == lc[None, :])
     r, c = np.nonzero(M)
     R = Reach.from_pairs(n_f, n_c, r, c, rng.integers(0, 40, r.size) * 0.25)
-    t0 = time.perf_counter()
     for d in (2.0, INF):
         a = greedy(R, 60, d)
         b = greedy_by_component(R, 60, d, (lf, lc))
@@ -411,7 +409,6 @@ def test_larger_instance_components_and_speed():
         assert np.all(np.diff(a.covered_after) > 0)
     kk = k0(R, (lf, lc))
     assert kk.k0 == k0(R).k0 and kk.greedy_bound >= kk.k0 >= kk.n_components
-    assert time.perf_counter() - t0 < 10
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -1,6 +1,7 @@
-"""An interrupted audit ends cleanly within seconds: SIGINT to the process group (Ctrl-C) during
-the engines exits with the run abandoned, no process left, the temporary Prefect API stopped and
-the spool removed; the temporary API does not outlive a process killed with -9; spool folders of
+"""An interrupted audit ends cleanly within seconds: SIGINT to the process group (Ctrl-C) or to the
+process alone, or SIGTERM, during staging, the model fit or the engines, exits 130 with the run
+abandoned, no process left, the temporary Prefect API stopped, the spool removed and one line on
+the terminal (no traceback: the rest is in the log file it names); the temporary API does not outlive a process killed with -9; spool folders of
 dead processes go at the next staging, even when the staged copy is reused."""
 from __future__ import annotations
 
@@ -28,43 +29,85 @@ def group_members(pgid: int) -> list[psutil.Process]:
     return found
 
 
-def test_sigint_to_the_process_group_during_the_engines_ends_the_run_abandoned(tmp_path):
+def interrupt_case(tmp_path, phase: str):
+    """A spec and the line of the audit's output after which ``phase`` is under way: staging
+    (the flow has begun), the model fit (HMDA's surrogate, fitted in a process of its own) or
+    the engines (the first has run and CST, the long one, is under way)."""
+    if phase == "model":
+        raw = yaml.safe_load((REPO / "data" / "specs" / "hmda.yaml").read_text())
+        raw["source"]["rows"] = 6000
+        raw["engines"] = {"run": ["outcome"]}
+        marker = "staged"
+    else:
+        raw = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
+        raw["source"]["rows"] = 8000 if phase == "engines" else 1_000_000
+        raw["engines"] = {"run": ["outcome", "cst"], "cst": {"k": [15, 30, 50, 100]}}
+        # staging: its first batch of 250,000 records has been read (staging.stage's batch_rows)
+        marker = "engine outcome: 1/1 pieces done" if phase == "engines" else "read 250,000 rows"
+    raw["name"] = "loan"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    return tmp_path / "s.yaml", marker
+
+
+@pytest.mark.parametrize("phase", ["staging", "model", "engines"])
+@pytest.mark.parametrize("how", ["SIGINT to the group", "SIGINT to the process", "SIGTERM"])
+def test_an_interrupt_ends_the_run_abandoned_quietly(tmp_path, how, phase):
+    """Exit 130 within seconds, the run abandoned, no process left, the spool gone, and on the
+    terminal no traceback: the one line names the log file that holds the rest."""
     from aequum.flows.store.warehouse import Warehouse
 
-    raw = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
-    raw["source"]["rows"] = 8000
-    raw["engines"] = {"run": ["outcome", "cst"], "cst": {"k": [15, 30, 50, 100]}}
-    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    spec, marker = interrupt_case(tmp_path, phase)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}  # a temporary API
-    env["PREFECT_LOGGING_LEVEL"] = "INFO"
-    proc = subprocess.Popen([sys.executable, "-m", "aequum.flows.commands.cli", "audit", "--spec", str(tmp_path / "s.yaml"),
-                             "--warehouse", str(tmp_path / "wh.duckdb"), "--lake", str(tmp_path / "lake")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env=env, cwd=tmp_path)
+    env.update(PREFECT_LOGGING_LEVEL="INFO", AEQUUM_LOG_DIR=str(tmp_path / "logs"))
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "aequum.flows.commands.cli", "audit", "--spec", str(spec),
+                                 "--warehouse", str(tmp_path / "wh.duckdb"), "--lake", str(tmp_path / "lake")],
+                                stdout=subprocess.DEVNULL, stderr=sink, start_new_session=True, env=env, cwd=tmp_path)
     pgid = os.getpgid(proc.pid)
     try:
-        for line in proc.stderr:  # until an engine has run and CST, the long one, is under way
-            if "engine outcome: 1/1 pieces done" in line:
-                break
-        else:
-            pytest.fail("the audit ended before its engines ran")
-        time.sleep(0.5)
-        assert list((tmp_path / "lake" / "loan").glob(".results.*.tmp"))  # the run's spool
-        assert len(group_members(pgid)) >= 3  # the command, the temporary API, the Dask processes
+        while marker not in err.read_text():
+            assert proc.poll() is None, f"the audit ended before {phase}:\n{err.read_text()[-3000:]}"
+            time.sleep(0.05)
+        if phase == "engines":
+            assert list((tmp_path / "lake" / "loan").glob(".results.*.tmp"))  # the run's spool
+        before = err.stat().st_size
         t0 = time.monotonic()
-        os.killpg(pgid, signal.SIGINT)
-        proc.communicate(timeout=30)
+        if how == "SIGINT to the group":
+            os.killpg(pgid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, signal.SIGINT if how == "SIGINT to the process" else signal.SIGTERM)
+        proc.wait(timeout=60)
         took = time.monotonic() - t0
     finally:
         if proc.poll() is None:
             os.killpg(pgid, signal.SIGKILL)
-    assert proc.returncode == 130 and took < 15, took
+    after = err.read_bytes()[before:].decode(errors="replace")
+    logs = list((tmp_path / "logs").glob("audit-*.log"))
+    assert proc.returncode == 130 and took < 15, (proc.returncode, took, after[-3000:])
+    assert len(logs) == 1 and after.endswith(f"aequum: interrupted; the run is abandoned (details: {logs[0]})\n"), after
+    assert "Traceback" not in after and "Error" not in after, after
+    assert "write-write conflict" not in logs[0].read_text()
     time.sleep(0.5)
     assert group_members(pgid) == []  # no worker, nanny or Prefect server left
-    assert not list((tmp_path / "lake" / "loan").glob(".*.tmp"))
+    assert not list((tmp_path / "lake").glob("*/.*.tmp"))
     with Warehouse(tmp_path / "wh.duckdb", read_only=True) as wh:
         runs = wh.runs().to_pylist()
     assert [r["status"] for r in runs] == ["abandoned"] and "interrupted" in runs[0]["error"], runs
+
+
+def test_a_normal_audit_prints_no_traceback_as_it_ends(tmp_path):
+    """The run's processes closing (a Dask heartbeat's CommClosedError) go to the log only."""
+    spec, _ = interrupt_case(tmp_path, "engines")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env.update(PREFECT_LOGGING_LEVEL="INFO", AEQUUM_LOG_DIR=str(tmp_path / "logs"))
+    out = subprocess.run([sys.executable, "-m", "aequum.flows.commands.cli", "audit", "--spec", str(spec),
+                          "--engines", "outcome", "--warehouse", str(tmp_path / "wh.duckdb"),
+                          "--lake", str(tmp_path / "lake")], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Traceback" not in out.stderr and "Error logging to API" not in out.stderr, out.stderr[-3000:]
+    assert "run loan-" in out.stdout and ": succeeded" in out.stdout
 
 
 def test_the_temporary_api_does_not_outlive_a_killed_process(tmp_path):

@@ -29,7 +29,7 @@ def raw_spec(deltas=(0.5, 1.0, 2.0), model_features=FEATURES, **pba) -> dict:
         "features": [{"name": "x1", "perturbation": UNITS["x1"], "range": [-10, 10]},
                      {"name": "x2", "perturbation": UNITS["x2"]},
                      {"name": "cat", "type": "categorical", "categories": ["a", "b", "c"]}],
-        "engines": {"run": ["pba"], "pba": {"deltas": list(deltas), **pba}},
+        "engines": {"run": ["pba"], "pba": {"deltas": list(deltas), "time_limit": None, **pba}},
     }
 
 

@@ -90,8 +90,8 @@ def test_lp_bound_never_exceeds_the_true_minimum_and_the_milp_is_it(hidden, seed
     for i in range(len(x)):
         copies = lambda: [lp.Copy(x[i], [(l[i], u[i]) for l, u in np_a], coef[i]),  # noqa: E731
                           lp.Copy(xb[i], [(l[i], u[i]) for l, u in np_b], -coef[i])]
-        relaxed = lp.solve(net, copies(), lo[i], hi[i], SENS, shared, highs=h)
-        exact = lp.solve(net, copies(), lo[i], hi[i], SENS, shared, exact=True, highs=h)
+        relaxed = lp.solve(net, copies(), lo[i], hi[i], SENS, shared, time_limit=None, highs=h)
+        exact = lp.solve(net, copies(), lo[i], hi[i], SENS, shared, exact=True, time_limit=None, highs=h)
         assert symbolic[i] <= relaxed.bound + 1e-5          # the LP is at least the symbolic bound
         assert relaxed.bound <= exact.bound + 1e-5          # ... a relaxation of the MILP
         assert exact.bound <= truth[i] + 1e-6               # ... which never exceeds the true min
@@ -117,7 +117,7 @@ def test_shared_neurons_make_a_network_without_s_cancel_exactly():
     assert np.all(symbolic == 0.0) and np.all(interval < 0)
     res = lp.solve(net, [lp.Copy(x[0], [(l[0], u[0]) for l, u in np_a], 1.0),
                          lp.Copy(xb[0], [(l[0], u[0]) for l, u in np_b], -1.0)],
-                   lo[0], hi[0], SENS, shared_neurons(net, SENS))
+                   lo[0], hi[0], SENS, shared_neurons(net, SENS), time_limit=None)
     assert abs(res.bound) <= 2e-6
 
 

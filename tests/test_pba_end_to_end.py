@@ -13,7 +13,7 @@ from aequum.engines.verification.engine import PBAEngine
 def german(staged_data, **pba):
     shared_file("FGCE", "GermanCredit.data")
     raw = load_spec(REPO / "data" / "specs" / "german_credit_pba.yaml").model_dump(mode="json")
-    raw["engines"]["pba"].update(pba)
+    raw["engines"]["pba"].update({"time_limit": None, **pba})  # no solver time limit in a test
     spec = parse_spec(raw)
     return staged_data(spec, REPO / "data" / "specs")
 
@@ -64,7 +64,7 @@ def hmda_spec(tmp_path, rows=2000):
     raw["source"]["rows"] = rows
     raw["engines"]["run"] = ["pba"]
     # the pooled race and one of its per-value comparisons (protected[].compare: both)
-    raw["engines"]["pba"].update(sample=100, batch_size=50, attributes=["race", BLACK])
+    raw["engines"]["pba"].update(sample=100, batch_size=50, attributes=["race", BLACK], time_limit=None)
     raw["model"]["epochs"] = 60
     spec = tmp_path / "hmda.yaml"
     spec.write_text(yaml.safe_dump(raw))

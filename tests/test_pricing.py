@@ -91,12 +91,15 @@ def test_na_exempt_and_empty_are_null_and_never_quarantine():
     credits = np.asarray(d.table["lender_credits"].to_numpy(zero_copy_only=False), np.float64)
     assert np.isnan(credits[np.asarray(table["lender_credits"]) == ""]).all()
     assert d.table["action"].to_pylist() == table["action"].to_pylist()  # the recorded decision, as text
-    # a reported value that is no number is a bad row, naming the field
+    # a reported value that is no number is staged as null and counted; the record is kept for
+    # every other engine (an optional outcome field never quarantines its application)
     bad = table.set_column(table.schema.get_field_index("rate_spread"), "rate_spread",
-                           pa.array(["abc"] + table["rate_spread"].to_pylist()[1:]))
+                           pa.array(["abc", "inf"] + table["rate_spread"].to_pylist()[2:]))
     res = validate_batch(bad, parse_spec(RAW), 0)
-    (row,) = res.bad.to_pylist()
-    assert row["field"] == "rate_spread" and row["value"] == "abc" and "not a number" in row["reason"]
+    assert res.bad.num_rows == 0 and res.good.num_rows == 600
+    assert res.nulled == {"rate_spread": 2, "total_loan_costs": 0, "lender_credits": 0}
+    assert res.good["rate_spread"][:2].to_pylist() == [None, None]
+    assert res.good["rate_spread"][2:].equals(d.table["rate_spread"][2:])
 
 
 def test_the_spec_checks_the_pricing_section():

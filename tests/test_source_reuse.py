@@ -1,6 +1,7 @@
-"""Source reuse says what it trusted and can be asked to check: a source whose content changed
-under the same sizes and modification times is reused unread with that said, and read again
-with --check-source; a lake copy whose files were edited is staged again, not reused."""
+"""Source reuse says what it trusted: by default a source is reused only when its files' bytes
+hash as when staged, so a content change under the same sizes and modification times is staged
+again; with --trust-mtime it is reused unread with that said, and read again with
+--check-source; a lake copy whose files were edited is staged again, not reused."""
 from __future__ import annotations
 
 import os
@@ -22,7 +23,27 @@ def touch_back(path, text: str) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def test_unread_reuse_is_said_and_check_source_reads_the_changed_content(tmp_path, warehouse):
+def test_a_source_edited_with_its_size_and_mtime_kept_is_staged_again_by_default(tmp_path, warehouse):
+    """The bytes are hashed before a reuse: an edit that keeps the size and the modification
+    time (1,181 favourable staged against 881 in the file, before) is seen and staged."""
+    from test_integrity import small_csv_spec
+
+    spec = small_csv_spec(tmp_path)
+    first = stage(spec, tmp_path, warehouse, tmp_path / "lake")
+    said = []
+    same = stage(spec, tmp_path, warehouse, tmp_path / "lake", progress=said.append)
+    assert same.reused and same.version == first.version
+    assert any("source reused: same files and content (hashed)" in m for m in said), said
+    csv = tmp_path / "d.csv"
+    touch_back(csv, csv.read_text().replace("\n3,F,121,0\n", "\n3,F,121,1\n"))
+    said = []
+    again = stage(spec, tmp_path, warehouse, tmp_path / "lake", progress=said.append)
+    assert not again.reused and again.version != first.version
+    assert any("different content: staging them again" in m for m in said), said
+    assert stage(spec, tmp_path, warehouse, tmp_path / "lake").version == again.version  # reused now
+
+
+def test_trust_mtime_reuses_unread_with_that_said_and_check_source_reads(tmp_path, warehouse):
     from test_integrity import small_csv_spec
 
     spec = small_csv_spec(tmp_path)
@@ -30,9 +51,9 @@ def test_unread_reuse_is_said_and_check_source_reads_the_changed_content(tmp_pat
     csv = tmp_path / "d.csv"
     touch_back(csv, csv.read_text().replace("\n3,F,121,0\n", "\n3,F,121,1\n"))
     said = []
-    again = stage(spec, tmp_path, warehouse, tmp_path / "lake", progress=said.append)
+    again = stage(spec, tmp_path, warehouse, tmp_path / "lake", progress=said.append, trust_mtime=True)
     assert again.reused and again.version == first.version
-    assert any("reused unread: same files, sizes and modification times" in m and "--check-source" in m
+    assert any("reused unread: same files, sizes and modification times" in m and "--trust-mtime" in m
                for m in said)
     checked = stage(spec, tmp_path, warehouse, tmp_path / "lake", check_source=True)
     assert not checked.reused and checked.version != first.version
@@ -57,4 +78,5 @@ def test_the_command_line_offers_the_content_check(capsys):
     for command in ("audit", "ingest"):
         with pytest.raises(SystemExit):
             main([command, "--help"])
-        assert "--check-source" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "--check-source" in out and "--trust-mtime" in out

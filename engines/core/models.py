@@ -88,6 +88,17 @@ def _mlp(d_in: int, hidden: list[int], outputs: int) -> torch.nn.Sequential:
     return torch.nn.Sequential(*layers).to(torch.float64)
 
 
+def _stored_vector(path: Path, value, name: str, torch):
+    """A model file's ``input_mean`` / ``input_scale`` as a numpy array (None if absent); a value
+    that is not a tensor (a number, a list) is refused with a line naming it."""
+    if value is None:
+        return None
+    if not isinstance(value, torch.Tensor):
+        raise ModelError(f"{path}: {name} is a {type(value).__name__} ({str(value)[:40]}), not a tensor of "
+                         "one value per feature")
+    return value.numpy()
+
+
 class TorchMLP:
     """A ReLU MLP with input standardisation; score = logit (1 output) or l1 − l0 (2 outputs).
 
@@ -181,11 +192,9 @@ class TorchMLP:
                              f"(weights_only=True): {str(exc).splitlines()[0]}") from None
         if not isinstance(state, dict):
             raise ModelError(f"{path} holds a {type(state).__name__}, not a state dict")
-        mean = state.pop("input_mean", None)
-        scale = state.pop("input_scale", None)
-        model = cls(feature_names, hidden, outputs,
-                    input_mean if input_mean is not None else (None if mean is None else mean.numpy()),
-                    input_scale if input_scale is not None else (None if scale is None else scale.numpy()))
+        mean, scale = (_stored_vector(path, state.pop(k, None), k, torch) for k in ("input_mean", "input_scale"))
+        model = cls(feature_names, hidden, outputs, input_mean if input_mean is not None else mean,
+                    input_scale if input_scale is not None else scale)
         expected = model.net.state_dict()
         missing = [k for k in expected if k not in state]
         extra = [k for k in state if k not in expected]

@@ -417,8 +417,8 @@ class Pricing(_Model):
     own. The LAR publishes them as text that is "NA" where not applicable (every application not
     originated), "Exempt" for a partially exempt lender, or empty: such a value (``missing``, or
     an empty cell) is staged as a null and never quarantines its record, which every other
-    engine still reads. Any other value that is not a finite number is a bad row, as for a
-    numeric feature. Staged as DOUBLE under the column's name, with the decision column's
+    engine still reads. Any other value that is not a finite number (a word) is staged as a null
+    too, the record kept, and counted per field (``audit.datasets.fields_nulled``). Staged as DOUBLE under the column's name, with the decision column's
     recorded value as text (the engine picks the originations by it: HMDA action_taken 1, not
     the favourable 2, approved but not accepted) and the lien column's as text."""
 

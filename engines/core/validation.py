@@ -146,6 +146,9 @@ class BatchResult:
     out_of_scope: int
     content_hash: int
     categories: dict[str, set[str]] = field(default_factory=dict)
+    # per optional field (spec.pricing.fields), the kept records whose value was not a finite
+    # number and is staged as null
+    nulled: dict[str, int] = field(default_factory=dict)
 
 
 def _feature_checks(f: Feature, dtype: pl.DataType) -> tuple[pl.Expr, list[Check]]:
@@ -178,24 +181,26 @@ def _feature_checks(f: Feature, dtype: pl.DataType) -> tuple[pl.Expr, list[Check
 def _pricing(spec: AuditSpec, schema) -> tuple[list[pl.Expr], list[Check]]:
     """The staged pricing columns (``spec.pricing``: each field as a number, null where the
     source does not report it — a ``missing`` text such as the LAR's "NA" or "Exempt", an empty
-    cell, a null or NaN — which is never a bad row), the decision column's recorded value as
-    text (the originations are picked by it) and the lien column's as text; and the checks: a
-    reported value that is not a finite number is a bad row."""
+    cell, a null or NaN), the decision column's recorded value as text (the originations are
+    picked by it) and the lien column's as text; and, per field, the records whose reported
+    value is not a finite number (a word in ``interest_rate``). A pricing field is an optional
+    outcome that only the pricing engine reads: such a value is staged as null too and counted
+    (:class:`BatchResult` ``nulled``), and the record is kept for every engine; quarantining
+    the application dropped it from the denial analyses as well (337 applications in one file)."""
     p = spec.pricing
     derived = [_text(spec.decision.column).alias(spec.decision.column)]
-    checks = []
+    unusable = []
     for c in p.fields:
         value = _number(c)
         unreported = pl.col(c).is_null() | value.is_nan()
         if schema[c] == pl.Utf8 or schema[c] == pl.Categorical:
             unreported = pl.col(c).is_null() | (_text(c) == "") | _text(c).is_in([str(v) for v in p.missing])
-        checks.append(Check(c, ~unreported & value.is_null(),
-                            f"not a number, nor a value meaning not reported {['', *p.missing]}"))
-        checks.append(Check(c, ~unreported & value.is_infinite(), "not a finite number"))
-        derived.append(pl.when(unreported).then(None).otherwise(value).cast(pl.Float64).alias(c))
+        bad = ~unreported & (value.is_null() | value.is_infinite())
+        unusable.append(Check(c, bad, "not a finite number: staged as null, the record kept"))
+        derived.append(pl.when(unreported | bad).then(None).otherwise(value).cast(pl.Float64).alias(c))
     if p.lien is not None:
         derived.append(_text(p.lien).alias(p.lien))
-    return derived, checks
+    return derived, unusable
 
 
 def _group(p) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
@@ -305,10 +310,10 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
         derived.append(expr)
         checks.extend(fchecks)
 
+    unusable: list[Check] = []
     if spec.pricing is not None:
-        pricing, pchecks = _pricing(spec, schema)
+        pricing, unusable = _pricing(spec, schema)
         derived += [e for e in pricing if e.meta.output_name() not in {d.meta.output_name() for d in derived}]
-        checks.extend(pchecks)
 
     if spec.decision is not None and spec.decision.out_of_scope:
         in_scope = ~_membership(spec.decision.column, spec.decision.out_of_scope).fill_null(False)
@@ -333,10 +338,12 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
                      for i, c in enumerate(checks)]).alias("value"),
         pl.col("_first").replace_strict(list(range(len(checks))), [c.reason for c in checks],
                                         return_dtype=pl.Utf8).alias("reason"))
-    good, bad = pl.collect_all([good_lf, bad_lf])
+    kept = marked.filter(~pl.col("_failing") & pl.col("_in_scope"))
+    nulled_lf = kept.select([c.bad.fill_null(False).sum().alias(c.field) for c in unusable] or [pl.lit(0).alias("_")])
+    good, bad, nulled = pl.collect_all([good_lf, bad_lf, nulled_lf])
     for f in spec.features:
         if f.type == "categorical" and not f.categories:
             categories[f.name] = set(good[f.name].drop_nulls().unique().to_list())
     return BatchResult(good=good.to_arrow(), bad=bad.to_arrow().cast(QUARANTINE_SCHEMA), rows=n,
                        out_of_scope=n - good.height - bad.height, content_hash=content_hash,
-                       categories=categories)
+                       categories=categories, nulled={c.field: int(nulled[c.field][0]) for c in unusable})

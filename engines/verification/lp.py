@@ -88,12 +88,14 @@ def _affine_rows(b: _Builder, W: np.ndarray, bias: np.ndarray, prev_cols: np.nda
 
 
 def solve(net: Network, copies: list[Copy], lo: np.ndarray, hi: np.ndarray, sensitive: list[int],
-          shared: list[np.ndarray] | None = None, exact: bool = False, time_limit: float = 10.0,
+          shared: list[np.ndarray] | None = None, exact: bool = False, time_limit: float | None = 10.0,
           highs=None) -> LPResult:
     """min Σ_c coef_c · score(x_c) over the shared box of z, relaxed (LP) or exact (MILP).
 
     ``lo``/``hi``: the box (d,) of the non-sensitive inputs (lo = hi: fixed); sensitive inputs
     take each copy's own value. ``shared``: per hidden layer, neurons common to all copies.
+    ``time_limit``: seconds for HiGHS (None: none; the tests use none, so that a loaded machine
+    cannot change their bounds).
     """
     highspy = load("highspy")
 
@@ -172,7 +174,7 @@ def solve(net: Network, copies: list[Copy], lo: np.ndarray, hi: np.ndarray, sens
     A.sort_indices()
     h = highs if highs is not None else new_highs()
     h.clearModel()
-    h.setOptionValue("time_limit", float(time_limit))
+    h.setOptionValue("time_limit", float("inf") if time_limit is None else float(time_limit))
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = n_col, n_row
     lp.col_cost_ = c

@@ -36,7 +36,7 @@ class PBAParams(BaseModel):
                        "the big-M MILP (small networks; see milp_max_unstable).")
     milp_max_unstable: int = Field(60, ge=0, description="MILP only when at most this many ReLUs "
                                    "(both copies) are unstable.")
-    time_limit: float = Field(10.0, gt=0, description="Seconds per LP / MILP.")
+    time_limit: float | None = Field(10.0, gt=0, description="Seconds per LP / MILP (null: no limit).")
     attack_steps: int = Field(40, ge=0, description="Projected-gradient steps of the counterexample search.")
     attack_restarts: int = Field(8, ge=1, description="Starting points per input (box centre first).")
     robustness: bool = Field(True, description="Also verify robustness bias: the decision constant "

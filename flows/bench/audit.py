@@ -176,6 +176,7 @@ def fixed_cost(tmp: Path) -> dict:
 def _fixed_cost(tmp: Path) -> dict:
     from distributed import LocalCluster
 
+    from aequum.flows.cluster import local_cluster_options
     from aequum.flows.prefect_api import TemporaryAPI
 
     raw = yaml.safe_load(SMALL_SPEC.read_text())
@@ -196,8 +197,8 @@ def _fixed_cost(tmp: Path) -> dict:
 
     server = TemporaryAPI()  # a running server, as `prefect server start` leaves one
     # a running Dask cluster, as a deployment's scheduler and workers are (dask_runner's settings)
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                           preload=["aequum.flows.audit"])
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, preload=["aequum.flows.audit"],
+                           **local_cluster_options())
     try:
         running = {"PREFECT_API_URL": server.wait(120)}
         both = {**running, "AEQUUM_DASK_ADDRESS": cluster.scheduler_address}
@@ -216,8 +217,9 @@ def _fixed_cost(tmp: Path) -> dict:
 
 _CLUSTER_START = (  # one worker: a default cluster's for an audit below flows.cluster.ONE_WORKER_ROWS
     "from distributed import Client, LocalCluster\n"
-    "cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=':0', "
-    "preload=['aequum.flows.audit'])\n"
+    "from aequum.flows.cluster import local_cluster_options\n"
+    "cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, "
+    "preload=['aequum.flows.audit'], **local_cluster_options())\n"
     "Client(cluster).wait_for_workers(1)\n"
     "import os; os._exit(0)\n")  # the audit's own exit skips the teardown too (flows.commands.cli: program)
 

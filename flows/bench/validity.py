@@ -33,6 +33,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 AUDITS = {"external": "hmda.yaml", "internal": "hmda_lender.yaml"}
+# the fewest applications bench validity runs: at 10 rows a world's target had a single class
+# (refused by the model fit after ~30 s); below a few thousand the smallest groups fall under
+# the engines' minimums in every world
+MIN_ROWS = 5_000
 
 
 def lender_world(raw: dict) -> None:
@@ -237,6 +241,11 @@ def run(quick: bool = False, rows: int | list[int] | None = None, seeds: list[in
     from aequum.engines.generators.hmda import WORLDS, check_world
 
     rows = (rows[0] if isinstance(rows, list) else rows) or (50_000 if quick else 100_000)
+    if rows < MIN_ROWS:  # refused before any world is generated (else a fit fails later, unclearly)
+        from aequum.flows.store.guard import UsageError
+
+        raise UsageError(f"bench validity: --rows {rows:,} is too few rows; it needs at least {MIN_ROWS:,} "
+                         "(every world's groups large enough for its engines; default 100,000)")
     engines = ["outcome", "reasons", "regression", "cst"] if quick else None
     for world in worlds or []:
         check_world(world)

@@ -40,8 +40,10 @@ GENERATORS = ["loan", "cec_synthetic", "hmda", "hmda_lender", "hmda_market", "hm
               "hmda_single_lender"]  # engines.generators.catalogue.NAMES
 DEFAULT_WORLD = "dti_penalty"
 LAKE_HELP = "the Parquet lake the staged records are written to and read from (default %(default)s)"
-CHECK_SOURCE = ("read and fingerprint the source even when its files have the sizes and modification "
-                "times they had when staged (otherwise the staged copy is reused unread)")
+CHECK_SOURCE = ("read and fingerprint the source even when its files are unchanged since staged (otherwise "
+                "the staged copy is reused)")
+TRUST_MTIME = ("reuse the staged copy of a source whose files have the sizes and modification times they had "
+               "when staged, without hashing their bytes (faster; an edit that keeps both goes unseen)")
 
 BENCHMARKS = {
     "ingest": "aequum.flows.bench.ingest",
@@ -56,6 +58,11 @@ BENCHMARKS = {
     "fairlending": "aequum.flows.bench.fairlending",
     "lenders": "aequum.flows.bench.lenders",
 }
+
+
+def _help_text(text: str) -> str:
+    """``text`` as argparse help: its ``%`` signs doubled (argparse formats help with ``%``)."""
+    return text.replace("%", "%%")
 
 
 def _prefect_env() -> None:
@@ -73,10 +80,10 @@ def _say(message: str) -> None:
     print(f"aequum: {message}", file=sys.stderr)
 
 
-def _print_table(table, max_rows: int = 50) -> None:
+def _print_table(table, max_rows: int = 50, hint: str | None = None) -> None:
     from aequum.flows.commands.show import print_table
 
-    print_table(table.slice(0, max_rows))
+    print_table(table.slice(0, max_rows), hint=hint)
 
 
 def cmd_generate(args) -> int:
@@ -113,7 +120,8 @@ def cmd_ingest(args) -> int:
     spec = load_spec(spec_file)
     with Warehouse(args.warehouse) as wh:
         ref = stage(spec, spec_file.parent, wh, Path(args.lake),
-                    progress=lambda m: print(m, file=sys.stderr), check_source=args.check_source)
+                    progress=lambda m: print(m, file=sys.stderr), check_source=args.check_source,
+                    trust_mtime=args.trust_mtime)
     print(f"dataset version {ref.version}: {ref.rows_staged:,} rows staged, "
           f"{ref.rows_quarantined:,} quarantined{' (reused)' if ref.reused else ''}")
     print(f"warehouse: {args.warehouse} table {ref.staged_table}; lake: {ref.lake_path}")
@@ -137,8 +145,9 @@ def _print_conclusion(record: dict, findings: list[dict]) -> None:
 def cmd_audit(args) -> int:
     from aequum.flows.preflight import check_settings, preflight
     from aequum.flows.prefect_api import TemporaryAPI
-    from aequum.flows.run_control import ending_on_interrupt
+    from aequum.flows.run_control import ending_on_interrupt, quiet_api_logging
     from aequum.flows.store.warehouse import Warehouse
+    from aequum.flows.terminal import Terminal
 
     engines = [e.strip() for e in args.engines.split(",")] if args.engines is not None else None
     if args.run_id is not None:
@@ -148,9 +157,10 @@ def cmd_audit(args) -> int:
     spec = preflight(args.spec, engines, args.warehouse)
     check_outputs(args, spec)
     _prefect_env()
+    quiet_api_logging()
     # SIGINT or SIGTERM from here on ends the run abandoned within seconds, with every process
     # it started (flows.run_control)
-    with ending_on_interrupt(args.warehouse, args.lake):
+    with Terminal("audit"), ending_on_interrupt(args.warehouse, args.lake):
         # a temporary Prefect API takes seconds to start: it starts now, while Prefect and Dask
         # are imported and the cluster starts (stopped unused if the settings name an API)
         server = None if os.environ.get("PREFECT_API_URL") else TemporaryAPI()
@@ -159,7 +169,8 @@ def cmd_audit(args) -> int:
 
             run_id = run_audit(args.spec, warehouse=args.warehouse, lake=args.lake, run_id=args.run_id,
                                engines=engines, dask_address=args.dask_address, workers=args.workers,
-                               server=server, check_source=args.check_source)
+                               server=server, check_source=args.check_source,
+                               dashboard=args.dashboard or None, trust_mtime=args.trust_mtime)
         finally:
             if server is not None:
                 server.stop()
@@ -202,7 +213,13 @@ def cmd_runs(args) -> int:
     from aequum.flows.store.warehouse import Warehouse
 
     with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
-        _print_table(wh.runs(args.spec, args.limit), args.limit)
+        runs = wh.runs(args.spec, args.limit)
+    if args.format == "csv":
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(runs, sys.stdout.buffer)
+    else:
+        _print_table(runs, args.limit, hint="--format csv shows all")
     return 0
 
 
@@ -316,8 +333,9 @@ def parser() -> argparse.ArgumentParser:
                    help="output file (default data/generated/NAME.FORMAT, NAME_WORLD.FORMAT for another world)")
     g.add_argument("--world", choices=[*WORLDS, *MARKET_WORLDS], default=DEFAULT_WORLD, metavar="WORLD",
                    help="hmda, hmda_market, hmda_single (and their _lender twins): the planted mechanism (default "
-                        "%(default)s): " + "; ".join(f"{w}: {d}" for w, d in WORLDS.items())
-                        + "; hmda_market only: " + "; ".join(f"{w}: {d}" for w, d in MARKET_WORLDS.items()))
+                        "%(default)s): " + _help_text("; ".join(f"{w}: {d}" for w, d in WORLDS.items())
+                                                         + "; hmda_market only: "
+                                                         + "; ".join(f"{w}: {d}" for w, d in MARKET_WORLDS.items())))
     g.add_argument("--effect", type=float, default=1.0,
                    help="the world's penalty times this (default 1; 0.5 for half)")
     g.set_defaults(func=cmd_generate)
@@ -327,6 +345,7 @@ def parser() -> argparse.ArgumentParser:
     wh_args(i)
     i.add_argument("--lake", default=str(DEFAULT_LAKE), help=LAKE_HELP)
     i.add_argument("--check-source", action="store_true", help=CHECK_SOURCE)
+    i.add_argument("--trust-mtime", action="store_true", help=TRUST_MTIME)
     i.set_defaults(func=cmd_ingest)
 
     a = sub.add_parser("audit", help="run a full audit of a spec (ingest + engines + run record)")
@@ -339,6 +358,10 @@ def parser() -> argparse.ArgumentParser:
                    help="an existing Dask scheduler (default: a LocalCluster)")
     a.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes")
     a.add_argument("--check-source", action="store_true", help=CHECK_SOURCE)
+    a.add_argument("--trust-mtime", action="store_true", help=TRUST_MTIME)
+    a.add_argument("--dashboard", action="store_true",
+                   help="serve the Dask dashboard of the run's LocalCluster, on 127.0.0.1 only (off by default; "
+                        "AEQUUM_DASHBOARD=1 too)")
     a.add_argument("--report", nargs="?", const="", default=None, metavar="FILE",
                    help="write the run's HTML report at the end (default file report-RUN_ID.html)")
     a.set_defaults(func=cmd_audit)
@@ -347,6 +370,8 @@ def parser() -> argparse.ArgumentParser:
     wh_args(r)
     r.add_argument("--spec", default=None, help="only the runs of this spec name")
     r.add_argument("--limit", type=int, default=20, help="runs listed, latest first (default %(default)s)")
+    r.add_argument("--format", choices=["table", "csv"], default="table",
+                   help="table: fitted to the terminal; csv: every column (default %(default)s)")
     r.set_defaults(func=cmd_runs)
 
     s = sub.add_parser("show", help="print an audit table for a run (default: the latest), or "
@@ -450,8 +475,12 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"aequum: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("aequum: interrupted", file=sys.stderr)
+    except BaseException as exc:  # SIGINT; SIGTERM, which Prefect raises as its TerminationSignal in a flow
+        if not isinstance(exc, KeyboardInterrupt) and type(exc).__name__ != "TerminationSignal":
+            raise
+        from aequum.flows.run_control import interrupted_line
+
+        print(interrupted_line(), file=sys.stderr)
         return 130
 
 
@@ -477,6 +506,8 @@ def program() -> None:
     atexit.register(exit_now)
     try:
         finished.append(main() or 0)
+        if finished[0] == 130:  # interrupted: Prefect's exit handlers would wait on logs for the API it stopped
+            exit_now()
     except BrokenPipeError:
         # the reader of the output went away (`aequum show findings | head`): stop quietly, as a
         # shell tool does, with 128 + SIGPIPE; what is still buffered goes nowhere

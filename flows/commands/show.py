@@ -40,8 +40,9 @@ def fit_columns(frame: pl.DataFrame, width: int) -> tuple[list[str], list[str]]:
 
 
 def print_table(table: pa.Table, width: int | None = None, title: str | None = None,
-                total: int | None = None, out=None) -> None:
-    """Print an Arrow table so that it fits ``width`` (default: the terminal's) columns."""
+                total: int | None = None, out=None, hint: str | None = "--format csv shows all") -> None:
+    """Print an Arrow table so that it fits ``width`` (default: the terminal's) columns; the
+    columns left out are named, with ``hint`` (how the command shows them all), if any."""
     out = out or sys.stdout
     width = width or shutil.get_terminal_size((120, 40)).columns
     frame = pl.from_arrow(table)
@@ -58,7 +59,7 @@ def print_table(table: pa.Table, width: int | None = None, title: str | None = N
                    tbl_hide_dataframe_shape=True):
         print(frame.select(shown), file=out)
     if hidden:
-        print(f"{len(hidden)} more column(s): {', '.join(hidden)} (--format csv shows all)", file=out)
+        print(f"{len(hidden)} more column(s): {', '.join(hidden)}{f' ({hint})' if hint else ''}", file=out)
 
 
 def latest_run(wh: Warehouse) -> str:

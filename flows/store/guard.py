@@ -24,12 +24,13 @@ def user_errors() -> tuple[type[Exception], ...]:
     from aequum.engines.core.models import ModelError
     from aequum.engines.core.spec import SpecError
     from aequum.engines.core.validation import SourceSchemaError
+    from aequum.flows.cluster import WorkersLost
     from aequum.flows.store.readers import SourceError
     from aequum.flows.store.staging import IngestError
     from aequum.flows.store.warehouse import WarehouseError
 
     return (SpecError, SourceError, SourceSchemaError, IngestError, WarehouseError, ModelError, UsageError,
-            FileNotFoundError)
+            FileNotFoundError, WorkersLost)
 
 
 def check_run_id(run_id: str, where: str = "--run-id") -> str:
@@ -40,7 +41,8 @@ def check_run_id(run_id: str, where: str = "--run-id") -> str:
     return run_id
 
 
-def _is_duckdb(path: Path) -> bool:
+def is_duckdb(path: Path) -> bool:
+    """Whether ``path`` is a DuckDB database file (its magic bytes)."""
     try:
         with open(path, "rb") as fh:
             return fh.read(12)[8:12] == _DUCKDB_MAGIC
@@ -65,7 +67,7 @@ def check_output(path: str | Path, what: str, warehouse: str | Path | None = Non
     elif warehouse is not None and target in (Path(warehouse).expanduser().resolve(),
                                               Path(f"{Path(warehouse).expanduser().resolve()}.wal")):
         refuse = f"is the warehouse {warehouse}"
-    elif _is_duckdb(target):
+    elif is_duckdb(target):
         refuse = "is a DuckDB database"
     else:
         for lake in lakes:

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -38,7 +38,7 @@ from aequum.engines.core.spec import AuditSpec
 from aequum.engines.core.validation import QUARANTINE_SCHEMA, check_columns, validate_batch
 from aequum.flows.store.lake_writer import PartitionedWriter
 from aequum.flows.store.paths import DEFAULT_LAKE
-from aequum.flows.store.readers import open_source, read_ahead, source_files, source_stamp
+from aequum.flows.store.readers import content_digest, open_source, read_ahead, source_files, source_stamp
 from aequum.flows.store.warehouse import (Warehouse, load_sql, process_alive, quote_ident, staged_table,
                                     this_process)
 
@@ -62,6 +62,8 @@ class DatasetRef:
     rows_quarantined: int
     rows_out_of_scope: int
     reused: bool = False
+    # per optional pricing field, the kept records whose value was not a number (staged as null)
+    fields_nulled: dict[str, int] = field(default_factory=dict)
 
 
 def record_contract(spec: AuditSpec) -> str:
@@ -93,11 +95,15 @@ def lake_partitions(spec: AuditSpec) -> list[str]:
 
 def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFAULT_LAKE,
           batch_rows: int = 250_000, progress: Callable[[str], None] | None = None,
-          check_source: bool = False) -> DatasetRef:
+          check_source: bool = False, trust_mtime: bool = False) -> DatasetRef:
     """Ingest ``spec.source`` into the warehouse and lake; return the dataset version. A source
-    whose files are unchanged (paths, sizes, modification times) since they were staged is
-    reused unread, unless ``check_source`` (``--check-source``) or the spec's
-    ``ingest.reuse_unchanged_files: false`` asks for its content to be read and fingerprinted."""
+    whose files are unchanged since they were staged is reused without staging it again:
+    unchanged means the same paths, sizes and modification times and the same bytes (a
+    streaming hash of the files, :func:`~aequum.flows.store.readers.content_digest`, at GB/s);
+    with ``trust_mtime`` (``--trust-mtime``) the sizes and times alone, the files unread. A
+    file edited with its size and modification time kept was reused unread before the hash.
+    ``check_source`` (``--check-source``) or the spec's ``ingest.reuse_unchanged_files: false``
+    reads and fingerprints the source in any case."""
     say = progress or (lambda _msg: None)
     con = wh.con
     lake_root = Path(lake_root).resolve()  # workers elsewhere read the lake by this path
@@ -108,6 +114,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
     tmp: Path | None = None
     bad_parts: list[pa.Table] = []
     categories: dict[str, set[str]] = {}
+    nulled: dict[str, int] = {}
     rows = 0
     skipped = 0
     digest = 0
@@ -115,17 +122,31 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
     contract = hashlib.sha256(record_contract(spec).encode()).hexdigest()[:16]
     _remove_orphan_tmp(lake_root / spec.name)  # also when the staged copy is reused unread
     stamp = source_stamp(spec.source, spec_dir) if spec.ingest.reuse_unchanged_files else None
+    # the bytes of the source's files, recorded at staging and compared before a reuse (not with
+    # trust_mtime, which reuses on the stamp alone, unless staging records it)
+    content: str | None = None
     if stamp is not None and not check_source:
         found = wh.query("dataset_by_stamp", {"source_stamp": stamp, "contract_hash": contract}).to_pylist()
+        if found and not trust_mtime:
+            content = content_digest(spec.source, spec_dir)
+            if content != found[0]["source_content"]:
+                say("source files have the sizes and modification times they had when staged as dataset "
+                    f"version {found[0]['dataset_version']} but "
+                    + ("different content: staging them again" if found[0]["source_content"] else
+                       "their content was not recorded then: staging them again"))
+                found = []
         if found and _intact(wh, found[0]):
             known = found[0]
             say(f"source reused unread: same files, sizes and modification times as when it was staged "
-                f"as dataset version {known['dataset_version']} (its content was not read; --check-source "
-                "reads and fingerprints it)")
+                f"as dataset version {known['dataset_version']} (--trust-mtime: its content was not read; "
+                "--check-source reads and fingerprints it)" if trust_mtime else
+                f"source reused: same files and content (hashed) as when it was staged as dataset version "
+                f"{known['dataset_version']}")
             return DatasetRef(known["dataset_version"], spec.name, known["staged_table"], known["lake_path"],
                               json.loads(known["categories"] or "{}"), known["source_fingerprint"],
                               known["rows_read"], known["rows_staged"], known["rows_quarantined"],
-                              known["rows_out_of_scope"], reused=True)
+                              known["rows_out_of_scope"], reused=True,
+                              fields_nulled=json.loads(known["fields_nulled"] or "{}"))
     made = False  # the incoming table exists
     positional = spec.source.id_column is None  # row numbers as ids: `_id` is computed (see below)
 
@@ -162,6 +183,8 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                         bad_parts.append(res.bad)
                     for name, vals in res.categories.items():
                         categories.setdefault(name, set()).update(vals)
+                    for name, n in res.nulled.items():
+                        nulled[name] = nulled.get(name, 0) + n
                     insert(res.good)
                     write(res.good)
                     say(f"read {rows:,} rows ({rows / max(time.perf_counter() - t0, 1e-9):,.0f} rows/s)")
@@ -181,7 +204,7 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
             return DatasetRef(version, spec.name, known["staged_table"], known["lake_path"],
                               json.loads(known["categories"] or "{}"), fingerprint, rows,
                               known["rows_staged"], known["rows_quarantined"], known["rows_out_of_scope"],
-                              reused=True)
+                              reused=True, fields_nulled=json.loads(known["fields_nulled"] or "{}"))
 
         con.execute(f"CREATE OR REPLACE TEMP VIEW staged_batch AS SELECT * FROM {incoming}")
         (dup_sql,) = load_sql("duplicate_ids")
@@ -226,15 +249,23 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
                 "rows_quarantined": bad.num_rows, "rows_out_of_scope": skipped, "staged_table": target,
                 "lake_path": str(lake_path), "categories": json.dumps(cats),
                 "source_stamp": stamp, "contract_hash": contract, "lake_stamp": lake_stamp(tmp),
-                "source_files": json.dumps([str(f) for f in source_files(spec.source, spec_dir)])})
+                "source_files": json.dumps([str(f) for f in source_files(spec.source, spec_dir)]),
+                "fields_nulled": json.dumps({k: v for k, v in nulled.items() if v}),
+                "source_content": content if content is not None or stamp is None
+                else content_digest(spec.source, spec_dir)})
             made = False  # it is the staged table now
             if lake_path.exists():
                 shutil.rmtree(lake_path)
             tmp.rename(lake_path)
+        nulled = {k: v for k, v in nulled.items() if v}
         say(f"staged {staged_rows:,} rows as dataset version {version} "
             f"({bad.num_rows:,} quarantined, {skipped:,} out of scope) in {time.perf_counter() - t0:.1f} s")
+        if nulled:
+            say("not a number, staged as null for the pricing engine, the records kept for every other: "
+                + ", ".join(f"{k} in {v:,} record(s)" for k, v in nulled.items())
+                + f" (audit.datasets.fields_nulled of dataset version {version})")
         return DatasetRef(version, spec.name, target, str(lake_path), cats, fingerprint, rows,
-                          staged_rows, bad.num_rows, skipped)
+                          staged_rows, bad.num_rows, skipped, fields_nulled=nulled)
     finally:
         if made:
             try:

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from aequum.flows.store.guard import check_run_id
+from aequum.flows.store.guard import check_run_id, is_duckdb
 from aequum.flows.store.paths import DEFAULT_WAREHOUSE
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
@@ -142,6 +143,12 @@ def source_paths(wh: "Warehouse") -> list[Path]:
     return sorted({Path(p) for (files,) in rows for p in json.loads(files)})
 
 
+# the write connections of this process, one at a time: two threads writing at once (an
+# interrupted run's ending and the flow's own failure path, both recreating the views) failed
+# with "Catalog write-write conflict on alter"; reentrant for one thread's nested opens
+_WRITER = threading.RLock()
+
+
 class Warehouse:
     """A DuckDB warehouse file with the ``audit`` and ``staging`` schemas.
 
@@ -169,12 +176,25 @@ class Warehouse:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         elif not self.path.exists():
             raise WarehouseError(f"no warehouse at {self.path}")
+        if self.path.is_file() and self.path.stat().st_size and not is_duckdb(self.path):
+            raise WarehouseError(f"{self.path} is not a DuckDB database (an existing file of another kind); "
+                                 "name a new file or a warehouse")
         limit = _memory(memory_limit or os.environ.get("AEQUUM_DUCKDB_MEMORY_LIMIT", "1GB"))
-        self.con = self._connect(read_only, limit, settings_wait(wait), notify)
-        if not read_only:
-            self.run_sql("schema")
-            self.recover()
-            self.create_views()
+        wait = settings_wait(wait)
+        self._writer = False
+        if not read_only:  # one writer of this process at a time (see _WRITER)
+            if not _WRITER.acquire(timeout=max(wait, 0.001)):
+                raise WarehouseError(f"warehouse {self.path} is being written by another thread of this process")
+            self._writer = True
+        try:
+            self.con = self._connect(read_only, limit, wait, notify)
+            if not read_only:
+                self.run_sql("schema")
+                self.recover()
+                self.create_views()
+        except BaseException:
+            self._release()
+            raise
 
     def _connect(self, read_only: bool, limit: str, wait: float,
                  notify: Callable[[str], None] | None) -> duckdb.DuckDBPyConnection:
@@ -282,7 +302,15 @@ class Warehouse:
                 self.run_sql(f"{name}_ranked")
 
     def close(self) -> None:
-        self.con.close()
+        try:
+            self.con.close()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self._writer:
+            self._writer = False
+            _WRITER.release()
 
     def __enter__(self) -> "Warehouse":
         return self

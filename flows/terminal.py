@@ -1,0 +1,101 @@
+"""The terminal of an audit: what this process and every process it starts (the Dask workers,
+their nannies' processes) write to standard error goes through a relay that copies it to the
+terminal and to a log file; once the run is interrupted or over, to the log file only.
+
+SIGINT to a process group reaches every worker at once, and each printed its own traceback
+(``KeyboardInterrupt`` in ``spawn_main``, "cannot schedule new futures after shutdown", "Nanny
+failed to start": about 150 lines before the one that mattered), and a normal exit printed a
+Dask heartbeat's ``CommClosedError``: these go to the log, which the command's last line names.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+
+def log_folder() -> Path:
+    """``AEQUUM_LOG_DIR``, or ``aequum-logs-UID`` in the temporary folder."""
+    return Path(os.environ.get("AEQUUM_LOG_DIR") or Path(tempfile.gettempdir()) / f"aequum-logs-{os.getuid()}")
+
+
+class Terminal:
+    """Standard error (file descriptor 2, inherited by every process started later) relayed to
+    the terminal and to ``log`` (:meth:`quiet`: to the log only). A context manager; the
+    terminal is standard error again when it exits."""
+
+    def __init__(self, name: str):
+        folder = log_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+        self.loud = True
+        self._log = open(self.path, "ab", buffering=0)
+        sys.stderr.flush()
+        self._terminal = os.dup(2)
+        read, write = os.pipe()
+        os.dup2(write, 2)
+        os.close(write)
+        self._thread = threading.Thread(target=self._relay, args=(read,), name="aequum-terminal", daemon=True)
+        self._thread.start()
+
+    def _relay(self, read: int) -> None:
+        with os.fdopen(read, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(65536):
+                self._log.write(chunk)
+                if self.loud:
+                    os.write(self._terminal, chunk)
+
+    def say(self, line: str) -> None:
+        """``line`` to the terminal (quiet or not) and to the log."""
+        data = f"{line}\n".encode()
+        os.write(self._terminal, data)
+        self._log.write(data)
+
+    def quiet(self) -> None:
+        """From now on, what is written to standard error goes to the log file only."""
+        self.loud = False
+
+    def close(self) -> None:
+        """Standard error is the terminal again; what the relay holds is written first (the
+        processes still writing to it, if any, keep writing to the log)."""
+        sys.stderr.flush()
+        os.dup2(self._terminal, 2)
+        self._thread.join(timeout=2)
+        os.close(self._terminal)
+
+    def __enter__(self) -> Terminal:
+        _CURRENT.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _CURRENT.remove(self)
+        self.close()
+        _LAST[:] = [self.path]
+
+
+_CURRENT: list[Terminal] = []
+_LAST: list[Path] = []  # the log file of the last Terminal closed
+
+
+def quiet() -> Terminal | None:
+    """The current :class:`Terminal` of this process made quiet (an interrupt, a run's end), if any."""
+    if _CURRENT:
+        _CURRENT[-1].quiet()
+        return _CURRENT[-1]
+    return None
+
+
+def log_path() -> Path | None:
+    """The log file of the current :class:`Terminal`, or of the last one closed, if any."""
+    return _CURRENT[-1].path if _CURRENT else (_LAST[-1] if _LAST else None)
+
+
+def say(line: str) -> None:
+    """``line`` to the terminal even when it is quiet (to standard error without a Terminal)."""
+    if _CURRENT:
+        _CURRENT[-1].say(line)
+    else:
+        print(line, file=sys.stderr, flush=True)

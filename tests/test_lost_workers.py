@@ -1,0 +1,136 @@
+"""A lost Dask worker never hangs an audit (issue 49): a worker process killed mid-engine is
+restarted by its nanny and its engine runs again; a worker closed with its nanny (as the
+scheduler has one close when it missed its heartbeats on a loaded machine) leaves the run's own
+cluster with no worker, and the run starts new ones; on a cluster the run does not own, it
+fails with one line naming the lost worker once ``LOST_WORKERS_GRACE`` passes."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+pytestmark = pytest.mark.prefect
+
+
+def loan_spec(tmp_path: Path) -> Path:
+    raw = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
+    raw["source"]["rows"] = 8000
+    raw["engines"] = {"run": ["outcome", "cst"], "cst": {"k": [15, 30, 50, 100]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    return tmp_path / "s.yaml"
+
+
+def pid_of(dask_worker) -> int:
+    return os.getpid()
+
+
+def close_with_nanny(dask_worker) -> None:
+    """What a worker does when the scheduler says it does not know it: close, nanny and all."""
+    dask_worker.loop.add_callback(dask_worker.close, reason="scheduler was unaware of this worker")
+
+
+def during_cst(lake: Path, address, act) -> threading.Thread:
+    """A thread that, once the outcome engine's results are spooled (CST, the long one, under
+    way), connects to the run's scheduler and does ``act(client)``."""
+    from distributed import Client
+
+    def watch():
+        deadline = time.monotonic() + 600
+        while not list(lake.glob("loan/.results.*.tmp/outcome")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        with Client(address(), set_as_default=False) as client:
+            act(client)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def own_address() -> str:
+    from aequum.flows.cluster import _OWN_CLUSTERS
+
+    return next(iter(_OWN_CLUSTERS))
+
+
+def finished_in_thread(fn, limit: float = 600):
+    """``fn()`` in a thread; its result or error, or a failure if it has not ended in ``limit`` s
+    (today's code waited for ever)."""
+    out: dict = {}
+
+    def call():
+        try:
+            out["result"] = fn()
+        except BaseException as exc:  # noqa: BLE001
+            out["error"] = exc
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(limit)
+    assert not thread.is_alive(), "the audit still waits on its lost workers"
+    return out
+
+
+def test_a_killed_worker_process_is_restarted_and_the_run_succeeds(prefect_server, tmp_path):
+    from aequum.flows.audit import run_audit
+    from aequum.flows.store.warehouse import Warehouse
+
+    spec, wh = loan_spec(tmp_path), str(tmp_path / "wh.duckdb")
+    killed = []
+    during_cst(tmp_path / "lake", own_address,
+               lambda client: killed.extend(os.kill(p, signal.SIGKILL) or p for p in client.run(pid_of).values()))
+    out = finished_in_thread(lambda: run_audit(str(spec), warehouse=wh, lake=str(tmp_path / "lake"),
+                                               run_id="killed", workers=1))
+    assert "error" not in out, out
+    assert killed
+    with Warehouse(wh, read_only=True) as w:
+        assert w.run("killed")["status"] == "succeeded"
+        assert w.engine_status("killed")["cst"]["status"] == "succeeded"
+
+
+def test_a_worker_closed_with_its_nanny_is_replaced_and_the_run_succeeds(prefect_server, tmp_path):
+    from aequum.flows.audit import run_audit
+    from aequum.flows.store.warehouse import Warehouse
+
+    spec, wh = loan_spec(tmp_path), str(tmp_path / "wh.duckdb")
+    closed = []
+    during_cst(tmp_path / "lake", own_address,
+               lambda client: closed.append(client.run(close_with_nanny)))
+    out = finished_in_thread(lambda: run_audit(str(spec), warehouse=wh, lake=str(tmp_path / "lake"),
+                                               run_id="closed", workers=1))
+    assert "error" not in out, out
+    assert closed
+    with Warehouse(wh, read_only=True) as w:
+        assert w.run("closed")["status"] == "succeeded"
+        assert w.engine_status("closed")["cst"]["status"] == "succeeded"
+
+
+def test_losing_every_worker_of_an_external_cluster_fails_the_run_with_one_line(prefect_server, tmp_path,
+                                                                                monkeypatch):
+    from distributed import LocalCluster
+
+    from aequum.flows import cluster
+    from aequum.flows.audit import run_audit
+    from aequum.flows.store.warehouse import Warehouse
+
+    monkeypatch.setattr(cluster, "LOST_WORKERS_GRACE", 15.0)
+    spec, wh = loan_spec(tmp_path), str(tmp_path / "wh.duckdb")
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, preload=["aequum.flows.audit"],
+                      **cluster.local_cluster_options()) as external:
+        workers = []
+        during_cst(tmp_path / "lake", lambda: external.scheduler_address,
+                   lambda client: workers.extend(client.run(close_with_nanny)))
+        out = finished_in_thread(lambda: run_audit(str(spec), warehouse=wh, lake=str(tmp_path / "lake"),
+                                                   run_id="lost", dask_address=external.scheduler_address))
+    error = out.get("error")
+    assert isinstance(error, cluster.WorkersLost), out
+    assert str(error) == (f"the run's Dask worker(s) {workers[0]} were lost and none came back within 15 s")
+    with Warehouse(wh, read_only=True) as w:
+        run = w.run("lost")
+    assert run["status"] == "failed" and "WorkersLost" in run["error"] and workers[0] in run["error"]
