@@ -9,6 +9,8 @@ import time
 from contextlib import contextmanager
 from typing import Any
 
+import dask
+
 from aequum.flows.run_control import close_cluster, drain_worker
 
 
@@ -60,8 +62,13 @@ def dask_runner(address: str | None = None, workers: int | None = None, dashboar
     # the scheduler's HTTP server on a free loopback port: with no address it still takes 8787,
     # and a second audit at the same time warned that it was in use
     show = dashboard_asked(dashboard)
-    cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, preload=["aequum.flows.audit"],
-                           **local_cluster_options(show))
+    # the scheduler's routes as a list of this cluster's own: without bokeh, distributed appends its
+    # "bokeh is missing" page to the configured list itself when a dashboard is asked, so a later
+    # cluster of the same process would serve it with its dashboard off
+    routes = [r for r in dask.config.get("distributed.scheduler.http.routes") if not r.endswith(".missing_bokeh")]
+    with dask.config.set({"distributed.scheduler.http.routes": routes}):
+        cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, preload=["aequum.flows.audit"],
+                               **local_cluster_options(show))
     if show and say is not None:
         say(f"Dask dashboard (this machine only): {cluster.dashboard_link}")
     # with the dashboard off, prefect-dask's "The Dask dashboard is available at" would name a page

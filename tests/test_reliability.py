@@ -230,3 +230,18 @@ def test_a_bad_data_failure_inside_the_flow_ends_with_its_one_line(tmp_path):
     lines = out.stderr.strip().splitlines()
     assert lines[-1].startswith("aequum: error: 200 of 400 in-scope rows (50.0%) failed validation"), lines[-5:]
     assert "Error logging to API" not in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_cluster_with_its_dashboard_off_serves_no_page_after_one_that_had_it():
+    """Without bokeh, distributed appends its 'bokeh is missing' page to the configured routes
+    list itself when a dashboard is asked: a later cluster of the same process (a notebook, a
+    scheduled worker) then served it with its dashboard off. Each cluster now has its own list."""
+    from distributed import Client
+
+    from aequum.flows.cluster import dask_runner
+
+    for dashboard in (True, False):
+        with dask_runner(workers=1, dashboard=dashboard) as runner:
+            with Client(runner.address, set_as_default=False) as client:
+                http = client.scheduler_info()["services"]["dashboard"]
+            assert served(f"http://127.0.0.1:{http}/status") == dashboard

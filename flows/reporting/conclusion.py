@@ -95,11 +95,6 @@ def figure_words(f: dict, labels: Labels) -> str:
     if f.get("measure") == "excess_denial_rate":
         text = f"{100 * value:+.1f} points of denial beyond its markets' other lenders"
         return text + (f" ({level} CI {100 * low:+.1f} to {100 * high:+.1f})" if low is not None and high is not None else "")
-    if f.get("measure") == "market_denial_gap":
-        return f"{100 * value:+.1f} points of denial" + (
-            f" ({level} CI {100 * low:+.1f} to {100 * high:+.1f})" if low is not None and high is not None else "")
-    if f.get("measure") == "market_price_gap":
-        return f"{value:+.3f}" + (f" ({level} CI {low:+.3f} to {high:+.3f})" if low is not None and high is not None else "")
     if f.get("measure") == "excess_price":
         field = (f.get("finding") or "").removeprefix("lender against peers: ")
         text = f"{value:+.3f} in {field} beyond its markets' other lenders"
@@ -131,8 +126,6 @@ def _and(names: list[str]) -> str:
 def _who(f: dict, labels: Labels) -> str:
     """The finding's group as people read it; a lender's finding names the lender (its LEI) and
     the groups compared."""
-    if f["engine"] == "lenders" and f["group_name"].startswith("market "):
-        return f"{f['group_name']}, {labels.versus(f['attribute'], 'protected')}"
     if f["engine"] == "lenders" and f["group_name"] not in ("protected", "reference"):
         return f"lender {f['group_name']}, {labels.versus(f['attribute'], 'protected')}"
     return labels.versus(f["attribute"], f["group_name"])
@@ -173,10 +166,8 @@ def sentences(run_record: dict, parameters: dict, findings: list[dict], labels: 
                    "applicants' disfavour is significant.")
     rest = [f for f in flagged if not f.get("evidence")]
     # lenders named one by one get a sentence of their own (the headline rows only count them)
-    lenders = [f for f in rest if f["engine"] == "lenders" and f["group_name"] not in ("protected", "reference")
-               and not f["group_name"].startswith("market ")]
-    markets = [f for f in rest if f["engine"] == "lenders" and f["group_name"].startswith("market ")]
-    listed = [f for f in rest if f["engine"] != "lenders" or not (lenders or markets)]
+    lenders = [f for f in rest if f["engine"] == "lenders" and f["group_name"] not in ("protected", "reference")]
+    listed = [f for f in rest if f["engine"] != "lenders" or not lenders]
     if listed:
         named = listed[:LISTED]
         # every group the controlled denial analysis flags is named, however far down the list
@@ -187,19 +178,11 @@ def sentences(run_record: dict, parameters: dict, findings: list[dict], labels: 
     elif not flagged:
         out.append("No finding about the lender flags a difference at the configured confidence; that is not "
                    "proof that the decisions are fair.")
-    if lenders or markets:
-        said = []
-        if lenders:
-            said.append("lenders that stand out against the other lenders of their markets: "
-                        + "; ".join(f"{_who(f, labels)} ({figure_words(f, labels)}, {confidence_text(f)})"
-                                    for f in lenders[:5])
-                        + (f"; and {len(lenders) - 5} more" if len(lenders) > 5 else ""))
-        if markets:
-            said.append("markets with a controlled gap within their lenders: "
-                        + ", ".join(dict.fromkeys(f["group_name"].removeprefix("market ") for f in markets[:8]))
-                        + (" and more" if len(markets) > 8 else ""))
-        text = "; ".join(said)
-        out.append(text[0].upper() + text[1:] + ".")
+    if lenders:
+        out.append("Lenders that stand out against the other lenders of their markets: "
+                   + "; ".join(f"{_who(f, labels)} ({figure_words(f, labels)}, {confidence_text(f)})"
+                               for f in lenders[:5])
+                   + (f"; and {len(lenders) - 5} more" if len(lenders) > 5 else "") + ".")
     counts = [f"{len(lender)} {'is a claim' if len(lender) == 1 else 'are claims'} about the lender's decisions "
               f"({len(flagged)} flagged, {len(evidence)} evidence)"]
     words = {"about the model": ("describes the model examined", "describe the model examined"),

@@ -28,8 +28,6 @@ MEASURES = {  # field name -> what a reader calls it
     "ratio_of_odds_ratios": "lender's odds ratio of denial over its peers'",
     "adjusted_price_difference": "difference in a loan's price after controls",
     "hpml_ratio": "ratio of the groups' higher-priced loan shares",
-    "market_denial_gap": "a market's controlled denial gap within its lenders",
-    "market_price_gap": "a market's controlled price gap within its lenders",
 }
 
 

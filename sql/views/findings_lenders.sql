@@ -98,32 +98,4 @@ JOIN labelled l USING (run_id, attribute)
 JOIN lender_counts c USING (run_id, attribute, field)
 LEFT JOIN audit.lender_panel p ON p.lei = d.lei   -- the lender's name where a panel was loaded (aequum panel)
 LEFT JOIN wording w USING (run_id)
-WHERE d.flagged
-UNION ALL
--- one row per market whose controlled gap (within its lenders and loan types) is significant and adverse
-SELECT m.run_id, 'lenders', m.attribute, 'market ' || m.market,
-       printf('market gap: %s', m.field), false, true,
-       CASE WHEN m.field = 'denial' THEN 'market_denial_gap' ELSE 'market_price_gap' END,
-       m.estimate, m.ci_low, m.ci_high, m.confidence, m.p_adjusted, m.significant,
-       CAST(m.n_protected AS BIGINT), 'market_disparities',
-       printf('Market %s (N = %s, %s lenders): after the recorded inputs and within its lenders and loan types, '
-              '%s had %s %s %s than %s (%.0f%% CI %s to %s; %s, %s-adjusted across the markets). %s',
-              m.market, audit.num(m.n), audit.num(m.lenders), l.protected_label,
-              CASE WHEN m.field = 'denial' THEN 'denials' ELSE 'a ' || m.field END,
-              CASE WHEN m.field = 'denial' THEN printf('%.1f points', 100 * abs(m.estimate))
-                   ELSE printf('%.3f', abs(m.estimate)) END,
-              CASE WHEN m.estimate >= 0 THEN 'higher' ELSE 'lower' END, l.reference_label, 100 * m.confidence,
-              CASE WHEN m.field = 'denial' THEN printf('%.1f', 100 * m.ci_low) ELSE printf('%.3f', m.ci_low) END,
-              CASE WHEN m.field = 'denial' THEN printf('%.1f', 100 * m.ci_high) ELSE printf('%.3f', m.ci_high) END,
-              audit.pval(m.p_adjusted), m.correction,
-              CASE WHEN w.inputs = 'complete' THEN 'The records hold every input of the decisions.'
-                   ELSE 'An unexplained disparity for review: the credit score the public LAR lacks differs '
-                        'between the groups in every market.' END),
-       'adjusted disparity',
-       'controls: ' || coalesce(m.controls, '') || '; within the market''s lenders and loan types',
-       coalesce(w.question = 'disparate_treatment' AND w.inputs = 'complete', false),
-       NULL::BOOLEAN, NULL::DOUBLE, NULL::DOUBLE
-FROM audit.market_disparities m
-JOIN labelled l USING (run_id, attribute)
-LEFT JOIN wording w USING (run_id)
-WHERE m.significant AND m.adverse;
+WHERE d.flagged;
