@@ -128,7 +128,13 @@ def test_the_result_object(kind, capfd, tmp_path):
     text = repr(result)
     assert said[0] in text and "outcome_gaps" in text and "regression_estimates" in text
     path = result.report(tmp_path / "r.html")
-    assert path.is_file() and "<html" in path.read_text()[:200].lower()
+    html = path.read_text()
+    assert path.is_file() and "<html" in html[:200].lower()
+    # the regression section folds every coefficient per comparison and names the download
+    assert "<summary>Female against Male (" in html and "aequum show regression_coefficients --format csv" in html
+    assert "linear model R²" in html  # the loan lender's rule separates the logit: no pseudo R² here
+    coefficients = result["regression_coefficients"]
+    assert "lpm" in set(coefficients["model"]) and {"const", "gender"} <= set(coefficients["term"])
     assert capfd.readouterr().out == ""
 
 
