@@ -141,3 +141,10 @@ def test_the_result_object(kind, capfd, tmp_path):
 def test_verbose_prints_progress(capfd):
     aequum.audit(loan_frame(100), notebook_spec(["outcome"]), verbose=True)
     assert "engine outcome: done" in capfd.readouterr().out
+
+
+def test_silent_with_the_solvers(capfd):
+    """FGCE's HiGHS selections and CST's searches print nothing, on stdout or stderr."""
+    aequum.audit(loan_frame(200), notebook_spec(["cst", "raguel", "fgce"]))
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""

@@ -96,3 +96,23 @@ def test_fixed_effects_are_named_not_listed():
 def test_the_null_log_likelihood():
     assert null_log_likelihood(10, 3) == pytest.approx(3 * np.log(0.3) + 7 * np.log(0.7))
     assert null_log_likelihood(10, 0) == 0.0 and null_log_likelihood(0, 0) is None
+
+
+def test_the_report_lines():
+    """The report's fold: the rows fitted, left out and why, the fit; the two models side by side."""
+    from aequum.flows.reporting.regression import coefficient_rows, fit_line
+
+    row = {"n": 1000, "n_protected": 300, "n_reference": 700, "dropped_null": 12, "separated_rows": 5,
+           "separated_levels": "loan_type=3", "logit_log_likelihood": -500.25, "logit_pseudo_r2": 0.1234,
+           "r_squared": 0.2}
+    assert fit_line(row) == ("1,000 applicants fitted (300 protected, 700 reference); 12 left out for a missing "
+                             "input; 5 left out in levels where every applicant had one outcome (loan_type=3); "
+                             "logit log-likelihood -500.2; McFadden pseudo R² 0.123; linear model R² 0.200.")
+    terms = [{"term": "const", "model": "logit", "estimate": -1.0, "se": 0.1, "odds_ratio": 0.3679},
+             {"term": "const", "model": "lpm", "estimate": 0.25, "se": 0.01, "odds_ratio": None},
+             {"term": "race", "model": "lpm", "estimate": 0.05, "se": 0.02, "odds_ratio": None}]
+    assert coefficient_rows(terms) == [
+        {"term": "const", "logit estimate": "-1", "logit se": "0.1", "odds ratio": "0.3679",
+         "linear estimate": "0.25", "linear se": "0.01"},
+        {"term": "race", "logit estimate": "", "logit se": "", "odds ratio": "", "linear estimate": "0.05",
+         "linear se": "0.02"}]
