@@ -105,8 +105,17 @@ class AuditResult:
     def __iter__(self):
         return iter(self.tables)
 
-    def keys(self):
+    def __len__(self) -> int:
+        return len(self.tables)
+
+    def keys(self):  # the mapping's methods: code written for the dict of tables keeps working
         return self.tables.keys()
+
+    def items(self):
+        return self.tables.items()
+
+    def values(self):
+        return self.tables.values()
 
     def __repr__(self) -> str:
         said = self.conclusion or "(no findings)"
