@@ -4,11 +4,15 @@ The installed package is this repository's root: ``aequum.engines`` (pure comput
 ``aequum.flows`` (orchestration, the CLI) and the SQL files. From a notebook::
 
     import aequum
-    tables = aequum.audit(frame, "data/specs/loan.yaml")   # or a spec mapping
-    tables["cst_summary"]
+    result = aequum.audit(frame, "data/specs/loan.yaml")   # or a spec mapping
+    print(result.conclusion)        # the conclusion ``aequum audit`` prints
+    result.findings                 # ranked, with group_label ("Female against Male")
+    result["cst_summary"]           # any result table (result.tables: all of them)
+    result.report("report.html")    # the HTML report of the run
 
 runs the same staging, model and engines as ``aequum audit``, in-process (no Prefect server,
-no Dask cluster), and returns every result table as a polars DataFrame.
+no Dask cluster), silently unless ``verbose=True``; frames come back of the kind given
+(pandas, polars or Arrow).
 """
 __all__ = ["audit"]
 

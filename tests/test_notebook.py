@@ -63,10 +63,11 @@ def test_frames_of_every_kind_and_a_spec_file(tmp_path):
     frame = loan_frame(200)
     by_arrow = aequum.audit(frame, notebook_spec(["outcome"]), say=None)
     by_polars = aequum.audit(pl.from_arrow(frame), notebook_spec(["outcome"]), say=None)
-    assert by_arrow["outcome_gaps"].equals(by_polars["outcome_gaps"])
+    assert pl.from_arrow(by_arrow["outcome_gaps"]).equals(by_polars["outcome_gaps"])
     spec = tmp_path / "s.yaml"
     spec.write_text(yaml.safe_dump(notebook_spec(["outcome"])))
     by_file = aequum.audit(frame.to_batches()[0], spec, say=None)
+    assert isinstance(by_arrow["outcome_gaps"], pa.Table) and isinstance(by_file.findings, pa.Table)
     assert by_file["outcome_gaps"].equals(by_arrow["outcome_gaps"])
     messages = []
     aequum.audit(frame, notebook_spec(["outcome"]), say=messages.append)
@@ -85,3 +86,65 @@ def test_bad_input_is_named():
                            pa.array(["x"] * 50))
     with pytest.raises(Exception, match="failed validation"):
         aequum.audit(bad, notebook_spec(["outcome"]), say=None)
+
+
+def loan_result(kind: str, capfd):
+    frame = loan_frame(400)
+    given = frame.to_pandas() if kind == "pandas" else pl.from_arrow(frame)
+    result = aequum.audit(given, notebook_spec(["outcome", "regression"]))
+    out, _ = capfd.readouterr()
+    assert out == ""  # silent unless asked: no progress lines, no HiGHS banner
+    return result
+
+
+@pytest.mark.parametrize("kind", ["pandas", "polars"])
+def test_the_result_object(kind, capfd, tmp_path):
+    """aequum.audit returns an AuditResult (issue 50): the terminal's conclusion, the ranked
+    findings with the labels people read, every table, the report, frames of the user's kind."""
+    import pandas as pd
+
+    from aequum.flows.commands.notebook import AuditResult
+    from aequum.flows.reporting.conclusion import terminal_lines
+    from aequum.flows.store.warehouse import Warehouse
+
+    result = loan_result(kind, capfd)
+    frame_type = pd.DataFrame if kind == "pandas" else pl.DataFrame
+    assert isinstance(result, AuditResult)
+    assert isinstance(result.findings, frame_type)
+    assert all(isinstance(t, frame_type) for t in result.tables.values())
+    assert result["outcome_gaps"] is result.tables["outcome_gaps"] and len(result["outcome_gaps"]) > 0
+    findings = pl.from_pandas(result.findings) if kind == "pandas" else result.findings
+    assert findings["rank"].to_list() == list(range(1, findings.height + 1))
+    assert set(findings["group_label"]) == {"Female against Male"}
+    with Warehouse(result.warehouse, read_only=True) as wh:
+        record = wh.run(result.run_id)
+        rows = wh.query("report/findings", {"run_id": result.run_id}).to_pylist()
+    import json
+    lines = terminal_lines(record, json.loads(record["parameters"]), rows)
+    assert lines[0] == "Conclusion:"
+    said = result.conclusion.splitlines()
+    assert said and said == [line.strip() for line in lines[1:1 + len(said)]]
+    assert said[0].startswith("Nothing in this audit of loan is evidence")
+    text = repr(result)
+    assert said[0] in text and "outcome_gaps" in text and "regression_estimates" in text
+    path = result.report(tmp_path / "r.html")
+    html = path.read_text()
+    assert path.is_file() and "<html" in html[:200].lower()
+    # the regression section folds every coefficient per comparison and names the download
+    assert "<summary>Female against Male (" in html and "aequum show regression_coefficients --format csv" in html
+    assert "linear model R²" in html  # the loan lender's rule separates the logit: no pseudo R² here
+    coefficients = result["regression_coefficients"]
+    assert "lpm" in set(coefficients["model"]) and {"const", "gender"} <= set(coefficients["term"])
+    assert capfd.readouterr().out == ""
+
+
+def test_verbose_prints_progress(capfd):
+    aequum.audit(loan_frame(100), notebook_spec(["outcome"]), verbose=True)
+    assert "engine outcome: done" in capfd.readouterr().out
+
+
+def test_silent_with_the_solvers(capfd):
+    """FGCE's HiGHS selections and CST's searches print nothing, on stdout or stderr."""
+    aequum.audit(loan_frame(200), notebook_spec(["cst", "raguel", "fgce"]))
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""

@@ -129,7 +129,8 @@ def test_the_engine_logit_equals_controlled_logit_called_directly():
         "logit_p_adjusted", "logit_significant", "ame", "ame_ci_low", "ame_ci_high", "e_value", "e_value_ci",
         "logit_note", "fixed_effects", "cluster", "clusters", "se_cluster", "logit_se_classical"]
     assert names[names.index("inference"):] == ["inference", "logit_inference", "bootstrap_draws", "bootstrap_weights",
-                                                "separated_rows", "separated_levels"]
+                                                "separated_rows", "separated_levels",
+                                                "logit_log_likelihood", "logit_pseudo_r2"]
     controls = [d.column_values("income"), Categorical(d.column_values("dti"), DTI),
                 Categorical(d.column_values("loan_type"), ["1", "2", "3"])]
     p = {}

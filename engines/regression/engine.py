@@ -56,8 +56,10 @@ fixest's rule; ``engines.regression.design``).
 P-values, the LPM's and the logit's alike, are adjusted across the run's units (Holm by
 default: ``p_adjusted``/``significant``, ``logit_p_adjusted``/``logit_significant``). An
 attribute with fewer than ``min_group_size`` applicants in a group keeps its estimates, without
-p-values or significance. Tables ``regression_estimates`` (one row per attribute) and
-``regression_benchmarks`` (attribute × control × multiplier). One piece per attribute; the
+p-values or significance. Tables ``regression_estimates`` (one row per attribute; with the
+logit's log-likelihood and McFadden pseudo R²), ``regression_benchmarks`` (attribute × control
+× multiplier) and ``regression_coefficients`` (every term of both models per comparison:
+``engines.regression.coefficients``). One piece per attribute; the
 adjustment happens in ``combine``.
 """
 from __future__ import annotations
@@ -70,6 +72,7 @@ from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.core.intersections import tested_units
 from aequum.engines.outcome.stats import adjust_p_values
 from aequum.engines.regression.bounds import survive, under_bound
+from aequum.engines.regression.coefficients import COEFFICIENTS, coefficient_rows, fit_statistics
 from aequum.engines.regression.logit import LogitResult, controlled_logit
 from aequum.engines.regression.design import Categorical, null_mask
 from aequum.engines.regression.sensitivity import LPMResult, controlled_lpm
@@ -101,6 +104,8 @@ ESTIMATES = pa.schema([
     # the inference each model's test used (engines.regression.wild) and the rows separation dropped
     ("inference", pa.string()), ("logit_inference", pa.string()), ("bootstrap_draws", pa.int64()),
     ("bootstrap_weights", pa.string()), ("separated_rows", pa.int64()), ("separated_levels", pa.string()),
+    # the logit's fit (engines.regression.coefficients): log-likelihood, McFadden's pseudo R²
+    ("logit_log_likelihood", pa.float64()), ("logit_pseudo_r2", pa.float64()),
 ])
 
 SEGMENTS = pa.schema([("segment", pa.string()), ("segment_feature", pa.string()),
@@ -138,7 +143,7 @@ class RegressionEngine:
 
     name = "regression"
     tables = {"regression_estimates": ESTIMATES, "regression_benchmarks": BENCHMARKS,
-              "regression_segments": SEGMENTS}
+              "regression_segments": SEGMENTS, "regression_coefficients": COEFFICIENTS}
 
     def columns(self, spec, params) -> list[str]:
         """Groups, decisions, the controls, fixed effects, cluster and segments."""
@@ -204,6 +209,7 @@ class RegressionEngine:
         blocks, names = [*blocks, *cells], [*names, *([" × ".join(held) + " (groups)"] if held else [])]
         grouping = dict(fixed=state["fixed"], fixed_names=params.fixed_effects, cluster=state["cluster"],
                         bootstrap=params.bootstrap(), outcome=("approval", "denial"))
+        coefficients = pa.Table.from_pylist([], schema=COEFFICIENTS)
         if segment and len(rows) < params.min_segment_size:
             row = _untested_segment(attribute, rows, groups, params, state["y"])
         else:
@@ -219,11 +225,15 @@ class RegressionEngine:
                 notes.append(f"fewer than {params.min_group_size} applicants in a group "
                              f"({fit.n_treated:,} protected, {fit.n_control:,} reference): reported, not tested")
             row = {**_estimate_row(attribute, fit, small, notes, params, names[n_inputs:]),
-                   **_logit_row(logit, fit, small),
+                   **_logit_row(logit, fit, small), **fit_statistics(logit),
                    **bounded(fit, state["bounds"].get(attribute), params.confidence)}
+            coefficients = coefficient_rows(attribute, label, fit, logit, names[n_inputs:],
+                                            {n: list(b.levels) for n, b in zip(names, blocks)
+                                             if isinstance(b, Categorical)})
         if segment:
             row = {"segment": label, "segment_feature": segment[0], "segment_level": level, **row}
-            return {"regression_segments": pa.Table.from_pylist([row], schema=SEGMENTS)}
+            return {"regression_segments": pa.Table.from_pylist([row], schema=SEGMENTS),
+                    "regression_coefficients": coefficients}
         estimates = pa.Table.from_pylist([row], schema=ESTIMATES)
         wanted = {float(k) for k in params.benchmark_multipliers}
         bench = [{"attribute": attribute, "control": c.name, "multiplier": b.multiplier,
@@ -233,7 +243,7 @@ class RegressionEngine:
                   "note": b.note}
                  for c in fit.sensitivity for b in sorted(c.bounds, key=lambda b: b.multiplier)
                  if b.multiplier in wanted]
-        return {"regression_estimates": estimates,
+        return {"regression_estimates": estimates, "regression_coefficients": coefficients,
                 "regression_benchmarks": pa.Table.from_pylist(bench, schema=BENCHMARKS)}
 
     def combine(self, state, parts) -> Tables:

@@ -528,7 +528,12 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
         notes.append("no controls: nothing to benchmark a confounder against")
 
     names_out = column_names(blocks)
-    coefficients = {"y": coef, "d": coef_d, "columns": np.array(names_out, dtype=object)}
+    # classical errors of every coefficient of y; the intercept's, s²/n + m'V m in the centred
+    # design (m the columns' means), where no fixed effect absorbs it
+    v_coef = s2 * g_inv
+    coefficients = {"y": coef, "d": coef_d, "columns": np.array(names_out, dtype=object),
+                    "se": np.sqrt(np.diag(v_coef)),
+                    "intercept_se": None if effects.names else float(np.sqrt(s2 / n + means @ v_coef @ means))}
     return LPMResult(
         n=n, dropped_null=dropped, n_treated=n_treated, n_control=n_control, raw_difference=raw,
         estimate=estimate, se=se, se_robust=se_robust, t=tval, dof=dof,

@@ -1,7 +1,8 @@
 """Report section of the controlled denial regression: per group (and intersection) the odds
 ratio of denial after the recorded inputs, within market and lender where the spec holds them
 fixed, with its interval, the average marginal effect, the linear model's difference and its
-robustness to an unobserved factor; then the same within each product segment."""
+robustness to an unobserved factor; then the same within each product segment; last, folded per
+comparison, every coefficient of both models with the rows they were fitted on and their fit."""
 from __future__ import annotations
 
 from aequum.flows.reporting import plots
@@ -84,6 +85,7 @@ def regression_section(run: Run, sec: Section) -> None:
         "E-value": ratio(r["e_value"]),
         "flagged": flag(flagged(r), "flagged", "not flagged"),
         "note": "; ".join(n for n in (r["note"], r["logit_note"]) if n) or ""} for r in rows]))
+    coefficients_section(run, sec, rows, labels)
     segments = sorted(run.result("regression_segments"), key=lambda r: (r["attribute"].count("&"), r["attribute"],
                                                                          r["segment"])) \
         if "regression_segments" in run.tables else []
@@ -97,3 +99,55 @@ def regression_section(run: Run, sec: Section) -> None:
                         "adjusted p": p_text(r["logit_p_adjusted"]),
                         "flagged": flag(flagged(r), "flagged", "not flagged"),
                         "note": "; ".join(n for n in (r["note"], r["logit_note"]) if n) or ""} for r in segments]))
+
+
+def fit_line(r: dict) -> str:
+    """The rows a comparison's models were fitted on, the rows left out and why, and the fit."""
+    out = [f"{r['n']:,} applicants fitted ({r['n_protected']:,} protected, {r['n_reference']:,} reference)"]
+    if r.get("dropped_null"):
+        out.append(f"{r['dropped_null']:,} left out for a missing input")
+    if r.get("separated_rows"):
+        out.append(f"{r['separated_rows']:,} left out in levels where every applicant had one outcome"
+                   + (f" ({r['separated_levels']})" if r.get("separated_levels") else ""))
+    fit = [f"logit log-likelihood {r['logit_log_likelihood']:,.1f}" if r.get("logit_log_likelihood") is not None else None,
+           f"McFadden pseudo R² {r['logit_pseudo_r2']:.3f}" if r.get("logit_pseudo_r2") is not None else None,
+           f"linear model R² {r['r_squared']:.3f}" if r.get("r_squared") is not None else None]
+    return "; ".join(out + [f for f in fit if f]) + "."
+
+
+def coefficient_rows(terms: list[dict]) -> list[dict]:
+    """One line per term: the logit's log-odds, standard error and odds ratio beside the linear
+    model's coefficient (points of denial probability) and its classical standard error."""
+    out: dict[str, dict] = {}
+    for t in terms:
+        row = out.setdefault(t["term"], {"term": t["term"], "logit estimate": None, "logit se": None,
+                                         "odds ratio": None, "linear estimate": None, "linear se": None})
+        if t["model"] == "logit":
+            row.update({"logit estimate": t["estimate"], "logit se": t["se"], "odds ratio": t["odds_ratio"]})
+        else:
+            row.update({"linear estimate": t["estimate"], "linear se": t["se"]})
+    return [{k: ("" if v is None else v if isinstance(v, str) else f"{v:.4g}") for k, v in r.items()}
+            for r in out.values()]
+
+
+def coefficients_section(run: Run, sec: Section, rows: list[dict], labels: Labels) -> None:
+    """Every coefficient of both models, folded per pooled comparison (``regression_coefficients``)."""
+    if "regression_coefficients" not in run.tables:
+        return
+    terms = [t for t in run.result("regression_coefficients") if t["segment"] is None]
+    if not terms:
+        return
+    sec.add("<h3>Every coefficient of the models</h3>",
+            "<p>Per comparison, the denial logit's coefficients (log-odds, with the odds ratio) and the "
+            "linear model's (the denial probability), each with its standard error: the group's row is "
+            "the disparity above, a level's row is against the level the model leaves out; fixed "
+            "effects are absorbed, not estimated one by one. The whole table, segments included: "
+            "<code>aequum show regression_coefficients --format csv</code>.</p>")
+    for r in rows:
+        mine = [t for t in terms if t["attribute"] == r["attribute"]]
+        if not mine:
+            continue
+        title = f"{side(labels, r['attribute'], 'protected')} against {side(labels, r['attribute'], 'reference')}"
+        sec.add(markup("<details><summary>{} ({} terms)</summary><p>{}</p>", title,
+                       len({t["term"] for t in mine}), fit_line(r))
+                + table(coefficient_rows(mine)) + "</details>")
