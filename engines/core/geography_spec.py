@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 class Geography(BaseModel):
     """Where each record was made and where its applicant lives, by role (the geography engine;
-    FAIR_LENDING.md, "Geography and peers"). ``lender`` and ``market`` name declared categorical
+    docs/fair-lending.md, "Geography and peers"). ``lender`` and ``market`` name declared categorical
     features (their categories inferred from the data): other engines see them only where a
     spec names them (the regression engine's fixed effects). The tract columns are staged
     beside the features, never features themselves: a value that is not a number (the LAR's

@@ -408,7 +408,7 @@ class Decision(_Model):
 
 
 class Pricing(_Model):
-    """The prices of the loans a decision led to (FAIR_LENDING.md, "Pricing"; the HMDA LAR's
+    """The prices of the loans a decision led to (docs/fair-lending.md, "Pricing"; the HMDA LAR's
     ``rate_spread``, ``interest_rate``, ``total_loan_costs``, ``discount_points``,
     ``lender_credits``, ``origination_charges``), for the ``pricing`` engine.
 

@@ -1,7 +1,7 @@
 """FGCE feasibility graphs: ε-radius directed graphs of feasible moves, one per group.
 
 Fragkathoulas et al., *Feasible group counterfactual explanations* (FGCE, §4), and
-NOTES_ON_THE_PAPERS.md § FGCE:
+docs/engines.md (FGCE):
 
 * nodes are *all* records of a group (the protected attribute is immutable, so groups never
   connect; here each group's graph is built from that group's rows only);

@@ -2,7 +2,7 @@
 
 Fragkathoulas et al. (FGCE, §4) weight a feasible edge i → j by its length and the data density
 at its midpoint, as FACE (Poyiadzi et al.) does, so that paths through sparse regions cost
-more. NOTES_ON_THE_PAPERS.md § FGCE: the seed prints W = KDE(mid)·d, which rewards sparse
+more. docs/engines.md (FGCE): the seed prints W = KDE(mid)·d, which rewards sparse
 regions the wrong way; the FACE form d / KDE(mid) is the default (``form="face"``) and the
 reference implementation's d² / (KDE(mid) + 1e−8) is offered as ``form="reference"``.
 

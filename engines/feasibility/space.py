@@ -1,7 +1,7 @@
 """FGCE feature space: the encoded points and the feasibility constraints between them.
 
 Fragkathoulas et al., *Feasible group counterfactual explanations* (FGCE, §3–4), and
-``/work/shared/NOTES_ON_THE_PAPERS.md`` § FGCE:
+the FGCE paper's reference setup (docs/engines.md, FGCE):
 
 * every feature is mapped into [0, 1]: numeric min–max (a constant column becomes 0), ordinal
   rank / (levels − 1), a categorical feature with exactly two levels as one 0/1 column (its

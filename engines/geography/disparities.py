@@ -1,4 +1,4 @@
-"""Per-lender denial disparities against peers (FAIR_LENDING.md, "Geography and peers": per-lender
+"""Per-lender denial disparities against peers (docs/fair-lending.md, "Geography and peers": per-lender
 odds ratios adjusted across lenders with a minimum count per cell).
 
 For a lender l, an attribute and each market m where l operates: the odds ratio of denial,

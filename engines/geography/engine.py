@@ -1,7 +1,7 @@
 """The geography and peers engine (``geography``): the redlining screen — each lender's share of
 applications from majority-minority (and low-income) tracts against the spread of its market's
 lenders' shares — and per-lender denial disparities against volume-matched peers in the same
-markets (FAIR_LENDING.md, "Geography and peers"; :mod:`engines.geography.screen`,
+markets (docs/fair-lending.md, "Geography and peers"; :mod:`engines.geography.screen`,
 :mod:`engines.geography.benchmark`, :mod:`engines.geography.disparities`).
 
 It reads the spec's ``geography`` section: the lender and market features (categorical), the

@@ -1,7 +1,7 @@
 """Lender-market units, their volume-matched peers, and the disparities' test against the peers.
 
 A *unit* is one lender in one market (the applications of lender l in MSA m). Its peers
-(FAIR_LENDING.md, "Geography and peers") are the other lenders of the same market whose
+(docs/fair-lending.md, "Geography and peers") are the other lenders of the same market whose
 application volume there lies between ``low`` and ``high`` times its own (50 % to 200 %). With
 the units sorted by (market, volume), each unit's peers are one contiguous run of that order
 (itself included), found by binary search; any per-unit count is then summed over the peers

@@ -1,4 +1,4 @@
-"""The redlining screen (FAIR_LENDING.md, "Geography and peers"): per lender and market, its share
+"""The redlining screen (docs/fair-lending.md, "Geography and peers"): per lender and market, its share
 of applications, and of approvals, from majority-minority tracts (minority share > 50 %, > 80 %),
 majority Black / Hispanic tracts where the data has the split, and low-to-moderate income tracts
 (tract-to-MSA income < 80 %), against the distribution of its market's lenders' shares — the

@@ -1,5 +1,5 @@
 """Pricing disparities: among originated loans, do protected borrowers pay more than comparable
-reference borrowers? (FAIR_LENDING.md, "Pricing".)
+reference borrowers? (docs/fair-lending.md, "Pricing".)
 
 For each unit the regression engine tests (every protected attribute, and the intersections of
 ``engines.core.intersections``: :func:`~aequum.engines.core.intersections.tested_units`) and each

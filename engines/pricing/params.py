@@ -24,7 +24,7 @@ class PricingParams(BaseModel):
     controls: list[str] | None = Field(
         None, description="Features controlled for. Default: the regression engine's controls "
         "(engines.regression.controls, else its default), so both compare applicants alike; for the "
-        "LAR add loan_type (FAIR_LENDING.md, Pricing).")
+        "LAR add loan_type (docs/fair-lending.md, Pricing).")
     fixed_effects: list[str] | None = Field(
         None, description="Categorical features held as fixed effects (absorbed: engines.regression.absorb). "
         "Default: the regression engine's (engines.regression.fixed_effects: market and lender in the HMDA "

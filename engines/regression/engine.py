@@ -1,7 +1,7 @@
 """Controlled disparity: are protected applicants denied more often than comparable reference
 applicants, and could an omitted variable explain it?
 
-The examiner's first number (FAIR_LENDING.md, "Controlled denial regression"): for each
+The examiner's first number (docs/fair-lending.md, "Controlled denial regression"): for each
 protected attribute, among the records with a decision, two models of
 
     denied ~ 1 + protected + controls

@@ -1,5 +1,5 @@
 """The controlled denial logit ``logit P(y = 1) = β₀ + β_d·d + X β_X`` by maximum likelihood from
-blocked sums — the examiner's standard number (FAIR_LENDING.md, "Controlled denial regression":
+blocked sums — the examiner's standard number (docs/fair-lending.md, "Controlled denial regression":
 the odds ratio per group with its interval and the average marginal effect in points).
 
 Why beside the linear probability model (``engines.regression.sensitivity.controlled_lpm``): a lender that

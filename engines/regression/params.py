@@ -34,7 +34,7 @@ class RegressionParams(BaseModel):
         "their group-level test; [] for none.")
     log_controls: list[str] = Field(
         default_factory=list, description="Numeric controls entered as their natural log (income, loan "
-        "amount, property value: FAIR_LENDING.md's controls); a value at or below 0 is a null (the row "
+        "amount, property value: docs/fair-lending.md's controls); a value at or below 0 is a null (the row "
         "is dropped and counted).")
     fixed_effects: list[str] = Field(
         default_factory=list, description="Categorical features entered as fixed effects, absorbed "
