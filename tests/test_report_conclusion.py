@@ -133,3 +133,18 @@ def test_the_top_cases_are_the_surest_with_numeric_ids_as_numbers(tmp_path):
         top = wh.query("report/cst_top_claims", {"run_id": "r", "attribute": "sex", "method": "CST", "k": 15,
                                                  "limit": 10}).to_pylist()
     assert [c["record_id"] for c in top] == ["9", "15", "1324", "1533", "a7"]
+
+
+def test_a_figure_reads_in_the_unit_of_its_sentence():
+    """The ranked table and the conclusion write a controlled difference as its statement does:
+    points of denial, a price in its field's units (not 0.0483 beside '4.8 points')."""
+    from aequum.flows.reporting.conclusion import figure_words
+
+    labels = Labels({})
+    denial = {"measure": "adjusted_denial_difference", "value": 0.0483, "ci_low": 0.041, "ci_high": 0.0556,
+              "confidence": 0.95, "finding": "adjusted denial disparity"}
+    price = {"measure": "adjusted_price_difference", "value": 0.1712, "ci_low": 0.12, "ci_high": 0.22,
+             "confidence": 0.95, "finding": "adjusted rate_spread difference"}
+    assert figure_words(denial, labels) == "+4.8 points of denial (95% CI +4.1 to +5.6)"
+    assert figure_words(price, labels) == "+0.171 in rate_spread (95% CI +0.120 to +0.220)"
+    assert figure_words({**denial, "value": None}, labels) == "no estimate"

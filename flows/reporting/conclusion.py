@@ -218,7 +218,7 @@ def ranked_rows(findings: list[dict], labels: Labels, engines_shown: set[str], l
         finding = Raw(markup('<a href="#{}">{}</a>', anchor, f["finding"])) if anchor else f["finding"]
         rows.append({"rank": f.get("rank"), "": Raw(badge(word, kind)), "groups": labels.versus(f["attribute"], f["group_name"]),
                      "finding": finding, "figure": Raw(markup('<span title="{}">{}</span>', f.get("measure") or "",
-                                                             figure_text(f, labels))),
+                                                             figure_words(f, labels))),
                      "how sure": confidence_text(f),
                      **({"what it says": f.get("statement") or ""} if statements else {})})
         if cases:
