@@ -69,8 +69,10 @@ def test_an_interrupt_ends_the_run_abandoned_quietly(tmp_path, how, phase):
         while marker not in err.read_text():
             assert proc.poll() is None, f"the audit ended before {phase}:\n{err.read_text()[-3000:]}"
             time.sleep(0.05)
-        if phase == "engines":
-            assert list((tmp_path / "lake" / "loan").glob(".results.*.tmp"))  # the run's spool
+        # the run's spool holds the outcome's results once they are written, a moment after the line
+        while phase == "engines" and not list((tmp_path / "lake" / "loan").glob(".results.*.tmp")):
+            assert proc.poll() is None, f"the audit ended before its spool was written:\n{err.read_text()[-3000:]}"
+            time.sleep(0.05)
         before = err.stat().st_size
         t0 = time.monotonic()
         if how == "SIGINT to the group":
