@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import pyarrow as pa
 from scipy.stats import t as student_t
 
-from aequum.engines.regression.sensitivity import adjusted_estimate, bias
+from aequum.engines.outcome.stats import adjust_p_values
+from aequum.engines.regression.sensitivity import bias
 
 COLUMNS = ("bound_source", "bound_r2_group", "bound_r2_outcome", "bounded_estimate",
            "bounded_ci_low", "bounded_ci_high", "bounded_p_value", "bounded_p_adjusted", "survives_bound")
@@ -55,7 +58,7 @@ def under_bound(estimate: float | None, se: float | None, dof: int | None, se_te
     if estimate is None or se is None or dof is None or se_test is None or dof < 2 or not test_dof:
         return out
     b = float(bias(bound.r2_group, bound.r2_outcome, se, dof))
-    moved = float(adjusted_estimate(estimate, se, dof, bound.r2_group, bound.r2_outcome))
+    moved = math.copysign(abs(estimate) - b, estimate)  # towards zero (sensemakr's reduce=True)
     se_z = se_test * math.sqrt((1 - bound.r2_outcome) / (1 - bound.r2_group)) * math.sqrt(dof / (dof - 1))
     critical = float(student_t.ppf(1 - (1 - confidence) / 2, test_dof))
     left = estimate != 0 and b < abs(estimate) and se_z > 0
@@ -69,11 +72,6 @@ def survive(table, correction: str, confidence: float):
     adjusted across the run's rows with the row's own correction (Holm by default), as the
     unbounded tests are; a difference survives when its adjusted bounded p is below 1 −
     confidence (null where no bound was stated)."""
-    import numpy as np
-    import pyarrow as pa
-
-    from aequum.engines.outcome.stats import adjust_p_values
-
     p = np.array([np.nan if v is None else v for v in table["bounded_p_value"].to_pylist()], dtype=np.float64)
     adjusted = adjust_p_values(p, correction)
     p_adj = [None if np.isnan(a) else float(a) for a in adjusted]

@@ -277,17 +277,9 @@ def unit_bounds(spec, units, outcome: str) -> dict:
 
 def bounded(fit, bound, confidence: float) -> dict:
     """The linear model's difference under ``bound`` (``engines.regression.bounds``), its interval
-    with the error the row's own test uses (``fit.inference``): cluster-robust with t(G − 1) where
-    the test is clustered (CR1, or the bootstrap's p beside its CR1 interval), HC1 or classical
-    with t(dof) otherwise."""
-    if fit.inference in ("CR1", "WCR-bootstrap") and fit.se_cluster is not None:
-        se_test, dof_test = fit.se_cluster, fit.clusters - 1
-    elif fit.inference == "HC1":
-        se_test, dof_test = fit.se_robust, fit.dof
-    else:
-        se_test, dof_test = fit.se, fit.dof
-    return under_bound(fit.estimate, fit.se, fit.dof, se_test, dof_test if dof_test and dof_test > 0 else None,
-                       confidence, bound)
+    with the error and degrees of freedom of the row's own test (``fit.test_se``, ``fit.test_dof``:
+    cluster-robust with t(G − 1) where the test is clustered, HC1 or classical with t(dof))."""
+    return under_bound(fit.estimate, fit.se, fit.dof, fit.test_se, fit.test_dof, confidence, bound)
 
 
 def record_block(data, name: str, log: bool = False) -> np.ndarray | Categorical:

@@ -302,8 +302,11 @@ class LPMResult:
     clusters: int = 0
     fixed_effects: tuple[str, ...] = ()
     absorbed: int = 1                    # the fixed effects' parameters (1: the intercept alone)
-    # the test of d as the grouping allows (:func:`inference_kind`): its p-value and interval
+    # the test of d as the grouping allows (:func:`inference_kind`): its p-value and interval, and
+    # the standard error and degrees of freedom of that interval (what a bound on d's bias scales)
     inference: str | None = None
+    test_se: float | None = None
+    test_dof: int | None = None
     test_p_value: float | None = None
     test_ci_low: float | None = None
     test_ci_high: float | None = None
@@ -478,13 +481,15 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     p_robust = float(2 * student_t.sf(abs(estimate / se_robust), dof)) if se_robust > 0 else None
     test = {"inference": kind}
     if kind == "classical":
-        test.update(test_p_value=p_value, test_ci_low=estimate - crit * se, test_ci_high=estimate + crit * se)
+        test.update(test_se=se, test_dof=dof, test_p_value=p_value, test_ci_low=estimate - crit * se,
+                    test_ci_high=estimate + crit * se)
     elif kind == "HC1":
-        test.update(test_p_value=p_robust, test_ci_low=estimate - crit * se_robust,
+        test.update(test_se=se_robust, test_dof=dof, test_p_value=p_robust, test_ci_low=estimate - crit * se_robust,
                     test_ci_high=estimate + crit * se_robust)
     elif se_cluster is not None and se_cluster > 0:  # CR1, t(G − 1); or the bootstrap's p beside its interval
         crit_g = float(student_t.ppf(1 - alpha / 2, des.clusters - 1))
-        test.update(test_p_value=float(2 * student_t.sf(abs(estimate / se_cluster), des.clusters - 1)),
+        test.update(test_se=se_cluster, test_dof=des.clusters - 1,
+                    test_p_value=float(2 * student_t.sf(abs(estimate / se_cluster), des.clusters - 1)),
                     test_ci_low=estimate - crit_g * se_cluster, test_ci_high=estimate + crit_g * se_cluster)
         if wild is not None:
             w, wkind, enumerated = weights(des.clusters, boot)
