@@ -82,28 +82,33 @@ def claim_of(f: dict) -> str:
     return "descriptive" if estimand == "raw disparity" else "about the lender"
 
 
+# the measures a statement writes in points of denial, and those in a price field's own units
+# (the field named by the finding: "adjusted rate_spread difference"), with what follows the figure
+IN_POINTS = {"adjusted_denial_difference": "points of denial",
+             "excess_denial_rate": "points of denial beyond its markets' other lenders"}
+IN_PRICE = {"adjusted_price_difference": ("adjusted ", " difference", ""),
+            "excess_price": ("lender against peers: ", "", " beyond its markets' other lenders")}
+
+
 def figure_words(f: dict, labels: Labels) -> str:
     """The finding's figure in the unit its statement uses: points of denial, a price in the
     field's units, else the measure as the table names it."""
-    value, low, high = f.get("value"), f.get("ci_low"), f.get("ci_high")
-    level = f"{100 * (f.get('confidence') or 0.95):g}%"
+    value, low, high, measure = f.get("value"), f.get("ci_low"), f.get("ci_high"), f.get("measure")
     if value is None:
         return "no estimate"
-    if f.get("measure") == "adjusted_denial_difference":
-        text = f"{100 * value:+.1f} points of denial"
-        return text + (f" ({level} CI {100 * low:+.1f} to {100 * high:+.1f})" if low is not None and high is not None else "")
-    if f.get("measure") == "excess_denial_rate":
-        text = f"{100 * value:+.1f} points of denial beyond its markets' other lenders"
-        return text + (f" ({level} CI {100 * low:+.1f} to {100 * high:+.1f})" if low is not None and high is not None else "")
-    if f.get("measure") == "excess_price":
-        field = (f.get("finding") or "").removeprefix("lender against peers: ")
-        text = f"{value:+.3f} in {field} beyond its markets' other lenders"
-        return text + (f" ({level} CI {low:+.3f} to {high:+.3f})" if low is not None and high is not None else "")
-    if f.get("measure") == "adjusted_price_difference":
-        field = (f.get("finding") or "").removeprefix("adjusted ").removesuffix(" difference")
-        text = f"{value:+.3f} in {field}"
-        return text + (f" ({level} CI {low:+.3f} to {high:+.3f})" if low is not None and high is not None else "")
-    return figure_text(f, labels)
+    if measure in IN_POINTS:
+        scale, digits, what = 100.0, 1, IN_POINTS[measure]
+    elif measure in IN_PRICE:
+        prefix, suffix, beyond = IN_PRICE[measure]
+        scale, digits = 1.0, 3
+        what = f"in {(f.get('finding') or '').removeprefix(prefix).removesuffix(suffix)}{beyond}"
+    else:
+        return figure_text(f, labels)
+    text = f"{scale * value:+.{digits}f} {what}"
+    if low is not None and high is not None:
+        text += (f" ({100 * (f.get('confidence') or 0.95):g}% CI {scale * low:+.{digits}f} "
+                 f"to {scale * high:+.{digits}f})")
+    return text
 
 
 def _grouped(found: list[dict], labels: Labels) -> str:
