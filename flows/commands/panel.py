@@ -30,13 +30,13 @@ def read_panel(path: str | Path, lei: str = "lei", name: str = "respondent_name"
     else:
         import pyarrow.csv as pacsv
 
-        with path.open("rb") as fh:
-            head = fh.readline().decode("utf-8", "replace")
-        delimiter = "|" if head.count("|") > head.count(",") else ","
+        from aequum.flows.store.readers import header_names, sniff_delimiter
+
+        delimiter = sniff_delimiter(path)  # a source's rule: the one that splits the header most
         try:
             table = pacsv.read_csv(path, parse_options=pacsv.ParseOptions(delimiter=delimiter),
                                    convert_options=pacsv.ConvertOptions(
-                                       column_types={c: pa.string() for c in head.strip().split(delimiter)}))
+                                       column_types={c: pa.string() for c in header_names([path], delimiter)}))
         except pa.ArrowInvalid as exc:
             raise UsageError(f"panel: {path.name} is not a readable CSV ({str(exc).splitlines()[0]})") from None
     for column in (lei, name):
