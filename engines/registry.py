@@ -22,6 +22,7 @@ ENGINES: dict[str, tuple[str, str]] = {
     "geography": ("aequum.engines.geography.engine:GeographyEngine", "aequum.engines.geography.params:GeographyParams"),
     "pricing": ("aequum.engines.pricing.engine:PricingEngine", "aequum.engines.pricing.params:PricingParams"),
     "lenders": ("aequum.engines.lenders.engine:LendersEngine", "aequum.engines.lenders.params:LendersParams"),
+    "proxy": ("aequum.engines.proxy.engine:ProxyEngine", "aequum.engines.proxy.params:ProxyParams"),
 }
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from aequum.engines.generators import bisg_world as world
+from aequum.engines.generators import bisg as world
 from aequum.engines.proxy.bisg import assign, bisg_probabilities
 from aequum.engines.proxy.census import PROB_COLUMNS, composition_tables, normalize_surnames
 from aequum.engines.proxy.estimates import corrected, hard, weighted

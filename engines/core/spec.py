@@ -188,6 +188,9 @@ class AuditSpec(_Model):
         if reserved:
             raise ValueError(f"column name(s) {reserved} start with '_', which aequum reserves")
         pcols = {p.column for p in self.protected}
+        if len({(p.column, p.proxy.model_dump_json()) for p in self.protected if p.proxy is not None}) > 1:
+            raise ValueError("protected: one proxy per spec (its probabilities are staged once); the "
+                             "proxied attributes must share one column and one proxy")
         clash = pcols & set(feats)
         if clash:
             raise ValueError(f"features: protected column(s) {sorted(clash)} cannot also be features")
@@ -372,7 +375,8 @@ class AuditSpec(_Model):
     def columns(self) -> list[str]:
         """Every source column the audit reads, id first, without duplicates."""
         cols = [self.source.id_column] if self.source.id_column else []
-        cols += [p.column for p in self.protected]
+        for p in self.protected:
+            cols += p.proxy.source_columns(p.column) if p.proxy is not None else [p.column]
         if self.decision:
             cols.append(self.decision.column)
             cols += self.decision.reasons.columns if self.decision.reasons else []
@@ -397,6 +401,8 @@ class AuditSpec(_Model):
                           if self.decision else [],
                           "model": model, "comparisons": self.comparisons(),
                           "groups": [{"attribute": p.name, **p.group_labels()} for p in self.protected],
+                          "proxied": [{"attribute": p.name, "method": p.proxy.method, "geography": p.proxy.geography,
+                                       "threshold": p.proxy.threshold} for p in self.protected if p.proxy],
                           "decision": self.decision_labels(),
                           "units": {f.name: f.units for f in self.features if f.units},
                           "records": self.record_layout(),

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from aequum.engines.core.proxy_spec import Proxy
+
 
 Scalar = str | int | float | bool
 
@@ -70,10 +72,11 @@ class Source(_Model):
     header_names: list[str] | None = Field(
         None, description="CSV without a header row: the column names, in file order.")
     generator: Literal["loan", "cec_synthetic", "hmda", "hmda_lender", "hmda_market", "hmda_market_lender",
-                       "hmda_single", "hmda_single_lender"] | None = Field(
+                       "hmda_single", "hmda_single_lender", "bisg"] | None = Field(
         None, description="Built-in generator (generated); hmda_market / hmda_single: the LAR of 60 lenders in 12 "
         "markets / of one lender, whose decisions and prices a credit score the LAR lacks drives; their _lender "
-        "twins: the same applications as internal records, with the score (engines.generators.lar_market).")
+        "twins: the same applications as internal records, with the score (engines.generators.lar_market); bisg: "
+        "applications whose race is never recorded but known, for the BISG proxy (engines.generators.bisg).")
     rows: int | None = Field(None, gt=0, description="Rows to generate (generated).")
     seed: int = Field(0, description="Generator seed (generated).")
     world: Literal["null", "dti_penalty", "score_penalty", "intersection", "redlining", "input_penalty",
@@ -228,6 +231,8 @@ class ProtectedAttribute(_Model):
         "the column (not unmapped): a per-value comparison lists the other protected values here.")
     of: str | None = Field(None, description="For a per-value comparison: the attribute it was "
                            "expanded from (set by `compare`).")
+    proxy: Proxy | None = Field(None, description="Race inferred where it was not recorded (BISG from "
+                                "surname and geography; docs/proxies.md).")
     labels: dict[str, str] = Field(
         default_factory=dict, description="What recorded values mean, for reports (e.g. {1: Female, "
         "0: Male}); a value without a label is shown as recorded. A range attribute names its groups "
@@ -250,6 +255,21 @@ class ProtectedAttribute(_Model):
             return " / ".join(self.value_label(v) for v in values)
         return {"protected": named("protected", self.protected_values, self.protected_range),
                 "reference": named("reference", self.reference_values, self.reference_range)}
+
+    def _check_proxy(self, where: str) -> None:
+        if self.unmapped != "exclude":
+            raise ValueError(f"{where}: a proxied attribute keeps the records the proxy cannot assign "
+                             "outside both groups: set unmapped: exclude")
+        if not self.proxy_races("protected") or not self.proxy_races("reference"):
+            raise ValueError(f"{where}: proxy.values {self.proxy.values} name no race of the protected or of "
+                             "the reference values; list the values the proxy writes there")
+
+    def proxy_races(self, side: str) -> list[str]:
+        """The proxy's races (white, black, ...) whose values are in the protected or reference list."""
+        if self.proxy is None:
+            return []
+        listed = {value_key(v) for v in (self.protected_values if side == "protected" else self.reference_values)}
+        return [r for r, v in self.proxy.values.items() if value_key(v) in listed]
 
     @property
     def by_range(self) -> bool:
@@ -278,6 +298,8 @@ class ProtectedAttribute(_Model):
         if not self.protected_values or not self.reference_values:
             raise ValueError(f"{where}: needs protected_values and reference_values (or protected_range "
                              "and reference_range for a numeric column)")
+        if self.proxy is not None:
+            self._check_proxy(where)
         _check_disjoint(where, protected=self.protected_values,
                         reference=self.reference_values, others=self.others)
         return self

@@ -14,6 +14,7 @@ import polars as pl
 import pyarrow as pa
 
 from aequum.engines.core.data import DECISION, ID, LABEL, ROW, group_column, is_text
+from aequum.engines.core.proxy_spec import PROXY_COLUMNS
 from aequum.engines.core.spec import AuditSpec, Feature
 
 QUARANTINE_SCHEMA = pa.schema([
@@ -252,10 +253,14 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
 
     ``row_offset`` is the 0-based source row number of the batch's first row.
     """
-    df, decoded = _frame(batch, spec.columns())
-    _check_scalar(df.schema, spec.columns())
+    # a proxied attribute's column (engines.proxy.stage) may be the proxy's, not the source's
+    proxied = next((p for p in spec.protected if p.proxy is not None), None)
+    names = list(dict.fromkeys([*spec.columns(), *([proxied.column] if proxied is not None else [])]))
+    df, decoded = _frame(batch, names)
+    _check_scalar(df.schema, names)
     n = df.height
-    content_hash = _content_hash(df.select(spec.columns()), spec.source.id_column is None, row_offset)
+    hashed = [*names, *(PROXY_COLUMNS if proxied is not None else [])]
+    content_hash = _content_hash(df.select(hashed), spec.source.id_column is None, row_offset)
     schema = df.schema
     idc = spec.source.id_column
     if idc is None:
@@ -282,6 +287,9 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
             checks.append(Check(p.column, pl.col(p.column).is_null(), "missing protected attribute"))
             if not p.by_range:  # a range attribute's raw numbers are not staged: its group is
                 derived.append(_text(p.column).alias(p.column))
+
+    if any(p.proxy is not None for p in spec.protected):  # added by the proxy step (engines.proxy.stage)
+        derived += [pl.col(c) for c in PROXY_COLUMNS]
 
     for part, out in ((spec.decision, DECISION), (spec.label, LABEL)):
         if part is None:
@@ -326,7 +334,7 @@ def validate_batch(batch: pa.RecordBatch | pa.Table, spec: AuditSpec, row_offset
     failing = pl.any_horizontal([c.bad.fill_null(False) for c in checks]) if checks else pl.lit(False)
     first = pl.min_horizontal([pl.when(c.bad.fill_null(False)).then(pl.lit(i, pl.Int32))
                                for i, c in enumerate(checks)])
-    marked = _prepare(df.lazy(), schema, spec.columns(), decoded).with_columns(
+    marked = _prepare(df.lazy(), schema, names, decoded).with_columns(
         pl.int_range(row_offset, row_offset + n, dtype=pl.Int64).alias("_src_row"),
     ).with_columns(failing.alias("_failing"), in_scope.alias("_in_scope"))
     good_lf = marked.filter(~pl.col("_failing") & pl.col("_in_scope")).select(derived)

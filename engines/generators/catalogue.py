@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 MARKETS = ("hmda_market", "hmda_market_lender", "hmda_single", "hmda_single_lender")  # lar_market
-NAMES = ("loan", "cec_synthetic", "hmda", "hmda_lender", *MARKETS)
+NAMES = ("loan", "cec_synthetic", "hmda", "hmda_lender", *MARKETS, "bisg")
 WORLD_GENERATORS = ("hmda", "hmda_lender", *MARKETS)  # the generators with a planted mechanism to choose
 DEFAULT_WORLD = "dti_penalty"  # hmda.DEFAULT_WORLD, lar_worlds.DEFAULT_WORLD
 
@@ -55,6 +55,11 @@ def stream(name: str, rows: int | None = None, seed: int = 0, batch_rows: int = 
         lar = lar_market.iter_record_batches if name.endswith("_lender") else lar_market.iter_lar_batches
         yield from lar(rows or lar_market.DEFAULT_ROWS, seed, batch_rows, world=world, effect=effect,
                        single=name.startswith("hmda_single"))
+    elif name == "bisg":  # race never recorded, known: the BISG proxy's world (engines.generators.bisg)
+        from aequum.engines.generators.bisg import DEFAULT_ROWS, iter_bisg_batches
+
+        for b in iter_bisg_batches(rows or DEFAULT_ROWS, seed, batch_rows):
+            yield b, None
     elif name == "hmda":
         from aequum.engines.generators.hmda import DEFAULT_ROWS, iter_hmda_batches
 

@@ -37,7 +37,7 @@ MARKET_WORLDS = {
     "dti_cap": "a named lender denies every application with a DTI of 50% or more (fair otherwise)",
 }
 GENERATORS = ["loan", "cec_synthetic", "hmda", "hmda_lender", "hmda_market", "hmda_market_lender", "hmda_single",
-              "hmda_single_lender"]  # engines.generators.catalogue.NAMES
+              "hmda_single_lender", "bisg"]  # engines.generators.catalogue.NAMES
 DEFAULT_WORLD = "dti_penalty"
 LAKE_HELP = "the Parquet lake the staged records are written to and read from (default %(default)s)"
 CHECK_SOURCE = ("read and fingerprint the source even when its files are unchanged since staged (otherwise "

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from aequum.engines.core.data import DECISION, ID, LABEL, ROW, group_column
 from aequum.engines.core.spec import AuditSpec
 from aequum.engines.core.validation import QUARANTINE_SCHEMA, check_columns, validate_batch
+from aequum.engines.proxy.stage import load_inputs, proxy_batch
 from aequum.flows.store.lake_writer import PartitionedWriter
 from aequum.flows.store.paths import DEFAULT_LAKE
 from aequum.flows.store.readers import content_digest, open_source, read_ahead, source_files, source_stamp
@@ -121,7 +122,11 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
     t0 = time.perf_counter()
     contract = hashlib.sha256(record_contract(spec).encode()).hexdigest()[:16]
     _remove_orphan_tmp(lake_root / spec.name)  # also when the staged copy is reused unread
-    stamp = source_stamp(spec.source, spec_dir) if spec.ingest.reuse_unchanged_files else None
+    proxied = next((p for p in spec.protected if p.proxy is not None), None)
+    # a proxy's own files (surnames, composition) are not part of the source's stamp: read it again
+    own_files = proxied is not None and (proxied.proxy.names or proxied.proxy.composition)
+    stamp = source_stamp(spec.source, spec_dir) if spec.ingest.reuse_unchanged_files and not own_files else None
+    proxy_inputs = load_inputs(proxied.proxy, spec_dir) if proxied is not None else None
     # the bytes of the source's files, recorded at staging and compared before a reuse (not with
     # trust_mtime, which reuses on the stamp alone, unless staging records it)
     content: str | None = None
@@ -175,6 +180,9 @@ def stage(spec: AuditSpec, spec_dir: Path, wh: Warehouse, lake_root: Path = DEFA
             with (read_ahead(stream.batches) as batches, lake, write_behind(store) as insert,
                   write_behind(lake.write) as write):
                 for batch in batches:
+                    if proxied is not None:  # BISG probabilities, and race where it was not recorded
+                        batch = proxy_batch(batch, proxied.column, proxied.proxy, spec.source.id_column, rows,
+                                            proxy_inputs)
                     res = validate_batch(batch, spec, rows)
                     rows += res.rows
                     skipped += res.out_of_scope

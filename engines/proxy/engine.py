@@ -1,0 +1,168 @@
+"""Disparities when race was inferred (a BISG proxy): per proxied attribute and outcome, the
+gap between the protected and the reference group three ways (``engines.proxy.estimates``):
+
+``hard``        the groups the engines needing one read: each record's most probable race where
+                its probability reaches the spec's threshold (records with race recorded as
+                recorded); biased by misassignment and by the records left out;
+``weighted``    the CFPB's probability-weighted means; biased toward zero where race itself
+                moves the outcome;
+``corrected``   the regression of the outcome on the group probabilities (unbiased if the
+                outcome depends on race, and not on surname and geography once race is known),
+                with an HC1 interval that holds the proxy's uncertainty;
+``corrected_controlled``  the same with the numeric features as controls (an adjusted gap).
+
+Outcomes: the unfavourable-decision rate (``unfavourable``) and each pricing field (over the
+records where it is reported); with a geography section, each lender's corrected gap in the
+unfavourable rate. A record whose race was recorded counts with probability 1 for its group.
+Tables ``proxy_coverage`` (how many records were inferred, how many names and places were not
+found) and ``proxy_gaps``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from scipy.stats import norm
+
+from aequum.engines.core.data import record_columns
+from aequum.engines.core.proxy_spec import PROB_COLUMNS, PROXY_COLUMNS
+from aequum.engines.core.engine import Tables
+from aequum.engines.proxy.census import RACES, VINTAGE
+from aequum.engines.proxy.estimates import GapEstimate, corrected, hard, weighted
+
+COVERAGE = pa.schema([
+    ("attribute", pa.string()), ("method", pa.string()), ("geography", pa.string()), ("threshold", pa.float64()),
+    ("records", pa.int64()), ("recorded", pa.int64()), ("proxied", pa.int64()), ("inferred", pa.int64()),
+    ("not_inferred", pa.int64()), ("surnames_not_found", pa.int64()), ("geographies_not_found", pa.int64()),
+    ("protected_assigned", pa.int64()), ("reference_assigned", pa.int64()),
+    ("protected_expected", pa.float64()), ("reference_expected", pa.float64()),
+    ("mean_top_probability", pa.float64()), ("protected_races", pa.string()), ("reference_races", pa.string()),
+    ("vintage", pa.string()),
+])
+GAPS = pa.schema([
+    ("attribute", pa.string()), ("outcome", pa.string()), ("lender", pa.string()), ("estimator", pa.string()),
+    ("records", pa.int64()), ("protected_mean", pa.float64()), ("reference_mean", pa.float64()),
+    ("gap", pa.float64()), ("se", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
+    ("confidence", pa.float64()), ("p_value", pa.float64()), ("n_protected", pa.float64()),
+    ("n_reference", pa.float64()), ("controls", pa.string()), ("note", pa.string()),
+])
+
+
+def group_probabilities(probs: np.ndarray, groups: np.ndarray, protected: list[int], reference: list[int]):
+    """Each record's probability of the protected and of the reference group: the proxy's sums
+    over the races of each side where it filled the record (``probs`` rows not NaN), else 1 or 0
+    by the recorded group (``groups``: 1, 0, -1 neither)."""
+    proxied = ~np.isnan(probs[:, 0])
+    p = np.nan_to_num(probs)
+    q1 = np.where(proxied, p[:, protected].sum(axis=1), (groups == 1).astype(np.float64))
+    q0 = np.where(proxied, p[:, reference].sum(axis=1), (groups == 0).astype(np.float64))
+    return q1, q0
+
+
+def _bools(column) -> np.ndarray:
+    """A boolean column as a numpy bool array, null read as False."""
+    return np.asarray(pc.fill_null(column, False).to_numpy(zero_copy_only=False), bool)
+
+
+def _row(attribute, outcome, lender, estimator, records, est: GapEstimate, confidence, controls=None) -> dict:
+    p = None
+    if est.gap is not None and est.se:
+        p = float(2 * norm.sf(abs(est.gap) / est.se))
+    return {"attribute": attribute, "outcome": outcome, "lender": lender, "estimator": estimator,
+            "records": int(records), "protected_mean": est.protected, "reference_mean": est.reference,
+            "gap": est.gap, "se": est.se, "ci_low": est.ci_low, "ci_high": est.ci_high, "confidence": confidence,
+            "p_value": p, "n_protected": est.n_protected, "n_reference": est.n_reference,
+            "controls": ", ".join(controls) if controls else None, "note": est.note}
+
+
+class ProxyEngine:
+    """Hard, weighted and corrected gaps of proxied attributes (see the module docstring)."""
+
+    name = "proxy"
+    tables = {"proxy_coverage": COVERAGE, "proxy_gaps": GAPS}
+
+    def columns(self, spec, params) -> list[str]:
+        lender = [spec.geography.lender] if spec.geography is not None and params.per_lender else []
+        pricing = spec.pricing.fields if spec.pricing is not None else []
+        return [*record_columns(spec, [*params.control_names(spec), *lender], ids=False), *PROXY_COLUMNS, *pricing]
+
+    def prepare(self, data, params):
+        return data, params
+
+    def pieces(self, state) -> list[None]:
+        return [None]
+
+    def _outcomes(self, data) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """(name, values, which records) of every outcome."""
+        out = []
+        if data.decision is not None:
+            out.append(("unfavourable", 1.0 - data.decision.astype(np.float64), np.ones(len(data), bool)))
+        for f in data.spec.pricing.fields if data.spec.pricing is not None else []:
+            v = np.asarray(data.column(f).cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)
+            out.append((f, np.nan_to_num(v), ~np.isnan(v)))
+        return out
+
+    def run_piece(self, state, piece) -> Tables:
+        data, params = state
+        spec, conf = data.spec, params.confidence
+        probs = np.column_stack([np.asarray(data.column(c).cast(pa.float64()).to_numpy(zero_copy_only=False),
+                                            np.float64) for c in PROB_COLUMNS])
+        proxied = _bools(pc.is_valid(data.column("_proxy_inferred")))
+        inferred = _bools(pc.equal(data.column("_proxy_inferred"), 1))
+        surname_missing = proxied & ~_bools(data.column("_proxy_surname"))
+        geography_missing = proxied & ~_bools(data.column("_proxy_geography"))
+        controls = params.control_names(spec)
+        x = data.feature_values(controls) if controls else None
+        lender = None
+        if spec.geography is not None and params.per_lender:
+            lender = data.column_values(spec.geography.lender)
+            names = data.levels(spec.geography.lender)
+        coverage, gaps = [], []
+        for p in spec.protected:
+            if p.proxy is None:
+                continue
+            groups = data.groups[p.name]
+            prot = [RACES.index(r) for r in p.proxy_races("protected")]
+            ref = [RACES.index(r) for r in p.proxy_races("reference")]
+            q1, q0 = group_probabilities(probs, groups, prot, ref)
+            has = ~np.isnan(probs[:, 0])
+            coverage.append({
+                "attribute": p.name, "method": p.proxy.method, "geography": p.proxy.geography,
+                "threshold": p.proxy.threshold, "records": len(data), "recorded": int((~proxied).sum()),
+                "proxied": int(proxied.sum()), "inferred": int(inferred.sum()),
+                "not_inferred": int((proxied & ~inferred).sum()),
+                "surnames_not_found": int(surname_missing.sum()), "geographies_not_found": int(geography_missing.sum()),
+                "protected_assigned": int((proxied & (groups == 1)).sum()),
+                "reference_assigned": int((proxied & (groups == 0)).sum()),
+                "protected_expected": float(q1[proxied].sum()), "reference_expected": float(q0[proxied].sum()),
+                "mean_top_probability": float(np.nanmax(probs[has], axis=1).mean()) if has.any() else None,
+                "protected_races": ", ".join(p.proxy_races("protected")),
+                "reference_races": ", ".join(p.proxy_races("reference")), "vintage": VINTAGE})
+            for outcome, y, rows in self._outcomes(data):
+                n = int(rows.sum())
+                if n < params.min_records or min(q1[rows].sum(), q0[rows].sum()) < params.min_records:
+                    note = f"fewer than {params.min_records} records or expected members of a group: not estimated"
+                    gaps.append(_row(p.name, outcome, None, "corrected", n, GapEstimate(
+                        None, None, None, None, None, None, float(q1[rows].sum()), float(q0[rows].sum()), note), conf))
+                    continue
+                yy, a1, a0 = y[rows], q1[rows], q0[rows]
+                gaps.append(_row(p.name, outcome, None, "hard", n, hard(yy, groups[rows], conf), conf))
+                gaps.append(_row(p.name, outcome, None, "weighted", n, weighted(yy, a1, a0, conf), conf))
+                gaps.append(_row(p.name, outcome, None, "corrected", n, corrected(yy, a1, a0, None, conf), conf))
+                if x is not None:
+                    xr = x[rows]
+                    keep = ~np.isnan(xr).any(axis=1)
+                    est = corrected(yy[keep], a1[keep], a0[keep], xr[keep], conf)
+                    gaps.append(_row(p.name, outcome, None, "corrected_controlled", int(keep.sum()), est, conf, controls))
+                if lender is not None and outcome == "unfavourable":
+                    for code in np.unique(lender[~np.isnan(lender)]):
+                        at = rows & (lender == code)
+                        if at.sum() < params.min_records or min(q1[at].sum(), q0[at].sum()) < params.min_records:
+                            continue
+                        gaps.append(_row(p.name, outcome, names[int(code)], "corrected", int(at.sum()),
+                                         corrected(y[at], q1[at], q0[at], None, conf), conf))
+        return {"proxy_coverage": pa.Table.from_pylist(coverage, schema=COVERAGE),
+                "proxy_gaps": pa.Table.from_pylist(gaps, schema=GAPS)}
+
+    def combine(self, state, parts) -> Tables:
+        return parts[0]
