@@ -21,6 +21,8 @@
 -- flagged: the part's flag on a claim about the lender (a tested, adjusted difference in the
 -- applicants' disfavour that a user should review); false for every other claim.
 -- evidence: the part's evidence on a claim about the lender; false for every other claim.
+-- groups_inferred: the finding's attribute (or a part of its intersection) was inferred by a proxy
+-- (protected[].proxy, runs.parameters $.audit.proxied), not recorded; its statement says so.
 -- rank: evidence first, then claims about the lender, flagged before not, a pooled group (race
 -- with its values compared one by one) after its named groups when one of them is flagged (the
 -- named group carries the effect), headline rows first; within each, the more certain (smaller
@@ -36,20 +38,35 @@ WITH c AS (
                 WHEN f.engine = 'cst' AND coalesce(x.inputs, 'partial') <> 'complete' THEN 'descriptive'
                 ELSE 'about the lender' END AS claim,
            coalesce(audit.compared_attribute(f.attribute), f.attribute) AS parent,
-           audit.compared_attribute(f.attribute) IS NOT NULL AS named
+           audit.compared_attribute(f.attribute) IS NOT NULL AS named,
+           coalesce(len(list_intersect(string_split(f.attribute, '&'), px.names)) > 0, false) AS groups_inferred,
+           px.threshold
     FROM audit.all_findings f
     LEFT JOIN audit.run_context x USING (run_id)
+    LEFT JOIN (SELECT run_id, list_transform(p, lambda e: e.attribute) AS names,
+                      list_max(list_transform(p, lambda e: e.threshold)) AS threshold
+               FROM (SELECT run_id, from_json(json_extract(parameters, '$.audit.proxied'),
+                                              '[{"attribute": "VARCHAR", "threshold": "DOUBLE"}]') AS p
+                     FROM audit.runs)) px USING (run_id)
+), i AS (
+    -- a finding on groups the proxy inferred says so (the proxy engine's own statements do)
+    SELECT c.* REPLACE (CASE WHEN c.groups_inferred AND c.engine <> 'proxy' THEN c.statement || printf(
+             ' The groups were inferred by BISG from surname and geography, not recorded: a record counts in a '
+             'group when its most probable race has probability %.2f or more; misassigned records pull a difference '
+             'toward zero and the records left out may differ from those kept (the proxy engine''s corrected '
+             'gaps hold the proxy''s error).', c.threshold) ELSE c.statement END AS statement)
+    FROM c
 ), k AS (
     SELECT c.* REPLACE (coalesce(c.flagged, false) AND c.claim = 'about the lender' AS flagged,
                         coalesce(c.evidence, false) AND c.claim = 'about the lender' AS evidence)
-    FROM c
+    FROM i AS c
 ), d AS (
     SELECT k.*,
            NOT k.named AND coalesce(bool_or(k.named AND k.flagged) OVER (PARTITION BY k.run_id, k.engine, k.parent),
                                     false) AS demoted
     FROM k
 )
-SELECT d.* EXCLUDE (parent, named, demoted),
+SELECT d.* EXCLUDE (parent, named, demoted, threshold),
        row_number() OVER (
          PARTITION BY d.run_id
          ORDER BY d.evidence DESC NULLS LAST,

@@ -23,7 +23,7 @@ def columns(wh: Warehouse, view: str) -> list[tuple[str, str]]:
 
 
 def test_empty_warehouse_has_an_empty_findings_view_with_the_contract(warehouse):
-    assert [c for c, _ in columns(warehouse, "findings")] == CONTRACT + ["claim", "rank"]
+    assert [c for c, _ in columns(warehouse, "findings")] == CONTRACT + ["claim", "groups_inferred", "rank"]
     assert warehouse.con.execute("SELECT count(*) FROM audit.findings").fetchall() == [(0,)]
 
 

@@ -37,6 +37,8 @@
 --   claim        what the finding is about: about the lender, about the model, descriptive,
 --                audit quality (sql/findings_ranked.sql derives it; flagged and evidence are
 --                only ever true on claims about the lender)
+--   groups_inferred  the attribute's groups were inferred by a proxy (BISG), not recorded; the
+--                statement says what that does to the estimate (sql/findings_ranked.sql)
 --   rank         the finding's place in its run by severity x confidence, 1 first
 --                (sql/findings_ranked.sql ranks the union; the parts do not have it)
 
@@ -196,5 +198,5 @@ SELECT CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS VARCHAR) AS engine,
        CAST(NULL AS VARCHAR) AS estimand, CAST(NULL AS VARCHAR) AS basis,
        CAST(NULL AS BOOLEAN) AS evidence, CAST(NULL AS BOOLEAN) AS robust,
        CAST(NULL AS DOUBLE) AS robustness_value, CAST(NULL AS DOUBLE) AS e_value,
-       CAST(NULL AS VARCHAR) AS claim, CAST(NULL AS BIGINT) AS rank
+       CAST(NULL AS VARCHAR) AS claim, CAST(NULL AS BOOLEAN) AS groups_inferred, CAST(NULL AS BIGINT) AS rank
 WHERE false;

@@ -1,0 +1,78 @@
+-- Proxy findings (audit.proxy_gaps, audit.proxy_coverage): where race was inferred by BISG
+-- (surname and geography) instead of recorded, each attribute's gap in the unfavourable-decision
+-- rate and in each pricing field, corrected for the proxy's errors (the regression of the outcome
+-- on the group probabilities), with the probability-weighted (CFPB) and the hard-assignment
+-- estimates beside it, and how many records were inferred. The headline is the corrected gap in
+-- the unfavourable rate; each lender's corrected gap follows (with a geography section).
+-- Estimand: a raw disparity (corrected), or an adjusted one (corrected_controlled, given the
+-- numeric features); either rests on the correction's assumption, that the outcome depends on
+-- race and not on surname or geography once race is known, and on the proxy being calibrated.
+-- Flagged: the corrected gap is significant and adverse (a higher unfavourable rate or price for
+-- the protected group; lower lender credits).
+CREATE OR REPLACE VIEW audit.findings_proxy AS
+WITH g AS (
+  SELECT g.*, v.inferred, v.records AS all_records, v.not_inferred, v.surnames_not_found,
+         v.geographies_not_found, v.geography, v.threshold, v.recorded,
+         w.gap AS weighted_gap, h.gap AS hard_gap,
+         coalesce(g.p_value < 1 - g.confidence, false) AS significant,
+         CASE WHEN g.outcome = 'lender_credits' THEN g.gap < 0 ELSE g.gap > 0 END AS adverse
+  FROM audit.proxy_gaps g
+  JOIN audit.proxy_coverage v USING (run_id, attribute)
+  LEFT JOIN audit.proxy_gaps w ON w.run_id = g.run_id AND w.attribute = g.attribute AND w.outcome = g.outcome
+       AND w.lender IS NULL AND g.lender IS NULL AND w.estimator = 'weighted'
+  LEFT JOIN audit.proxy_gaps h ON h.run_id = g.run_id AND h.attribute = g.attribute AND h.outcome = g.outcome
+       AND h.lender IS NULL AND g.lender IS NULL AND h.estimator = 'hard'
+  WHERE g.estimator IN ('corrected', 'corrected_controlled')
+)
+SELECT g.run_id, 'proxy' AS engine, g.attribute, 'protected' AS group_name,
+       printf('%s gap in %s, race inferred%s', CASE g.estimator WHEN 'corrected' THEN 'corrected'
+              ELSE 'corrected controlled' END, g.outcome,
+              CASE WHEN g.lender IS NOT NULL THEN ' (lender ' || g.lender || ')' ELSE '' END) AS finding,
+       g.estimator = 'corrected' AND g.outcome = 'unfavourable' AND g.lender IS NULL AS headline,
+       coalesce(g.significant AND g.adverse, false) AS flagged,
+       'gap' AS measure, g.gap AS value, g.ci_low, g.ci_high, g.confidence, g.p_value, g.significant,
+       CASE WHEN g.outcome = 'unfavourable' AND g.gap > 0
+            THEN CAST(round(g.gap * g.n_protected) AS BIGINT) ELSE 0 END AS individuals,
+       'proxy_gaps' AS cases_table,
+       CASE WHEN g.gap IS NULL THEN printf('%s: %s not estimated (%s).', audit.group_label(g.attribute, 'protected'),
+                                           g.outcome, coalesce(g.note, 'no estimate'))
+       ELSE printf(
+         'Race inferred, not recorded: BISG (surname and %s) filled %s of %s records%s, assigning a race to %s '
+         '(largest probability at least %.2f); %s surnames were not on the Census list and %s places not found. '
+         '%s%s %s of %s is %s against %s for %s once corrected for the proxy''s errors, a gap of %s '
+         '(%.0f%% CI %s to %s, %s)%s%s. The correction assumes the outcome depends on race, not on surname or '
+         'place once race is known; the interval includes the proxy''s uncertainty.',
+         g.geography, audit.num(g.all_records - g.recorded), audit.num(g.all_records),
+         CASE WHEN g.recorded > 0 THEN printf(' (race was not provided; %s recorded)', audit.num(g.recorded)) ELSE '' END,
+         audit.num(g.inferred), g.threshold, audit.num(g.surnames_not_found), audit.num(g.geographies_not_found),
+         CASE WHEN g.lender IS NOT NULL THEN 'At lender ' || g.lender || ', the'
+              WHEN g.estimator = 'corrected_controlled' THEN 'Controlling for ' || g.controls || ', the'
+              ELSE 'The' END, '',
+         CASE WHEN g.outcome = 'unfavourable' THEN 'unfavourable-decision rate' ELSE 'mean ' || g.outcome END,
+         audit.group_label(g.attribute, 'protected'),
+         CASE WHEN g.outcome = 'unfavourable' THEN audit.pct(g.protected_mean) ELSE printf('%.3f', g.protected_mean) END,
+         CASE WHEN g.outcome = 'unfavourable' THEN audit.pct(g.reference_mean) ELSE printf('%.3f', g.reference_mean) END,
+         audit.group_label(g.attribute, 'reference'),
+         CASE WHEN g.outcome = 'unfavourable' THEN printf('%+.1f points', 100 * g.gap) ELSE printf('%+.3f', g.gap) END,
+         100 * g.confidence,
+         CASE WHEN g.outcome = 'unfavourable' THEN printf('%+.1f', 100 * g.ci_low) ELSE printf('%+.3f', g.ci_low) END,
+         CASE WHEN g.outcome = 'unfavourable' THEN printf('%+.1f', 100 * g.ci_high) ELSE printf('%+.3f', g.ci_high) END,
+         audit.pval(g.p_value),
+         CASE WHEN g.weighted_gap IS NOT NULL AND g.estimator = 'corrected' THEN printf(
+           '; the CFPB''s probability-weighted gap, %s, is pulled toward zero where the proxy errs',
+           CASE WHEN g.outcome = 'unfavourable' THEN printf('%+.1f points', 100 * g.weighted_gap)
+                ELSE printf('%+.3f', g.weighted_gap) END) ELSE '' END,
+         CASE WHEN g.hard_gap IS NOT NULL AND g.estimator = 'corrected' THEN printf(
+           ', and the gap between the records assigned a group, %s, leaves out the uncertain ones',
+           CASE WHEN g.outcome = 'unfavourable' THEN printf('%+.1f points', 100 * g.hard_gap)
+                ELSE printf('%+.3f', g.hard_gap) END) ELSE '' END)
+       END AS statement,
+       CASE g.estimator WHEN 'corrected' THEN 'raw disparity' ELSE 'adjusted disparity' END AS estimand,
+       CASE g.estimator WHEN 'corrected' THEN printf('%s by inferred race (BISG, corrected), no controls', g.outcome)
+            ELSE printf('%s by inferred race (BISG, corrected), given %s', g.outcome, g.controls) END AS basis,
+       coalesce(CASE g.estimator
+         WHEN 'corrected' THEN c.question = 'disparate_impact' AND g.significant AND g.adverse
+         ELSE c.inputs = 'complete' AND g.significant AND g.adverse END, false) AS evidence,
+       NULL::BOOLEAN AS robust, NULL::DOUBLE AS robustness_value, NULL::DOUBLE AS e_value
+FROM g
+LEFT JOIN audit.run_context c USING (run_id);
