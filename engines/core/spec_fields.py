@@ -260,7 +260,8 @@ class ProtectedAttribute(_Model):
         if self.unmapped != "exclude":
             raise ValueError(f"{where}: a proxied attribute keeps the records the proxy cannot assign "
                              "outside both groups: set unmapped: exclude")
-        if not self.proxy_races("protected") or not self.proxy_races("reference"):
+        # a per-value comparison (race=Native Hawaiian ...) may name a value no proxied race writes
+        if self.of is None and (not self.proxy_races("protected") or not self.proxy_races("reference")):
             raise ValueError(f"{where}: proxy.values {self.proxy.values} name no race of the protected or of "
                              "the reference values; list the values the proxy writes there")
 

