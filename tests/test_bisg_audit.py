@@ -53,26 +53,30 @@ def test_generated_world_corrected_gap_is_near_the_truth():
     assert proxy and all("Race inferred, not recorded" in s and "probability-weighted" in s for s in proxy)
 
 
-def test_lar_race_not_provided_is_filled_from_a_names_file(tmp_path):
-    """5,000 generated LAR rows; a names file (shuffled, keyed by row number) gives each a surname,
-    and the LAR's tract codes are replaced by real 2010 tracts. The applications whose derived_race
-    is "Race Not Available" are filled by the proxy; every other keeps its recorded race."""
-    lar = pl.from_arrow(pa.Table.from_batches(list(catalogue.batches("hmda", rows=5_000, seed=0))))
+def _lar_with_names(tmp_path, rows: int):
+    """Generated LAR rows whose tracts are real 2010 tracts, and a names file (shuffled, keyed by
+    row number, one application without a name) giving each a surname."""
+    lar = pl.from_arrow(pa.Table.from_batches(list(catalogue.batches("hmda", rows=rows, seed=0))))
     rng = np.random.default_rng(0)
     _, surname, tract = world.draw_people(lar.height, rng)
     t = world.tables()
     lar = lar.with_columns(pl.Series("census_tract", t.tracts[tract]))
     order = rng.permutation(lar.height)
     names = pl.DataFrame({"row": order.astype(str), "last_name": t.surnames[surname][order]})
-    names = names.filter(pl.col("row") != "7")  # one application without a name: geography alone
-    names.write_csv(tmp_path / "names.csv")
+    names.filter(pl.col("row") != "7").write_csv(tmp_path / "names.csv")
+    proxy = {"surname": "last_name", "geography": "tract", "geography_column": "census_tract",
+             "names": {"path": str(tmp_path / "names.csv"), "id_column": "row", "surname": "last_name"}}
+    return lar, proxy
+
+
+def test_lar_race_not_provided_is_filled_from_a_names_file(tmp_path):
+    """5,000 generated LAR rows with a names file: the applications whose derived_race is "Race
+    Not Available" are filled by the proxy; every other keeps its recorded race; counted."""
+    lar, proxy = _lar_with_names(tmp_path, 5_000)
     spec = {"name": "lar_proxy", "source": {"id_column": None},
             "protected": [{"name": "race", "column": "derived_race",
                            "protected_values": ["Black or African American", "Asian"], "reference_values": ["White"],
-                           "unmapped": "exclude",
-                           "proxy": {"surname": "last_name", "geography": "tract", "geography_column": "census_tract",
-                                     "names": {"path": str(tmp_path / "names.csv"), "id_column": "row",
-                                               "surname": "last_name"}}}],
+                           "unmapped": "exclude", "proxy": proxy}],
             "decision": {"column": "action_taken", "favourable": ["1", "2"], "unfavourable": ["3"],
                          "out_of_scope": ["4", "5", "6", "7", "8"]},
             "features": [{"name": "income", "type": "numeric", "nullable": True}],
@@ -91,6 +95,29 @@ def test_lar_race_not_provided_is_filled_from_a_names_file(tmp_path):
     assert cov["geographies_not_found"] == 0 and cov["surnames_not_found"] <= 1
     headline = res.findings.filter((pl.col("engine") == "proxy") & pl.col("headline"))["statement"][0]
     assert f"filled {not_provided:,} of {in_scope.height:,} records (race was not provided;" in headline
+
+
+def test_hmda_spec_with_a_proxy_gives_pricing_and_per_lender_gaps(tmp_path):
+    """The shipped HMDA spec, its race attribute proxied where not provided: gaps for every pricing
+    field over the loans that report it, each lender's corrected gap, and the per-value comparisons
+    whose value no proxied race writes (American Indian, ...) left out."""
+    lar, proxy = _lar_with_names(tmp_path, 20_000)
+    spec = yaml.safe_load((REPO / "data" / "specs" / "hmda.yaml").read_text())
+    spec["source"] = {"id_column": None}
+    spec["protected"][0]["proxy"] = proxy
+    spec["engines"] = {"run": ["proxy"], "proxy": {"min_records": 20}}
+    res = audit(lar, spec)
+    gaps = res.tables["proxy_gaps"]
+    assert set(gaps["attribute"]) == {"race", "race=Black or African American", "race=Asian"}
+    spread = gaps.filter((pl.col("attribute") == "race") & (pl.col("outcome") == "rate_spread")
+                         & (pl.col("estimator") == "weighted"))
+    assert 0 < spread["records"][0] < gaps.filter(pl.col("outcome") == "unfavourable")["records"].max()
+    assert set(gaps["outcome"]) >= {"unfavourable", "rate_spread", "interest_rate", "lender_credits"}
+    lenders = gaps.filter(pl.col("lender").is_not_null())
+    assert lenders.height > 0 and (lenders["estimator"] == "corrected").all()
+    assert set(lenders["lender"]) <= set(lar["lei"].unique())
+    controlled = gaps.filter(pl.col("estimator") == "corrected_controlled")["controls"][0]
+    assert controlled == "income, loan_amount, property_value, combined_loan_to_value_ratio"
 
 
 def test_proxy_spec_errors_name_the_field():
