@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import polars as pl
 import pytest
 
@@ -110,3 +111,30 @@ def test_corrected_with_controls():
     raw = corrected(y, p[:, 1], p[:, 0])
     assert c.ci_low <= 0.10 <= c.ci_high and raw.ci_low <= 0.10 <= raw.ci_high
     assert c.se < 0.8 * raw.se
+
+
+def test_proxy_step_is_independent_of_row_order(tmp_path):
+    """The staging step on a batch and on the same rows shuffled: each record (by id) gets the
+    same probabilities, flags and filled race; a names file is joined by id, not by position."""
+    from aequum.engines.core.proxy_spec import PROXY_COLUMNS, Proxy
+    from aequum.engines.proxy.stage import load_inputs, proxy_batch
+
+    _, race5, surname, tract = _drawn(2000, 5)
+    t = world.tables()
+    ids = np.array([f"r{i}" for i in range(2000)])
+    recorded = np.where(np.arange(2000) % 3 == 0, "Race Not Available", "White")
+    pl.DataFrame({"id": ids[::-1], "name": t.surnames[surname][::-1]}).write_csv(tmp_path / "n.csv")
+    proxy = Proxy(surname="name", geography="tract", geography_column="tract",
+                  names={"path": "n.csv", "id_column": "id", "surname": "name"})
+    inputs = load_inputs(proxy, tmp_path)
+    table = pa.table({"id": ids, "tract": t.tracts[tract], "race": recorded})
+    order = np.random.default_rng(0).permutation(2000)
+    a = pl.from_arrow(proxy_batch(table, "race", proxy, "id", 0, inputs)).sort("id")
+    b = pl.from_arrow(proxy_batch(table.take(order), "race", proxy, "id", 0, inputs)).sort("id")
+    assert a.equals(b)
+    kept = a.filter(pl.col("id").is_in(ids[recorded == "White"].tolist()))
+    assert (kept["race"] == "White").all() and kept["p_white"].is_null().all()  # recorded: kept, not proxied
+    filled = a.filter(pl.col("_proxy_inferred").is_not_null())
+    assert filled.height == 667 and filled["race"].is_in(list(proxy.values.values()) + [
+        "Not inferred (below the proxy threshold)"]).all()
+    assert list(PROXY_COLUMNS) == [c for c in a.columns if c in PROXY_COLUMNS]
