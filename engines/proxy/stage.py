@@ -66,6 +66,10 @@ def proxy_batch(batch: pa.RecordBatch | pa.Table, column: str, proxy: Proxy, id_
     """The batch with the proxy's columns (module docstring) and ``column`` filled where race
     was not recorded. Rows keep their order; a pure function of the batch and the inputs."""
     table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    read = {proxy.surname, proxy.geography_column, column, *([id_column] if id_column else [])}
+    for i, field in enumerate(table.schema):  # the columns it reads as plain text, not dictionaries
+        if field.name in read and pa.types.is_dictionary(field.type):
+            table = table.set_column(i, field.name, table[field.name].cast(field.type.value_type))
     df = pl.from_arrow(table)
     if not isinstance(df, pl.DataFrame):
         df = df.to_frame()
