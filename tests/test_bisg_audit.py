@@ -135,3 +135,24 @@ def test_proxy_spec_errors_name_the_field():
         parse_spec({**base, "protected": [{**race, "protected_values": ["B"]}]})
     assert parse_spec({**base, "protected": [{**race, "proxy": {**race["proxy"], "recorded": False}}]}).columns() == \
         ["s", "t", "d", "f"]
+
+
+def test_proxy_files_errors_are_one_line(tmp_path):
+    from aequum.engines.core.proxy_spec import Proxy
+    from aequum.engines.core.validation import SourceSchemaError
+    from aequum.engines.proxy.stage import load_inputs
+
+    def proxy(**files):
+        return Proxy(surname="s", geography="tract", geography_column="t", **files)
+
+    with pytest.raises(SourceSchemaError, match="proxy.names.path: no file"):
+        load_inputs(proxy(names={"path": "none.csv"}), tmp_path)
+    (tmp_path / "n.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(SourceSchemaError, match="proxy.names: n.csv has no column 'id'"):
+        load_inputs(proxy(names={"path": "n.csv"}), tmp_path)
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(SourceSchemaError, match="cannot be read as Parquet"):
+        load_inputs(proxy(names={"path": "bad.parquet"}), tmp_path)
+    (tmp_path / "c.csv").write_text("geography,white\n1,2\n")
+    with pytest.raises(SourceSchemaError, match="lacks column"):
+        load_inputs(proxy(composition={"path": "c.csv"}), tmp_path)

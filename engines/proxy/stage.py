@@ -20,8 +20,9 @@ import polars as pl
 import pyarrow as pa
 
 from aequum.engines.core.proxy_spec import BELOW_THRESHOLD, NO_PROXY, PROXY_COLUMNS, Proxy
+from aequum.engines.core.validation import SourceSchemaError
 from aequum.engines.proxy.bisg import GEOGRAPHY_FOUND, SURNAME_FOUND, assign, bisg_probabilities
-from aequum.engines.proxy.census import PROB_COLUMNS
+from aequum.engines.proxy.census import PROB_COLUMNS, composition_tables
 
 INFERRED = "_proxy_inferred"
 STAGED = PROXY_COLUMNS
@@ -39,11 +40,16 @@ class ProxyInputs:
 
 
 def _read(path: Path, what: str) -> pl.DataFrame:
-    if not path.exists():
-        raise ValueError(f"{what}: no file {path}")
-    if path.suffix.lower() in (".parquet", ".pq"):
-        return pl.read_parquet(path)
-    return pl.read_csv(path, infer_schema_length=0)  # every column as text: ids and codes keep their zeros
+    """A CSV (every column as text: ids and codes keep their leading zeros) or Parquet file; a
+    missing or unreadable one is a :class:`SourceSchemaError` naming the field."""
+    if not path.is_file():
+        raise SourceSchemaError(f"{what}: no file {path}")
+    parquet = path.suffix.lower() in (".parquet", ".pq")
+    try:
+        return pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=0)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise SourceSchemaError(f"{what}: {path} cannot be read as {'Parquet' if parquet else 'CSV'}: "
+                                f"{str(exc).splitlines()[0]}") from None
 
 
 def load_inputs(proxy: Proxy, spec_dir: Path) -> ProxyInputs:
@@ -53,11 +59,16 @@ def load_inputs(proxy: Proxy, spec_dir: Path) -> ProxyInputs:
         raw = _read(Path(spec_dir) / proxy.names.path, "proxy.names.path")
         for c in (proxy.names.id_column, proxy.names.surname):
             if c not in raw.columns:
-                raise ValueError(f"proxy.names: {proxy.names.path} has no column {c!r} (it has {raw.columns[:8]})")
+                raise SourceSchemaError(f"proxy.names: {proxy.names.path} has no column {c!r} "
+                                        f"(it has {raw.columns[:8]})")
         names = raw.select(pl.col(proxy.names.id_column).cast(pl.Utf8).str.strip_chars().alias("_proxy_id"),
                            pl.col(proxy.names.surname).cast(pl.Utf8).alias(_SURNAME)).unique("_proxy_id", keep="first")
     if proxy.composition is not None:
         composition = _read(Path(spec_dir) / proxy.composition.path, "proxy.composition.path")
+        try:  # its columns checked now, not at the first batch
+            composition_tables(composition, proxy.composition.geography_column)
+        except ValueError as exc:
+            raise SourceSchemaError(str(exc)) from None
     return ProxyInputs(names, composition)
 
 

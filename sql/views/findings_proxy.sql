@@ -33,7 +33,7 @@ SELECT g.run_id, 'proxy' AS engine, g.attribute, 'protected' AS group_name,
        -- the measures' names as the other engines' (the conclusion writes adjusted_denial_difference in points)
        CASE WHEN g.outcome = 'unfavourable' THEN
               CASE g.estimator WHEN 'corrected' THEN 'denial_difference' ELSE 'adjusted_denial_difference' END
-            ELSE CASE g.estimator WHEN 'corrected' THEN 'price_difference' ELSE 'adjusted_price_difference_inferred' END
+            ELSE CASE g.estimator WHEN 'corrected' THEN 'price_difference' ELSE 'adjusted_price_gap' END
        END AS measure, g.gap AS value, g.ci_low, g.ci_high, g.confidence, g.p_value, g.significant,
        CASE WHEN g.outcome = 'unfavourable' AND g.gap > 0
             THEN CAST(round(g.gap * g.n_protected) AS BIGINT) ELSE 0 END AS individuals,
