@@ -158,3 +158,24 @@ def test_proxy_step_is_independent_of_row_order(tmp_path):
     assert filled.height == 667 and filled["race"].is_in(list(proxy.values.values()) + [
         "Not inferred (below the proxy threshold)"]).all()
     assert list(PROXY_COLUMNS) == [c for c in a.columns if c in PROXY_COLUMNS]
+
+
+def test_block_groups_from_a_composition():
+    """block_group geography with the user's composition: P(r|s,g) ∝ P(r|s) P(g|r) on the five races,
+    the surname table folded to match; a block group outside the composition: the surname alone."""
+    from aequum.engines.proxy.census import surname_table
+
+    counts = pl.DataFrame({"bg": ["060372060201", "060372060202"], "white": [900, 50], "black": [50, 800],
+                           "hispanic": [40, 100], "asian": [10, 40], "other": [0, 10]})
+    frame = pl.DataFrame({"s": ["Washington", "Washington", "Smith"], "g": ["060372060201", "060372060202", "x"]})
+    out = bisg_probabilities(frame, "s", "g", "block_group", counts, "bg").collect()
+    s = surname_table(folded=True).filter(pl.col("surname") == "WASHINGTON").select(
+        "white", "black", "hispanic", "asian", "other").to_numpy()[0]
+    c = counts.select("white", "black", "hispanic", "asian", "other").to_numpy().astype(float)
+    for row in range(2):
+        u = s * c[row] / c.sum(axis=0)
+        np.testing.assert_allclose(out.select(PROB_COLUMNS).row(row), u / u.sum(), atol=1e-12)
+    smith = surname_table(folded=True).filter(pl.col("surname") == "SMITH").select(
+        "white", "black", "hispanic", "asian", "other").to_numpy()[0]
+    np.testing.assert_allclose(out.select(PROB_COLUMNS).row(2), smith / smith.sum(), atol=1e-12)
+    assert out["_proxy_geography"].to_list() == [True, True, False]
