@@ -44,6 +44,11 @@ def stream(name: str, rows: int | None = None, seed: int = 0, batch_rows: int = 
 
         for b in iter_loan_batches(rows or DEFAULT_ROWS, seed, batch_rows):
             yield b, None
+    elif name == "bisg":  # race never recorded, known: the BISG proxy's world (engines.generators.bisg)
+        from aequum.engines.generators.bisg import DEFAULT_ROWS, iter_bisg_batches
+
+        for b in iter_bisg_batches(rows or DEFAULT_ROWS, seed, batch_rows):
+            yield b, None
     elif name == "cec_synthetic":
         from aequum.engines.generators.cec_synthetic import DEFAULT_ROWS, iter_cec_batches
 
@@ -55,11 +60,6 @@ def stream(name: str, rows: int | None = None, seed: int = 0, batch_rows: int = 
         lar = lar_market.iter_record_batches if name.endswith("_lender") else lar_market.iter_lar_batches
         yield from lar(rows or lar_market.DEFAULT_ROWS, seed, batch_rows, world=world, effect=effect,
                        single=name.startswith("hmda_single"))
-    elif name == "bisg":  # race never recorded, known: the BISG proxy's world (engines.generators.bisg)
-        from aequum.engines.generators.bisg import DEFAULT_ROWS, iter_bisg_batches
-
-        for b in iter_bisg_batches(rows or DEFAULT_ROWS, seed, batch_rows):
-            yield b, None
     elif name == "hmda":
         from aequum.engines.generators.hmda import DEFAULT_ROWS, iter_hmda_batches
 

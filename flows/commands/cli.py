@@ -47,6 +47,7 @@ TRUST_MTIME = ("reuse the staged copy of a source whose files have the sizes and
 
 BENCHMARKS = {
     "ingest": "aequum.flows.bench.ingest",
+    "proxy": "aequum.flows.bench.proxy",
     "cst": "aequum.flows.bench.cst",
     "raguel": "aequum.flows.bench.raguel",
     "fgce": "aequum.flows.bench.fgce",
@@ -57,7 +58,6 @@ BENCHMARKS = {
     "validity": "aequum.flows.bench.validity",
     "fairlending": "aequum.flows.bench.fairlending",
     "lenders": "aequum.flows.bench.lenders",
-    "proxy": "aequum.flows.bench.proxy",
 }
 
 
