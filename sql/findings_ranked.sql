@@ -50,7 +50,7 @@ WITH c AS (
                      FROM audit.runs)) px USING (run_id)
 ), i AS (
     -- a finding on groups the proxy inferred says so (the proxy engine's own statements do)
-    SELECT c.* REPLACE (CASE WHEN c.groups_inferred AND c.engine <> 'proxy' THEN c.statement || printf(
+    SELECT c.* EXCLUDE (threshold) REPLACE (CASE WHEN c.groups_inferred AND c.engine <> 'proxy' THEN c.statement || printf(
              ' The groups were inferred by BISG from surname and geography, not recorded: a record counts in a '
              'group when its most probable race has probability %.2f or more; misassigned records pull a difference '
              'toward zero and the records left out may differ from those kept (the proxy engine''s corrected '
@@ -66,7 +66,7 @@ WITH c AS (
                                     false) AS demoted
     FROM k
 )
-SELECT d.* EXCLUDE (parent, named, demoted, threshold),
+SELECT d.* EXCLUDE (parent, named, demoted),
        row_number() OVER (
          PARTITION BY d.run_id
          ORDER BY d.evidence DESC NULLS LAST,
