@@ -18,11 +18,11 @@
 --                     shares on records that lack inputs of the decisions (their neighbours
 --                     differ in what the records cannot see)
 --   audit quality     how well the audit's findings find the harmed (a generated ground truth)
+-- groups_inferred: the finding's attribute (or a part of its intersection) was inferred by a proxy
+-- (protected[].proxy, runs.parameters $.audit.proxied), not recorded; its statement says so.
 -- flagged: the part's flag on a claim about the lender (a tested, adjusted difference in the
 -- applicants' disfavour that a user should review); false for every other claim.
 -- evidence: the part's evidence on a claim about the lender; false for every other claim.
--- groups_inferred: the finding's attribute (or a part of its intersection) was inferred by a proxy
--- (protected[].proxy, runs.parameters $.audit.proxied), not recorded; its statement says so.
 -- rank: evidence first, then claims about the lender, flagged before not, a pooled group (race
 -- with its values compared one by one) after its named groups when one of them is flagged (the
 -- named group carries the effect), headline rows first; within each, the more certain (smaller
