@@ -9,7 +9,13 @@ gap between the protected and the reference group three ways (``engines.proxy.es
 ``corrected``   the regression of the outcome on the group probabilities (unbiased if the
                 outcome depends on race, and not on surname and geography once race is known),
                 with an HC1 interval that holds the proxy's uncertainty;
-``corrected_controlled``  the same with the numeric features as controls (an adjusted gap).
+``corrected_controlled``  the same with the numeric features as controls (an adjusted gap);
+``corrected_regression``  the examiner's controlled regression with the probabilities as the
+                group regressor: the regression engine's controls, held groups, absorbed fixed
+                effects and clustered errors (``engines.proxy.controlled``); over the originations
+                with the pricing engine's controls for each pricing field;
+``weighted_regression``   the same regression weighted by the group probabilities (the records
+                stacked per group): the weighted means' controlled counterpart, pulled toward zero.
 
 Outcomes: the unfavourable-decision rate (``unfavourable``) and each pricing field (over the
 records where it is reported); with a geography section, each lender's corrected gap in the
@@ -25,10 +31,14 @@ import pyarrow.compute as pc
 from scipy.stats import norm
 
 from aequum.engines.core.data import record_columns
+from aequum.engines.core.intersections import tested_units
 from aequum.engines.core.proxy_spec import PROB_COLUMNS, PROXY_COLUMNS
 from aequum.engines.core.engine import Tables
 from aequum.engines.proxy.census import RACES, VINTAGE
+from aequum.engines.pricing.engine import member, pricing_controls
+from aequum.engines.proxy.controlled import RegressionGap, corrected_regression, weighted_regression
 from aequum.engines.proxy.estimates import GapEstimate, corrected, hard, weighted
+from aequum.engines.regression.engine import held_cells, record_block, resolve_controls
 
 COVERAGE = pa.schema([
     ("attribute", pa.string()), ("method", pa.string()), ("geography", pa.string()), ("threshold", pa.float64()),
@@ -45,6 +55,9 @@ GAPS = pa.schema([
     ("gap", pa.float64()), ("se", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
     ("confidence", pa.float64()), ("p_value", pa.float64()), ("n_protected", pa.float64()),
     ("n_reference", pa.float64()), ("controls", pa.string()), ("note", pa.string()),
+    # the controlled regressions (corrected_regression, weighted_regression): the effects absorbed,
+    # the cluster, its count and the inference of the interval (CR1, WCR-bootstrap, HC1)
+    ("fixed_effects", pa.string()), ("cluster", pa.string()), ("clusters", pa.int64()), ("inference", pa.string()),
 ])
 
 
@@ -72,7 +85,74 @@ def _row(attribute, outcome, lender, estimator, records, est: GapEstimate, confi
             "records": int(records), "protected_mean": est.protected, "reference_mean": est.reference,
             "gap": est.gap, "se": est.se, "ci_low": est.ci_low, "ci_high": est.ci_high, "confidence": confidence,
             "p_value": p, "n_protected": est.n_protected, "n_reference": est.n_reference,
-            "controls": ", ".join(controls) if controls else None, "note": est.note}
+            "controls": ", ".join(controls) if controls else None, "note": est.note,
+            "fixed_effects": None, "cluster": None, "clusters": None, "inference": None}
+
+
+def _regression_row(attribute, outcome, estimator, est: RegressionGap, confidence, fixed_names, cluster) -> dict:
+    return {"attribute": attribute, "outcome": outcome, "lender": None, "estimator": estimator,
+            "records": est.n, "protected_mean": None, "reference_mean": None, "gap": est.gap, "se": est.se,
+            "ci_low": est.ci_low, "ci_high": est.ci_high, "confidence": confidence, "p_value": est.p_value,
+            "n_protected": est.n_protected, "n_reference": est.n_reference,
+            "controls": ", ".join(est.controls) or None, "note": est.note,
+            "fixed_effects": ", ".join(fixed_names) or None, "cluster": cluster,
+            "clusters": est.clusters or None, "inference": est.inference}
+
+
+def _regression_setups(data, params) -> list[dict]:
+    """The controlled regressions' outcomes (the unfavourable decision with the regression
+    engine's controls, fixed effects and cluster; each pricing field over the originations with
+    the pricing engine's): name, y, rows, control blocks and names, effects, cluster."""
+    spec = data.spec
+    if not params.regression or data.decision is None:
+        return []
+    reg = spec.engines.regression
+    names = resolve_controls(spec, reg)
+    out = [{"outcome": "unfavourable",
+            "y": np.where((data.decision == 0) | (data.decision == 1), 1.0 - data.decision, np.nan),
+            "rows": np.ones(len(data), bool),
+            "blocks": [record_block(data, n, log=n in reg.log_controls) for n in names],
+            "names": [f"log {n}" if n in reg.log_controls else n for n in names],
+            "fixed_names": list(reg.fixed_effects), "cluster_name": reg.cluster, "bootstrap": reg.bootstrap(),
+            "min_size": reg.min_group_size}]
+    if spec.pricing is not None:
+        pricing = spec.engines.pricing
+        originated = member(data.column(spec.decision.column), pricing.originated)
+        names = pricing_controls(spec, pricing)
+        fixed_names, cluster_name = pricing.grouping(spec)
+        for f in spec.pricing.fields:
+            y = np.asarray(data.column(f).cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)
+            out.append({"outcome": f, "y": y, "rows": originated & ~np.isnan(y),
+                        "blocks": [record_block(data, n) for n in names], "names": names,
+                        "fixed_names": fixed_names, "cluster_name": cluster_name, "bootstrap": pricing.bootstrap(),
+                        "min_size": pricing.min_group_size})
+    for s in out:
+        s["fixed"] = [record_block(data, n) for n in s["fixed_names"]]
+        s["cluster"] = record_block(data, s["cluster_name"]) if s["cluster_name"] else None
+    return out
+
+
+def _regression_gaps(data, attribute, q1, q0, known, setups, params) -> list[dict]:
+    """``corrected_regression`` and ``weighted_regression`` rows of one attribute (records whose
+    group is known or has probabilities: ``known``), the other attributes' groups held as the
+    regression engine holds them."""
+    spec, conf = data.spec, params.confidence
+    reg = spec.engines.regression
+    held = tested_units(spec, data.groups, [], 1, reg.other_groups)[1].get(attribute, [])
+    out = []
+    for s in setups:
+        rows = np.flatnonzero(s["rows"] & known & ~np.isnan(s["y"]))
+        cells = [held_cells([data.groups[a] for a in held], s["min_size"], s["y"], rows)] if held else []
+        blocks, names = [*s["blocks"], *cells], [*s["names"], *([" × ".join(held) + " (groups)"] if held else [])]
+        common = dict(held=len(cells), fixed=s["fixed"], fixed_names=s["fixed_names"], cluster=s["cluster"],
+                      confidence=conf)
+        for estimator, fit in (("corrected_regression", corrected_regression(
+                s["y"], q1, q0, blocks, names, rows, bootstrap=s["bootstrap"], **common)),
+                               ("weighted_regression", weighted_regression(s["y"], q1, q0, blocks, names, rows,
+                                                                           **common))):
+            out.append(_regression_row(attribute, s["outcome"], estimator, fit, conf, s["fixed_names"],
+                                       s["cluster_name"]))
+    return out
 
 
 def _lender_gaps(attribute: str, y, q1, q0, rows, lender, names, params) -> list[dict]:
@@ -101,7 +181,16 @@ class ProxyEngine:
     def columns(self, spec, params) -> list[str]:
         lender = [spec.geography.lender] if spec.geography is not None and params.per_lender else []
         pricing = spec.pricing.fields if spec.pricing is not None else []
-        return [*record_columns(spec, [*params.control_names(spec), *lender], ids=False), *PROXY_COLUMNS, *pricing]
+        regression = []
+        if params.regression and spec.decision is not None:
+            reg = spec.engines.regression
+            regression = [*resolve_controls(spec, reg), *reg.fixed_effects, *([reg.cluster] if reg.cluster else [])]
+            if spec.pricing is not None:
+                fixed, cluster = spec.engines.pricing.grouping(spec)
+                regression += [*pricing_controls(spec, spec.engines.pricing), *fixed, *([cluster] if cluster else [])]
+        features = list(dict.fromkeys([*params.control_names(spec), *lender, *regression]))
+        decision = [spec.decision.column] if spec.pricing is not None and spec.decision is not None else []
+        return [*record_columns(spec, features, ids=False), *PROXY_COLUMNS, *dict.fromkeys([*pricing, *decision])]
 
     def prepare(self, data, params):
         return data, params
@@ -134,6 +223,7 @@ class ProxyEngine:
         if spec.geography is not None and params.per_lender:
             lender = data.column_values(spec.geography.lender)
             names = data.levels(spec.geography.lender)
+        setups = _regression_setups(data, params)
         coverage, gaps = [], []
         for p in spec.protected:
             if p.proxy is None:
@@ -175,6 +265,8 @@ class ProxyEngine:
                     gaps.append(_row(p.name, outcome, None, "corrected_controlled", int(keep.sum()), est, conf, controls))
                 if lender is not None and outcome == "unfavourable":
                     gaps += _lender_gaps(p.name, y, q1, q0, rows, lender, names, params)
+            # records proxied without any probability (neither input found) have no known group
+            gaps += _regression_gaps(data, p.name, q1, q0, ~(proxied & ~has), setups, params)
         return {"proxy_coverage": pa.Table.from_pylist(coverage, schema=COVERAGE),
                 "proxy_gaps": pa.Table.from_pylist(gaps, schema=GAPS)}
 

@@ -13,6 +13,10 @@ class ProxyParams(BaseModel):
         "feature of the spec; [] for none).")
     min_records: int = Field(30, ge=2, description="Fewer records (or expected group members) than this: "
                              "the gap is reported as too small, not estimated.")
+    regression: bool = Field(True, description="The controlled regression with the probabilities as the group "
+                             "(corrected_regression) and weighted by them (weighted_regression): the regression "
+                             "engine's controls, fixed effects and cluster (engines.regression) for the unfavourable "
+                             "decision, the pricing engine's over the originations for each pricing field.")
     per_lender: bool = Field(True, description="With a geography section: each lender's corrected gap "
                              "in its unfavourable-decision rate too.")
 
