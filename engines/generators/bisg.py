@@ -133,3 +133,66 @@ def iter_bisg_batches(rows: int = DEFAULT_ROWS, seed: int = 0, batch_rows: int =
             "income": pa.array(income), "debt_to_income_ratio": pa.array(dti),
             "action": pa.array(np.where(approved == 1, "approved", "denied")),
             "true_race": pa.array(np.array(RACES)[race5]), "p_denied": pa.array(p_deny)})
+
+
+# the controlled world's true denial-probability gaps against White (a linear probability model)
+CONTROLLED_GAP = {"black": 0.10, "hispanic": 0.06}
+
+
+@dataclass(frozen=True)
+class ControlledWorld:
+    """People of :func:`draw_people` applying to lenders in markets, with a loan type: arrays per
+    person (``race5`` index into RACES, ``posterior`` BISG's rows x 5, ``surname``/``tract``
+    indices into :func:`tables`' arrays, ``market`` (10), ``lender``, ``loan_type`` (3),
+    ``p_deny``, ``denied``)."""
+
+    race5: np.ndarray
+    surname: np.ndarray
+    tract: np.ndarray
+    posterior: np.ndarray
+    market: np.ndarray
+    lender: np.ndarray
+    loan_type: np.ndarray
+    p_deny: np.ndarray
+    denied: np.ndarray
+
+
+@lru_cache(maxsize=1)
+def _market_black_share() -> np.ndarray:
+    """Each of the ten markets' Black share of its people drawn in this world (P(black | market)
+    from the 2010 tracts' P(tract | race) and the world's P(race)), scaled to 0 … 1."""
+    t = tables()
+    market = np.minimum(np.array([int(str(g)[:2]) for g in t.tracts]) // 6, 9)
+    people = t.tract_given_race * t.p_race  # tracts x 6: P(tract, race)
+    by_market = np.stack([np.bincount(market, weights=people[:, c], minlength=10) for c in range(len(CENSUS))], 1)
+    share = by_market[:, CENSUS.index("black")] / by_market.sum(axis=1)
+    return (share - share.min()) / (share.max() - share.min())
+
+
+def controlled_world(n: int, rng: np.random.Generator, lenders: int = 50) -> ControlledWorld:
+    """A world for the controlled regression with inferred race: the market is the state's group
+    (its FIPS code // 6: ten markets), the lender one of four serving the applicant's state, the
+    loan type drawn by market, so all three correlate with race through where people live (the
+    2010 tracts' segregation) and tell nothing about race beyond the tract. The denial
+    probability is linear: 0.12 + ``CONTROLLED_GAP`` of the race + the lender's effect (±0.04)
+    + the market's (0.2 times its scaled Black share: 0 to 0.2 in the ten markets) + the loan
+    type's (0, 0.05, 0.10), so the true controlled gap of each race against White is
+    ``CONTROLLED_GAP``'s, and the outcome depends on surname and tract only through race, market
+    and lender (the corrected estimator's assumption)."""
+    race, surname, tract = draw_people(n, rng)
+    race5 = FOLDED[race]
+    state = np.array([int(str(t)[:2]) for t in tables().tracts[np.unique(tract)]])
+    state = state[np.searchsorted(np.unique(tract), tract)]
+    market = np.minimum(state // 6, 9)
+    lender = (state * 3 + rng.integers(0, 4, n)) % lenders
+    share = np.column_stack([0.5 - 0.04 * (market % 5), 0.3 + 0.02 * (market % 5), 0.2 + 0.02 * (market % 5)])
+    loan_type = (rng.random(n)[:, None] > np.cumsum(share, axis=1)).sum(axis=1)
+    effects = np.random.default_rng(2026)
+    lender_effect = effects.uniform(-0.04, 0.04, lenders)
+    market_effect = 0.2 * _market_black_share()  # higher where more Black people live: the raw gap overstates
+    gap = np.zeros(len(RACES))
+    for r, g in CONTROLLED_GAP.items():
+        gap[RACES.index(r)] = g
+    p_deny = 0.12 + gap[race5] + lender_effect[lender] + market_effect[market] + np.array([0, 0.05, 0.10])[loan_type]
+    denied = (rng.random(n) < p_deny).astype(np.float64)
+    return ControlledWorld(race5, surname, tract, posterior(surname, tract), market, lender, loan_type, p_deny, denied)
