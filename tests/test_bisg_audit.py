@@ -156,3 +156,68 @@ def test_proxy_files_errors_are_one_line(tmp_path):
     (tmp_path / "c.csv").write_text("geography,white\n1,2\n")
     with pytest.raises(SourceSchemaError, match="lacks column"):
         load_inputs(proxy(composition={"path": "c.csv"}), tmp_path)
+
+
+def test_proxy_raw_corrected_gap_reads_in_points_of_denial():
+    """The proxy's corrected gap (measure denial_difference) is written in points, as its
+    statement is, not as a bare fraction."""
+    from aequum.flows.reporting.conclusion import figure_words
+    from aequum.flows.reporting.labels import Labels
+
+    finding = {"measure": "denial_difference", "value": 0.1913, "ci_low": 0.169, "ci_high": 0.214, "confidence": 0.95,
+               "finding": "corrected gap in unfavourable, race inferred"}
+    assert figure_words(finding, Labels({})) == "+19.1 points of denial (95% CI +16.9 to +21.4)"
+
+
+def _controlled_frame(n: int, seed: int):
+    w = world.controlled_world(n, np.random.default_rng(seed))
+    t = world.tables()
+    frame = pl.DataFrame({"id": [f"r{i}" for i in range(n)], "surname": t.surnames[w.surname],
+                          "tract": t.tracts[w.tract], "lender": [f"L{v:02d}" for v in w.lender],
+                          "market": [f"M{v}" for v in w.market], "loan_type": [f"T{v}" for v in w.loan_type],
+                          "action": np.where(w.denied == 1, "denied", "approved")})
+    return frame, w
+
+
+def test_audit_corrected_regression_with_fixed_effects_and_clusters():
+    """A controlled world of 8,000 applications through the audit with the regression section's
+    fixed effects (lender, market), cluster (lender) and a categorical control (loan type): the
+    proxy engine's corrected_regression equals engines.proxy.controlled on the same arrays, names its
+    effects, cluster and CR1 inference, and is the headline finding, with the probability-weighted
+    regression beside it."""
+    from aequum.engines.proxy.controlled import corrected_regression
+    from aequum.engines.regression.design import Categorical
+
+    frame, w = _controlled_frame(8_000, 11)
+    spec = _bisg_spec()
+    spec["protected"][0]["compare"] = "pooled"
+    spec["protected"][0]["protected_values"] = ["Black or African American"]
+    spec["features"] = [{"name": n, "type": "categorical"} for n in ("lender", "market", "loan_type")]
+    spec["engines"] = {"run": ["proxy"], "regression": {"controls": ["loan_type"], "fixed_effects": ["lender", "market"],
+                                                        "cluster": "lender"}}
+    res = audit(frame, spec)
+    gaps = res.tables["proxy_gaps"].filter(pl.col("estimator").is_in(["corrected_regression", "weighted_regression"]))
+    row = {r["estimator"]: r for r in gaps.iter_rows(named=True)}
+    c = row["corrected_regression"]
+    assert (c["fixed_effects"], c["cluster"], c["inference"], c["controls"]) == ("lender, market", "lender", "CR1",
+                                                                                "loan_type")
+    levels = lambda v: Categorical(np.unique(v, return_inverse=True)[1], list(np.unique(v)))  # noqa: E731
+    from aequum.engines.proxy.bisg import bisg_probabilities
+
+    probs = bisg_probabilities(frame, "surname", "tract", "tract").collect()  # the staged probabilities
+    direct = corrected_regression(w.denied, probs["p_black"].to_numpy(), probs["p_white"].to_numpy(),
+                                  [levels(w.loan_type)], ["loan_type"],
+                                  np.arange(len(w.denied)), fixed=[levels(w.lender), levels(w.market)],
+                                  fixed_names=["lender", "market"], cluster=levels(w.lender))
+    assert c["gap"] == pytest.approx(direct.gap, abs=1e-10) and c["se"] == pytest.approx(direct.se, abs=1e-10)
+    assert c["clusters"] == direct.clusters >= 40
+    assert row["weighted_regression"]["gap"] < c["gap"]
+    print(f"corrected regression {c['gap']:.4f} [{c['ci_low']:.4f}, {c['ci_high']:.4f}], weighted regression "
+          f"{row['weighted_regression']['gap']:.4f}, truth {world.CONTROLLED_GAP['black']}")
+    proxy = res.findings.filter(pl.col("engine") == "proxy")
+    headline = proxy.filter(pl.col("headline"))
+    assert headline.height == 1 and headline["measure"][0] == "adjusted_denial_difference"
+    statement = headline["statement"][0]
+    assert "within the same lender and market" in statement and "clustered by lender" in statement
+    assert "probability-weighted regression's gap" in statement
+    assert not proxy["finding"].str.starts_with("corrected controlled gap").any()  # the regression replaces it

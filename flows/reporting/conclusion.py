@@ -84,7 +84,7 @@ def claim_of(f: dict) -> str:
 
 # the measures a statement writes in points of denial, and those in a price field's own units
 # (the field named by the finding: "adjusted rate_spread difference"), with what follows the figure
-IN_POINTS = {"adjusted_denial_difference": "points of denial",
+IN_POINTS = {"adjusted_denial_difference": "points of denial", "denial_difference": "points of denial",
              "excess_denial_rate": "points of denial beyond its markets' other lenders"}
 IN_PRICE = {"adjusted_price_difference": ("adjusted ", " difference", ""),
             "excess_price": ("lender against peers: ", "", " beyond its markets' other lenders")}
