@@ -1,5 +1,5 @@
 """Disparities when race was inferred (a BISG proxy): per proxied attribute and outcome, the
-gap between the protected and the reference group three ways (``engines.proxy.estimates``):
+gap between the protected and the reference group (``engines.proxy.estimates``, ``engines.proxy.controlled``):
 
 ``hard``        the groups the engines needing one read: each record's most probable race where
                 its probability reaches the spec's threshold (records with race recorded as
