@@ -205,9 +205,9 @@ def test_audit_corrected_regression_with_fixed_effects_and_clusters():
     from aequum.engines.proxy.bisg import bisg_probabilities
 
     probs = bisg_probabilities(frame, "surname", "tract", "tract").collect()  # the staged probabilities
-    direct = corrected_regression(w.denied, probs["p_black"].to_numpy(), probs["p_white"].to_numpy(),
-                                  [levels(w.loan_type)], ["loan_type"],
-                                  np.arange(len(w.denied)), fixed=[levels(w.lender), levels(w.market)],
+    q1, q0 = probs["p_black"].to_numpy(), probs["p_white"].to_numpy()
+    direct = corrected_regression(w.denied, q1, q0, [levels(w.loan_type)], ["loan_type"],
+                                  np.flatnonzero(q1 + q0 > 0), fixed=[levels(w.lender), levels(w.market)],
                                   fixed_names=["lender", "market"], cluster=levels(w.lender))
     assert c["gap"] == pytest.approx(direct.gap, abs=1e-10) and c["se"] == pytest.approx(direct.se, abs=1e-10)
     assert c["clusters"] == direct.clusters >= 40

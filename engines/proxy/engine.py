@@ -133,15 +133,16 @@ def _regression_setups(data, params) -> list[dict]:
 
 
 def _regression_gaps(data, attribute, q1, q0, known, setups, params) -> list[dict]:
-    """``corrected_regression`` and ``weighted_regression`` rows of one attribute (records whose
-    group is known or has probabilities: ``known``), the other attributes' groups held as the
-    regression engine holds them."""
+    """``corrected_regression`` and ``weighted_regression`` rows of one attribute over the records
+    whose group is known or has probabilities (``known``) and that may be in either group, the
+    other attributes' groups held as the regression engine holds them."""
     spec, conf = data.spec, params.confidence
     reg = spec.engines.regression
     held = tested_units(spec, data.groups, [], 1, reg.other_groups)[1].get(attribute, [])
     out = []
     for s in setups:
-        rows = np.flatnonzero(s["rows"] & known & ~np.isnan(s["y"]))
+        # as the regression engine fits the two groups only: records that cannot be in either are out
+        rows = np.flatnonzero(s["rows"] & known & (q1 + q0 > 0) & ~np.isnan(s["y"]))
         cells = [held_cells([data.groups[a] for a in held], s["min_size"], s["y"], rows)] if held else []
         blocks, names = [*s["blocks"], *cells], [*s["names"], *([" × ".join(held) + " (groups)"] if held else [])]
         common = dict(held=len(cells), fixed=s["fixed"], fixed_names=s["fixed_names"], cluster=s["cluster"],
