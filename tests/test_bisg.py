@@ -83,6 +83,10 @@ def test_fallbacks_and_unfound_counts():
 def test_normalisation_and_composition():
     s = pl.DataFrame({"n": ["  de la cruz ", "Smith Sr.", "o'neil-2", None]}).select(normalize_surnames(pl.col("n")))
     assert s.to_series().to_list() == ["DELACRUZ", "SMITH", "ONEIL", None]
+    # a suffix is a word of its own; a surname ending in the same letters keeps them
+    s = pl.DataFrame({"n": ["Nasr", "King, III", "Smith jr", "Ii", "Abiv", "Lee II"]}).select(
+        normalize_surnames(pl.col("n")))
+    assert s.to_series().to_list() == ["NASR", "KING", "SMITH", "II", "ABIV", "LEE"]
     given_race, given_geo = composition_tables(pl.DataFrame({
         "geography": ["a", "b"], "white": [90, 10], "black": [10, 90], "hispanic": [0, 0], "asian": [0, 0],
         "other": [0, 0]}), "geography")

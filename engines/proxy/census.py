@@ -37,7 +37,9 @@ VINTAGE = "Census 2010 surname list; Census 2010 tract and ZCTA composition (sur
 # the package's six categories and the five of the proxy they fold into
 _FOLD = {"white": "white", "black": "black", "hispanic": "hispanic", "api": "asian",
          "native": "other", "multiple": "other"}
-_SUFFIXES = ("JR", "SR", "III", "IV")  # removed from a surname's end, as the package does
+# a generational suffix written as a word of its own at a surname's end ("Smith Jr.", "King, III"),
+# removed before the spaces are: a surname that merely ends in those letters (NASR, ABIV) keeps them
+_SUFFIX = r"(?i)[[:punct:][:space:]]+(JR|SR|II|III|IV)[[:punct:][:space:]]*$"
 
 
 def _folded(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -59,13 +61,13 @@ def _data(name: str) -> Path:
 
 def normalize_surnames(names: pl.Expr) -> pl.Expr:
     """Surnames as the Census list spells them (Word et al. 2007, as ``surgeo`` normalises
-    them): digits, ASCII punctuation and whitespace removed, upper case, then a trailing JR,
-    SR, III and IV removed in that order. Null stays null."""
+    them): a trailing generational suffix written as a word of its own (JR, SR, II, III, IV)
+    removed, then digits, ASCII punctuation and whitespace removed, upper case. ``surgeo``
+    strips those letters from any surname's end (NASR becomes NA); here a surname keeps its
+    own letters. Null stays null."""
     drop = "[[:punct:][:space:][:digit:]]"  # ASCII classes: string.punctuation, .whitespace, .digits
-    out = names.cast(pl.Utf8).str.replace_all(drop, "").str.to_uppercase()
-    for suffix in _SUFFIXES:
-        out = out.str.replace(suffix + "$", "")
-    return out
+    out = names.cast(pl.Utf8).str.replace(_SUFFIX, "")
+    return out.str.replace_all(drop, "").str.to_uppercase()
 
 
 def fold(category: str) -> str:
