@@ -118,6 +118,12 @@ def test_hmda_spec_with_a_proxy_gives_pricing_and_per_lender_gaps(tmp_path):
     assert set(lenders["lender"]) <= set(lar["lei"].unique())
     controlled = gaps.filter(pl.col("estimator") == "corrected_controlled")["controls"][0]
     assert controlled == "income, loan_amount, property_value, combined_loan_to_value_ratio"
+    # the report's section: coverage, every estimator's gap in its outcome's unit, the lenders
+    html = res.report(tmp_path / "report.html").read_text()
+    proxy = html[html.index('id="engine-proxy"'):]
+    assert "Groups inferred by the race proxy (BISG)" in proxy and "Census 2010 surname list" in proxy
+    assert "probability-weighted means (CFPB)" in proxy and "corrected (outcome on the probabilities)" in proxy
+    assert " points</td>" in proxy and " field units</td>" in proxy and "corrected gap in the unfavourable rate (not controlled" in proxy
 
 
 def test_proxy_spec_errors_name_the_field():

@@ -20,9 +20,10 @@ def pricing_section(run: Run, sec: Section) -> None:
             "recorded inputs named (the regression engine's, and the other groups held), with its interval "
             "and its p-value adjusted across the run's pricing tests. Loans that do not report a field "
             "(\"NA\", \"Exempt\") are left out of that field. A difference is flagged when it is significant "
-            "and in the borrower's disfavour; the public LAR lacks the credit score a pricer reads, so it is "
-            "evidence of unequal treatment only when an unobserved factor as strong as the controls could "
-            "not explain it (robust).</p>")
+            "and in the borrower's disfavour. Records that lack an input the price depends on (the public "
+            "LAR lacks the credit score a pricer reads) leave a flagged difference unexplained, not "
+            "evidence, unless it survives a stated bound on that input (the spec's decision bounds); the "
+            "robustness value says how strong such an input would have to be.</p>")
     sec.add(table([{"groups": labels.versus(r["attribute"], "protected"), "field": r["field"],
                     "N protected": r["n_protected"], "N reference": r["n_reference"],
                     "mean protected": r["mean_protected"], "mean reference": r["mean_reference"],

@@ -6,7 +6,7 @@ in the import below."""
 from __future__ import annotations
 
 # The engines' sections register themselves on import.
-from aequum.flows.reporting import cec, cst, fgce, geography, lenders, outcome, pba, pricing, raguel, reasons, regression  # noqa: F401
+from aequum.flows.reporting import cec, cst, fgce, geography, lenders, outcome, pba, pricing, proxy, raguel, reasons, regression  # noqa: F401
 from aequum.flows.reporting.html import Section
 from aequum.flows.reporting.registry import SECTIONS
 from aequum.flows.reporting.run import Run
