@@ -89,6 +89,8 @@ def _print_table(table, max_rows: int = 50, hint: str | None = None) -> None:
 def cmd_generate(args) -> int:
     from aequum.engines.generators import catalogue
 
+    if args.national and args.name == "hmda":  # the national LAR is the lending market's
+        args.name = "hmda_market"
     if (args.world != DEFAULT_WORLD or args.effect != 1.0) and args.name not in catalogue.WORLD_GENERATORS:
         print(f"aequum: error: --world and --effect are for the {', '.join(catalogue.WORLD_GENERATORS)} generators, "
               f"not {args.name}", file=sys.stderr)
@@ -103,10 +105,15 @@ def cmd_generate(args) -> int:
         return 2
     from aequum.flows.commands.generate import generate_to_file
 
+    if args.national and args.name not in catalogue.NATIONAL:
+        print(f"aequum: error: --national is for the {', '.join(catalogue.NATIONAL)} generators (hmda --national: "
+              f"hmda_market --national), not {args.name}", file=sys.stderr)
+        return 2
     if args.out is not None:
         check_output(args.out, "--out", os.environ.get("AEQUUM_WAREHOUSE", str(DEFAULT_WAREHOUSE)), [DEFAULT_LAKE])
     out = generate_to_file(args.name, args.out, rows=args.rows, seed=args.seed, fmt=args.format,
-                           progress=lambda m: print(m, file=sys.stderr), world=args.world, effect=args.effect)
+                           progress=lambda m: print(m, file=sys.stderr), world=args.world, effect=args.effect,
+                           national=args.national)
     print(out)
     return 0
 
@@ -338,6 +345,9 @@ def parser() -> argparse.ArgumentParser:
                                                          + "; ".join(f"{w}: {d}" for w, d in MARKET_WORLDS.items())))
     g.add_argument("--effect", type=float, default=1.0,
                    help="the world's penalty times this (default 1; 0.5 for half)")
+    g.add_argument("--national", action="store_true",
+                   help="hmda_market (hmda), hmda_market_lender: a LAR of national shape, 5,000 lenders of Zipf "
+                        "sizes in 400 markets and 70,000 tracts, at any --rows, written batch by batch")
     g.set_defaults(func=cmd_generate)
 
     i = sub.add_parser("ingest", help="validate and stage a spec's source into the warehouse and lake")
