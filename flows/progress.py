@@ -113,16 +113,25 @@ class Board:
 @contextmanager
 def board(say: Callable[[str], None], every: float = 10.0, unit: str = "pieces"):
     """A :class:`Board` drawn on the current :class:`~aequum.flows.terminal.Terminal` of this
-    process when progress is live there (:func:`live_wanted`), else saying plain lines."""
+    process (without one, on standard error) when progress is live there (:func:`live_wanted`),
+    else saying plain lines."""
     from aequum.flows import terminal
 
-    console = terminal.live_console() if live_wanted(terminal.terminal_fd()) else None
+    own = terminal.terminal_fd() is None  # no Terminal: drawn on this process's standard error
+    console = None
+    if live_wanted(2 if own else terminal.terminal_fd()):
+        if own:
+            from rich.console import Console
+
+            console = Console(stderr=True, force_terminal=True)
+        else:
+            console = terminal.live_console()
     b = Board(say, console, every, unit)
     try:
         yield b
     finally:
         b.close()
-        if console is not None:
+        if console is not None and not own:
             terminal.detach_console()
 
 

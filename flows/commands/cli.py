@@ -57,6 +57,7 @@ BENCHMARKS = {
     "validity": "aequum.flows.bench.validity",
     "fairlending": "aequum.flows.bench.fairlending",
     "lenders": "aequum.flows.bench.lenders",
+    "national": "aequum.flows.bench.national",
 }
 
 
@@ -184,7 +185,8 @@ def cmd_audit(args) -> int:
     with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
         run = wh.run(run_id)
         engines_status = wh.engine_status(run_id)
-        findings = wh.query("report/findings", {"run_id": run_id}).to_pylist() if "findings" in wh.table_names() else []
+        table_names = wh.table_names()
+        findings = wh.query("report/findings", {"run_id": run_id}).to_pylist() if "findings" in table_names else []
     print(f"\nrun {run_id}: {run['status']}")
     for name, e in sorted(engines_status.items()):
         print(f"  {name:8s} {e['status']:9s} {e['seconds'] or 0:7.2f} s"
@@ -196,7 +198,10 @@ def cmd_audit(args) -> int:
     if args.report is not None:
         from aequum.flows.commands.report import write_report
 
-        print(f"report: {write_report(args.warehouse, run_id, args.report or None, wait=args.wait, notify=_say).resolve()}")
+        sys.stdout.flush()
+        path = write_report(args.warehouse, run_id, args.report or None, wait=args.wait, notify=_say,
+                            findings=findings if "findings" in table_names else None, say=_say)
+        print(f"report: {path.resolve()}")
     return 0 if run["status"] == "succeeded" else 1
 
 
@@ -274,7 +279,7 @@ def cmd_report(args) -> int:
         from aequum.flows.store.guard import UsageError
 
         raise UsageError("--pdf prints a finding's exhibit: use it with --cases RANK")
-    print(write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say).resolve())
+    print(write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say, say=_say).resolve())
     return 0
 
 
@@ -464,7 +469,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("name", choices=sorted(BENCHMARKS), help="the benchmark")
     b.add_argument("--quick", action="store_true", help="smaller sizes")
     b.add_argument("--rows", type=int, nargs="+", default=None,
-                   help="the sizes to run (audit, fairlending; raguel, validity and lenders: the first)")
+                   help="the sizes to run (audit, fairlending, national; raguel, validity and lenders: the first)")
     b.add_argument("--seeds", type=int, nargs="+", default=None, help="validity: the generator seeds (default 1)")
     b.add_argument("--effects", type=float, nargs="+", default=None,
                    help="validity: the worlds' penalties times each of these (default 1)")
