@@ -81,9 +81,14 @@ def scan_lake(lake_path: str, repeat: str = "3") -> dict:
 
 
 def audit_in_fresh_process(spec: Path, work: Path, workers: int = 2, engines: list[str] | None = None) -> dict:
+    from unittest.mock import patch
+
+    from aequum.flows.commands.cli import _prefect_env
+
     work.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PREFECT_LOGGING_LEVEL": os.environ.get("PREFECT_LOGGING_LEVEL", "INFO"),
-           "AEQUUM_PROGRESS": "plain"}
+    with patch.dict(os.environ):  # the command line's Prefect and Dask settings, for the audit's process only
+        _prefect_env()
+        env = {**os.environ, "AEQUUM_PROGRESS": "plain"}
     return in_fresh_process(__name__, "measure_audit", str(spec), str(work), str(workers), ",".join(engines or []),
                             env=env, show=True)
 

@@ -71,6 +71,8 @@ def _prefect_env() -> None:
     flow's Prefect API (a configured server, or a temporary one that the Dask workers report
     to) is set up by ``flows.run_control.flow_api``."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # and the client's: no "Prefect collects anonymous usage data" notice on a first run in a terminal
+    os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_HOME", str(Path(tempfile.gettempdir()) / f"aequum-prefect-{os.getuid()}"))
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
