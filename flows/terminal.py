@@ -83,6 +83,7 @@ class Terminal:
             console, self._console = self._console, None
             pending, self._pending = self._pending, b""
         if console is not None:
+            console.show_cursor(True)  # a live display hides it while it draws
             console.file.flush()
             console.file.close()
             if pending:
