@@ -141,9 +141,9 @@ def test_the_workers_are_asked_of_the_scheduler_not_read_from_the_clients_cache(
     the workers read from that cache said every worker was lost (issue 48's 1M audit)."""
     from distributed import Client, LocalCluster
 
-    from aequum.flows.cluster import _workers
+    from aequum.flows.cluster import _workers, local_cluster_options
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False) as cluster, \
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, **local_cluster_options()) as cluster, \
             Client(cluster, set_as_default=False) as client:
         async def no_workers(n_workers=0):  # what the periodic update leaves in the cache
             client._scheduler_identity = {"workers": {}}
