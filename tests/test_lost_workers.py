@@ -143,7 +143,8 @@ def test_the_workers_are_asked_of_the_scheduler_not_read_from_the_clients_cache(
 
     from aequum.flows.cluster import _workers, local_cluster_options
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, **local_cluster_options()) as cluster, \
+    quiet = {k: v for k, v in local_cluster_options().items() if k != "host"}  # no HTTP server on port 8787
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, **quiet) as cluster, \
             Client(cluster, set_as_default=False) as client:
         async def no_workers(n_workers=0):  # what the periodic update leaves in the cache
             client._scheduler_identity = {"workers": {}}
