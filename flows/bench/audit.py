@@ -39,7 +39,7 @@ from pathlib import Path
 import yaml
 
 from aequum.flows.bench.audit_run import audit_in_fresh_process, bench_audit, write_spec
-from aequum.flows.bench.measure import in_fresh_process, peak_rss_mb
+from aequum.flows.bench.measure import every, in_fresh_process, peak_rss_mb
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "data" / "specs" / "hmda.yaml"
@@ -253,7 +253,8 @@ def run(quick: bool = False, rows: list[int] | None = None) -> list[dict]:
             results.append({"fixed_cost": _print_fixed_cost(tmp)})
         for n in sizes:
             print(f"aequum bench audit: generating {n:,} HMDA LAR rows", flush=True)
-            source = generate_to_file("hmda", tmp / f"hmda_{n}.parquet", rows=n, seed=0, fmt="parquet")
+            source = generate_to_file("hmda", tmp / f"hmda_{n}.parquet", rows=n, seed=0, fmt="parquet",
+                                      progress=every(10.0))
             spec = write_spec(source, tmp / f"hmda_{n}.yaml")
             row = {"rows": n, **bench_audit(spec, tmp / f"e2e_{n}", f"{n:,} generated HMDA LAR rows",
                                             without_regression=not quick)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 
 def peak_rss_mb() -> float:
@@ -56,6 +57,18 @@ def _shown(code: str, env: dict | None) -> tuple[int, str, str]:
     returncode = proc.wait()
     thread.join()
     return returncode, stdout, "".join(tail)
+
+
+def every(seconds: float):
+    """A progress callable printing a line to standard error at most every ``seconds``."""
+    last = [time.monotonic()]
+
+    def say(line: str) -> None:
+        if time.monotonic() - last[0] >= seconds:
+            last[0] = time.monotonic()
+            print(f"  {line}", file=sys.stderr, flush=True)
+
+    return say
 
 
 class TreePeak:

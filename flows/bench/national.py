@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from aequum.flows.bench.audit_run import bench_audit, write_spec
+from aequum.flows.bench.measure import every
 
 YEAR = 16_000_000
 QUICK_ROWS = 200_000
@@ -33,7 +34,8 @@ def run(quick: bool = False, rows: list[int] | None = None) -> list[dict]:
             print(f"aequum bench national: generating {n:,} applications of national shape (5,000 lenders, "
                   f"400 markets, 70,000 tracts)", flush=True)
             t0 = time.perf_counter()
-            source = generate_to_file("hmda_market", tmp / f"national_{n}.parquet", rows=n, seed=0, national=True)
+            source = generate_to_file("hmda_market", tmp / f"national_{n}.parquet", rows=n, seed=0, national=True,
+                                      progress=every(10.0))
             generated = time.perf_counter() - t0
             print(f"  generated in {generated:.1f} s", flush=True)
             spec = write_spec(source, tmp / f"national_{n}.yaml")
