@@ -88,3 +88,32 @@ def test_an_audit_prints_only_its_own_lines_and_engine_progress(tmp_path):
     assert re.search(r"^run loan-\S+: succeeded$", out.stdout, re.M)
     for engine in ("outcome", "fgce"):
         assert re.search(rf"engine {engine}: (\d+)/\1 pieces done, \d+ s elapsed", out.stderr), out.stderr[-3000:]
+
+
+def test_the_report_says_its_steps_and_reads_the_findings_once(small_audit_warehouse, tmp_path, monkeypatch):
+    """`aequum report`: its steps done of the total (findings, exhibits, file reviews, each
+    engine's section, the page), the last one always; findings handed in are not read again."""
+    from aequum.flows.commands import report
+    from aequum.flows.reporting.run import Run
+    from aequum.flows.store.warehouse import Warehouse
+
+    said = []
+    path = report.write_report(small_audit_warehouse, out=tmp_path / "a" / "r.html", say=said.append)
+    assert path.is_file()
+    with Warehouse(small_audit_warehouse, read_only=True) as wh:
+        run = Run.open(wh)
+        from aequum.flows.reporting.sections import shown_engines
+
+        total = 4 + len(shown_engines(run))
+        findings = run.query("findings")
+    assert said and re.fullmatch(rf"report: {total}/{total} steps done, \d+ s elapsed", said[-1])
+    asked, query = [], Run.query
+
+    def counted(self, name, **params):
+        asked.append(name)
+        return query(self, name, **params)
+
+    monkeypatch.setattr(Run, "query", counted)
+    again = report.write_report(small_audit_warehouse, out=tmp_path / "b" / "r.html", findings=findings)
+    assert "findings" not in asked
+    assert again.read_text() == path.read_text()
