@@ -13,6 +13,7 @@ copies through the display's console, whole lines only, so that they scroll abov
 from __future__ import annotations
 
 import os
+import select
 import sys
 import tempfile
 import threading
@@ -30,6 +31,8 @@ class Terminal:
     the terminal and to ``log`` (:meth:`quiet`: to the log only). A context manager; the
     terminal is standard error again when it exits."""
 
+    IDLE = 0.05  # seconds without output after which the relay counts as caught up
+
     def __init__(self, name: str):
         folder = log_folder()
         folder.mkdir(parents=True, exist_ok=True)
@@ -38,6 +41,8 @@ class Terminal:
         self._console = None  # a rich Console drawing live progress on the terminal (attach_console)
         self._pending = b""
         self._show_lock = threading.Lock()
+        self._idle = threading.Event()
+        self._closed = False
         self._log = open(self.path, "ab", buffering=0)
         sys.stderr.flush()
         self._terminal = os.dup(2)
@@ -49,15 +54,24 @@ class Terminal:
 
     def _relay(self, read: int) -> None:
         with os.fdopen(read, "rb", buffering=0) as pipe:
-            while chunk := pipe.read(65536):
+            while True:
+                if not select.select([pipe], [], [], self.IDLE)[0]:
+                    self._idle.set()  # nothing came for IDLE seconds: all written so far is relayed
+                    continue
+                chunk = pipe.read(65536)
+                if not chunk:
+                    break
                 self._log.write(chunk)
                 if self.loud:
                     self._show(chunk)
+        self._idle.set()
 
     def _show(self, data: bytes) -> None:
         """``data`` to the terminal: as it is, or while a console draws progress, its whole
         lines printed through that console (the rest of a line waits for its end)."""
         with self._show_lock:
+            if self._closed:
+                return
             if self._console is None:
                 os.write(self._terminal, data)
                 return
@@ -105,8 +119,14 @@ class Terminal:
         self.detach_console()
         sys.stderr.flush()
         os.dup2(self._terminal, 2)
-        self._thread.join(timeout=2)
-        os.close(self._terminal)
+        # what was written before is relayed once the pipe has been quiet for IDLE seconds
+        # (not at its end: the processes the run started still hold it, so waiting for the
+        # relay thread's end waited its whole timeout, 2 s, at the end of every audit)
+        self._idle.clear()
+        self._idle.wait(timeout=2)
+        with self._show_lock:  # what comes later goes to the log only
+            self.loud, self._closed = False, True
+            os.close(self._terminal)
 
     def __enter__(self) -> Terminal:
         _CURRENT.append(self)
