@@ -72,3 +72,33 @@ def test_bench_national_audits_a_national_lar_with_the_shipped_spec(monkeypatch,
     assert len(set(table["lei"].to_pylist())) > 1000  # of 5,000 lenders (4,000 rows of a Zipf market)
     assert rows[0]["rows"] == 4000 and "4,000 applications of national shape" == seen["label"]
     assert "400 markets" in capsys.readouterr().out
+
+
+def test_bench_audit_at_full_size_runs_each_part_once_per_size(monkeypatch, tmp_path, capsys):
+    """Without --quick: the fixed cost once, then per size the end to end with its baselines,
+    the 1-worker run (its speed-up) and the stages; --quick: the end to end and the scan only."""
+    from aequum.flows.bench import audit as bench
+    from aequum.flows.commands import generate
+
+    calls = []
+
+    def fake_source(name, out, **kw):
+        calls.append(("generate", name, kw["rows"]))
+        out.write_bytes(b"")
+        return out
+
+    monkeypatch.setattr(generate, "generate_to_file", fake_source)
+    monkeypatch.setattr(bench, "_print_fixed_cost", lambda tmp: calls.append(("fixed",)) or {})
+    monkeypatch.setattr(bench, "bench_audit", lambda spec, work, label, without_regression: calls.append(
+        ("e2e", label, without_regression)) or {"end_to_end": {"seconds": 30.0}})
+    monkeypatch.setattr(bench, "audit_in_fresh_process", lambda spec, work, workers=2: calls.append(
+        ("workers", workers)) or {"seconds": 45.0, "tree_peak_mb": 1024.0})
+    monkeypatch.setattr(bench, "_print_stages", lambda spec, work: calls.append(("stages",)) or {})
+    rows = bench.run(rows=[1000, 2000])
+    assert calls == [("fixed",), ("generate", "hmda", 1000), ("e2e", "1,000 generated HMDA LAR rows", True),
+                     ("workers", 1), ("stages",), ("generate", "hmda", 2000),
+                     ("e2e", "2,000 generated HMDA LAR rows", True), ("workers", 1), ("stages",)]
+    assert "speed-up from 1 to 2 workers: x1.50" in capsys.readouterr().out and len(rows) == 3
+    calls.clear()
+    bench.run(quick=True)
+    assert calls == [("generate", "hmda", bench.QUICK_ROWS), ("e2e", "40,000 generated HMDA LAR rows", False)]
