@@ -32,6 +32,7 @@ from aequum.flows.ground_truth import score_run
 from aequum.flows.store.lake_reading import release_memory
 from aequum.flows.model_step import PackedModel, prepare_model, supplied_counterfactuals
 from aequum.flows.preflight import staged_group_problems
+from aequum.flows.progress import following
 from aequum.flows import run_control, terminal
 from aequum.flows.run_control import INTERRUPTED, drain_workers, flow_api, flow_result, user_failure
 from aequum.flows.store.staging import DEFAULT_LAKE, DatasetRef, stage
@@ -164,15 +165,17 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
         def results(futures: list) -> list[EngineOutcome]:  # never waits on a lost worker for ever
             return engine_results(futures, address, logger.warning, own) if address else [f.result() for f in futures]
 
-        if own is None or ref.rows_staged <= RENEW_WORKERS_ROWS:
-            outcomes: list[EngineOutcome] = results([submit(n) for n in runnable])
-            # a worker keeps a task's result while its future lives: none is kept here
-        else:
-            outcomes = []
-            for i, n in enumerate(runnable):  # one engine at a time, each on fresh workers
-                if i:
-                    renew_workers(own, logger.info)
-                outcomes += results([submit(n)])
+        # each engine's pieces done, elapsed and left: a live line each on a terminal, else log lines
+        with following(address, logger.info):
+            if own is None or ref.rows_staged <= RENEW_WORKERS_ROWS:
+                outcomes: list[EngineOutcome] = results([submit(n) for n in runnable])
+                # a worker keeps a task's result while its future lives: none is kept here
+            else:
+                outcomes = []
+                for i, n in enumerate(runnable):  # one engine at a time, each on fresh workers
+                    if i:
+                        renew_workers(own, logger.info)
+                    outcomes += results([submit(n)])
         outcomes += [EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
         outcomes += [EngineOutcome(n, "failed", 0.0, 0, {}, {}, f"not run: {why}") for n, why in unfit.items()]
     except BaseException as exc:  # an interrupt (flows.run_control) leaves the run abandoned

@@ -211,10 +211,14 @@ def _allowed_failures() -> int:
 
 
 def _workers(client, address: str) -> set[str]:
-    """The addresses of the scheduler's workers, asked now (a synchronous client's
-    ``scheduler_info`` fetches them)."""
+    """The addresses of the scheduler's workers, asked of the scheduler now. Not through
+    ``client.scheduler_info()``: that fetches them into the client's cached identity and returns
+    the cache, which the client's periodic update (every 2 s) overwrites with an identity
+    without workers; on a loaded machine the overwrite came between the two, and the run said
+    both its workers were lost while they went on running its engine (the regression of a 1M
+    audit), and would have failed with no worker after ``LOST_WORKERS_GRACE`` of such reads."""
     try:
-        return set(client.scheduler_info()["workers"])
+        return set(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
     except OSError as exc:
         raise WorkersLost(f"the Dask scheduler at {address} no longer answers ({exc})") from None
 

@@ -100,17 +100,31 @@ class _SpooledTables(Mapping):
 
 
 class Progress:
-    """``engine NAME: i/n pieces`` lines, at most every ``every`` seconds and at the end."""
+    """An engine's pieces done of its total (``None``: still preparing), with the seconds since
+    it started: on a Dask worker sent to the run's flow as events (``flows.progress.send``, at
+    most every ``SEND_EVERY`` seconds, and the end), which shows them; elsewhere said as
+    ``engine NAME: i/n pieces done, … elapsed, about … left`` lines, at most every ``every``
+    seconds and at the end (``flows.progress.Board``)."""
+
+    SEND_EVERY = 0.5
 
     def __init__(self, name: str, say, every: float = 10.0):
-        self.name, self.say, self.every = name, say, every
-        self.last = time.perf_counter()
+        from aequum.flows.progress import Board
 
-    def __call__(self, done: int, total: int) -> None:
+        self.name, self.t0, self.sent = f"engine {name}", time.perf_counter(), -1e9
+        self.board = Board(say, every=every)
+
+    def __call__(self, done: int, total: int | None) -> None:
+        from aequum.flows.progress import send
+
         now = time.perf_counter()
-        if done == total or now - self.last >= self.every:
-            self.say(f"engine {self.name}: {done}/{total} pieces done")
-            self.last = now
+        if total is not None and done < total and now - self.sent < self.SEND_EVERY:
+            return
+        if send(self.name, done, total, now - self.t0):
+            self.sent = now
+        else:  # not on a Dask worker: said here (the board spaces its lines)
+            self.sent = -1e9
+            self.board.update(self.name, done, total, now - self.t0)
 
 
 BROADCAST_LIMIT = 2 * 2 ** 30  # CST at 1M HMDA rows: 0.85 GB (broadcast); at 10M several GB
@@ -179,7 +193,8 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
         return parts
 
     with _holding(client, lock):
-        t0 = time.perf_counter()
+        t0 = progress.t0 = time.perf_counter()
+        progress(0, None)  # preparing its state
         state = _prepare(engine, params, spec, lake_path, categories, model, counterfactuals)
         state = spill(engine, state, str(Path(spool) / name / "state") if spool is not None else None)
         release_memory()  # the records read are gone; the state is what the pieces need

@@ -184,6 +184,7 @@ class _Ending:
     def _watchdog(self) -> None:
         if not self.finished.wait(self.grace):
             self.end()
+            terminal.detach_console()  # a live progress display ends here: the cursor shown again
             terminal.say(interrupted_line())
             os._exit(130)
 

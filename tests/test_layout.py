@@ -67,7 +67,7 @@ def test_the_folders_the_readme_names():
     # flows/ itself holds the flows and their tasks only
     top = sorted(p.stem for p in (REPO / "flows").glob("*.py") if p.stem != "__init__")
     assert top == ["audit", "child_process", "cluster", "engine_tasks", "ground_truth", "model_step",
-                   "prefect_api", "preflight", "raguel_stream", "run_control", "scheduled", "terminal"]
+                   "prefect_api", "preflight", "progress", "raguel_stream", "run_control", "scheduled", "terminal"]
 
 
 def test_every_source_path_the_readme_and_docs_name_exists():

@@ -134,3 +134,22 @@ def test_losing_every_worker_of_an_external_cluster_fails_the_run_with_one_line(
     with Warehouse(wh, read_only=True) as w:
         run = w.run("lost")
     assert run["status"] == "failed" and "WorkersLost" in run["error"] and workers[0] in run["error"]
+
+
+def test_the_workers_are_asked_of_the_scheduler_not_read_from_the_clients_cache():
+    """The client's periodic update leaves an identity without workers in its cache; a look at
+    the workers read from that cache said every worker was lost (issue 48's 1M audit)."""
+    from distributed import Client, LocalCluster
+
+    from aequum.flows.cluster import _workers, local_cluster_options
+
+    quiet = {k: v for k, v in local_cluster_options().items() if k != "host"}  # no HTTP server on port 8787
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, **quiet) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        async def no_workers(n_workers=0):  # what the periodic update leaves in the cache
+            client._scheduler_identity = {"workers": {}}
+
+        client._update_scheduler_info = no_workers
+        assert client.scheduler_info()["workers"] == {}  # the cache, as a loaded machine read it
+        assert _workers(client, cluster.scheduler_address) == set(cluster.scheduler_info["workers"])
+        assert len(_workers(client, cluster.scheduler_address)) == 1

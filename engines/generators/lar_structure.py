@@ -32,7 +32,9 @@ Gumbel-max trick, so a world that changes the weights moves only the application
 :data:`SINGLE_MARKETS`, with standard and price level 0.
 
 The structure is drawn once from :data:`STRUCTURE_SEED` (a year's market is one market whatever
-sample of its applications is drawn).
+sample of its applications is drawn). More than twelve metros (``n_markets``) is the national
+shape (``engines.generators.lar_national``): generated metros after the twelve, tracts per
+market by weight, 50 lenders in every market, and a lender drawn among its market's lenders only.
 """
 from __future__ import annotations
 
@@ -72,31 +74,56 @@ SINGLE_LEI = "5493001SINGLE0LENDER23"
 
 
 def lei(i: int) -> str:
-    """A 20-character LEI of the LAR's form for lender ``i``."""
-    return f"54930{i:03d}{(i * 7919 + 1234) % 10**10:010d}XX"
+    """A 20-character LEI of the LAR's form for lender ``i`` (0-9999)."""
+    return f"{'54930' if i < 1000 else '5493'}{i:03d}{(i * 7919 + 1234) % 10**10:010d}XX"
 
 
 @lru_cache(maxsize=8)
 def markets(single: bool = False, n_markets: int = N_MARKETS) -> list[tuple]:
-    """The markets: the single lender's three, or the first ``n_markets`` metros (1-12) and 99999."""
+    """The markets: the single lender's three, or the first ``n_markets`` metros (1-12) and 99999;
+    above twelve, the twelve, generated metros (``lar_national.metros``) and 99999."""
     if single:
         return [m for m in METROS if m[0] in SINGLE_MARKETS]
+    if n_markets > len(METROS):
+        from aequum.engines.generators.lar_national import NATIONAL_METROS, metros
+
+        if n_markets > NATIONAL_METROS:
+            raise ValueError(f"n_markets must be at most {NATIONAL_METROS}, got {n_markets!r}")
+        extra = metros(n_markets - len(METROS), len(METROS), tuple(m[0] for m in [*METROS, OUTSIDE]))
+        return [*METROS, *extra, OUTSIDE]
     if not 1 <= n_markets <= len(METROS):
         raise ValueError(f"n_markets must be 1-{len(METROS)}, got {n_markets!r}")
     return [*METROS[:n_markets], OUTSIDE]
 
 
+def tract_counts(single: bool = False, n_markets: int = N_MARKETS) -> np.ndarray:
+    """Tracts per market: :data:`TRACTS` each, or in the national shape ``lar_national.tract_counts``."""
+    ms = markets(single, n_markets)
+    if single or n_markets <= len(METROS):
+        return np.full(len(ms), TRACTS)
+    from aequum.engines.generators.lar_national import tract_counts as national
+
+    return national(np.array([m[3] for m in ms], float))
+
+
+def national_count(n_lenders: int) -> int:
+    """The lenders in every market: :data:`NATIONAL`, or one in a hundred of a larger universe."""
+    return max(NATIONAL, n_lenders // 100)
+
+
 @lru_cache(maxsize=8)
 def tracts(single: bool = False, n_markets: int = N_MARKETS) -> dict[str, np.ndarray]:
-    """Every market's :data:`TRACTS` tracts (rows market-major): ``market`` index, ``state``,
+    """Every market's tracts (:func:`tract_counts`; rows market-major): ``market`` index, ``state``,
     ``county``, ``tract`` (11-digit code), ``share`` (minority percent), ``composition`` (n × 3:
     Black, Hispanic, Asian shares of the minority), ``weight`` (application weight within the
     market, summing to 1), ``population``, ``income_ratio``, ``owner_units``, ``homes``, ``age``."""
     ms = markets(single, n_markets)
+    counts = tract_counts(single, n_markets)
     rng = np.random.default_rng([STRUCTURE_SEED, 1])
     out: dict[str, list] = {k: [] for k in ("market", "state", "county", "tract", "share", "composition", "weight",
                                             "population", "income_ratio", "owner_units", "homes", "age")}
     for j, (_code, state, counties, _w, _mfi, _price, minority, comp) in enumerate(ms):
+        TRACTS = int(counts[j])  # noqa: N806 - the count of this market's tracts
         share = rng.beta(minority * SEGREGATION, (1 - minority) * SEGREGATION, TRACTS)
         composition = rng.dirichlet(4.0 * np.asarray(comp), TRACTS)
         county = np.asarray(counties)[rng.integers(0, len(counties), TRACTS)]
@@ -136,7 +163,7 @@ def lenders(single: bool = False, n_lenders: int = N_LENDERS, n_markets: int = N
     weights = np.array([mk[3] for mk in ms], float)
     keys = rng.random((n_lenders, m)) ** (1.0 / weights)   # weighted sampling without replacement
     count = 1 + rng.binomial(3, 0.3, n_lenders)
-    count[:NATIONAL] = m
+    count[:national_count(n_lenders)] = m
     present = np.argsort(np.argsort(-keys, axis=1), axis=1) < count[:, None]
     spread = present * weights[None, :]  # a lender's size spread over its markets by their weights
     volume = (size / spread.sum(1))[:, None] * spread * rng.lognormal(0.0, 0.4, (n_lenders, m))
@@ -158,16 +185,46 @@ def lenders(single: bool = False, n_lenders: int = N_LENDERS, n_markets: int = N
             "specialists": specialists}
 
 
+DENSE_LENDERS = 200  # above: each market's lenders drawn among themselves (assign)
+
+
 def assign(rng: np.random.Generator, market: np.ndarray, share: np.ndarray, universe: dict,
            avoid: np.ndarray) -> np.ndarray:
     """The lender of each application (Gumbel-max over its market's lenders): log volume +
     tilt × 4 (share/100 − 0.5) + log(1 − avoid[lender]) where the tract is over
-    :data:`THRESHOLD` percent minority; ``avoid`` per lender, 0 but for redlining lenders."""
+    :data:`THRESHOLD` percent minority; ``avoid`` per lender, 0 but for redlining lenders.
+    Above :data:`DENSE_LENDERS` lenders, the same draw market by market over that market's
+    lenders only (:func:`_assign_by_market`)."""
     volume = universe["volume"]
     n, n_lenders = len(market), volume.shape[0]
+    if n_lenders > DENSE_LENDERS:
+        return _assign_by_market(rng, market, share, universe, avoid)
     with np.errstate(divide="ignore"):
         log_volume, log_keep = np.log(volume.T), np.log(1.0 - avoid)
     gumbel = -np.log(-np.log(rng.random((n, n_lenders))))
     score = log_volume[market] + np.outer(4.0 * (share / 100.0 - 0.5), universe["tilt"]) + gumbel
     score += np.where((share > THRESHOLD)[:, None], log_keep[None, :], 0.0)
     return np.argmax(score, axis=1)
+
+
+def _assign_by_market(rng: np.random.Generator, market: np.ndarray, share: np.ndarray, universe: dict,
+                      avoid: np.ndarray) -> np.ndarray:
+    """:func:`assign`'s Gumbel-max, one market at a time (in market order) over the lenders
+    present in it: memory rows × (the market's lenders), not rows × every lender."""
+    volume, tilt = universe["volume"], universe["tilt"]
+    with np.errstate(divide="ignore"):
+        log_keep = np.log(1.0 - avoid)
+    order = np.argsort(market, kind="stable")
+    bounds = np.searchsorted(market[order], np.arange(volume.shape[1] + 1))
+    out = np.empty(len(market), np.int64)
+    for j in range(volume.shape[1]):
+        rows = order[bounds[j]:bounds[j + 1]]
+        if not len(rows):
+            continue
+        ks = np.flatnonzero(volume[:, j] > 0)
+        s = share[rows]
+        score = (np.log(volume[ks, j])[None, :] + np.outer(4.0 * (s / 100.0 - 0.5), tilt[ks])
+                 - np.log(-np.log(rng.random((len(rows), len(ks))))))
+        score += np.where((s > THRESHOLD)[:, None], log_keep[ks][None, :], 0.0)
+        out[rows] = ks[np.argmax(score, axis=1)]
+    return out

@@ -18,6 +18,7 @@ from itertools import combinations
 import numpy as np
 
 from aequum.engines.core.imports import load
+from aequum.engines.core.highs import silent_highs
 
 
 class NotRepairable(ValueError):
@@ -171,8 +172,7 @@ class LinearRecourse:
         highest = sum(u * c for u, c in zip(units, caps))     # every attribute to its bound
         if highest <= g_lo or lowest > g_hi:
             return None                                       # infeasible: no need to ask HiGHS
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = silent_highs()
         h.setOptionValue("threads", 1)
         h.setOptionValue("random_seed", 0)
         inf = highspy.kHighsInf

@@ -1,28 +1,31 @@
-"""``aequum bench audit``: the HMDA audit end to end, stage by stage, at 100k, 1M (and 10M) rows.
+"""``aequum bench audit``: the HMDA audit end to end at 1M rows (``--rows N …``; ``--quick``: 40k).
 
 For each size, generated HMDA LAR rows (``engines.generators.hmda``) are written to a Parquet
 file and audited under ``data/specs/hmda.yaml`` with every engine of the spec (its sampling as
 it stands), each measurement in a fresh process so that its peak memory is its own:
 
-- **stages**: the flow's steps one after the other in one process, without Prefect or Dask
-  (staging, model fit and assessment, each engine over the lake, the result write): seconds
-  per stage and the process's peak RSS (``flows.bench.measure.peak_rss_mb``);
-- **outcome vs GROUPING SETS**: the outcome engine over the staged lake (the columns it
-  declares, read and counted) against one DuckDB GROUPING SETS query computing the same counts
-  over the same lake (best of three each; ratio > 1: the engine is slower);
-- **end to end**: ``run_audit`` as the CLI runs it (Prefect, a local Dask cluster), with 1 and
-  with 2 workers: wall time, the speed-up, and the peak of the summed memory of every process
-  of the audit (flow, Dask workers, the temporary Prefect API: ``TreePeak``);
-- **fixed cost**: ``aequum audit --engines outcome`` on 1,000 loan records (the default spec),
-  wall time from the command's start to its exit, with Prefect's temporary server and a new
-  local cluster, with a Prefect server already running (``PREFECT_API_URL``), and with a
-  running Prefect server and Dask cluster (``AEQUUM_DASK_ADDRESS``, as a deployment has them),
-  fastest of three each, alternated; beside them, in the same run, the floors of those
-  set-ups on this machine (:func:`start_floors`): Prefect's temporary API alone from its
+- **end to end** (``flows.bench.audit_run``): ``run_audit`` as the CLI runs it (Prefect, a local
+  Dask cluster of 2 workers): wall time, each engine's seconds, the rest, the peak of the summed
+  memory of every process; against, in the same command, one DuckDB pass over every column of
+  the staged lake and (not ``--quick``) the same audit without the regression engine;
+- **1 worker** (not ``--quick``): the same with one Dask worker, and the speed-up of two;
+- **stages** (not ``--quick``): the flow's steps one after the other in one process, without
+  Prefect or Dask (staging, model fit and assessment, each engine over the lake, the result
+  write): seconds per stage and the process's peak RSS (``flows.bench.measure.peak_rss_mb``);
+- **outcome vs GROUPING SETS** (with the stages): the outcome engine over the staged lake (the
+  columns it declares, read and counted) against one DuckDB GROUPING SETS query computing the
+  same counts over the same lake (best of three each; ratio > 1: the engine is slower);
+- **fixed cost** (not ``--quick``): ``aequum audit --engines outcome`` on 1,000 loan records
+  (the default spec), wall time from the command's start to its exit, with Prefect's temporary
+  server and a new local cluster, with a Prefect server already running (``PREFECT_API_URL``),
+  and with a running Prefect server and Dask cluster (``AEQUUM_DASK_ADDRESS``, as a deployment
+  has them), fastest of three each, alternated; beside them, in the same run, the floors of
+  those set-ups on this machine (:func:`start_floors`): Prefect's temporary API alone from its
   start to its first answer, a fresh process starting the local cluster of a small audit (one
   worker) until it is ready, and a fresh process importing the flow's modules.
 
-Sizes: ``--rows N [N ...]`` (default 100k and 1M; ``--quick``: 100k, no end to end).
+``aequum bench national`` (``flows.bench.national``) runs the end to end part on a LAR of
+national shape.
 """
 from __future__ import annotations
 
@@ -35,19 +38,12 @@ from pathlib import Path
 
 import yaml
 
-from aequum.flows.bench.measure import TreePeak, in_fresh_process, peak_rss_mb
+from aequum.flows.bench.audit_run import audit_in_fresh_process, bench_audit, write_spec
+from aequum.flows.bench.measure import every, in_fresh_process, peak_rss_mb
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "data" / "specs" / "hmda.yaml"
 SMALL_SPEC = REPO / "data" / "specs" / "loan.yaml"
-
-
-def write_spec(source: Path, out: Path) -> Path:
-    """The HMDA spec reading ``source`` (a generated Parquet file) instead of generating."""
-    raw = yaml.safe_load(SPEC.read_text())
-    raw["source"] = {"kind": "parquet", "path": str(source), "id_column": raw["source"].get("id_column")}
-    out.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return out
 
 
 def grouping_sets_sql(spec, lake_path: str) -> str:
@@ -131,20 +127,6 @@ def _measure_stages(spec_path: str, workdir: str) -> dict:
     con.close()
     out["outcome_s"] = _best(lambda: run_engine_pieces("outcome", spec, ref.lake_path, ref.categories, None, None))
     return out
-
-
-def _measure_end_to_end(spec_path: str, workdir: str, workers: str) -> dict:
-    from aequum.flows.audit import run_audit
-    from aequum.flows.store.warehouse import Warehouse
-
-    t0 = time.perf_counter()
-    with TreePeak() as tree:
-        run_id = run_audit(spec_path, warehouse=str(Path(workdir) / "wh.duckdb"), lake=str(Path(workdir) / "lake"),
-                           workers=int(workers))
-    seconds = time.perf_counter() - t0
-    with Warehouse(str(Path(workdir) / "wh.duckdb"), read_only=True) as wh:
-        status = wh.run(run_id)["status"]
-    return {"seconds": seconds, "status": status, "peak_rss_mb": peak_rss_mb(), "tree_peak_mb": tree.peak_mb}
 
 
 def _in_subprocess(fn: str, *args: str) -> dict:
@@ -257,51 +239,60 @@ def start_floors(env: dict) -> dict:
     return {name: min(times) for name, times in floors.items()}
 
 
+QUICK_ROWS = 40_000  # the fewest generated rows whose groups CST's k = 50 of the spec can compare
+
+
 def run(quick: bool = False, rows: list[int] | None = None) -> list[dict]:
     from aequum.flows.commands.generate import generate_to_file
 
-    sizes = rows or ([100_000] if quick else [100_000, 1_000_000])
+    sizes = rows or ([QUICK_ROWS] if quick else [1_000_000])
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="aequum-bench-audit-") as tmp_dir:
         tmp = Path(tmp_dir)
-        cost = fixed_cost(tmp)
-        print(f"fixed cost of a small audit (1,000 loan records, outcome only; fastest of "
-              f"{FIXED_COST_REPEAT}, alternated): {cost['temporary_server_s']:.1f} s with Prefect's temporary "
-              f"server and a new local cluster, {cost['running_server_s']:.1f} s with a running Prefect server "
-              f"(PREFECT_API_URL), {cost['running_server_and_cluster_s']:.1f} s with a running Prefect server and "
-              "Dask cluster (AEQUUM_DASK_ADDRESS)", flush=True)
-        print(f"  floors on this machine (fastest of {FIXED_COST_REPEAT}): Prefect's temporary API alone, start to "
-              f"first answer {cost['server_start_s']:.1f} s; a local 1-worker cluster from a fresh process "
-              f"{cost['cluster_start_s']:.1f} s; importing the flow's modules {cost['flow_import_s']:.1f} s; "
-              f"ratios: temporary server x{cost['temporary_server_s'] / cost['server_start_s']:.2f}, running server "
-              f"x{cost['running_server_s'] / cost['cluster_start_s']:.2f}, running server and cluster "
-              f"x{cost['running_server_and_cluster_s'] / cost['flow_import_s']:.2f}", flush=True)
-        results.append({"fixed_cost": cost})
+        if not quick:
+            results.append({"fixed_cost": _print_fixed_cost(tmp)})
         for n in sizes:
-            source = generate_to_file("hmda", tmp / f"hmda_{n}.parquet", rows=n, seed=0, fmt="parquet")
+            print(f"aequum bench audit: generating {n:,} HMDA LAR rows", flush=True)
+            source = generate_to_file("hmda", tmp / f"hmda_{n}.parquet", rows=n, seed=0, fmt="parquet",
+                                      progress=every(10.0))
             spec = write_spec(source, tmp / f"hmda_{n}.yaml")
-            work = tmp / f"stages_{n}"
-            work.mkdir()
-            st = _in_subprocess("_measure_stages", str(spec), str(work))
-            row = {"rows": n, **st}
-            stages = ", ".join(f"{k} {v:.1f} s" for k, v in st["stages"].items())
-            print(f"\n{n:,} generated HMDA rows ({st['rows_staged']:,} staged), every engine of the spec:\n"
-                  f"  stages: {stages}; total {st['total']:.1f} s, peak RSS {st['peak_rss_mb']:,.0f} MB", flush=True)
-            print(f"  outcome engine {st['outcome_s']:.3f} s vs DuckDB GROUPING SETS {st['grouping_sets_s']:.3f} s: "
-                  f"x{st['outcome_s'] / st['grouping_sets_s']:.2f}", flush=True)
-            print(f"  engines: {st['statuses']}" + (f"; model: {st['model_problem']}" if st["model_problem"] else ""))
+            row = {"rows": n, **bench_audit(spec, tmp / f"e2e_{n}", f"{n:,} generated HMDA LAR rows",
+                                            without_regression=not quick)}
             if not quick:
-                for workers in (1, 2):
-                    work = tmp / f"e2e_{n}_{workers}"
-                    work.mkdir()
-                    e2e = _in_subprocess("_measure_end_to_end", str(spec), str(work), str(workers))
-                    row[f"end_to_end_{workers}_workers"] = e2e
-                    print(f"  end to end ({workers} Dask worker{'s' if workers > 1 else ''}): "
-                          f"{e2e['seconds']:.1f} s ({e2e['status']}), peak memory of every process "
-                          f"(flow, workers, Prefect API) {e2e['tree_peak_mb']:,.0f} MB, of the flow's "
-                          f"{e2e['peak_rss_mb']:,.0f} MB", flush=True)
-                one, two = row["end_to_end_1_workers"]["seconds"], row["end_to_end_2_workers"]["seconds"]
-                print(f"  speed-up from 1 to 2 workers: x{one / two:.2f}", flush=True)
+                one = audit_in_fresh_process(spec, tmp / f"e2e_{n}_1", workers=1)
+                row["end_to_end_1_worker"] = one
+                two = row["end_to_end"]["seconds"]
+                print(f"  one Dask worker: {one['seconds']:.1f} s, peak {one['tree_peak_mb'] / 1024:.2f} GB; "
+                      f"speed-up from 1 to 2 workers: x{one['seconds'] / two:.2f}", flush=True)
+                row.update(_print_stages(spec, tmp / f"stages_{n}"))
             results.append(row)
             source.unlink()
     return results
+
+
+def _print_stages(spec: Path, work: Path) -> dict:
+    work.mkdir()
+    st = _in_subprocess("_measure_stages", str(spec), str(work))
+    stages = ", ".join(f"{k} {v:.1f} s" for k, v in st["stages"].items())
+    print(f"  stages in one process (no Prefect, no Dask): {stages}; total {st['total']:.1f} s, peak RSS "
+          f"{st['peak_rss_mb']:,.0f} MB", flush=True)
+    print(f"  outcome engine {st['outcome_s']:.3f} s vs DuckDB GROUPING SETS {st['grouping_sets_s']:.3f} s: "
+          f"x{st['outcome_s'] / st['grouping_sets_s']:.2f}", flush=True)
+    print(f"  engines: {st['statuses']}" + (f"; model: {st['model_problem']}" if st["model_problem"] else ""))
+    return {"stages": st}
+
+
+def _print_fixed_cost(tmp: Path) -> dict:
+    cost = fixed_cost(tmp)
+    print(f"fixed cost of a small audit (1,000 loan records, outcome only; fastest of "
+          f"{FIXED_COST_REPEAT}, alternated): {cost['temporary_server_s']:.1f} s with Prefect's temporary "
+          f"server and a new local cluster, {cost['running_server_s']:.1f} s with a running Prefect server "
+          f"(PREFECT_API_URL), {cost['running_server_and_cluster_s']:.1f} s with a running Prefect server and "
+          "Dask cluster (AEQUUM_DASK_ADDRESS)", flush=True)
+    print(f"  floors on this machine (fastest of {FIXED_COST_REPEAT}): Prefect's temporary API alone, start to "
+          f"first answer {cost['server_start_s']:.1f} s; a local 1-worker cluster from a fresh process "
+          f"{cost['cluster_start_s']:.1f} s; importing the flow's modules {cost['flow_import_s']:.1f} s; "
+          f"ratios: temporary server x{cost['temporary_server_s'] / cost['server_start_s']:.2f}, running server "
+          f"x{cost['running_server_s'] / cost['cluster_start_s']:.2f}, running server and cluster "
+          f"x{cost['running_server_and_cluster_s'] / cost['flow_import_s']:.2f}", flush=True)
+    return cost

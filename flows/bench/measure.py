@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 
 def peak_rss_mb() -> float:
@@ -16,16 +17,58 @@ def peak_rss_mb() -> float:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def in_fresh_process(module: str, fn: str, *args: str, env: dict | None = None) -> dict:
+def in_fresh_process(module: str, fn: str, *args: str, env: dict | None = None, show: bool = False) -> dict:
     """``module.fn(*args)`` in a fresh Python process, so that its peak memory is its own; its
     result (JSON) is read from the line it prints marked ``RESULT``, whatever else it prints.
-    A failure raises RuntimeError naming the step, with the end of the process's error output."""
+    ``show``: the process's standard error (its log and progress lines) goes on to this one's
+    as it comes. A failure raises RuntimeError naming the step, with the end of the process's
+    error output."""
     code = f"import json, {module} as m; print('RESULT ' + json.dumps(m.{fn}(*{list(args)!r})))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    if out.returncode or not lines:
-        raise RuntimeError(f"{fn}{args!r} failed (exit status {out.returncode}):\n{out.stderr.strip()[-3000:]}")
+    if show:
+        returncode, stdout, stderr = _shown(code, env)
+    else:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        returncode, stdout, stderr = out.returncode, out.stdout, out.stderr
+    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+    if returncode or not lines:
+        raise RuntimeError(f"{fn}{args!r} failed (exit status {returncode}):\n{stderr.strip()[-3000:]}")
     return json.loads(lines[-1][len("RESULT "):])
+
+
+def _shown(code: str, env: dict | None) -> tuple[int, str, str]:
+    """Run ``code``, its standard error copied to this process's as it comes (and its last
+    lines kept for an error message)."""
+    import collections
+    import threading
+
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    tail: collections.deque[str] = collections.deque(maxlen=200)
+
+    def copy() -> None:
+        for line in proc.stderr:
+            tail.append(line)
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+    thread = threading.Thread(target=copy, daemon=True)
+    thread.start()
+    stdout = proc.stdout.read()
+    returncode = proc.wait()
+    thread.join()
+    return returncode, stdout, "".join(tail)
+
+
+def every(seconds: float):
+    """A progress callable printing a line to standard error at most every ``seconds``."""
+    last = [time.monotonic()]
+
+    def say(line: str) -> None:
+        if time.monotonic() - last[0] >= seconds:
+            last[0] = time.monotonic()
+            print(f"  {line}", file=sys.stderr, flush=True)
+
+    return say
 
 
 class TreePeak:

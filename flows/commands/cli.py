@@ -58,6 +58,7 @@ BENCHMARKS = {
     "validity": "aequum.flows.bench.validity",
     "fairlending": "aequum.flows.bench.fairlending",
     "lenders": "aequum.flows.bench.lenders",
+    "national": "aequum.flows.bench.national",
 }
 
 
@@ -71,6 +72,8 @@ def _prefect_env() -> None:
     flow's Prefect API (a configured server, or a temporary one that the Dask workers report
     to) is set up by ``flows.run_control.flow_api``."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # and the client's: no "Prefect collects anonymous usage data" notice on a first run in a terminal
+    os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_HOME", str(Path(tempfile.gettempdir()) / f"aequum-prefect-{os.getuid()}"))
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
@@ -90,6 +93,8 @@ def _print_table(table, max_rows: int = 50, hint: str | None = None) -> None:
 def cmd_generate(args) -> int:
     from aequum.engines.generators import catalogue
 
+    if args.national and args.name == "hmda":  # the national LAR is the lending market's
+        args.name = "hmda_market"
     if (args.world != DEFAULT_WORLD or args.effect != 1.0) and args.name not in catalogue.WORLD_GENERATORS:
         print(f"aequum: error: --world and --effect are for the {', '.join(catalogue.WORLD_GENERATORS)} generators, "
               f"not {args.name}", file=sys.stderr)
@@ -104,10 +109,15 @@ def cmd_generate(args) -> int:
         return 2
     from aequum.flows.commands.generate import generate_to_file
 
+    if args.national and args.name not in catalogue.NATIONAL:
+        print(f"aequum: error: --national is for the {', '.join(catalogue.NATIONAL)} generators (hmda --national: "
+              f"hmda_market --national), not {args.name}", file=sys.stderr)
+        return 2
     if args.out is not None:
         check_output(args.out, "--out", os.environ.get("AEQUUM_WAREHOUSE", str(DEFAULT_WAREHOUSE)), [DEFAULT_LAKE])
     out = generate_to_file(args.name, args.out, rows=args.rows, seed=args.seed, fmt=args.format,
-                           progress=lambda m: print(m, file=sys.stderr), world=args.world, effect=args.effect)
+                           progress=lambda m: print(m, file=sys.stderr), world=args.world, effect=args.effect,
+                           national=args.national)
     print(out)
     return 0
 
@@ -178,7 +188,8 @@ def cmd_audit(args) -> int:
     with Warehouse(args.warehouse, read_only=True, wait=args.wait, notify=_say) as wh:
         run = wh.run(run_id)
         engines_status = wh.engine_status(run_id)
-        findings = wh.query("report/findings", {"run_id": run_id}).to_pylist() if "findings" in wh.table_names() else []
+        table_names = wh.table_names()
+        findings = wh.query("report/findings", {"run_id": run_id}).to_pylist() if "findings" in table_names else []
     print(f"\nrun {run_id}: {run['status']}")
     for name, e in sorted(engines_status.items()):
         print(f"  {name:8s} {e['status']:9s} {e['seconds'] or 0:7.2f} s"
@@ -190,7 +201,10 @@ def cmd_audit(args) -> int:
     if args.report is not None:
         from aequum.flows.commands.report import write_report
 
-        print(f"report: {write_report(args.warehouse, run_id, args.report or None, wait=args.wait, notify=_say).resolve()}")
+        sys.stdout.flush()
+        path = write_report(args.warehouse, run_id, args.report or None, wait=args.wait, notify=_say,
+                            findings=findings if "findings" in table_names else None, say=_say)
+        print(f"report: {path.resolve()}")
     return 0 if run["status"] == "succeeded" else 1
 
 
@@ -268,7 +282,7 @@ def cmd_report(args) -> int:
         from aequum.flows.store.guard import UsageError
 
         raise UsageError("--pdf prints a finding's exhibit: use it with --cases RANK")
-    print(write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say).resolve())
+    print(write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say, say=_say).resolve())
     return 0
 
 
@@ -339,6 +353,9 @@ def parser() -> argparse.ArgumentParser:
                                                          + "; ".join(f"{w}: {d}" for w, d in MARKET_WORLDS.items())))
     g.add_argument("--effect", type=float, default=1.0,
                    help="the world's penalty times this (default 1; 0.5 for half)")
+    g.add_argument("--national", action="store_true",
+                   help="hmda_market (hmda), hmda_market_lender: a LAR of national shape, 5,000 lenders of Zipf "
+                        "sizes in 400 markets and 70,000 tracts, at any --rows, written batch by batch")
     g.set_defaults(func=cmd_generate)
 
     i = sub.add_parser("ingest", help="validate and stage a spec's source into the warehouse and lake")
@@ -455,7 +472,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("name", choices=sorted(BENCHMARKS), help="the benchmark")
     b.add_argument("--quick", action="store_true", help="smaller sizes")
     b.add_argument("--rows", type=int, nargs="+", default=None,
-                   help="the sizes to run (audit, fairlending; raguel, validity, lenders and proxy: the first)")
+                   help="the sizes to run (audit, fairlending, national; raguel, validity, lenders and proxy: the first)")
     b.add_argument("--seeds", type=int, nargs="+", default=None, help="validity: the generator seeds (default 1)")
     b.add_argument("--effects", type=float, nargs="+", default=None,
                    help="validity: the worlds' penalties times each of these (default 1)")

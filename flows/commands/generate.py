@@ -3,7 +3,8 @@
 The HMDA generator's ground truth (which records the planted mechanism harmed) is written
 beside the data as ``<name>_truth.parquet``, with the mechanism's description as JSON
 (``<name>_mechanism.json``). A world other than the default (``--world``, the generators with worlds)
-is in the default file name: ``data/generated/hmda_null.parquet``.
+is in the default file name: ``data/generated/hmda_null.parquet``; so is the national shape of the
+lending market (``national``: ``data/generated/hmda_market_national.parquet``).
 """
 from __future__ import annotations
 
@@ -43,13 +44,16 @@ class _Sink:
 def generate_to_file(name: str, out: str | Path | None = None, rows: int | None = None, seed: int = 0,
                      fmt: str = "parquet", batch_rows: int = 250_000,
                      progress: Callable[[str], None] | None = None,
-                     world: str = catalogue.DEFAULT_WORLD, effect: float = 1.0) -> Path:
-    """Write generator ``name`` (in ``world``, its penalty times ``effect``) to ``out`` (default
+                     world: str = catalogue.DEFAULT_WORLD, effect: float = 1.0, national: bool = False) -> Path:
+    """Write generator ``name`` (in ``world``, its penalty times ``effect``; ``national``: the
+    lending market's national shape, ``catalogue.shape``) to ``out`` (default
     ``data/generated/<name>.<fmt>``, ``<name>_<world>.<fmt>`` for a world other than the default,
-    ``…_x<effect>`` for another effect)."""
+    ``…_x<effect>`` for another effect, ``…_national`` for the national shape), batch by batch:
+    the memory it takes does not grow with ``rows``."""
     say = progress or (lambda _m: None)
     catalogue.check_world(name, world, effect)
-    stem = name if world == catalogue.DEFAULT_WORLD else f"{name}_{world}"
+    catalogue.shape(name, national)
+    stem = (f"{name}_national" if national else name) + ("" if world == catalogue.DEFAULT_WORLD else f"_{world}")
     if effect != 1.0:
         stem += f"_x{effect:g}"
     path = Path(out) if out else GENERATED / f"{stem}.{fmt}"
@@ -62,7 +66,7 @@ def generate_to_file(name: str, out: str | Path | None = None, rows: int | None 
     sink = truth = None
     try:
         for batch, truth_batch in catalogue.stream(name, rows=rows, seed=seed, batch_rows=batch_rows, world=world,
-                                                   effect=effect):
+                                                   effect=effect, national=national):
             if sink is None:
                 sink = _Sink(tmp, batch.schema, fmt)
             sink.write(batch)
@@ -84,7 +88,7 @@ def generate_to_file(name: str, out: str | Path | None = None, rows: int | None 
     if truth is not None:
         truth.close()
         truth_tmp.replace(truth_path)
-        mechanism = catalogue.mechanism(name, world, effect)
+        mechanism = catalogue.mechanism(name, world, effect, national)
         if mechanism is not None:
             path.with_name(f"{path.stem}_mechanism.json").write_text(json.dumps(mechanism, indent=2))
     say(f"{name}: wrote {n:,} rows to {path} in {time.perf_counter() - t0:.1f} s")

@@ -11,6 +11,7 @@ RANK`` writes one finding's exhibit as CSV and as a printable page (``flows.repo
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from aequum.flows.reporting import exhibit, lender_review
@@ -51,13 +52,15 @@ def has_findings(run: Run) -> bool:
         "SELECT view_name FROM duckdb_views() WHERE schema_name = 'audit'").fetchall()}
 
 
-def build_report(run: Run, cases: dict[int, str] | None = None, findings: list[dict] | None = None) -> str:
+def build_report(run: Run, cases: dict[int, str] | None = None, findings: list[dict] | None = None,
+                 done=None) -> str:
     """The report's HTML for one run: the conclusion and the ranked findings first, then (folded)
     what was audited, the data and methods, and one section per engine. ``cases``: per finding
-    rank, the link to its cases' file; ``findings``: the run's, when already read."""
+    rank, the link to its cases' file; ``findings``: the run's, when already read; ``done(name)``
+    called as each engine's section is ready."""
     r = run.record
     labels = Labels(run.parameters)
-    engines = engine_sections(run)
+    engines = engine_sections(run, done)
     sections = []
     if has_findings(run):
         findings = run.query("findings") if findings is None else findings
@@ -72,33 +75,54 @@ def build_report(run: Run, cases: dict[int, str] | None = None, findings: list[d
 
 
 def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Path | None = None,
-                 wait: float | None = None, notify=None) -> Path:
+                 wait: float | None = None, notify=None, findings: list[dict] | None = None,
+                 say=None) -> Path:
     """Write the report of ``run_id`` (default: the latest run) and return its path (default
     ``report-<run_id>.html`` in the current directory). ``wait`` / ``notify``: as for
-    :class:`Warehouse` (how long to wait for a warehouse another process is writing)."""
-    with Warehouse(warehouse, read_only=True, wait=wait, notify=notify) as wh:
+    :class:`Warehouse` (how long to wait for a warehouse another process is writing);
+    ``findings``: the run's ranked findings when the caller has read them (``sql/report/findings.sql``,
+    seconds at a million records); ``say``: the report's progress (its steps done of the total,
+    elapsed, left: ``flows.progress``), live on a terminal."""
+    from aequum.flows.progress import board
+    from aequum.flows.reporting.sections import shown_engines
+
+    t0 = time.perf_counter()
+    with Warehouse(warehouse, read_only=True, wait=wait, notify=notify) as wh, \
+            board(say or (lambda _line: None), unit="steps") as shown:
         run = Run.open(wh, run_id)
         path = Path(out) if out is not None else Path(f"report-{check_run_id(run.run_id, 'run id')}.html")
         check_output(path, "--out", warehouse, lake_roots(wh), source_paths(wh))
         folder = path.with_name(path.stem + "-cases")
-        findings = run.query("findings") if has_findings(run) else []
+        total = 4 + len(shown_engines(run))  # findings, exhibits, file reviews, the engines' sections, the page
+        steps = iter(range(1, total + 1))
+
+        def step(_name: str = "") -> None:
+            shown.update("report", next(steps), total, time.perf_counter() - t0)
+
+        shown.update("report", 0, total, 0.0)
+        if findings is None:
+            findings = run.query("findings") if has_findings(run) else []
+        step()
         exhibits = exhibit.build(run, exhibit.flagged_individual(findings), REPORT_CASES)
+        step()
         reviews, _ = lender_review.build_all(run, findings, REPORT_CASES)  # flagged lenders' file reviews
+        step()
         named = [(e.rank, exhibit.file_name(e)) for e in exhibits] + [(r.rank, lender_review.file_name(r))
                                                                      for r in reviews]
         for _, name in named:
             check_output(folder / name, "--out", warehouse, lake_roots(wh), source_paths(wh))
-        text = build_report(run, {rank: f"{folder.name}/{name}" for rank, name in named}, findings)
+        text = build_report(run, {rank: f"{folder.name}/{name}" for rank, name in named}, findings, step)
         labels = Labels(run.parameters)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if folder.is_dir():  # the files of an earlier report of the same name: this run's replace them
-        for old in folder.glob("finding-*.csv"):
-            old.unlink()
-    for e in exhibits:
-        exhibit.write_csv(e, labels, folder / exhibit.file_name(e))
-    for r in reviews:
-        lender_review.write_csv(r, labels, folder / lender_review.file_name(r))
-    path.write_text(text, encoding="utf-8")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if folder.is_dir():  # the files of an earlier report of the same name: this run's replace them
+            for old in folder.glob("finding-*.csv"):
+                old.unlink()
+        for e in exhibits:
+            exhibit.write_csv(e, labels, folder / exhibit.file_name(e))
+        for r in reviews:
+            lender_review.write_csv(r, labels, folder / lender_review.file_name(r))
+        path.write_text(text, encoding="utf-8")
+        step()
     return path
 
 

@@ -12,15 +12,22 @@ from aequum.flows.reporting.registry import SECTIONS
 from aequum.flows.reporting.run import Run
 
 
-def engine_sections(run: Run) -> list[Section]:
-    """The sections of the engines that ran, in the spec's engine order (then by name)."""
+def shown_engines(run: Run) -> list[str]:
+    """The engines whose sections the report has: those that ran, in the spec's engine order
+    (then by name), with a registered section whose tables exist."""
     order = [n for n in run.parameters.get("run", []) if n in run.engines]
+    return [name for name in order + sorted(set(run.engines) - set(order))
+            if (reg := SECTIONS.get(name)) is not None and run.ran(name) and set(reg.tables) <= run.tables]
+
+
+def engine_sections(run: Run, done=None) -> list[Section]:
+    """The sections of :func:`shown_engines`; ``done(name)`` is called as each is ready."""
     out = []
-    for name in order + sorted(set(run.engines) - set(order)):
-        reg = SECTIONS.get(name)
-        if reg is None or not run.ran(name) or not set(reg.tables) <= run.tables:
-            continue
+    for name in shown_engines(run):
+        reg = SECTIONS[name]
         sec = Section(f"engine-{name}", reg.title, fold="Show the evidence")
         reg.build(run, sec)
         out.append(sec)
+        if done is not None:
+            done(name)
     return out

@@ -7,6 +7,7 @@ names, always through :func:`quote_ident`.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -30,6 +31,7 @@ _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 # Views that are the union of per-engine parts: sql/views/<name>.sql creates the empty view
 # (its column contract), sql/views/<name>_<engine>.sql one part each (see findings.sql).
 UNION_VIEWS = ("findings", "input_strength")
+_VIEWS_MARK = "aequum views "  # audit.runs' comment: the digest of what its views were made from
 
 
 class WarehouseError(RuntimeError):
@@ -191,7 +193,8 @@ class Warehouse:
             if not read_only:
                 self.run_sql("schema")
                 self.recover()
-                self.create_views()
+                if not self._views_current():  # seconds of DDL on every write open otherwise
+                    self.create_views()
         except BaseException:
             self._release()
             raise
@@ -282,7 +285,28 @@ class Warehouse:
                 continue  # a table (or a newer column) the view reads has not been written yet
         for union in UNION_VIEWS:
             self._union_view(union)
+        self.con.execute(f"COMMENT ON TABLE audit.runs IS '{_VIEWS_MARK}{self._view_digest()}'")
         return made
+
+    def _view_digest(self) -> str:
+        """What the views depend on: the text of ``sql/views`` and the ranked unions, the audit
+        schema's tables and columns (a view is made only when its tables and columns exist) and
+        the views there now."""
+        h = hashlib.sha256()
+        for f in sorted([*(SQL_DIR / "views").glob("*.sql"), *SQL_DIR.glob("*_ranked.sql")]):
+            h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+        for row in self.con.execute(
+                "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE schema_name = 'audit' "
+                "AND NOT internal ORDER BY table_name, column_index").fetchall():
+            h.update("\t".join(map(str, row)).encode() + b"\n")
+        return h.hexdigest()[:32]
+
+    def _views_current(self) -> bool:
+        """Whether the views were made (:meth:`create_views`) from the files, tables and views
+        there are now (the digest it left on ``audit.runs``)."""
+        rows = self.con.execute("SELECT comment FROM duckdb_tables() WHERE schema_name = 'audit' "
+                                "AND table_name = 'runs'").fetchall()
+        return bool(rows) and rows[0][0] == f"{_VIEWS_MARK}{self._view_digest()}"
 
     def _union_view(self, name: str) -> None:
         """Replace ``audit.<name>`` (created empty by ``sql/views/<name>.sql``) by the UNION ALL
