@@ -101,10 +101,40 @@ class Design:
     separated_rows: int = 0                  # rows dropped as levels of one outcome (a binary y)
     separated: tuple[str, ...] = ()          # the levels dropped: "effect (k levels)", "control = level"
 
+    cell_starts: np.ndarray | None = None    # the first kept row of each cell (``engines.regression.cells``)
+    _layout: object = None                   # the cells' layout, once built
+
     @property
     def parameters(self) -> int:
         """d, the controls' columns and the fixed effects' (the intercept among them)."""
         return self.p + self.effects.parameters
+
+
+def _by_cell(keep: np.ndarray, effects: Effects, categorical: Sequence[np.ndarray]
+             ) -> tuple[np.ndarray, Effects, np.ndarray]:
+    """The kept rows ordered by their cell — the level of each fixed effect (the absorbed one
+    first, so its levels stay runs), then of each categorical control — stably (the given order
+    within a cell), the effects' codes likewise, and the first row of each cell: the order every
+    pass of ``engines.regression.cells`` reads."""
+    n = len(keep)
+    if not n:
+        return keep, effects, np.zeros(0, np.int64)
+    keys = [*effects.codes, *(np.asarray(c)[keep] for c in categorical)]
+    sizes = [*effects.sizes, *(int(c.max(initial=0)) + 1 for c in keys[len(effects.codes):])]
+    if float(np.prod(np.array(sizes, dtype=np.float64))) < 2.0 ** 62:
+        key = np.zeros(n, np.int64)
+        for c, s in zip(keys, sizes):
+            key = key * s + c
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+    else:  # too many combinations for one integer: sort by each key, the first the most significant
+        order = np.lexsort(keys[::-1])
+        key = np.stack([c[order] for c in keys])
+    if not np.all(order[1:] > order[:-1]):
+        keep = keep[order]
+        effects = Effects(effects.names, [c[order] for c in effects.codes], effects.sizes, effects.reference)
+    change = key[1:] != key[:-1] if key.ndim == 1 else np.any(key[:, 1:] != key[:, :-1], axis=0)
+    return keep, effects, np.flatnonzero(np.r_[True, change])
 
 
 def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categorical],
@@ -186,6 +216,7 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
         many = int((lv > 0).sum()) > 1
         notes.append(f"{' and '.join(clauses)}: {'levels' if many else 'level'} and {'their' if many else 'its'} "
                      f"{count:,} {'row' if count == 1 else 'rows'} dropped, as Stata's logit and fixest's feglm do")
+    keep, effects, cell_starts = _by_cell(keep, effects, [b.values for b in categorical])
     n = len(keep)
     cluster_codes, clusters = None, 0
     if cluster is not None:
@@ -229,7 +260,8 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
         raw = float(y_treated / n_treated - (y_sum - y_treated) / n_control)
     out = Design(n, dropped, keep, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
                   y01 == n, effects=effects if n else no_effects(0), cluster=cluster_codes, clusters=clusters,
-                  y=y_kept, d=d_kept, separated_rows=separated_rows, separated=tuple(separated))
+                  y=y_kept, d=d_kept, separated_rows=separated_rows, separated=tuple(separated),
+                  cell_starts=cell_starts)
 
     def fail(note: str) -> Design:
         out.failure = note

@@ -74,7 +74,7 @@ from aequum.engines.outcome.stats import adjust_p_values
 from aequum.engines.regression.bounds import survive, under_bound
 from aequum.engines.regression.coefficients import COEFFICIENTS, coefficient_rows, fit_statistics
 from aequum.engines.regression.logit import LogitResult, controlled_logit
-from aequum.engines.regression.design import Categorical, null_mask
+from aequum.engines.regression.design import Categorical, design, null_mask
 from aequum.engines.regression.sensitivity import LPMResult, controlled_lpm
 
 ESTIMATES = pa.schema([
@@ -215,10 +215,14 @@ class RegressionEngine:
         else:
             # both models compare within the other groups' cells; a confounder is measured against
             # the recorded inputs only (the cells and fixed effects are held, not benchmarks)
+            # the rows and columns both models fit, found (and the rows gathered, in cell order) once
+            prepared = design(state["y"], groups, blocks, names, rows, None, grouping["fixed"], grouping["fixed_names"],
+                              grouping["cluster"], grouping["outcome"])
             fit = controlled_lpm(state["y"], groups, blocks, names, params.confidence,
-                                 multipliers=params.benchmark_multipliers,
-                                 robust_multiplier=params.robust_multiplier, rows=rows, held=len(cells), **grouping)
-            logit = controlled_logit(state["y"], groups, blocks, names, params.confidence, rows=rows, **grouping)
+                                 multipliers=params.benchmark_multipliers, robust_multiplier=params.robust_multiplier,
+                                 rows=rows, held=len(cells), prepared=prepared, **grouping)
+            logit = controlled_logit(state["y"], groups, blocks, names, params.confidence, rows=rows,
+                                     prepared=prepared, **grouping)
             small = min(fit.n_treated, fit.n_control) < params.min_group_size
             notes = [fit.note] if fit.note else []
             if small:

@@ -64,7 +64,8 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from aequum.engines.regression.absorb import Normal, cluster_variance
-from aequum.engines.regression.design import Categorical, column_names, design, equilibrate, fill, spans
+from aequum.engines.regression.cells import Cells
+from aequum.engines.regression.design import Categorical, Design, column_names, design, equilibrate
 from aequum.engines.regression.sensitivity import e_value_or
 from aequum.engines.regression.wild import Bootstrap, inference_kind, score_p_value, weights
 
@@ -231,7 +232,7 @@ def _restricted_solve(g: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
     return None if out is None else np.concatenate([[0.0], out])
 
 
-def _restricted_scores(evaluate, start, block, effects, y, cluster, clusters, n, size) -> np.ndarray | None:
+def _restricted_scores(evaluate, start, cells: Cells, effects, y, cluster, clusters) -> np.ndarray | None:
     """Each cluster's score of d at the logit without d, d partialled on the other regressors
     under that fit's information (Kline & Santos 2012: ``Σ_{i∈g} d̃ᵢ(yᵢ − p̃ᵢ)`` up to a common
     factor, from the d row of the inverse information), for the score bootstrap
@@ -245,19 +246,16 @@ def _restricted_scores(evaluate, start, block, effects, y, cluster, clusters, n,
     h = solver.solve(unit, np.zeros(effects.small), np.zeros(effects.sizes[0]), _solve)
     if h is None:
         return None
-    out = np.zeros(clusters)
-    for pos, idx in spans(n, size):
-        x = block(idx)
-        r = y[idx] - expit(x @ fit.theta + effects.eta(pos, fit.fe_s, fit.fe_b))
-        out += np.bincount(cluster[pos], weights=r * (x @ h[0] + effects.eta(pos, h[1], h[2])), minlength=clusters)
-    return out
+    r = y - expit(cells.eta(fit.theta, fit.fe_s, fit.fe_b))
+    return np.bincount(cluster, weights=r * cells.eta(*h), minlength=clusters)
 
 
 def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Sequence[str],
                      confidence: float = 0.95, *, rows: np.ndarray | None = None,
                      block_rows: int | None = None, fixed: Sequence[Categorical] = (),
                      fixed_names: Sequence[str] = (), cluster: Categorical | None = None,
-                     bootstrap: Bootstrap | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1")) -> LogitResult:
+                     bootstrap: Bootstrap | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1"),
+                     prepared: Design | None = None) -> LogitResult:
     """The logit ``logit P(y = 1) = β₀ + β_d·d + X β_X`` (``+ fixed effects``) by Newton–Raphson
     from blocked sums, and d's odds ratio, average marginal effect and E-value (see the module
     docstring for the methods and their sources).
@@ -291,9 +289,9 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     y = np.asarray(y)
     d = np.asarray(d)
     boot = bootstrap or Bootstrap()
-    des = design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster, outcome)
+    des = prepared or design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster, outcome)
     y, d = des.y, des.d  # the kept rows, gathered in the order every pass reads them
-    n, size, notes = des.n, des.size, des.notes
+    n, notes = des.n, list(des.notes)
     events = int(round(des.y_sum)) if des.y_binary else 0
     effects = des.effects
 
@@ -320,50 +318,28 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         return result(f"{n:,} rows for {k} parameters: too few to estimate (needs {k + 2} or more)")
 
     # -- the cross products, fixed effects partialled out: scale and the singular-design check --
-    buf = np.empty((min(size, n), p), order="F")
-    plain = Normal(p, effects)
-    for pos, idx in spans(n, size):
-        z = fill(buf[:idx.stop - idx.start], idx, d, blocks)
-        z -= means
-        plain.add(z, None, pos)
+    plain = Cells(des, means, np.ones(p)).normal(None)
     _, _, singular = equilibrate(plain.solver().g, blocks, effects.names, np.diag(plain.a))
     if singular:
         return result(singular)
     scale = np.sqrt(n / np.diag(plain.a))  # 1 / standard deviation of each column
 
-    def block(idx: np.ndarray) -> np.ndarray:
-        """The block's rows of ``(Z − mean)·scale``."""
-        x = buf[:idx.stop - idx.start]
-        fill(x, idx, d, blocks)
-        x -= means
-        x *= scale
-        return x
+    cells = Cells(des, means, scale)  # the rows of (Z − mean)·scale, over their cells
 
     def evaluate(theta: np.ndarray, fe_s: np.ndarray, fe_b: np.ndarray, full: bool = True):
         """Log-likelihood at (θ, s, b); with ``full`` also the gradient (X, F_s, F_b)'(y − p),
         the information's blocks (:class:`~engines.regression.absorb.Normal`), the count of
         rows at |η| > EXTREME and the largest |η|."""
-        ll = 0.0
-        grad = np.zeros(p)
-        grad_s, grad_b = np.zeros(effects.small), np.zeros(effects.sizes[0])
-        info = Normal(p, effects) if full else None
-        extreme, top = 0, 0.0
-        for pos, idx in spans(n, size):
-            x = block(idx)
-            eta = x @ theta + effects.eta(pos, fe_s, fe_b)
-            yc = y[idx]
-            ll += float(yc @ eta - np.logaddexp(0.0, eta).sum())
-            if not full:
-                continue
-            p1, p0 = expit(eta), expit(-eta)  # P(y = 1), P(y = 0), each accurate in its own tail
-            r = np.where(yc == 1, p0, -p1)
-            grad += x.T @ r
-            gs, gb = effects.sums(pos, r)
-            grad_s += gs
-            grad_b += gb
-            info.add(x, p1 * p0, pos)
-            extreme += int(np.count_nonzero(np.abs(eta) > EXTREME))
-            top = max(top, float(np.max(np.abs(eta), initial=0.0)))
+        eta = cells.eta(theta, fe_s, fe_b)
+        ll = float(y @ eta - np.logaddexp(0.0, eta).sum())
+        if not full:
+            return ll, None, None, 0, 0.0
+        p1, p0 = expit(eta), expit(-eta)  # P(y = 1), P(y = 0), each accurate in its own tail
+        r = np.where(y == 1, p0, -p1)
+        grad, grad_s, grad_b = cells.tdot(r)
+        info = cells.normal(p1 * p0)
+        extreme = int(np.count_nonzero(np.abs(eta) > EXTREME))
+        top = float(np.max(np.abs(eta), initial=0.0))
         return ll, (grad, grad_s, grad_b), info, extreme, top
 
     # -- Newton–Raphson with step-halving ------------------------------------------------------
@@ -409,23 +385,15 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
 
     # -- the average marginal effect of d (discrete change) -------------------------------------
     x1, x0 = (1 - means[0]) * scale[0], (0 - means[0]) * scale[0]  # d's standardised column at d = 1, 0
-    total = 0.0
-    g = np.zeros(p)
-    g_s, g_b = np.zeros(effects.small), np.zeros(effects.sizes[0])
-    for pos, idx in spans(n, size):
-        x = block(idx)
-        eta = x @ theta + effects.eta(pos, fe_s, fe_b)
-        eta1 = eta + theta[0] * (x1 - x[:, 0])
-        eta0 = eta + theta[0] * (x0 - x[:, 0])
-        p1, p0 = expit(eta1), expit(eta0)
-        total += float((p1 - p0).sum())
-        l1, l0 = p1 * expit(-eta1), p0 * expit(-eta0)  # the logistic density at each
-        part = x.T @ (l1 - l0)
-        part[0] = l1.sum() * x1 - l0.sum() * x0  # d's column is x1 in every row of X¹, x0 in X⁰
-        g += part
-        ps, pb = effects.sums(pos, l1 - l0)
-        g_s += ps
-        g_b += pb
+    eta = cells.eta(theta, fe_s, fe_b)
+    z0 = cells.zd[:, 0]  # d's standardised column
+    eta1 = eta + theta[0] * (x1 - z0)
+    eta0 = eta + theta[0] * (x0 - z0)
+    p1, p0 = expit(eta1), expit(eta0)
+    total = float((p1 - p0).sum())
+    l1, l0 = p1 * expit(-eta1), p0 * expit(-eta0)  # the logistic density at each
+    g, g_s, g_b = cells.tdot(l1 - l0)
+    g[0] = l1.sum() * x1 - l0.sum() * x0  # d's column is x1 in every row of X¹, x0 in X⁰
     ame = total / n
     g, g_s, g_b = g / n, g_s / n, g_b / n
     h_g = solver.solve(g, g_s, g_b, _solve)       # H⁻¹ G: the delta method's G'H⁻¹G
@@ -444,19 +412,14 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         h_d = solver.solve(unit, np.zeros(effects.small), np.zeros(effects.sizes[0]), _solve)
         groups = max(des.clusters, 1)
         sums_d, sums_g = np.zeros(groups), np.zeros(groups)
-        square_d = square_g = 0.0
-        for pos, idx in spans(n, size):
-            x = block(idx)
-            eta = x @ theta + effects.eta(pos, fe_s, fe_b)
-            r = y[idx] - expit(eta)
-            wd = r * (x @ h_d[0] + effects.eta(pos, h_d[1], h_d[2]))
-            wg = r * (x @ h_g[0] + effects.eta(pos, h_g[1], h_g[2]))
-            if kind == "HC1":
-                square_d += float(wd @ wd)
-                square_g += float(wg @ wg)
-            else:
-                sums_d += np.bincount(des.cluster[pos], weights=wd, minlength=groups)
-                sums_g += np.bincount(des.cluster[pos], weights=wg, minlength=groups)
+        r = y - expit(cells.eta(theta, fe_s, fe_b))
+        wd = r * cells.eta(*h_d)
+        wg = r * cells.eta(*h_g)
+        if kind == "HC1":
+            square_d, square_g = float(wd @ wd), float(wg @ wg)
+        else:
+            sums_d = np.bincount(des.cluster, weights=wd, minlength=groups)
+            sums_g = np.bincount(des.cluster, weights=wg, minlength=groups)
         if kind == "HC1":  # CR1 with every row its own cluster: the factor n/(n − k)
             se = float(scale[0] * np.sqrt(square_d * n / (n - k)))
             ame_se = float(np.sqrt(square_g * n / (n - k)))
@@ -469,7 +432,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         if kind == "score-bootstrap":
             crit = float(student_t.ppf(1 - alpha / 2, des.clusters - 1))
             warm = (np.concatenate([[0.0], theta[1:]]), fe_s, fe_b)  # the fit's own point, d's coefficient at 0
-            scores = _restricted_scores(evaluate, warm, block, effects, y, des.cluster, des.clusters, n, size)
+            scores = _restricted_scores(evaluate, warm, cells, effects, y, des.cluster, des.clusters)
             if scores is None:
                 kind = "CR1"
                 notes.append("the logit without the group did not converge: no score bootstrap, the CR1 test "

@@ -47,8 +47,9 @@ import numpy as np
 from scipy import linalg
 from scipy.stats import t as student_t
 
-from aequum.engines.regression.absorb import Normal, cluster_variance
-from aequum.engines.regression.design import Categorical, column_names, design, equilibrate, fill, spans
+from aequum.engines.regression.absorb import cluster_variance
+from aequum.engines.regression.cells import Cells
+from aequum.engines.regression.design import Categorical, Design, column_names, design, equilibrate, fill, spans
 from aequum.engines.regression.wild import Bootstrap, WildSums, inference_kind, wcr_p_value, weights
 
 __all__ = [
@@ -344,7 +345,8 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
                    robust_multiplier: float = 1.0, rows: np.ndarray | None = None,
                    block_rows: int | None = None, held: int = 0, fixed: Sequence[Categorical] = (),
                    fixed_names: Sequence[str] = (), cluster: Categorical | None = None,
-                   bootstrap: Bootstrap | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1")) -> LPMResult:
+                   bootstrap: Bootstrap | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1"),
+                   prepared: Design | None = None) -> LPMResult:
     """The linear probability model ``y ~ 1 + d + X`` (``+ fixed effects``) by OLS and the
     sensitivity of d's coefficient to an omitted confounder, benchmarked against every control.
 
@@ -399,9 +401,9 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     y = np.asarray(y)
     d = np.asarray(d)
     boot = bootstrap or Bootstrap()
-    des = design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster, outcome)
+    des = prepared or design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster, outcome)
     y, d = des.y, des.d  # the kept rows, gathered in the order every pass reads them
-    n, dropped, size, notes = des.n, des.dropped, des.size, des.notes
+    n, dropped, size, notes = des.n, des.dropped, des.size, list(des.notes)
     n_treated, n_control, raw = des.n_treated, des.n_control, des.raw
     effects = des.effects
 
@@ -423,16 +425,10 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     y_mean = des.y_sum / n
 
     # -- pass 2: cross products of [Z, y], the fixed effects partialled out -------------------
-    normal = Normal(p + 1, effects)
-    buf = np.empty((min(size, n), p + 1))
-    tss = 0.0
-    for pos, idx in spans(n, size):
-        z = buf[:idx.stop - idx.start]
-        fill(z[:, :p], idx, d, blocks)
-        z[:, :p] -= means
-        z[:, p] = y[idx] - y_mean
-        tss += z[:, p] @ z[:, p]
-        normal.add(z, None, pos)
+    centred = y - y_mean
+    tss = float(centred @ centred)
+    cells = Cells(des, means, np.ones(p), centred[:, None])  # [Z − mean, y − ȳ] over their cells
+    normal = cells.normal(None)
     solver = normal.solver()
     within = solver.g
     gram, zy, yy = within[:p, :p], within[:p, p], within[p, p]
@@ -455,21 +451,22 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     s_y, b_y = z_part.back(coef, gs1, normal.bb[:, p])     # y's fixed effects
     a = g_inv[:, 0]  # d's row of the inverse: β_d − b_d = Σ_i uᵢ eᵢ with uᵢ = (a, a_s, a_b)'xᵢ
     a_s, a_b = z_part.back(a, np.zeros_like(gs1), np.zeros_like(normal.bb[:, p]))
-    meat = 0.0
     by_cluster = np.zeros(des.clusters)
     estimate = float(coef[0])
     kind = inference_kind(cluster is not None, des.clusters, boot, "WCR-bootstrap")
     wild = WildSums(des.clusters, p, effects) if kind == "WCR-bootstrap" else None
-    for pos, idx in spans(n, size):
-        z = fill(buf[:idx.stop - idx.start, :p], idx, d, blocks)
-        z -= means
-        e = (y[idx] - y_mean) - z @ coef - effects.eta(pos, s_y, b_y)
-        u = z @ a + effects.eta(pos, a_s, a_b)
-        meat += (e * e) @ (u * u)
-        if des.cluster is not None:
-            by_cluster += np.bincount(des.cluster[pos], weights=e * u, minlength=des.clusters)
-        if wild is not None:  # the restricted residuals ũ = e + β d̃ (d̃ = u / (Z'Z)⁻¹_dd)
-            wild.add(z, u, e + estimate * u / g_inv[0, 0], des.cluster[pos], pos)
+    pad = np.zeros(1)  # the outcome's column, out of these products
+    e = centred - cells.eta(np.concatenate([coef, pad]), s_y, b_y)
+    u = cells.eta(np.concatenate([a, pad]), a_s, a_b)
+    meat = float((e * e) @ (u * u))
+    if des.cluster is not None:
+        by_cluster = np.bincount(des.cluster, weights=e * u, minlength=des.clusters)
+    if wild is not None:  # the restricted residuals ũ = e + β d̃ (d̃ = u / (Z'Z)⁻¹_dd), a block of dense rows at a time
+        buf = np.empty((min(size, n), p))
+        for pos, idx in spans(n, size):
+            z = fill(buf[:idx.stop - idx.start], idx, d, blocks)
+            z -= means
+            wild.add(z, u[pos], e[pos] + estimate * u[pos] / g_inv[0, 0], des.cluster[pos], pos)
     s2 = rss / dof
     se = float(np.sqrt(s2 * g_inv[0, 0]))
     se_robust = float(np.sqrt(meat * n / (n - k)))
