@@ -45,8 +45,12 @@ class Layout:
     columns: np.ndarray        # positions of the dummies (L)
     m: sp.csr_matrix           # cells × L, a 1 at each cell's dummies
     effects: Effects           # the fixed effects, one code a cell
-    fb: sp.csr_matrix          # absorbed effect's levels × cells indicator
-    fs: sp.csr_matrix | None   # the other effects' columns × cells indicator
+    nz_cell: np.ndarray        # the cell and dummy of each 1 of ``m``
+    nz_col: np.ndarray
+    pair_cell: np.ndarray      # the cell and k·L + l of each pair of dummies (k, l) of one cell
+    pair_key: np.ndarray
+    fb_key: np.ndarray         # level·L + dummy of each 1 of ``m`` (the absorbed effect's level)
+    fs_keys: list              # (positions among the 1s, column·L + dummy) for each other effect
 
 
 def layout(des) -> Layout:
@@ -76,10 +80,27 @@ def layout(des) -> Layout:
     m = sp.csr_matrix((np.ones(len(r)), (r, c)), shape=(g, len(columns)))
     e = des.effects
     cell_effects = Effects(list(e.names), [code[starts] for code in e.codes], list(e.sizes), list(e.reference))
-    fb = sp.csr_matrix((np.ones(g), (cell_effects.codes[0], np.arange(g))), shape=(e.sizes[0], g))
-    fs = cell_effects._others(slice(0, g)) if cell_effects.small else None
+    n_cols = len(columns)
+    order = np.lexsort((c, r))  # the 1s by cell
+    r, c = r[order], c[order]
+    per = np.bincount(r, minlength=g)
+    first = np.repeat(np.cumsum(per) - per, per)  # each 1's cell's first 1
+    pairs_a, pairs_b = [], []
+    for shift in range(int(per.max(initial=0))):
+        other = first + shift
+        ok = other < first + per[r]
+        pairs_a.append(np.flatnonzero(ok))
+        pairs_b.append(other[ok])
+    pa_ = np.concatenate(pairs_a) if pairs_a else np.zeros(0, np.int64)
+    pb_ = np.concatenate(pairs_b) if pairs_b else np.zeros(0, np.int64)
+    fs_keys = []
+    for j in range(1, len(e.sizes)):
+        col = cell_effects.small_columns(j, slice(0, g))[r]
+        hit = np.flatnonzero(col >= 0)
+        fs_keys.append((hit, col[hit] * n_cols + c[hit]))
     des._layout = Layout(starts, counts, np.array(dense, np.int64), np.array(columns, np.int64), m,
-                         cell_effects, fb, fs)
+                         cell_effects, r, c, r[pa_], c[pa_] * n_cols + c[pb_],
+                         cell_effects.codes[0][r] * n_cols + c, fs_keys)
     return des._layout
 
 
@@ -93,33 +114,36 @@ class Cells:
         self.lay = lay = layout(des)
         self.p = len(means) + (0 if extra is None else extra.shape[1])
         self.n = des.n
-        zd = np.empty((des.n, len(lay.dense) + (0 if extra is None else extra.shape[1])))
-        zd[:, 0] = des.d
+        # the dense columns, a row each (column-major: every product below reads contiguous rows)
+        zt = np.empty((len(lay.dense) + (0 if extra is None else extra.shape[1]), des.n))
+        zt[0] = des.d
         at = 1
         for b in des.blocks:
             if b.levels is None:
-                zd[:, at] = b.values
+                zt[at] = b.values
                 at += 1
         q = len(lay.dense)
-        zd[:, :q] -= means[lay.dense]
-        zd[:, :q] *= scale[lay.dense]
+        zt[:q] -= means[lay.dense][:, None]
+        zt[:q] *= scale[lay.dense][:, None]
         if extra is not None:
-            zd[:, q:] = extra
-        self.zd = zd
+            zt[q:] = extra.T
+        self.zt = zt
         self.dense = np.concatenate([lay.dense, np.arange(len(means), self.p)])
         self.mk, self.sk = means[lay.columns], scale[lay.columns]
         self.cat = lay.columns
 
     def _cells(self, v: np.ndarray) -> np.ndarray:
-        """Σ_c of ``v``'s rows, a cell at a time."""
-        return np.add.reduceat(v, self.lay.starts, axis=0) if self.n else np.zeros((0, *v.shape[1:]))
+        """Σ_c of ``v`` (a row vector, or k × rows) a cell at a time: cells (× k)."""
+        if not self.n:
+            return np.zeros((0, *v.shape[:-1]))
+        return np.add.reduceat(v, self.lay.starts, axis=-1).T
 
     def _spread(self, per_cell: np.ndarray) -> np.ndarray:
         return np.repeat(per_cell, self.lay.counts)
 
     def eta(self, theta: np.ndarray, fe_s: np.ndarray | None = None, fe_b: np.ndarray | None = None) -> np.ndarray:
         """``Z θ`` (+ each row's fixed-effect part ``b[level] + Σ s[level]``) over the rows."""
-        out = self.zd @ theta[self.dense]
+        out = theta[self.dense] @ self.zt
         tk = theta[self.cat] * self.sk
         cell = self.lay.m @ tk - float(self.mk @ tk)
         if fe_b is not None:
@@ -129,7 +153,7 @@ class Cells:
     def tdot(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(Z'r, F_s'r, F_b'r)``."""
         out = np.empty(self.p)
-        out[self.dense] = self.zd.T @ r
+        out[self.dense] = self.zt @ r
         sr = self._cells(r)
         out[self.cat] = self.sk * (self.lay.m.T @ sr - self.mk * sr.sum())
         gs, gb = self.lay.effects.sums(slice(0, len(sr)), sr)
@@ -138,39 +162,46 @@ class Cells:
     def normal(self, w: np.ndarray | None) -> Normal:
         """The normal equations of ``[Z, F_s, F_b]`` weighted by ``w`` (None = 1), as
         :class:`~engines.regression.absorb.Normal` sums them row by row (the module docstring)."""
-        lay, zd = self.lay, self.zd
-        wz = zd if w is None else zd * w[:, None]
-        both = np.empty((self.n, zd.shape[1] + 1))
-        both[:, 0] = 1.0 if w is None else w
-        both[:, 1:] = wz
+        lay, zt = self.lay, self.zt
+        both = np.empty((zt.shape[0] + 1, self.n))
+        both[0] = 1.0 if w is None else w
+        wz = both[1:]
+        if w is None:
+            wz[:] = zt
+        else:
+            np.multiply(zt, w, out=wz)
         sums = self._cells(both)
         sw, swz = sums[:, 0], sums[:, 1:]
         total, tz = float(sw.sum()), swz.sum(axis=0)
         dense, cat, mk, sk = self.dense, self.cat, self.mk, self.sk
         ne = Normal(self.p, lay.effects)
         a = ne.a
-        a[np.ix_(dense, dense)] = zd.T @ wz
-        mw = lay.m.T.multiply(sw[None, :]).tocsr() if len(cat) else None   # L × cells, Σ_c w by dummy
-        if len(cat):
-            uw1 = np.asarray(mw.sum(axis=1)).ravel()
+        a[np.ix_(dense, dense)] = wz @ zt.T
+        n_cols = len(cat)
+        e = lay.effects
+        dlev = run_sum(e.codes[0], e.sizes[0], sw)
+        ne.bb[:, dense] = run_sum(e.codes[0], e.sizes[0], swz)
+        if e.small:
+            ne.bs[:, dense] = np.asarray(e._others(slice(0, len(sw))) @ swz)
+        if n_cols:
+            w1 = sw[lay.nz_cell]                                    # each 1's cell's Σ w
+            uw1 = np.bincount(lay.nz_col, weights=w1, minlength=n_cols)
             uwz = lay.m.T @ swz
             kd = sk[:, None] * (uwz - mk[:, None] * tz[None, :])
             a[np.ix_(cat, dense)] = kd
             a[np.ix_(dense, cat)] = kd.T
-            uwu = (mw @ lay.m).toarray()
+            uwu = np.bincount(lay.pair_key, weights=sw[lay.pair_cell], minlength=n_cols * n_cols).reshape(n_cols, n_cols)
             a[np.ix_(cat, cat)] = (sk[:, None] * sk[None, :]) * (
                 uwu - uw1[:, None] * mk[None, :] - mk[:, None] * uw1[None, :] + total * np.outer(mk, mk))
-        # the fixed effects' sums: Σ over each level's cells
-        e = lay.effects
-        dlev = run_sum(e.codes[0], e.sizes[0], sw)
-        ne.bb[:, dense] = run_sum(e.codes[0], e.sizes[0], swz)
-        if len(cat):
-            ne.bb[:, cat] = sk[None, :] * ((lay.fb @ mw.T).toarray() - dlev[:, None] * mk[None, :])
-        if e.small:
-            ne.bs[:, dense] = lay.fs @ swz
-            if len(cat):
-                slev = lay.fs @ sw
-                ne.bs[:, cat] = sk[None, :] * ((lay.fs @ mw.T).toarray() - slev[:, None] * mk[None, :])
+            # the fixed effects' sums: Σ over each level's cells
+            fbu = np.bincount(lay.fb_key, weights=w1, minlength=e.sizes[0] * n_cols).reshape(e.sizes[0], n_cols)
+            ne.bb[:, cat] = sk[None, :] * (fbu - dlev[:, None] * mk[None, :])
+            if e.small:
+                fsu = np.zeros(e.small * n_cols)
+                for hit, key in lay.fs_keys:
+                    fsu += np.bincount(key, weights=w1[hit], minlength=e.small * n_cols)
+                slev = np.asarray(e._others(slice(0, len(sw))) @ sw)
+                ne.bs[:, cat] = sk[None, :] * (fsu.reshape(e.small, n_cols) - slev[:, None] * mk[None, :])
         if ne.weights is not None:
             ne.weights = sw
         ne.weighted, ne.total = True, total

@@ -331,10 +331,14 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         the information's blocks (:class:`~engines.regression.absorb.Normal`), the count of
         rows at |η| > EXTREME and the largest |η|."""
         eta = cells.eta(theta, fe_s, fe_b)
-        ll = float(y @ eta - np.logaddexp(0.0, eta).sum())
+        a = np.exp(-np.abs(eta))           # log(1 + e^η) = max(η, 0) + log1p(e^−|η|), one exp a row
+        ll = float(y @ eta - (np.maximum(eta, 0.0).sum() + np.log1p(a).sum()))
         if not full:
             return ll, None, None, 0, 0.0
-        p1, p0 = expit(eta), expit(-eta)  # P(y = 1), P(y = 0), each accurate in its own tail
+        near = 1 / (1 + a)                 # P(y = 1), P(y = 0), each accurate in its own tail
+        far = a * near
+        up = eta >= 0
+        p1, p0 = np.where(up, near, far), np.where(up, far, near)
         r = np.where(y == 1, p0, -p1)
         grad, grad_s, grad_b = cells.tdot(r)
         info = cells.normal(p1 * p0)
@@ -386,7 +390,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     # -- the average marginal effect of d (discrete change) -------------------------------------
     x1, x0 = (1 - means[0]) * scale[0], (0 - means[0]) * scale[0]  # d's standardised column at d = 1, 0
     eta = cells.eta(theta, fe_s, fe_b)
-    z0 = cells.zd[:, 0]  # d's standardised column
+    z0 = cells.zt[0]  # d's standardised column
     eta1 = eta + theta[0] * (x1 - z0)
     eta0 = eta + theta[0] * (x0 - z0)
     p1, p0 = expit(eta1), expit(eta0)
