@@ -103,6 +103,7 @@ class Design:
 
     cell_starts: np.ndarray | None = None    # the first kept row of each cell (``engines.regression.cells``)
     _layout: object = None                   # the cells' layout, once built
+    within: object = None                    # the least-squares fit on this design (sensitivity.linear_fit), once made
 
     @property
     def parameters(self) -> int:

@@ -340,6 +340,49 @@ def _block_r2(coef: np.ndarray, inv: np.ndarray, cols: slice, s2: float, dof: in
     return float(group_partial_r2(fp, 1, dof))
 
 
+@dataclass
+class LinearFit:
+    """The least-squares fit of ``y`` on a design's columns with its fixed effects absorbed
+    (:func:`linear_fit`): what the linear probability model reports from, and where the logit on
+    the same design starts."""
+
+    centred: np.ndarray            # y − ȳ over the kept rows
+    tss: float
+    cells: Cells                   # [Z − mean, y − ȳ] over their cells
+    normal: object                 # their normal equations and the partitioned solver
+    solver: object
+    gram: np.ndarray               # the within cross products of Z, of Z and y, of y
+    zy: np.ndarray
+    yy: float
+    scale: np.ndarray
+    g: np.ndarray                  # ``gram`` equilibrated
+    singular: str | None
+    g_inv: np.ndarray | None = None
+    coef: np.ndarray | None = None
+
+
+def linear_fit(des: Design) -> LinearFit:
+    """One pass over the design's rows for the cross products of ``[Z, y]`` with the fixed
+    effects partialled out (``engines.regression.cells``), and the slopes of y on Z (kept on
+    ``des``: the linear model and the logit of one comparison share it)."""
+    if des.within is not None:
+        return des.within
+    p = des.p
+    centred = des.y - des.y_sum / des.n
+    cells = Cells(des, des.means, np.ones(p), centred[:, None])
+    normal = cells.normal(None)
+    solver = normal.solver()
+    within = solver.g
+    gram, zy, yy = within[:p, :p], within[:p, p], within[p, p]
+    scale, g, singular = equilibrate(gram, des.blocks, des.effects.names, np.diag(normal.a)[:p])
+    fit = LinearFit(centred, float(centred @ centred), cells, normal, solver, gram, zy, yy, scale, g, singular)
+    if not singular:
+        fit.g_inv = linalg.inv(g) * scale[:, None] * scale[None, :]
+        fit.coef = fit.g_inv @ zy
+    des.within = fit
+    return fit
+
+
 def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Sequence[str],
                    confidence: float = 0.95, *, multipliers: Sequence[float] = (1.0, 2.0, 3.0),
                    robust_multiplier: float = 1.0, rows: np.ndarray | None = None,
@@ -425,18 +468,12 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     y_mean = des.y_sum / n
 
     # -- pass 2: cross products of [Z, y], the fixed effects partialled out -------------------
-    centred = y - y_mean
-    tss = float(centred @ centred)
-    cells = Cells(des, means, np.ones(p), centred[:, None])  # [Z − mean, y − ȳ] over their cells
-    normal = cells.normal(None)
-    solver = normal.solver()
-    within = solver.g
-    gram, zy, yy = within[:p, :p], within[:p, p], within[p, p]
-    scale, g, singular = equilibrate(gram, blocks, effects.names, np.diag(normal.a)[:p])
-    if singular:
-        return empty(singular, used)
-    g_inv = linalg.inv(g) * scale[:, None] * scale[None, :]
-    coef = g_inv @ zy
+    fit = linear_fit(des)
+    centred, tss, cells, normal, solver = fit.centred, fit.tss, fit.cells, fit.normal, fit.solver
+    gram, zy, yy, scale, g = fit.gram, fit.zy, fit.yy, fit.scale, fit.g
+    if fit.singular:
+        return empty(fit.singular, used)
+    g_inv, coef = fit.g_inv, fit.coef
     gx = g[1:, 1:]
     gx_inv = linalg.inv(gx) * scale[1:, None] * scale[None, 1:] if p > 1 else np.zeros((0, 0))
     coef_d = gx_inv @ gram[1:, 0] if p > 1 else np.zeros(0)
