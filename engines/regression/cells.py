@@ -47,7 +47,7 @@ class Layout:
     effects: Effects           # the fixed effects, one code a cell
     nz_cell: np.ndarray        # the cell and dummy of each 1 of ``m``
     nz_col: np.ndarray
-    pair_cell: np.ndarray      # the cell and k·L + l of each pair of dummies (k, l) of one cell
+    pair_cell: np.ndarray      # the cell and k·L + l of each pair of dummies k < l of one cell
     pair_key: np.ndarray
     fb_key: np.ndarray         # level·L + dummy of each 1 of ``m`` (the absorbed effect's level)
     fs_keys: list              # (positions among the 1s, column·L + dummy) for each other effect
@@ -86,7 +86,7 @@ def layout(des) -> Layout:
     per = np.bincount(r, minlength=g)
     first = np.repeat(np.cumsum(per) - per, per)  # each 1's cell's first 1
     pairs_a, pairs_b = [], []
-    for shift in range(int(per.max(initial=0))):
+    for shift in range(1, int(per.max(initial=0))):  # each pair once (k before l), the diagonal apart
         other = first + shift
         ok = other < first + per[r]
         pairs_a.append(np.flatnonzero(ok))
@@ -191,6 +191,8 @@ class Cells:
             a[np.ix_(cat, dense)] = kd
             a[np.ix_(dense, cat)] = kd.T
             uwu = np.bincount(lay.pair_key, weights=sw[lay.pair_cell], minlength=n_cols * n_cols).reshape(n_cols, n_cols)
+            uwu += uwu.T
+            uwu[np.diag_indices(n_cols)] = uw1
             a[np.ix_(cat, cat)] = (sk[:, None] * sk[None, :]) * (
                 uwu - uw1[:, None] * mk[None, :] - mk[:, None] * uw1[None, :] + total * np.outer(mk, mk))
             # the fixed effects' sums: Σ over each level's cells
