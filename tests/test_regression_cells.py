@@ -24,26 +24,28 @@ def world(n=4000, seed=0):
     market = (lender % 4 + (rng.random(n) < 0.3) * rng.integers(0, 4, n)) % 4
     dti = rng.choice(6, n, p=[0.3, 0.25, 0.2, 0.15, 0.07, 0.03])
     purpose = rng.choice(3, n, p=[0.6, 0.3, 0.1])
+    kind = rng.choice(4, n, p=[0.5, 0.2, 0.2, 0.1])
     income = rng.lognormal(4.3, 0.5, n)
     d = (rng.random(n) < 0.25 + 0.2 * (lender % 3 == 0)).astype(float)
     eta = -1.2 + 0.35 * d + 0.25 * dti - 0.3 * (purpose == 2) - 0.01 * (income - 75) + rng.normal(0, .5, 25)[lender]
     y = (rng.random(n) < expit(eta)).astype(float)
+    y = np.where(kind == 3, (rng.random(n) < 0.5).astype(float), y)
     y[dti == 5] = 1.0                      # every applicant in the last DTI level denied
-    return y, d, income, dti, purpose, lender, market
+    return y, d, income, dti, purpose, lender, market, kind
 
 
-def _inputs(y, d, income, dti, purpose, lender, market):
+def _inputs(y, d, income, dti, purpose, lender, market, kind):
     cat = lambda c: Categorical(c, [str(i) for i in range(int(c.max()) + 1)])  # noqa: E731
-    return dict(x_blocks=[income, cat(dti), cat(purpose)], names=["income", "dti", "purpose"],
+    return dict(x_blocks=[income, cat(dti), cat(purpose), cat(kind)], names=["income", "dti", "purpose", "kind"],
                 fixed=[cat(market), cat(lender)], fixed_names=["market", "lender"], cluster=cat(lender))
 
 
-def _dense(des, columns, income, dti, purpose, market, lender, d):
+def _dense(des, columns, income, dti, purpose, kind, market, lender, d):
     """The design of the rows ``des`` kept as dense columns: 1, d, income, each dummy our fit
     reports (``name[code]``), and every fixed effect's levels but its first present."""
     rows = des.keep
     out = [np.ones(len(rows)), d[rows], income[rows]]
-    source = {"dti": dti, "purpose": purpose}
+    source = {"dti": dti, "purpose": purpose, "kind": kind}
     for c in columns[2:]:
         name, code = c[:-1].split("[")
         out.append((source[name][rows] == int(code)).astype(float))
@@ -61,8 +63,8 @@ def _cr1(scores, cluster, n, k):
 
 
 def test_cell_sums_equal_the_dense_rows():
-    y, d, income, dti, purpose, lender, market = world(seed=3)
-    kw = _inputs(y, d, income, dti, purpose, lender, market)
+    y, d, income, dti, purpose, lender, market, kind = world(seed=3)
+    kw = _inputs(y, d, income, dti, purpose, lender, market, kind)
     rng = np.random.default_rng(0)
     for fixed in ((), kw["fixed"][1:], kw["fixed"]):
         des = design(y, d, kw["x_blocks"], kw["names"], None, None, fixed, kw["fixed_names"][2 - len(fixed):], None)
@@ -91,14 +93,14 @@ def test_cell_sums_equal_the_dense_rows():
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_logit_and_lpm_equal_a_dense_reference(seed):
-    y, d, income, dti, purpose, lender, market = world(seed=seed)
-    kw = _inputs(y, d, income, dti, purpose, lender, market)
+    y, d, income, dti, purpose, lender, market, kind = world(seed=seed)
+    kw = _inputs(y, d, income, dti, purpose, lender, market, kind)
     logit = controlled_logit(y, d, **kw)
     lpm = controlled_lpm(y, d, **kw)
     des = design(y, d, kw["x_blocks"], kw["names"], None, None, kw["fixed"], kw["fixed_names"], kw["cluster"])
     assert logit.converged and logit.separated_rows == des.separated_rows > 0
     columns = list(logit.coefficients["columns"])
-    x = _dense(des, columns, income, dti, purpose, market, lender, d)
+    x = _dense(des, columns, income, dti, purpose, kind, market, lender, d)
     yk, n, k = y[des.keep], des.n, x.shape[1]
     assert k == des.parameters
     cluster = np.unique(lender[des.keep], return_inverse=True)[1]
@@ -140,9 +142,40 @@ def test_logit_and_lpm_equal_a_dense_reference(seed):
 
 
 def test_same_input_same_bits():
-    y, d, income, dti, purpose, lender, market = world(seed=2)
-    kw = _inputs(y, d, income, dti, purpose, lender, market)
+    y, d, income, dti, purpose, lender, market, kind = world(seed=2)
+    kw = _inputs(y, d, income, dti, purpose, lender, market, kind)
     a, b = controlled_logit(y, d, **kw), controlled_logit(y, d, **kw)
     assert (a.coefficient, a.se, a.ame, a.ame_se, a.log_likelihood) == (b.coefficient, b.se, b.ame, b.ame_se,
                                                                          b.log_likelihood)
     assert np.array_equal(a.coefficients["coef"], b.coefficients["coef"])
+
+
+class _Reversed:
+    """A stand-in for a Dask client that runs the parts' tasks last to first, as workers may."""
+
+    def scatter(self, parts):
+        return list(parts)
+
+    def submit(self, fn, part, *args, pure=False):
+        return lambda: fn(part, *args)
+
+    def gather(self, futures):
+        return [f() for f in futures[::-1]][::-1]
+
+
+def test_parts_and_workers_change_no_bit(monkeypatch):
+    """A pass cut into parts gives the one-part result to rounding; where the parts run (and in
+    which order) changes no bit: the driver adds them in their order."""
+    import aequum.engines.regression.cells as cells
+
+    y, d, income, dti, purpose, lender, market, kind = world(seed=4, n=6000)
+    kw = _inputs(y, d, income, dti, purpose, lender, market, kind)
+    one, lpm_one = controlled_logit(y, d, **kw), controlled_lpm(y, d, **kw)
+    monkeypatch.setattr(cells, "PART_ROWS", 300)
+    here = controlled_logit(y, d, **kw)
+    there = controlled_logit(y, d, executor=cells.Executor(_Reversed()), **kw)
+    lpm = controlled_lpm(y, d, **kw)
+    values = lambda f: (f.coefficient, f.se, f.ame, f.ame_se, f.log_likelihood, *f.coefficients["se"])  # noqa: E731
+    assert values(here) == values(there)
+    assert np.allclose(values(here), values(one), rtol=1e-10, atol=0)
+    assert lpm.estimate == pytest.approx(lpm_one.estimate, rel=1e-10) and lpm.se == pytest.approx(lpm_one.se, rel=1e-10)

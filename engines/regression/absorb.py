@@ -231,6 +231,7 @@ class Normal:
         self.weights = None if nb == 1 and not ns else np.ones(n)  # every row's, when levels need them
         self.weighted = False
         self.total = 0.0                                        # their sum, when one level does not
+        self.fixed = None                                       # (D, C, S) when summed elsewhere
 
     def add(self, x: np.ndarray, w: np.ndarray | None, pos: slice) -> None:
         """Add the rows ``pos`` (their dense columns ``x``, weights ``w``; None = 1)."""
@@ -250,12 +251,16 @@ class Normal:
     @property
     def d(self) -> np.ndarray:
         e = self.effects
+        if self.fixed is not None:
+            return self.fixed[0]
         if self.weights is None:
             return np.array([self.total if self.weighted else float(len(e.codes[0]))])
         return np.bincount(e.codes[0], weights=self.weights, minlength=e.sizes[0])
 
     def cross(self) -> tuple[np.ndarray, np.ndarray]:
         """``(C, S)``: the absorbed effect against the others, and the others among themselves."""
+        if self.fixed is not None:
+            return self.fixed[1], self.fixed[2]
         e = self.effects
         ns, nb = e.small, e.sizes[0]
         whole = slice(0, len(e.codes[0]))

@@ -84,15 +84,18 @@ def layout(des) -> Layout:
     order = np.lexsort((c, r))  # the 1s by cell
     r, c = r[order], c[order]
     per = np.bincount(r, minlength=g)
-    first = np.repeat(np.cumsum(per) - per, per)  # each 1's cell's first 1
+    end = np.repeat(np.cumsum(per), per)  # each 1's cell's end among the 1s
+    at = np.arange(len(r))
     pairs_a, pairs_b = [], []
     for shift in range(1, int(per.max(initial=0))):  # each pair once (k before l), the diagonal apart
-        other = first + shift
-        ok = other < first + per[r]
+        other = at + shift
+        ok = other < end
         pairs_a.append(np.flatnonzero(ok))
         pairs_b.append(other[ok])
     pa_ = np.concatenate(pairs_a) if pairs_a else np.zeros(0, np.int64)
     pb_ = np.concatenate(pairs_b) if pairs_b else np.zeros(0, np.int64)
+    by_cell = np.argsort(r[pa_], kind="stable")
+    pa_, pb_ = pa_[by_cell], pb_[by_cell]
     fs_keys = []
     for j in range(1, len(e.sizes)):
         col = cell_effects.small_columns(j, slice(0, g))[r]
@@ -102,6 +105,43 @@ def layout(des) -> Layout:
                          cell_effects, r, c, r[pa_], c[pa_] * n_cols + c[pb_],
                          cell_effects.codes[0][r] * n_cols + c, fs_keys)
     return des._layout
+
+
+def _sub_layout(lay: Layout, c0: int, c1: int) -> Layout:
+    """The layout of the cells ``c0:c1`` alone (their rows from the first one's)."""
+    i0, i1 = np.searchsorted(lay.nz_cell, [c0, c1])
+    j0, j1 = np.searchsorted(lay.pair_cell, [c0, c1])
+    e = lay.effects
+    fs_keys = []
+    for hit, key in lay.fs_keys:
+        k0, k1 = np.searchsorted(hit, [i0, i1])
+        fs_keys.append((hit[k0:k1] - i0, key[k0:k1]))
+    return Layout(lay.starts[c0:c1] - lay.starts[c0], lay.counts[c0:c1], lay.dense, lay.columns, lay.m[c0:c1],
+                  Effects(list(e.names), [c[c0:c1] for c in e.codes], list(e.sizes), list(e.reference)),
+                  lay.nz_cell[i0:i1] - c0, lay.nz_col[i0:i1], lay.pair_cell[j0:j1] - c0, lay.pair_key[j0:j1],
+                  lay.fb_key[i0:i1], fs_keys)
+
+
+PARTS = 16               # the parts of a pass: a fixed number, so its sums do not depend on the workers
+PART_ROWS = 1 << 15      # ... of at least this many rows each
+
+
+class Executor:
+    """Where the parts of a pass run (:meth:`Cells.parts`): here one after another (``client``
+    None), or on the workers of a Dask cluster (a ``distributed.Client``: each part's rows sent
+    to a worker once, then every pass a task a part that returns its sums). The driver adds the
+    parts' sums in the parts' order, so the result is the same bits with any number of workers."""
+
+    def __init__(self, client=None):
+        self.client = client
+
+    def place(self, parts: list) -> list:
+        return parts if self.client is None else self.client.scatter(parts)
+
+    def map(self, fn, placed: list, args: list) -> list:
+        if self.client is None:
+            return [fn(p, *a) for p, a in zip(placed, args)]
+        return self.client.gather([self.client.submit(fn, p, *a, pure=False) for p, a in zip(placed, args)])
 
 
 class Cells:
@@ -143,12 +183,11 @@ class Cells:
 
     def eta(self, theta: np.ndarray, fe_s: np.ndarray | None = None, fe_b: np.ndarray | None = None) -> np.ndarray:
         """``Z θ`` (+ each row's fixed-effect part ``b[level] + Σ s[level]``) over the rows."""
-        out = theta[self.dense] @ self.zt
-        tk = theta[self.cat] * self.sk
-        cell = self.lay.m @ tk - float(self.mk @ tk)
-        if fe_b is not None:
-            cell = cell + self.lay.effects.eta(slice(0, len(self.lay.starts)), fe_s, fe_b)
-        return out + self._spread(cell)
+        return self.part_eta(theta, self.offsets(theta, fe_s, fe_b))
+
+    def part_eta(self, theta: np.ndarray, cell: np.ndarray) -> np.ndarray:
+        """``Z θ`` over the rows given each cell's part (:meth:`offsets`)."""
+        return theta[self.dense] @ self.zt + self._spread(cell)
 
     def tdot(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(Z'r, F_s'r, F_b'r)``."""
@@ -159,9 +198,59 @@ class Cells:
         gs, gb = self.lay.effects.sums(slice(0, len(sr)), sr)
         return out, gs, gb
 
+    def parts(self) -> list["Cells"]:
+        """The rows cut into up to PARTS parts of whole cells, about equal (at least PART_ROWS
+        rows each): each a :class:`Cells` of its own (``bounds``: its rows and cells)."""
+        if getattr(self, "_parts", None) is None:
+            starts, n = self.lay.starts, self.n
+            k = max(1, min(PARTS, n // PART_ROWS))
+            cuts = np.unique(np.searchsorted(starts, np.arange(1, k) * (n / k)))
+            cells = [0, *(int(c) for c in cuts if 0 < c < len(starts)), len(starts)]
+            self._parts = []
+            for c0, c1 in zip(cells[:-1], cells[1:]):
+                r0, r1 = int(starts[c0]), int(starts[c1]) if c1 < len(starts) else n
+                part = object.__new__(Cells)
+                part.__dict__.update(self.__dict__)
+                part.lay, part.zt, part.n, part._parts = _sub_layout(self.lay, c0, c1), self.zt[:, r0:r1], r1 - r0, None
+                part.bounds = (r0, r1, c0, c1)
+                self._parts.append(part)
+        return self._parts
+
+    def offsets(self, theta: np.ndarray, fe_s: np.ndarray | None = None, fe_b: np.ndarray | None = None) -> np.ndarray:
+        """Each cell's part of ``Z θ`` (the dummies' and the fixed effects')."""
+        tk = theta[self.cat] * self.sk
+        cell = self.lay.m @ tk - float(self.mk @ tk)
+        if fe_b is not None:
+            cell = cell + self.lay.effects.eta(slice(0, len(self.lay.starts)), fe_s, fe_b)
+        return cell
+
     def normal(self, w: np.ndarray | None) -> Normal:
         """The normal equations of ``[Z, F_s, F_b]`` weighted by ``w`` (None = 1), as
-        :class:`~engines.regression.absorb.Normal` sums them row by row (the module docstring)."""
+        :class:`~engines.regression.absorb.Normal` sums them row by row (the module docstring):
+        the parts' sums (:meth:`parts`, :meth:`part_normal`) added in their order."""
+        sums = [part.part_normal(None if w is None else w[part.bounds[0]:part.bounds[1]]) for part in self.parts()]
+        return self.added(sums)
+
+    def added(self, sums: list) -> Normal:
+        """The normal equations of the parts' sums (:meth:`part_normal`), added in their order."""
+        ne = Normal(self.p, self.lay.effects)
+        total = [np.array(x, copy=True) for x in sums[0]]
+        for more in sums[1:]:
+            for t, x in zip(total, more):
+                t += x
+        ne.a, ne.bb, ne.bs, d, c, s_, tw = total
+        ne.fixed = (d, c, s_)
+        ne.weighted, ne.total = True, float(tw)
+        return ne
+
+    def part_normal(self, w: np.ndarray | None) -> tuple:
+        """A part's sums: ``(a, bb, bs, D, C, S, Σw)`` (:meth:`_normal`)."""
+        ne = self._normal(w)
+        c, s_ = ne.cross() if ne.weights is not None and self.lay.effects.small else (
+            np.zeros((self.lay.effects.sizes[0], self.lay.effects.small)), np.zeros((self.lay.effects.small,) * 2))
+        return ne.a, ne.bb, ne.bs, ne.d, c, s_, np.array(ne.total)
+
+    def _normal(self, w: np.ndarray | None) -> Normal:
         lay, zt = self.lay, self.zt
         both = np.empty((zt.shape[0] + 1, self.n))
         both[0] = 1.0 if w is None else w
@@ -190,13 +279,15 @@ class Cells:
             kd = sk[:, None] * (uwz - mk[:, None] * tz[None, :])
             a[np.ix_(cat, dense)] = kd
             a[np.ix_(dense, cat)] = kd.T
-            uwu = np.bincount(lay.pair_key, weights=sw[lay.pair_cell], minlength=n_cols * n_cols).reshape(n_cols, n_cols)
+            uwu = np.bincount(lay.pair_key, weights=sw[lay.pair_cell], minlength=n_cols * n_cols).reshape(
+                n_cols, n_cols).astype(np.float64)  # (an empty bincount is of integers)
             uwu += uwu.T
             uwu[np.diag_indices(n_cols)] = uw1
             a[np.ix_(cat, cat)] = (sk[:, None] * sk[None, :]) * (
                 uwu - uw1[:, None] * mk[None, :] - mk[:, None] * uw1[None, :] + total * np.outer(mk, mk))
             # the fixed effects' sums: Σ over each level's cells
             fbu = np.bincount(lay.fb_key, weights=w1, minlength=e.sizes[0] * n_cols).reshape(e.sizes[0], n_cols)
+            fbu = fbu.astype(np.float64, copy=False)
             ne.bb[:, cat] = sk[None, :] * (fbu - dlev[:, None] * mk[None, :])
             if e.small:
                 fsu = np.zeros(e.small * n_cols)

@@ -64,7 +64,7 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from aequum.engines.regression.absorb import Normal, cluster_variance
-from aequum.engines.regression.cells import Cells
+from aequum.engines.regression.cells import Cells, Executor
 from aequum.engines.regression.design import Categorical, Design, column_names, design
 from aequum.engines.regression.sensitivity import e_value_or, linear_fit
 from aequum.engines.regression.wild import Bootstrap, inference_kind, score_p_value, weights
@@ -252,12 +252,32 @@ def _restricted_scores(evaluate, start, cells: Cells, effects, y, cluster, clust
     return np.bincount(cluster, weights=r * cells.eta(*h), minlength=clusters)
 
 
+def part_pass(part: Cells, theta: np.ndarray, cell: np.ndarray, full: bool) -> tuple:
+    """One part's sums of a Newton evaluation (:func:`controlled_logit`): its log-likelihood;
+    with ``full`` its gradient ``(Z'r, F_s'r, F_b'r)``, its information's sums
+    (:meth:`Cells.part_normal`), its rows at |η| > EXTREME and its largest |η|. ``part.y``: its
+    outcomes."""
+    y = part.y
+    eta = part.part_eta(theta, cell)
+    a = np.exp(-np.abs(eta))           # log(1 + e^η) = max(η, 0) + log1p(e^−|η|), one exp a row
+    ll = float(y @ eta - (np.maximum(eta, 0.0).sum() + np.log1p(a).sum()))
+    if not full:
+        return (ll,)
+    near = 1 / (1 + a)                 # P(y = 1), P(y = 0), each accurate in its own tail
+    far = a * near
+    up = eta >= 0
+    p1, p0 = np.where(up, near, far), np.where(up, far, near)
+    r = np.where(y == 1, p0, -p1)
+    return (ll, part.tdot(r), part.part_normal(p1 * p0), int(np.count_nonzero(np.abs(eta) > EXTREME)),
+            float(np.max(np.abs(eta), initial=0.0)))
+
+
 def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Sequence[str],
                      confidence: float = 0.95, *, rows: np.ndarray | None = None,
                      block_rows: int | None = None, fixed: Sequence[Categorical] = (),
                      fixed_names: Sequence[str] = (), cluster: Categorical | None = None,
                      bootstrap: Bootstrap | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1"),
-                     prepared: Design | None = None) -> LogitResult:
+                     prepared: Design | None = None, executor: Executor | None = None) -> LogitResult:
     """The logit ``logit P(y = 1) = β₀ + β_d·d + X β_X`` (``+ fixed effects``) by Newton–Raphson
     from blocked sums, and d's odds ratio, average marginal effect and E-value (see the module
     docstring for the methods and their sources).
@@ -326,26 +346,30 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     scale = np.sqrt(n / np.diag(linear.normal.a)[:p])  # 1 / standard deviation of each column
 
     cells = Cells(des, means, scale)  # the rows of (Z − mean)·scale, over their cells
+    parts = cells.parts()
+    for part in parts:
+        part.y = y[part.bounds[0]:part.bounds[1]]
+    placed = (executor or Executor()).place(parts)
 
     def evaluate(theta: np.ndarray, fe_s: np.ndarray, fe_b: np.ndarray, full: bool = True):
         """Log-likelihood at (θ, s, b); with ``full`` also the gradient (X, F_s, F_b)'(y − p),
         the information's blocks (:class:`~engines.regression.absorb.Normal`), the count of
-        rows at |η| > EXTREME and the largest |η|."""
-        eta = cells.eta(theta, fe_s, fe_b)
-        a = np.exp(-np.abs(eta))           # log(1 + e^η) = max(η, 0) + log1p(e^−|η|), one exp a row
-        ll = float(y @ eta - (np.maximum(eta, 0.0).sum() + np.log1p(a).sum()))
+        rows at |η| > EXTREME and the largest |η|: the parts' sums (:func:`part_pass`) added in
+        their order, wherever they ran."""
+        cell = cells.offsets(theta, fe_s, fe_b)
+        found = (executor or Executor()).map(part_pass, placed, [
+            (theta, cell[part.bounds[2]:part.bounds[3]], full) for part in parts])
+        ll = 0.0
+        for f in found:
+            ll += f[0]
         if not full:
             return ll, None, None, 0, 0.0
-        near = 1 / (1 + a)                 # P(y = 1), P(y = 0), each accurate in its own tail
-        far = a * near
-        up = eta >= 0
-        p1, p0 = np.where(up, near, far), np.where(up, far, near)
-        r = np.where(y == 1, p0, -p1)
-        grad, grad_s, grad_b = cells.tdot(r)
-        info = cells.normal(p1 * p0)
-        extreme = int(np.count_nonzero(np.abs(eta) > EXTREME))
-        top = float(np.max(np.abs(eta), initial=0.0))
-        return ll, (grad, grad_s, grad_b), info, extreme, top
+        grad = [np.array(x, copy=True) for x in found[0][1]]
+        for f in found[1:]:
+            for t, x in zip(grad, f[1]):
+                t += x
+        info = cells.added([f[2] for f in found])
+        return ll, tuple(grad), info, sum(f[3] for f in found), max(f[4] for f in found)
 
     # -- Newton–Raphson with step-halving ------------------------------------------------------
     rate = des.y_sum / n
