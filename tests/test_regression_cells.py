@@ -156,8 +156,8 @@ class _Reversed:
     def scatter(self, parts):
         return list(parts)
 
-    def submit(self, fn, part, *args, pure=False):
-        return lambda: fn(part, *args)
+    def map(self, fn, parts, *args, pure=False):
+        return [lambda p=p, a=a: fn(p, *a) for p, a in zip(parts, zip(*args))]
 
     def gather(self, futures):
         return [f() for f in futures[::-1]][::-1]

@@ -25,6 +25,7 @@ standard error the models report is computed as before from them.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,14 +135,20 @@ class Executor:
 
     def __init__(self, client=None):
         self.client = client
+        self.seconds, self.passes = 0.0, 0   # wall time in :meth:`map`, and its calls
 
     def place(self, parts: list) -> list:
         return parts if self.client is None else self.client.scatter(parts)
 
     def map(self, fn, placed: list, args: list) -> list:
+        start = time.perf_counter()
         if self.client is None:
-            return [fn(p, *a) for p, a in zip(placed, args)]
-        return self.client.gather([self.client.submit(fn, p, *a, pure=False) for p, a in zip(placed, args)])
+            out = [fn(p, *a) for p, a in zip(placed, args)]
+        else:
+            out = self.client.gather(self.client.map(fn, placed, *map(list, zip(*args)), pure=False))
+        self.seconds += time.perf_counter() - start
+        self.passes += 1
+        return out
 
 
 class Cells:
@@ -231,24 +238,55 @@ class Cells:
         sums = [part.part_normal(None if w is None else w[part.bounds[0]:part.bounds[1]]) for part in self.parts()]
         return self.added(sums)
 
+    def _levels(self) -> slice:
+        """The absorbed effect's levels this part's cells are in (a run: the cells are in their
+        order), the rows of its sums by level it returns."""
+        codes = self.lay.effects.codes[0]
+        return slice(int(codes[0]), int(codes[-1]) + 1) if len(codes) else slice(0, 0)
+
     def added(self, sums: list) -> Normal:
         """The normal equations of the parts' sums (:meth:`part_normal`), added in their order."""
-        ne = Normal(self.p, self.lay.effects)
-        total = [np.array(x, copy=True) for x in sums[0]]
-        for more in sums[1:]:
-            for t, x in zip(total, more):
-                t += x
-        ne.a, ne.bb, ne.bs, d, c, s_, tw = total
+        e = self.lay.effects
+        ne = Normal(self.p, e)
+        a, bs, d, c, s_ = (np.zeros_like(x) for x in (ne.a, ne.bs, np.zeros(e.sizes[0]),
+                                                       np.zeros((e.sizes[0], e.small)), np.zeros((e.small,) * 2)))
+        bb, total = ne.bb, 0.0
+        for lv, pa_, pbb, pbs, pd, pc, ps, pt in sums:
+            a += pa_
+            bb[lv] += pbb
+            bs += pbs
+            d[lv] += pd
+            c[lv] += pc
+            s_ += ps
+            total += float(pt)
+        ne.a, ne.bs = a, bs
         ne.fixed = (d, c, s_)
-        ne.weighted, ne.total = True, float(tw)
+        ne.weighted, ne.total = True, total
         return ne
 
+    def added_grad(self, grads: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(Z'r, F_s'r, F_b'r)`` of the parts' (:meth:`part_tdot`), added in their order."""
+        out, gs, gb = np.zeros(self.p), np.zeros(self.lay.effects.small), np.zeros(self.lay.effects.sizes[0])
+        for lv, x, s_, b in grads:
+            out += x
+            gs += s_
+            gb[lv] += b
+        return out, gs, gb
+
+    def part_tdot(self, r: np.ndarray) -> tuple:
+        """A part's ``(levels, Z'r, F_s'r, F_b'r of those levels)``."""
+        lv = self._levels()
+        out, gs, gb = self.tdot(r)
+        return lv, out, gs, gb[lv]
+
     def part_normal(self, w: np.ndarray | None) -> tuple:
-        """A part's sums: ``(a, bb, bs, D, C, S, Σw)`` (:meth:`_normal`)."""
+        """A part's sums: ``(levels, a, bb, bs, D, C, S, Σw)`` (:meth:`_normal`), those by the
+        absorbed effect's level for the part's ``levels`` only (the others are 0)."""
         ne = self._normal(w)
+        lv = self._levels()
         c, s_ = ne.cross() if ne.weights is not None and self.lay.effects.small else (
             np.zeros((self.lay.effects.sizes[0], self.lay.effects.small)), np.zeros((self.lay.effects.small,) * 2))
-        return ne.a, ne.bb, ne.bs, ne.d, c, s_, np.array(ne.total)
+        return lv, ne.a, ne.bb[lv], ne.bs, ne.d[lv], c[lv], s_, np.array(ne.total)
 
     def _normal(self, w: np.ndarray | None) -> Normal:
         lay, zt = self.lay, self.zt

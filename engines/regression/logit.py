@@ -268,7 +268,7 @@ def part_pass(part: Cells, theta: np.ndarray, cell: np.ndarray, full: bool) -> t
     up = eta >= 0
     p1, p0 = np.where(up, near, far), np.where(up, far, near)
     r = np.where(y == 1, p0, -p1)
-    return (ll, part.tdot(r), part.part_normal(p1 * p0), int(np.count_nonzero(np.abs(eta) > EXTREME)),
+    return (ll, part.part_tdot(r), part.part_normal(p1 * p0), int(np.count_nonzero(np.abs(eta) > EXTREME)),
             float(np.max(np.abs(eta), initial=0.0)))
 
 
@@ -364,12 +364,9 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
             ll += f[0]
         if not full:
             return ll, None, None, 0, 0.0
-        grad = [np.array(x, copy=True) for x in found[0][1]]
-        for f in found[1:]:
-            for t, x in zip(grad, f[1]):
-                t += x
+        grad = cells.added_grad([f[1] for f in found])
         info = cells.added([f[2] for f in found])
-        return ll, tuple(grad), info, sum(f[3] for f in found), max(f[4] for f in found)
+        return ll, grad, info, sum(f[3] for f in found), max(f[4] for f in found)
 
     # -- Newton–Raphson with step-halving ------------------------------------------------------
     rate = des.y_sum / n
