@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aequum.engines.regression.absorb import Effects, absorb_rows, no_effects
+from aequum.engines.regression.absorb import Effects, absorb_rows, dense_codes, no_effects
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     fe_rows = len(keep)
     keep, effects, absorbed, gone_levels, gone_rows = absorb_rows(
         y, keep, fixed_codes[:len(fixed)] if not one_value else [], list(fixed_names), binary,
-        [b.values for b in categorical] if not one_value else [])
+        [b.values for b in categorical] if not one_value else [], ordered=False)  # sorted by cell below
     if absorbed:
         notes.append(absorbed)
     separated_rows = fe_rows - len(keep) if binary else 0
@@ -221,7 +221,7 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     n = len(keep)
     cluster_codes, clusters = None, 0
     if cluster is not None:
-        _, inverse = np.unique(fixed_codes[-1][keep], return_inverse=True)
+        _, inverse = dense_codes(fixed_codes[-1][keep])
         cluster_codes, clusters = inverse.astype(np.int64), int(inverse.max(initial=-1)) + 1
     # the kept rows gathered once, in the order the models read them: every later pass reads
     # contiguous blocks (``spans``), never a scattered gather

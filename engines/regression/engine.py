@@ -71,6 +71,7 @@ from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.core.intersections import tested_units
 from aequum.engines.outcome.stats import adjust_p_values
+from aequum.engines.regression.absorb import dense_codes
 from aequum.engines.regression.bounds import survive, under_bound
 from aequum.engines.regression.coefficients import COEFFICIENTS, coefficient_rows, fit_statistics
 from aequum.engines.regression.logit import LogitResult, controlled_logit
@@ -310,7 +311,7 @@ def held_cells(groups: list[np.ndarray], min_size: int, y: np.ndarray, rows: np.
     code = np.zeros(len(groups[0]), np.int64)
     for g in groups:
         code = code * 3 + np.where(g == 1, 1, np.where(g == 0, 0, 2))
-    cells, inverse = np.unique(code[rows], return_inverse=True)
+    cells, inverse = dense_codes(code[rows])
     counts = np.bincount(inverse, minlength=len(cells))
     outcome = np.bincount(inverse, weights=np.nan_to_num(y[rows]), minlength=len(cells))
     pooled = (counts < min_size) | (outcome == 0) | (outcome == counts)
