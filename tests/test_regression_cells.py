@@ -179,3 +179,21 @@ def test_parts_and_workers_change_no_bit(monkeypatch):
     assert values(here) == values(there)
     assert np.allclose(values(here), values(one), rtol=1e-10, atol=0)
     assert lpm.estimate == pytest.approx(lpm_one.estimate, rel=1e-10) and lpm.se == pytest.approx(lpm_one.se, rel=1e-10)
+
+
+def test_one_design_for_both_models_in_either_order():
+    """The engine fits both models on one design (``prepared``): the same results as each alone,
+    whichever runs first."""
+    y, d, income, dti, purpose, lender, market, kind = world(seed=5)
+    kw = _inputs(y, d, income, dti, purpose, lender, market, kind)
+    alone_logit, alone_lpm = controlled_logit(y, d, **kw), controlled_lpm(y, d, **kw)
+    for first_logit in (True, False):
+        des = design(y, d, kw["x_blocks"], kw["names"], None, None, kw["fixed"], kw["fixed_names"], kw["cluster"])
+        if first_logit:
+            logit, lpm = controlled_logit(y, d, prepared=des, **kw), controlled_lpm(y, d, prepared=des, **kw)
+        else:
+            lpm, logit = controlled_lpm(y, d, prepared=des, **kw), controlled_logit(y, d, prepared=des, **kw)
+        assert (logit.coefficient, logit.se, logit.ame, logit.note) == (alone_logit.coefficient, alone_logit.se,
+                                                                      alone_logit.ame, alone_logit.note)
+        assert (lpm.estimate, lpm.se, lpm.se_cluster, lpm.rv_q, lpm.note) == (
+            alone_lpm.estimate, alone_lpm.se, alone_lpm.se_cluster, alone_lpm.rv_q, alone_lpm.note)

@@ -16,8 +16,12 @@ Models*, 2nd ed., Sec. 4.4; Agresti 2013, *Categorical Data Analysis*, 3rd ed., 
 gradient ``X'(y − p)``, Hessian ``−X'WX`` with ``W = diag(p(1 − p))``, step ``(X'WX)⁻¹X'(y − p)``,
 halved while the log-likelihood does not improve (a step longer than 2 in the standardised
 parameters first shortened to 2: far from the optimum a nearly flat direction, a rare category or a small
-lender's level, can propose a step of thousands; capped, the HMDA fit takes 9 iterations, not 15). Both sums are accumulated over blocks of rows
-in float64: no n × p matrix beyond one block. The columns are centred and scaled to unit
+lender's level, can propose a step of thousands; capped, the HMDA fit takes 9 iterations, not 15). Both sums are accumulated
+in float64 from the numeric columns row by row and the dummies' and fixed effects' sums by cell
+(``engines.regression.cells``): no n × p matrix. Newton starts from the linear model's slopes on
+the same design as log-odds (Amemiya 1981, "Qualitative response models: a survey", J. Econ.
+Lit. 19(4): a logit slope ≈ an LPM slope / (r(1 − r)); WARM of it), from zero when that does not
+converge. The columns are centred and scaled to unit
 standard deviation (the intercept absorbs the centring) and the Hessian is solved after a
 diagonal (Jacobi) equilibration, as ``controlled_lpm`` does for accuracy with raw incomes and
 property values. Converged when the largest step in those standardised parameters is below
@@ -295,11 +299,12 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     (CR1), the classical standard errors kept beside them.
 
     Cost: one pass over the rows for the counts, one for the centred cross products (scaling
-    and the singular-design check), one per Newton iteration (a cheaper one for each halving of
-    a step, and one more at the accepted point), one for the marginal effect and one for the
-    cluster sums; memory two blocks of the design (≈ 64 MB at the default) and |levels| × p for
-    the fixed effects. 10M rows × 31 columns (27 numeric controls, a four-level categorical, d)
-    took 42 s on one core in 5 iterations without fixed effects.
+    and the singular-design check; the linear model's, ``prepared`` by the engine for both), one
+    per Newton iteration (a cheaper one for each halving of a step), one for the marginal effect
+    and one for the cluster sums, each O(rows × numeric columns²) plus O(cells × categoricals²)
+    (``engines.regression.cells``); memory the numeric columns of the rows and |levels| × p for
+    the fixed effects. ``executor`` (``cells.Executor``): where the Newton passes' parts run
+    (a Dask client's workers), the same bits anywhere.
 
     Degenerate input never raises: no rows, infinite values, one value of y (or a y that is
     not 0/1), d constant, fewer rows than parameters + 2, a singular design, or separation
@@ -341,6 +346,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
 
     # -- the cross products, fixed effects partialled out: scale and the singular-design check --
     linear = linear_fit(des)  # (the linear model's on the same design, when it ran first)
+    linear.cells = None       # its rows' columns are not needed here: memory back before the logit's own
     if linear.singular:
         return result(linear.singular)
     scale = np.sqrt(n / np.diag(linear.normal.a)[:p])  # 1 / standard deviation of each column

@@ -348,7 +348,7 @@ class LinearFit:
 
     centred: np.ndarray            # y − ȳ over the kept rows
     tss: float
-    cells: Cells                   # [Z − mean, y − ȳ] over their cells
+    cells: Cells | None            # [Z − mean, y − ȳ] over their cells (None once let go)
     normal: object                 # their normal equations and the partitioned solver
     solver: object
     gram: np.ndarray               # the within cross products of Z, of Z and y, of y
@@ -408,11 +408,12 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     ``bootstrap.min_clusters`` clusters; between, the wild cluster restricted bootstrap's p-value
     (its per-cluster sums from the residuals' pass) with the CR1 t(G − 1) interval.
 
-    Computed from sums over blocks of ``block_rows`` rows (default: about 4M design cells a
-    block): the column means, then the cross products of ``[d, X, y]`` with every fixed effect
-    partialled out (the within Gram matrix; without fixed effects, the centred one), then the
-    residuals' sums (the HC1 and cluster meats of d) — no n × p matrix beyond one block, so 10M
-    rows × 30 columns take the input arrays plus a few tens of MB. Centring (Frisch–Waugh) and a
+    Computed from sums: the column means, then the cross products of ``[d, X, y]`` with every
+    fixed effect partialled out (the within Gram matrix; without fixed effects, the centred one;
+    :func:`linear_fit`, from the numeric columns row by row and the dummies' sums by cell:
+    ``engines.regression.cells``), then the residuals' sums (the HC1 and cluster meats of d) — no
+    n × p matrix (the wild bootstrap's sums read the dense rows a block of ``block_rows`` at a time).
+    ``prepared``: the design (:func:`engines.regression.design.design`) when the caller has it. Centring (Frisch–Waugh) and a
     diagonal equilibration keep the solve accurate for raw incomes and property values.
 
     Returned (:class:`LPMResult`): d's estimate, classical and HC1 (n/(n−k)) standard errors,
@@ -470,6 +471,8 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     # -- pass 2: cross products of [Z, y], the fixed effects partialled out -------------------
     fit = linear_fit(des)
     centred, tss, cells, normal, solver = fit.centred, fit.tss, fit.cells, fit.normal, fit.solver
+    if cells is None:  # (the logit ran first and let them go)
+        cells = Cells(des, means, np.ones(p), centred[:, None])
     gram, zy, yy, scale, g = fit.gram, fit.zy, fit.yy, fit.scale, fit.g
     if fit.singular:
         return empty(fit.singular, used)
