@@ -220,6 +220,8 @@ class Cells:
                 part.__dict__.update(self.__dict__)
                 part.lay, part.zt, part.n, part._parts = _sub_layout(self.lay, c0, c1), self.zt[:, r0:r1], r1 - r0, None
                 part.bounds = (r0, r1, c0, c1)
+                if part.lay.effects.small:  # the other effects' indicator, built here once (not on each worker's first pass)
+                    part.lay.effects._others(slice(0, c1 - c0))
                 self._parts.append(part)
         return self._parts
 

@@ -159,12 +159,19 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
         raise ValueError(f"{len(x_blocks)} control blocks for {len(names)} names")
     notes: list[str] = []
 
-    # -- rows: drop nulls ------------------------------------------------------------------
+    # -- rows: drop nulls (over the candidate rows alone: everything below indexes them) ----
+    candidates = None if rows is None else np.asarray(rows, dtype=np.int64)
+
+    def take(a):
+        a = np.asarray(a)
+        return a if candidates is None else a[candidates]
+
+    y, d = take(y), take(d)
     valid = ~null_mask(y, False) & ~null_mask(d, False)
     blocks: list[Block] = []
     for j, (name, x) in enumerate(zip(names, x_blocks)):
         if isinstance(x, Categorical):
-            codes = np.asarray(x.codes)
+            codes = take(x.codes)
             null = null_mask(codes, True)
             valid &= ~null
             values = np.where(null, -1, codes).astype(np.int64) if null.any() or codes.dtype != np.int64 else codes
@@ -172,20 +179,19 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
                 raise ValueError(f"control {name!r}: a code beyond its {len(x.levels)} levels")
             blocks.append(Block(name, j, values, np.arange(len(x.levels))))
         else:
-            values = np.asarray(x, dtype=np.float64)
+            values = take(x).astype(np.float64, copy=False)
             valid &= ~np.isnan(values)
             blocks.append(Block(name, j, values, None))
     if len(fixed) != len(fixed_names):
         raise ValueError(f"{len(fixed)} fixed effects for {len(fixed_names)} names")
     fixed_codes = []
     for f in (*fixed, *([cluster] if cluster is not None else [])):
-        codes = np.asarray(f.codes)
+        codes = take(f.codes)
         null = null_mask(codes, True)
         valid &= ~null
         fixed_codes.append(np.where(null, -1, codes).astype(np.int64))
-    candidates = np.arange(len(y)) if rows is None else np.asarray(rows, dtype=np.int64)
-    keep = candidates[valid[candidates]]
-    dropped = len(candidates) - len(keep)
+    keep = np.flatnonzero(valid)          # positions among the candidates
+    dropped = len(y) - len(keep)
     if dropped:
         held = "a control, a fixed effect or the cluster" if fixed or cluster is not None else "a control"
         notes.append(f"{dropped:,} rows with a null in the outcome, the group or {held} dropped")
@@ -259,7 +265,8 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     raw = None
     if n_treated and n_control and n_treated + n_control == n:  # d is a 0/1 indicator
         raw = float(y_treated / n_treated - (y_sum - y_treated) / n_control)
-    out = Design(n, dropped, keep, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
+    rows_kept = keep if candidates is None else candidates[keep]  # the given arrays' rows
+    out = Design(n, dropped, rows_kept, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
                   y01 == n, effects=effects if n else no_effects(0), cluster=cluster_codes, clusters=clusters,
                   y=y_kept, d=d_kept, separated_rows=separated_rows, separated=tuple(separated),
                   cell_starts=cell_starts)
