@@ -102,9 +102,11 @@ def layout(des) -> Layout:
         col = cell_effects.small_columns(j, slice(0, g))[r]
         hit = np.flatnonzero(col >= 0)
         fs_keys.append((hit, col[hit] * n_cols + c[hit]))
+    small = np.int32 if max(g, (e.sizes[0] + e.small + 1) * (n_cols + 1)) < 2 ** 31 else np.int64  # half the memory
     des._layout = Layout(starts, counts, np.array(dense, np.int64), np.array(columns, np.int64), m,
-                         cell_effects, r, c, r[pa_], c[pa_] * n_cols + c[pb_],
-                         cell_effects.codes[0][r] * n_cols + c, fs_keys)
+                         cell_effects, r.astype(small), c.astype(small), r[pa_].astype(small),
+                         (c[pa_] * n_cols + c[pb_]).astype(small), (cell_effects.codes[0][r] * n_cols + c).astype(small),
+                         [(hit.astype(small), key.astype(small)) for hit, key in fs_keys])
     return des._layout
 
 
