@@ -113,6 +113,14 @@ class Effects:
         return np.asarray(self._others(pos) @ v), b
 
 
+def dense_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(present, inverse)``: the codes present (ascending) and each code's rank among them —
+    ``np.unique(codes, return_inverse=True)`` for non-negative integer codes, by one ``bincount``
+    instead of a sort."""
+    seen = np.bincount(codes) > 0 if len(codes) else np.zeros(0, bool)
+    return np.flatnonzero(seen), (np.cumsum(seen) - 1)[codes].astype(np.int64)
+
+
 def no_effects(n: int) -> Effects:
     return Effects([], [np.zeros(n, np.int64)], [1], [0])
 
@@ -169,7 +177,7 @@ def one_outcome_levels(y: np.ndarray, codes: Sequence[np.ndarray], binary: bool,
 
 
 def absorb_rows(y: np.ndarray, keep: np.ndarray, fixed: Sequence[np.ndarray], names: Sequence[str],
-                binary: bool, controls: Sequence[np.ndarray] = ()
+                binary: bool, controls: Sequence[np.ndarray] = (), ordered: bool = True
                 ) -> tuple[np.ndarray, Effects, str | None, list[np.ndarray], list[int]]:
     """The kept rows once the levels that fit their rows exactly are dropped (with a binary y: a
     level whose outcomes are all 0 or all 1; else a level of one record), repeated until none
@@ -178,7 +186,7 @@ def absorb_rows(y: np.ndarray, keep: np.ndarray, fixed: Sequence[np.ndarray], na
     ``keep``); ``controls``: the categorical controls' codes, whose levels of one outcome are
     dropped in the same rounds with a binary y (returned: each effect's then each control's
     dropped levels and rows, :func:`one_outcome_levels`, for the caller's note). The rows returned are ordered by the level of the effect of most
-    levels (its sums are then runs)."""
+    levels (its sums are then runs; with ``ordered`` False the caller orders them)."""
     codes = [np.asarray(f)[keep].astype(np.int64) for f in fixed]
     control_codes = [np.asarray(c)[keep] for c in controls] if binary else []
     note = None
@@ -200,16 +208,15 @@ def absorb_rows(y: np.ndarray, keep: np.ndarray, fixed: Sequence[np.ndarray], na
         return keep, no_effects(len(keep)), note, dropped_levels, dropped_rows
     recoded = []
     for c in codes:
-        _, inv = np.unique(c, return_inverse=True)
-        recoded.append(inv.astype(np.int64))
+        recoded.append(dense_codes(c)[1])
     sizes = [int(c.max(initial=-1)) + 1 for c in recoded]
     order = sorted(range(len(recoded)), key=lambda j: (-sizes[j], j))
     recoded = [recoded[j] for j in order]
     sizes = [sizes[j] for j in order]
-    # the rows in the absorbed effect's order (stable: the given order within a level)
-    by_level = np.argsort(recoded[0], kind="stable")
-    keep = keep[by_level]
-    recoded = [c[by_level] for c in recoded]
+    if ordered:  # the rows in the absorbed effect's order (stable: the given order within a level)
+        by_level = np.argsort(recoded[0], kind="stable")
+        keep = keep[by_level]
+        recoded = [c[by_level] for c in recoded]
     reference = [0] + [int(np.argmax(np.bincount(c, minlength=s))) for c, s in zip(recoded[1:], sizes[1:])]
     return (keep, Effects([names[j] for j in order], recoded, sizes, reference), note, dropped_levels,
             dropped_rows)
@@ -231,6 +238,7 @@ class Normal:
         self.weights = None if nb == 1 and not ns else np.ones(n)  # every row's, when levels need them
         self.weighted = False
         self.total = 0.0                                        # their sum, when one level does not
+        self.fixed = None                                       # (D, C, S) when summed elsewhere
 
     def add(self, x: np.ndarray, w: np.ndarray | None, pos: slice) -> None:
         """Add the rows ``pos`` (their dense columns ``x``, weights ``w``; None = 1)."""
@@ -250,12 +258,16 @@ class Normal:
     @property
     def d(self) -> np.ndarray:
         e = self.effects
+        if self.fixed is not None:
+            return self.fixed[0]
         if self.weights is None:
             return np.array([self.total if self.weighted else float(len(e.codes[0]))])
         return np.bincount(e.codes[0], weights=self.weights, minlength=e.sizes[0])
 
     def cross(self) -> tuple[np.ndarray, np.ndarray]:
         """``(C, S)``: the absorbed effect against the others, and the others among themselves."""
+        if self.fixed is not None:
+            return self.fixed[1], self.fixed[2]
         e = self.effects
         ns, nb = e.small, e.sizes[0]
         whole = slice(0, len(e.codes[0]))

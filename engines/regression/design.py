@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aequum.engines.regression.absorb import Effects, absorb_rows, no_effects
+from aequum.engines.regression.absorb import Effects, absorb_rows, dense_codes, no_effects
 
 
 @dataclass(frozen=True)
@@ -101,10 +101,41 @@ class Design:
     separated_rows: int = 0                  # rows dropped as levels of one outcome (a binary y)
     separated: tuple[str, ...] = ()          # the levels dropped: "effect (k levels)", "control = level"
 
+    cell_starts: np.ndarray | None = None    # the first kept row of each cell (``engines.regression.cells``)
+    _layout: object = None                   # the cells' layout, once built
+    within: object = None                    # the least-squares fit on this design (sensitivity.linear_fit), once made
+
     @property
     def parameters(self) -> int:
         """d, the controls' columns and the fixed effects' (the intercept among them)."""
         return self.p + self.effects.parameters
+
+
+def _by_cell(keep: np.ndarray, effects: Effects, categorical: Sequence[np.ndarray]
+             ) -> tuple[np.ndarray, Effects, np.ndarray]:
+    """The kept rows ordered by their cell — the level of each fixed effect (the absorbed one
+    first, so its levels stay runs), then of each categorical control — stably (the given order
+    within a cell), the effects' codes likewise, and the first row of each cell: the order every
+    pass of ``engines.regression.cells`` reads."""
+    n = len(keep)
+    if not n:
+        return keep, effects, np.zeros(0, np.int64)
+    keys = [*effects.codes, *(np.asarray(c)[keep] for c in categorical)]
+    sizes = [*effects.sizes, *(int(c.max(initial=0)) + 1 for c in keys[len(effects.codes):])]
+    if float(np.prod(np.array(sizes, dtype=np.float64))) < 2.0 ** 62:
+        key = np.zeros(n, np.int64)
+        for c, s in zip(keys, sizes):
+            key = key * s + c
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+    else:  # too many combinations for one integer: sort by each key, the first the most significant
+        order = np.lexsort(keys[::-1])
+        key = np.stack([c[order] for c in keys])
+    if not np.all(order[1:] > order[:-1]):
+        keep = keep[order]
+        effects = Effects(effects.names, [c[order] for c in effects.codes], effects.sizes, effects.reference)
+    change = key[1:] != key[:-1] if key.ndim == 1 else np.any(key[:, 1:] != key[:, :-1], axis=0)
+    return keep, effects, np.flatnonzero(np.r_[True, change])
 
 
 def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categorical],
@@ -128,12 +159,19 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
         raise ValueError(f"{len(x_blocks)} control blocks for {len(names)} names")
     notes: list[str] = []
 
-    # -- rows: drop nulls ------------------------------------------------------------------
+    # -- rows: drop nulls (over the candidate rows alone: everything below indexes them) ----
+    candidates = None if rows is None else np.asarray(rows, dtype=np.int64)
+
+    def take(a):
+        a = np.asarray(a)
+        return a if candidates is None else a[candidates]
+
+    y, d = take(y), take(d)
     valid = ~null_mask(y, False) & ~null_mask(d, False)
     blocks: list[Block] = []
     for j, (name, x) in enumerate(zip(names, x_blocks)):
         if isinstance(x, Categorical):
-            codes = np.asarray(x.codes)
+            codes = take(x.codes)
             null = null_mask(codes, True)
             valid &= ~null
             values = np.where(null, -1, codes).astype(np.int64) if null.any() or codes.dtype != np.int64 else codes
@@ -141,20 +179,19 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
                 raise ValueError(f"control {name!r}: a code beyond its {len(x.levels)} levels")
             blocks.append(Block(name, j, values, np.arange(len(x.levels))))
         else:
-            values = np.asarray(x, dtype=np.float64)
+            values = take(x).astype(np.float64, copy=False)
             valid &= ~np.isnan(values)
             blocks.append(Block(name, j, values, None))
     if len(fixed) != len(fixed_names):
         raise ValueError(f"{len(fixed)} fixed effects for {len(fixed_names)} names")
     fixed_codes = []
     for f in (*fixed, *([cluster] if cluster is not None else [])):
-        codes = np.asarray(f.codes)
+        codes = take(f.codes)
         null = null_mask(codes, True)
         valid &= ~null
         fixed_codes.append(np.where(null, -1, codes).astype(np.int64))
-    candidates = np.arange(len(y)) if rows is None else np.asarray(rows, dtype=np.int64)
-    keep = candidates[valid[candidates]]
-    dropped = len(candidates) - len(keep)
+    keep = np.flatnonzero(valid)          # positions among the candidates
+    dropped = len(y) - len(keep)
     if dropped:
         held = "a control, a fixed effect or the cluster" if fixed or cluster is not None else "a control"
         notes.append(f"{dropped:,} rows with a null in the outcome, the group or {held} dropped")
@@ -165,7 +202,7 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     fe_rows = len(keep)
     keep, effects, absorbed, gone_levels, gone_rows = absorb_rows(
         y, keep, fixed_codes[:len(fixed)] if not one_value else [], list(fixed_names), binary,
-        [b.values for b in categorical] if not one_value else [])
+        [b.values for b in categorical] if not one_value else [], ordered=False)  # sorted by cell below
     if absorbed:
         notes.append(absorbed)
     separated_rows = fe_rows - len(keep) if binary else 0
@@ -186,10 +223,11 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
         many = int((lv > 0).sum()) > 1
         notes.append(f"{' and '.join(clauses)}: {'levels' if many else 'level'} and {'their' if many else 'its'} "
                      f"{count:,} {'row' if count == 1 else 'rows'} dropped, as Stata's logit and fixest's feglm do")
+    keep, effects, cell_starts = _by_cell(keep, effects, [b.values for b in categorical])
     n = len(keep)
     cluster_codes, clusters = None, 0
     if cluster is not None:
-        _, inverse = np.unique(fixed_codes[-1][keep], return_inverse=True)
+        _, inverse = dense_codes(fixed_codes[-1][keep])
         cluster_codes, clusters = inverse.astype(np.int64), int(inverse.max(initial=-1)) + 1
     # the kept rows gathered once, in the order the models read them: every later pass reads
     # contiguous blocks (``spans``), never a scattered gather
@@ -227,9 +265,11 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     raw = None
     if n_treated and n_control and n_treated + n_control == n:  # d is a 0/1 indicator
         raw = float(y_treated / n_treated - (y_sum - y_treated) / n_control)
-    out = Design(n, dropped, keep, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
+    rows_kept = keep if candidates is None else candidates[keep]  # the given arrays' rows
+    out = Design(n, dropped, rows_kept, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
                   y01 == n, effects=effects if n else no_effects(0), cluster=cluster_codes, clusters=clusters,
-                  y=y_kept, d=d_kept, separated_rows=separated_rows, separated=tuple(separated))
+                  y=y_kept, d=d_kept, separated_rows=separated_rows, separated=tuple(separated),
+                  cell_starts=cell_starts)
 
     def fail(note: str) -> Design:
         out.failure = note

@@ -71,10 +71,11 @@ from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
 from aequum.engines.core.intersections import tested_units
 from aequum.engines.outcome.stats import adjust_p_values
+from aequum.engines.regression.absorb import dense_codes
 from aequum.engines.regression.bounds import survive, under_bound
 from aequum.engines.regression.coefficients import COEFFICIENTS, coefficient_rows, fit_statistics
 from aequum.engines.regression.logit import LogitResult, controlled_logit
-from aequum.engines.regression.design import Categorical, null_mask
+from aequum.engines.regression.design import Categorical, design, null_mask
 from aequum.engines.regression.sensitivity import LPMResult, controlled_lpm
 
 ESTIMATES = pa.schema([
@@ -215,10 +216,14 @@ class RegressionEngine:
         else:
             # both models compare within the other groups' cells; a confounder is measured against
             # the recorded inputs only (the cells and fixed effects are held, not benchmarks)
+            # the rows and columns both models fit, found (and the rows gathered, in cell order) once
+            prepared = design(state["y"], groups, blocks, names, rows, None, grouping["fixed"], grouping["fixed_names"],
+                              grouping["cluster"], grouping["outcome"])
             fit = controlled_lpm(state["y"], groups, blocks, names, params.confidence,
-                                 multipliers=params.benchmark_multipliers,
-                                 robust_multiplier=params.robust_multiplier, rows=rows, held=len(cells), **grouping)
-            logit = controlled_logit(state["y"], groups, blocks, names, params.confidence, rows=rows, **grouping)
+                                 multipliers=params.benchmark_multipliers, robust_multiplier=params.robust_multiplier,
+                                 rows=rows, held=len(cells), prepared=prepared, **grouping)
+            logit = controlled_logit(state["y"], groups, blocks, names, params.confidence, rows=rows,
+                                     prepared=prepared, **grouping)
             small = min(fit.n_treated, fit.n_control) < params.min_group_size
             notes = [fit.note] if fit.note else []
             if small:
@@ -306,7 +311,7 @@ def held_cells(groups: list[np.ndarray], min_size: int, y: np.ndarray, rows: np.
     code = np.zeros(len(groups[0]), np.int64)
     for g in groups:
         code = code * 3 + np.where(g == 1, 1, np.where(g == 0, 0, 2))
-    cells, inverse = np.unique(code[rows], return_inverse=True)
+    cells, inverse = dense_codes(code[rows])
     counts = np.bincount(inverse, minlength=len(cells))
     outcome = np.bincount(inverse, weights=np.nan_to_num(y[rows]), minlength=len(cells))
     pooled = (counts < min_size) | (outcome == 0) | (outcome == counts)

@@ -47,8 +47,9 @@ import numpy as np
 from scipy import linalg
 from scipy.stats import t as student_t
 
-from aequum.engines.regression.absorb import Normal, cluster_variance
-from aequum.engines.regression.design import Categorical, column_names, design, equilibrate, fill, spans
+from aequum.engines.regression.absorb import cluster_variance
+from aequum.engines.regression.cells import Cells
+from aequum.engines.regression.design import Categorical, Design, column_names, design, equilibrate, fill, spans
 from aequum.engines.regression.wild import Bootstrap, WildSums, inference_kind, wcr_p_value, weights
 
 __all__ = [
@@ -339,12 +340,56 @@ def _block_r2(coef: np.ndarray, inv: np.ndarray, cols: slice, s2: float, dof: in
     return float(group_partial_r2(fp, 1, dof))
 
 
+@dataclass
+class LinearFit:
+    """The least-squares fit of ``y`` on a design's columns with its fixed effects absorbed
+    (:func:`linear_fit`): what the linear probability model reports from, and where the logit on
+    the same design starts."""
+
+    centred: np.ndarray            # y − ȳ over the kept rows
+    tss: float
+    cells: Cells | None            # [Z − mean, y − ȳ] over their cells (None once let go)
+    normal: object                 # their normal equations and the partitioned solver
+    solver: object
+    gram: np.ndarray               # the within cross products of Z, of Z and y, of y
+    zy: np.ndarray
+    yy: float
+    scale: np.ndarray
+    g: np.ndarray                  # ``gram`` equilibrated
+    singular: str | None
+    g_inv: np.ndarray | None = None
+    coef: np.ndarray | None = None
+
+
+def linear_fit(des: Design) -> LinearFit:
+    """One pass over the design's rows for the cross products of ``[Z, y]`` with the fixed
+    effects partialled out (``engines.regression.cells``), and the slopes of y on Z (kept on
+    ``des``: the linear model and the logit of one comparison share it)."""
+    if des.within is not None:
+        return des.within
+    p = des.p
+    centred = des.y - des.y_sum / des.n
+    cells = Cells(des, des.means, np.ones(p), centred[:, None])
+    normal = cells.normal(None)
+    solver = normal.solver()
+    within = solver.g
+    gram, zy, yy = within[:p, :p], within[:p, p], within[p, p]
+    scale, g, singular = equilibrate(gram, des.blocks, des.effects.names, np.diag(normal.a)[:p])
+    fit = LinearFit(centred, float(centred @ centred), cells, normal, solver, gram, zy, yy, scale, g, singular)
+    if not singular:
+        fit.g_inv = linalg.inv(g) * scale[:, None] * scale[None, :]
+        fit.coef = fit.g_inv @ zy
+    des.within = fit
+    return fit
+
+
 def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Sequence[str],
                    confidence: float = 0.95, *, multipliers: Sequence[float] = (1.0, 2.0, 3.0),
                    robust_multiplier: float = 1.0, rows: np.ndarray | None = None,
                    block_rows: int | None = None, held: int = 0, fixed: Sequence[Categorical] = (),
                    fixed_names: Sequence[str] = (), cluster: Categorical | None = None,
-                   bootstrap: Bootstrap | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1")) -> LPMResult:
+                   bootstrap: Bootstrap | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1"),
+                   prepared: Design | None = None) -> LPMResult:
     """The linear probability model ``y ~ 1 + d + X`` (``+ fixed effects``) by OLS and the
     sensitivity of d's coefficient to an omitted confounder, benchmarked against every control.
 
@@ -363,11 +408,12 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     ``bootstrap.min_clusters`` clusters; between, the wild cluster restricted bootstrap's p-value
     (its per-cluster sums from the residuals' pass) with the CR1 t(G − 1) interval.
 
-    Computed from sums over blocks of ``block_rows`` rows (default: about 4M design cells a
-    block): the column means, then the cross products of ``[d, X, y]`` with every fixed effect
-    partialled out (the within Gram matrix; without fixed effects, the centred one), then the
-    residuals' sums (the HC1 and cluster meats of d) — no n × p matrix beyond one block, so 10M
-    rows × 30 columns take the input arrays plus a few tens of MB. Centring (Frisch–Waugh) and a
+    Computed from sums: the column means, then the cross products of ``[d, X, y]`` with every
+    fixed effect partialled out (the within Gram matrix; without fixed effects, the centred one;
+    :func:`linear_fit`, from the numeric columns row by row and the dummies' sums by cell:
+    ``engines.regression.cells``), then the residuals' sums (the HC1 and cluster meats of d) — no
+    n × p matrix (the wild bootstrap's sums read the dense rows a block of ``block_rows`` at a time).
+    ``prepared``: the design (:func:`engines.regression.design.design`) when the caller has it. Centring (Frisch–Waugh) and a
     diagonal equilibration keep the solve accurate for raw incomes and property values.
 
     Returned (:class:`LPMResult`): d's estimate, classical and HC1 (n/(n−k)) standard errors,
@@ -399,9 +445,9 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     y = np.asarray(y)
     d = np.asarray(d)
     boot = bootstrap or Bootstrap()
-    des = design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster, outcome)
+    des = prepared or design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster, outcome)
     y, d = des.y, des.d  # the kept rows, gathered in the order every pass reads them
-    n, dropped, size, notes = des.n, des.dropped, des.size, des.notes
+    n, dropped, size, notes = des.n, des.dropped, des.size, list(des.notes)
     n_treated, n_control, raw = des.n_treated, des.n_control, des.raw
     effects = des.effects
 
@@ -423,24 +469,14 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     y_mean = des.y_sum / n
 
     # -- pass 2: cross products of [Z, y], the fixed effects partialled out -------------------
-    normal = Normal(p + 1, effects)
-    buf = np.empty((min(size, n), p + 1))
-    tss = 0.0
-    for pos, idx in spans(n, size):
-        z = buf[:idx.stop - idx.start]
-        fill(z[:, :p], idx, d, blocks)
-        z[:, :p] -= means
-        z[:, p] = y[idx] - y_mean
-        tss += z[:, p] @ z[:, p]
-        normal.add(z, None, pos)
-    solver = normal.solver()
-    within = solver.g
-    gram, zy, yy = within[:p, :p], within[:p, p], within[p, p]
-    scale, g, singular = equilibrate(gram, blocks, effects.names, np.diag(normal.a)[:p])
-    if singular:
-        return empty(singular, used)
-    g_inv = linalg.inv(g) * scale[:, None] * scale[None, :]
-    coef = g_inv @ zy
+    fit = linear_fit(des)
+    centred, tss, cells, normal, solver = fit.centred, fit.tss, fit.cells, fit.normal, fit.solver
+    if cells is None:  # (the logit ran first and let them go)
+        cells = Cells(des, means, np.ones(p), centred[:, None])
+    gram, zy, yy, scale, g = fit.gram, fit.zy, fit.yy, fit.scale, fit.g
+    if fit.singular:
+        return empty(fit.singular, used)
+    g_inv, coef = fit.g_inv, fit.coef
     gx = g[1:, 1:]
     gx_inv = linalg.inv(gx) * scale[1:, None] * scale[None, 1:] if p > 1 else np.zeros((0, 0))
     coef_d = gx_inv @ gram[1:, 0] if p > 1 else np.zeros(0)
@@ -455,21 +491,22 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     s_y, b_y = z_part.back(coef, gs1, normal.bb[:, p])     # y's fixed effects
     a = g_inv[:, 0]  # d's row of the inverse: β_d − b_d = Σ_i uᵢ eᵢ with uᵢ = (a, a_s, a_b)'xᵢ
     a_s, a_b = z_part.back(a, np.zeros_like(gs1), np.zeros_like(normal.bb[:, p]))
-    meat = 0.0
     by_cluster = np.zeros(des.clusters)
     estimate = float(coef[0])
     kind = inference_kind(cluster is not None, des.clusters, boot, "WCR-bootstrap")
     wild = WildSums(des.clusters, p, effects) if kind == "WCR-bootstrap" else None
-    for pos, idx in spans(n, size):
-        z = fill(buf[:idx.stop - idx.start, :p], idx, d, blocks)
-        z -= means
-        e = (y[idx] - y_mean) - z @ coef - effects.eta(pos, s_y, b_y)
-        u = z @ a + effects.eta(pos, a_s, a_b)
-        meat += (e * e) @ (u * u)
-        if des.cluster is not None:
-            by_cluster += np.bincount(des.cluster[pos], weights=e * u, minlength=des.clusters)
-        if wild is not None:  # the restricted residuals ũ = e + β d̃ (d̃ = u / (Z'Z)⁻¹_dd)
-            wild.add(z, u, e + estimate * u / g_inv[0, 0], des.cluster[pos], pos)
+    pad = np.zeros(1)  # the outcome's column, out of these products
+    e = centred - cells.eta(np.concatenate([coef, pad]), s_y, b_y)
+    u = cells.eta(np.concatenate([a, pad]), a_s, a_b)
+    meat = float((e * e) @ (u * u))
+    if des.cluster is not None:
+        by_cluster = np.bincount(des.cluster, weights=e * u, minlength=des.clusters)
+    if wild is not None:  # the restricted residuals ũ = e + β d̃ (d̃ = u / (Z'Z)⁻¹_dd), a block of dense rows at a time
+        buf = np.empty((min(size, n), p))
+        for pos, idx in spans(n, size):
+            z = fill(buf[:idx.stop - idx.start], idx, d, blocks)
+            z -= means
+            wild.add(z, u[pos], e[pos] + estimate * u[pos] / g_inv[0, 0], des.cluster[pos], pos)
     s2 = rss / dof
     se = float(np.sqrt(s2 * g_inv[0, 0]))
     se_robust = float(np.sqrt(meat * n / (n - k)))

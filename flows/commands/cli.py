@@ -57,6 +57,7 @@ BENCHMARKS = {
     "audit": "aequum.flows.bench.audit",
     "validity": "aequum.flows.bench.validity",
     "fairlending": "aequum.flows.bench.fairlending",
+    "regression": "aequum.flows.bench.regression",
     "lenders": "aequum.flows.bench.lenders",
     "national": "aequum.flows.bench.national",
 }

@@ -1,0 +1,343 @@
+"""The regression's passes over cells: the design's categorical dummies and fixed effects never
+expanded into dense columns, their cross products formed from sums over cells of rows.
+
+A row of the design ``Z = [d, numeric controls, dummies of the categorical controls]`` (with
+the fixed effects ``F_s``, ``F_b`` of ``engines.regression.absorb`` beside it) is dense in its
+q numeric columns (d, the numeric controls: about 5) and sparse in the rest: one 1 a
+categorical control, one level a fixed effect. The rows are ordered by their *cell* — the
+levels of every fixed effect, then of every categorical control (``engines.regression.design``
+sorts the kept rows so) — within which every sparse column is constant. Then, for any row
+weights ``w`` (1 for OLS, ``p(1 − p)`` at a Newton step of the logit), with ``Σ_c`` the sums
+over a cell's rows (``np.add.reduceat`` over the runs of rows):
+
+    Z_d'WZ_d                       dense, q × q, over the rows (the only n·q² term)
+    Z_k'WZ_d = s_k (Σ_c∋k Σ_c w z_d − m_k Σ w z_d)          (k a dummy, m its mean, s its scale)
+    Z_k'WZ_l = s_k s_l (Σ_c∋k,l Σ_c w − m_l Σ_c∋k Σ_c w − m_k Σ_c∋l Σ_c w + m_k m_l Σ w)
+    F'WZ     = the same sums by the cells' fixed-effect levels (a cell is in one level of each)
+
+(the centring of a column ``(x − m)·s`` applied to the sums of the uncentred 0/1 dummy, which
+loses nothing for a 0/1 column; the numeric columns are centred row by row, as before). This is
+the block algebra of the partitioned normal equations (Greene, *Econometric Analysis*, 8th ed.,
+A.5.3) with the dummy × dummy blocks diagonal within a control and ``bincount`` sums between:
+a pass costs O(n·q² + cells·categoricals²) instead of O(n·p²) with p ≈ 56 at HMDA's design,
+and gives the same matrices (to rounding) as the dense rows did, so every coefficient and
+standard error the models report is computed as before from them.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from aequum.engines.regression.absorb import Effects, Normal, run_sum
+
+
+@dataclass
+class Layout:
+    """The cells of a design's kept rows (``starts``: the first row of each; ``counts``), the
+    dummies' columns of each cell (``m``: cells × L indicator, ``columns``: their positions in
+    the design), the dense columns' positions, and the fixed effects at the cells' level."""
+
+    starts: np.ndarray
+    counts: np.ndarray
+    dense: np.ndarray          # positions of d and the numeric controls in the design's columns
+    columns: np.ndarray        # positions of the dummies (L)
+    m: sp.csr_matrix           # cells × L, a 1 at each cell's dummies
+    effects: Effects           # the fixed effects, one code a cell
+    nz_cell: np.ndarray        # the cell and dummy of each 1 of ``m``
+    nz_col: np.ndarray
+    pair_cell: np.ndarray      # the cell and k·L + l of each pair of dummies k < l of one cell
+    pair_key: np.ndarray
+    fb_key: np.ndarray         # level·L + dummy of each 1 of ``m`` (the absorbed effect's level)
+    fs_keys: list              # (positions among the 1s, column·L + dummy) for each other effect
+
+
+def layout(des) -> Layout:
+    """The cells of ``des`` (:class:`engines.regression.design.Design`, its rows in cell order),
+    computed once and kept on it."""
+    if getattr(des, "_layout", None) is not None:
+        return des._layout
+    n = des.n
+    starts = des.cell_starts if des.cell_starts is not None else np.zeros(1 if n else 0, np.int64)
+    counts = np.diff(np.append(starts, n))
+    g = len(starts)
+    dense = [0]
+    columns, rows, cols = [], [], []
+    for b in des.blocks:
+        if b.levels is None:
+            dense.append(b.start)
+            continue
+        lookup = np.full(int(b.values.max(initial=0)) + 1, -1, np.int64)
+        lookup[b.levels] = np.arange(len(b.levels))
+        col = lookup[b.values[starts]]
+        hit = np.flatnonzero(col >= 0)
+        rows.append(hit)
+        cols.append(col[hit] + len(columns))
+        columns.extend(range(b.start, b.stop))
+    r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+    m = sp.csr_matrix((np.ones(len(r)), (r, c)), shape=(g, len(columns)))
+    e = des.effects
+    cell_effects = Effects(list(e.names), [code[starts] for code in e.codes], list(e.sizes), list(e.reference))
+    n_cols = len(columns)
+    order = np.lexsort((c, r))  # the 1s by cell
+    r, c = r[order], c[order]
+    per = np.bincount(r, minlength=g)
+    end = np.repeat(np.cumsum(per), per)  # each 1's cell's end among the 1s
+    at = np.arange(len(r))
+    pairs_a, pairs_b = [], []
+    for shift in range(1, int(per.max(initial=0))):  # each pair once (k before l), the diagonal apart
+        other = at + shift
+        ok = other < end
+        pairs_a.append(np.flatnonzero(ok))
+        pairs_b.append(other[ok])
+    pa_ = np.concatenate(pairs_a) if pairs_a else np.zeros(0, np.int64)
+    pb_ = np.concatenate(pairs_b) if pairs_b else np.zeros(0, np.int64)
+    by_cell = np.argsort(r[pa_], kind="stable")
+    pa_, pb_ = pa_[by_cell], pb_[by_cell]
+    fs_keys = []
+    for j in range(1, len(e.sizes)):
+        col = cell_effects.small_columns(j, slice(0, g))[r]
+        hit = np.flatnonzero(col >= 0)
+        fs_keys.append((hit, col[hit] * n_cols + c[hit]))
+    small = np.int32 if max(g, (e.sizes[0] + e.small + 1) * (n_cols + 1)) < 2 ** 31 else np.int64  # half the memory
+    des._layout = Layout(starts, counts, np.array(dense, np.int64), np.array(columns, np.int64), m,
+                         cell_effects, r.astype(small), c.astype(small), r[pa_].astype(small),
+                         (c[pa_] * n_cols + c[pb_]).astype(small), (cell_effects.codes[0][r] * n_cols + c).astype(small),
+                         [(hit.astype(small), key.astype(small)) for hit, key in fs_keys])
+    return des._layout
+
+
+def _sub_layout(lay: Layout, c0: int, c1: int) -> Layout:
+    """The layout of the cells ``c0:c1`` alone (their rows from the first one's)."""
+    i0, i1 = np.searchsorted(lay.nz_cell, [c0, c1])
+    j0, j1 = np.searchsorted(lay.pair_cell, [c0, c1])
+    e = lay.effects
+    fs_keys = []
+    for hit, key in lay.fs_keys:
+        k0, k1 = np.searchsorted(hit, [i0, i1])
+        fs_keys.append((hit[k0:k1] - i0, key[k0:k1]))
+    return Layout(lay.starts[c0:c1] - lay.starts[c0], lay.counts[c0:c1], lay.dense, lay.columns, lay.m[c0:c1],
+                  Effects(list(e.names), [c[c0:c1] for c in e.codes], list(e.sizes), list(e.reference)),
+                  lay.nz_cell[i0:i1] - c0, lay.nz_col[i0:i1], lay.pair_cell[j0:j1] - c0, lay.pair_key[j0:j1],
+                  lay.fb_key[i0:i1], fs_keys)
+
+
+PARTS = 16               # the parts of a pass: a fixed number, so its sums do not depend on the workers
+PART_ROWS = 1 << 15      # ... of at least this many rows each
+
+
+class Executor:
+    """Where the parts of a pass run (:meth:`Cells.parts`): here one after another (``client``
+    None), or on the workers of a Dask cluster (a ``distributed.Client``: each part's rows sent
+    to a worker once, then every pass a task a part that returns its sums). The driver adds the
+    parts' sums in the parts' order, so the result is the same bits with any number of workers."""
+
+    def __init__(self, client=None):
+        self.client = client
+        self.seconds, self.passes = 0.0, 0   # wall time in :meth:`map`, and its calls
+
+    def place(self, parts: list) -> list:
+        return parts if self.client is None else self.client.scatter(parts)
+
+    def map(self, fn, placed: list, args: list) -> list:
+        start = time.perf_counter()
+        if self.client is None:
+            out = [fn(p, *a) for p, a in zip(placed, args)]
+        else:
+            out = self.client.gather(self.client.map(fn, placed, *map(list, zip(*args)), pure=False))
+        self.seconds += time.perf_counter() - start
+        self.passes += 1
+        return out
+
+
+class Cells:
+    """The design's columns centred at ``means`` and multiplied by ``scale`` (each of length p),
+    with ``extra`` dense columns appended (the LPM's centred outcome), over the cells of
+    :func:`layout`: the products with vectors and the weighted normal equations of the
+    module docstring, over every kept row at once."""
+
+    def __init__(self, des, means: np.ndarray, scale: np.ndarray, extra: np.ndarray | None = None):
+        self.lay = lay = layout(des)
+        self.p = len(means) + (0 if extra is None else extra.shape[1])
+        self.n = des.n
+        # the dense columns, a row each (column-major: every product below reads contiguous rows)
+        zt = np.empty((len(lay.dense) + (0 if extra is None else extra.shape[1]), des.n))
+        zt[0] = des.d
+        at = 1
+        for b in des.blocks:
+            if b.levels is None:
+                zt[at] = b.values
+                at += 1
+        q = len(lay.dense)
+        zt[:q] -= means[lay.dense][:, None]
+        zt[:q] *= scale[lay.dense][:, None]
+        if extra is not None:
+            zt[q:] = extra.T
+        self.zt = zt
+        self.dense = np.concatenate([lay.dense, np.arange(len(means), self.p)])
+        self.mk, self.sk = means[lay.columns], scale[lay.columns]
+        self.cat = lay.columns
+
+    def _cells(self, v: np.ndarray) -> np.ndarray:
+        """Σ_c of ``v`` (a row vector, or k × rows) a cell at a time: cells (× k)."""
+        if not self.n:
+            return np.zeros((0, *v.shape[:-1]))
+        return np.add.reduceat(v, self.lay.starts, axis=-1).T
+
+    def _spread(self, per_cell: np.ndarray) -> np.ndarray:
+        return np.repeat(per_cell, self.lay.counts)
+
+    def eta(self, theta: np.ndarray, fe_s: np.ndarray | None = None, fe_b: np.ndarray | None = None) -> np.ndarray:
+        """``Z θ`` (+ each row's fixed-effect part ``b[level] + Σ s[level]``) over the rows."""
+        return self.part_eta(theta, self.offsets(theta, fe_s, fe_b))
+
+    def part_eta(self, theta: np.ndarray, cell: np.ndarray) -> np.ndarray:
+        """``Z θ`` over the rows given each cell's part (:meth:`offsets`)."""
+        return theta[self.dense] @ self.zt + self._spread(cell)
+
+    def tdot(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(Z'r, F_s'r, F_b'r)``."""
+        out = np.empty(self.p)
+        out[self.dense] = self.zt @ r
+        sr = self._cells(r)
+        out[self.cat] = self.sk * (self.lay.m.T @ sr - self.mk * sr.sum())
+        gs, gb = self.lay.effects.sums(slice(0, len(sr)), sr)
+        return out, gs, gb
+
+    def parts(self) -> list["Cells"]:
+        """The rows cut into up to PARTS parts of whole cells, about equal (at least PART_ROWS
+        rows each): each a :class:`Cells` of its own (``bounds``: its rows and cells)."""
+        if getattr(self, "_parts", None) is None:
+            starts, n = self.lay.starts, self.n
+            k = max(1, min(PARTS, n // PART_ROWS))
+            cuts = np.unique(np.searchsorted(starts, np.arange(1, k) * (n / k)))
+            cells = [0, *(int(c) for c in cuts if 0 < c < len(starts)), len(starts)]
+            self._parts = []
+            for c0, c1 in zip(cells[:-1], cells[1:]):
+                r0, r1 = int(starts[c0]), int(starts[c1]) if c1 < len(starts) else n
+                part = object.__new__(Cells)
+                part.__dict__.update(self.__dict__)
+                part.lay, part.zt, part.n, part._parts = _sub_layout(self.lay, c0, c1), self.zt[:, r0:r1], r1 - r0, None
+                part.bounds = (r0, r1, c0, c1)
+                if part.lay.effects.small:  # the other effects' indicator, built here once (not on each worker's first pass)
+                    part.lay.effects._others(slice(0, c1 - c0))
+                self._parts.append(part)
+        return self._parts
+
+    def offsets(self, theta: np.ndarray, fe_s: np.ndarray | None = None, fe_b: np.ndarray | None = None) -> np.ndarray:
+        """Each cell's part of ``Z θ`` (the dummies' and the fixed effects')."""
+        tk = theta[self.cat] * self.sk
+        cell = self.lay.m @ tk - float(self.mk @ tk)
+        if fe_b is not None:
+            cell = cell + self.lay.effects.eta(slice(0, len(self.lay.starts)), fe_s, fe_b)
+        return cell
+
+    def normal(self, w: np.ndarray | None) -> Normal:
+        """The normal equations of ``[Z, F_s, F_b]`` weighted by ``w`` (None = 1), as
+        :class:`~engines.regression.absorb.Normal` sums them row by row (the module docstring):
+        the parts' sums (:meth:`parts`, :meth:`part_normal`) added in their order."""
+        sums = [part.part_normal(None if w is None else w[part.bounds[0]:part.bounds[1]]) for part in self.parts()]
+        return self.added(sums)
+
+    def _levels(self) -> slice:
+        """The absorbed effect's levels this part's cells are in (a run: the cells are in their
+        order), the rows of its sums by level it returns."""
+        codes = self.lay.effects.codes[0]
+        return slice(int(codes[0]), int(codes[-1]) + 1) if len(codes) else slice(0, 0)
+
+    def added(self, sums: list) -> Normal:
+        """The normal equations of the parts' sums (:meth:`part_normal`), added in their order."""
+        e = self.lay.effects
+        ne = Normal(self.p, e)
+        a, bs, d, c, s_ = (np.zeros_like(x) for x in (ne.a, ne.bs, np.zeros(e.sizes[0]),
+                                                       np.zeros((e.sizes[0], e.small)), np.zeros((e.small,) * 2)))
+        bb, total = ne.bb, 0.0
+        for lv, pa_, pbb, pbs, pd, pc, ps, pt in sums:
+            a += pa_
+            bb[lv] += pbb
+            bs += pbs
+            d[lv] += pd
+            c[lv] += pc
+            s_ += ps
+            total += float(pt)
+        ne.a, ne.bs = a, bs
+        ne.fixed = (d, c, s_)
+        ne.weighted, ne.total = True, total
+        return ne
+
+    def added_grad(self, grads: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(Z'r, F_s'r, F_b'r)`` of the parts' (:meth:`part_tdot`), added in their order."""
+        out, gs, gb = np.zeros(self.p), np.zeros(self.lay.effects.small), np.zeros(self.lay.effects.sizes[0])
+        for lv, x, s_, b in grads:
+            out += x
+            gs += s_
+            gb[lv] += b
+        return out, gs, gb
+
+    def part_tdot(self, r: np.ndarray) -> tuple:
+        """A part's ``(levels, Z'r, F_s'r, F_b'r of those levels)``."""
+        lv = self._levels()
+        out, gs, gb = self.tdot(r)
+        return lv, out, gs, gb[lv]
+
+    def part_normal(self, w: np.ndarray | None) -> tuple:
+        """A part's sums: ``(levels, a, bb, bs, D, C, S, Σw)`` (:meth:`_normal`), those by the
+        absorbed effect's level for the part's ``levels`` only (the others are 0)."""
+        ne = self._normal(w)
+        lv = self._levels()
+        c, s_ = ne.cross() if ne.weights is not None and self.lay.effects.small else (
+            np.zeros((self.lay.effects.sizes[0], self.lay.effects.small)), np.zeros((self.lay.effects.small,) * 2))
+        return lv, ne.a, ne.bb[lv], ne.bs, ne.d[lv], c[lv], s_, np.array(ne.total)
+
+    def _normal(self, w: np.ndarray | None) -> Normal:
+        lay, zt = self.lay, self.zt
+        both = np.empty((zt.shape[0] + 1, self.n))
+        both[0] = 1.0 if w is None else w
+        wz = both[1:]
+        if w is None:
+            wz[:] = zt
+        else:
+            np.multiply(zt, w, out=wz)
+        sums = self._cells(both)
+        sw, swz = sums[:, 0], sums[:, 1:]
+        total, tz = float(sw.sum()), swz.sum(axis=0)
+        dense, cat, mk, sk = self.dense, self.cat, self.mk, self.sk
+        ne = Normal(self.p, lay.effects)
+        a = ne.a
+        a[np.ix_(dense, dense)] = wz @ zt.T
+        n_cols = len(cat)
+        e = lay.effects
+        dlev = run_sum(e.codes[0], e.sizes[0], sw)
+        ne.bb[:, dense] = run_sum(e.codes[0], e.sizes[0], swz)
+        if e.small:
+            ne.bs[:, dense] = np.asarray(e._others(slice(0, len(sw))) @ swz)
+        if n_cols:
+            w1 = sw[lay.nz_cell]                                    # each 1's cell's Σ w
+            uw1 = np.bincount(lay.nz_col, weights=w1, minlength=n_cols)
+            uwz = lay.m.T @ swz
+            kd = sk[:, None] * (uwz - mk[:, None] * tz[None, :])
+            a[np.ix_(cat, dense)] = kd
+            a[np.ix_(dense, cat)] = kd.T
+            uwu = np.bincount(lay.pair_key, weights=sw[lay.pair_cell], minlength=n_cols * n_cols).reshape(
+                n_cols, n_cols).astype(np.float64)  # (an empty bincount is of integers)
+            uwu += uwu.T
+            uwu[np.diag_indices(n_cols)] = uw1
+            a[np.ix_(cat, cat)] = (sk[:, None] * sk[None, :]) * (
+                uwu - uw1[:, None] * mk[None, :] - mk[:, None] * uw1[None, :] + total * np.outer(mk, mk))
+            # the fixed effects' sums: Σ over each level's cells
+            fbu = np.bincount(lay.fb_key, weights=w1, minlength=e.sizes[0] * n_cols).reshape(e.sizes[0], n_cols)
+            fbu = fbu.astype(np.float64, copy=False)
+            ne.bb[:, cat] = sk[None, :] * (fbu - dlev[:, None] * mk[None, :])
+            if e.small:
+                fsu = np.zeros(e.small * n_cols)
+                for hit, key in lay.fs_keys:
+                    fsu += np.bincount(key, weights=w1[hit], minlength=e.small * n_cols)
+                slev = np.asarray(e._others(slice(0, len(sw))) @ sw)
+                ne.bs[:, cat] = sk[None, :] * (fsu.reshape(e.small, n_cols) - slev[:, None] * mk[None, :])
+        if ne.weights is not None:
+            ne.weights = sw
+        ne.weighted, ne.total = True, total
+        return ne
