@@ -381,9 +381,10 @@ def parser() -> argparse.ArgumentParser:
     wh_args(s)
     s.add_argument("--run-id", default=None, help="the run (default: the latest; aequum runs lists them)")
     s.add_argument("--limit", type=int, default=50, help="rows printed (files get every row)")
-    s.add_argument("--format", choices=["table", "csv", "parquet"], default="table",
-                   help="table: fitted to the terminal; csv, parquet: every row (default %(default)s)")
-    s.add_argument("--out", default=None, help="output file for csv / parquet (csv: default stdout)")
+    s.add_argument("--format", choices=["table", "csv", "parquet", "xlsx"], default="table",
+                   help="table: fitted to the terminal; csv, parquet, xlsx (a spreadsheet): every row, "
+                   "each group code's label beside it (default %(default)s)")
+    s.add_argument("--out", default=None, help="output file for csv / parquet / xlsx (csv: default stdout)")
     s.set_defaults(func=cmd_show)
 
     bd = sub.add_parser("bounds", help="print decision.bounds entries for a public-data screening: the strength "

@@ -12,7 +12,7 @@ from aequum.flows.reporting.registry import section
 
 
 def _label(row: dict, labels: Labels | None = None) -> str:
-    """"sex: Female"; an intersection "race&sex: Black or African American × Female"."""
+    """"sex: Female"; an intersection "race&sex: Black or African American & Female"."""
     return f"{row['attribute']}: {(labels or Labels({})).group(row['attribute'], row['group_name'])}"
 
 

@@ -14,8 +14,8 @@ from aequum.flows.reporting.registry import section
 
 
 def side(labels: Labels, attribute: str, which: str) -> str:
-    """The group as recorded: "Black or African American", "Black or African American × Female"."""
-    return " × ".join(labels.side(a, which) or f"{which} group of {a}" for a in attribute.split("&"))
+    """The group as recorded: "Black or African American", "Black or African American & Female"."""
+    return " & ".join(labels.side(a, which) or f"{which} group of {a}" for a in attribute.split("&"))
 
 
 def points(value, low=None, high=None) -> str:
