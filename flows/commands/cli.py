@@ -263,11 +263,10 @@ def cmd_report(args) -> int:
                                 wait=args.wait, notify=_say):
             print(path.resolve())
         return 0
+    path = write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say, pdf=args.pdf)
+    print(path.resolve())
     if args.pdf:
-        from aequum.flows.store.guard import UsageError
-
-        raise UsageError("--pdf prints a finding's exhibit: use it with --cases RANK")
-    print(write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say).resolve())
+        print(path.with_suffix(".pdf").resolve())
     return 0
 
 
@@ -421,7 +420,8 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--limit", type=int, default=50,
                     help="with --cases: the cases exhibited, the surest first (default %(default)s)")
     rp.add_argument("--pdf", action="store_true",
-                    help="with --cases: also print the page to PDF with Chromium headless (Debian's chromium)")
+                    help="also print the report (with --cases: the exhibit) to PDF with Chromium headless "
+                    "(Debian's chromium)")
     rp.set_defaults(func=cmd_report)
 
     t = sub.add_parser("train", help="train the CEC paper's MLP with a fair objective (k-fold compared)")

@@ -33,11 +33,14 @@ figure.plot{margin:10px 0 18px}figure.plot svg{max-width:100%;height:auto}
 figcaption{font-size:12px;color:#4b5563}.note{font-size:12px;color:#6b7280}
 details summary{cursor:pointer;color:#1d4ed8}nav a{margin-right:12px}
 pre{white-space:pre-wrap;overflow-wrap:anywhere}
-table.exhibit{font-size:11px}table.exhibit th{overflow-wrap:anywhere;font-size:10.5px}
-table.exhibit td,table.exhibit th{padding:3px 3px}table.exhibit td{overflow-wrap:normal}main.wide{max-width:none}
+th{overflow-wrap:normal;word-break:keep-all;hyphens:manual}table.findings td{overflow-wrap:break-word}
+table.exhibit{font-size:11px}table.exhibit th{font-size:10.5px}
+table.exhibit td,table.exhibit th{padding:3px 4px}table.exhibit td{overflow-wrap:normal}main.wide{max-width:none}
 @page{size:A4 landscape;margin:10mm}
-@media print{nav{display:none}main{max-width:none;padding:0}body{background:#fff}
-table{font-size:10px}thead{display:table-header-group}tr{break-inside:avoid}h2{break-after:avoid}}
+@media print{nav{display:none}main{max-width:none;padding:0}body{background:#fff;font-size:10pt}
+table{font-size:8pt}table.exhibit{font-size:7pt}table.exhibit th{font-size:7pt}thead{display:table-header-group}
+tr,figure,dl{break-inside:avoid}h2,h3,summary{break-after:avoid}main *{max-width:100%}
+table.wide{display:table;overflow:visible}a{color:inherit;text-decoration:none}}
 """
 
 

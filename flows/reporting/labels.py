@@ -47,6 +47,7 @@ class Labels:
         self.comparisons = {c["label"]: c for c in audit.get("comparisons") or [] if isinstance(c, dict)}
         self.decisions = audit.get("decision") or {}
         self.units = audit.get("units") or {}
+        self.values = audit.get("values") or {}
 
     def side(self, attribute: str, side: str) -> str | None:
         g = self.groups.get(attribute)
@@ -87,14 +88,28 @@ class Labels:
         me = self.group(attribute, group_name)
         return f"{me} against {ref}" if ref and group_name != "reference" and ref != me else me
 
-    def decision(self, value) -> str:
-        """An internal decision (1 favourable, 0 unfavourable) as the spec records it."""
+    def decision(self, value, code: bool = True) -> str:
+        """An internal decision (1 favourable, 0 unfavourable) as the spec records it: "favourable
+        (1)"; without ``code``, the word alone (a page says the codes once)."""
         if value is None:
             return "n/a"
         favourable = bool(value) if not isinstance(value, str) else value in ("1", "true", "True")
         key = "favourable" if favourable else "unfavourable"
         recorded = self.decisions.get(key)
-        return f"{key} ({recorded})" if recorded else key
+        return f"{key} ({recorded})" if recorded and code else key
+
+    def codes(self) -> str | None:
+        """The recorded decision codes in words: "favourable: recorded 1; unfavourable: recorded -1"."""
+        said = [f"{k}: recorded {self.decisions[k]}" for k in ("favourable", "unfavourable") if self.decisions.get(k)]
+        return "; ".join(said) or None
+
+    def value(self, column: str, value):
+        """A protected column's recorded value as the spec labels it (Gender 1 -> "Female")."""
+        named = self.values.get(column)
+        if not named or value is None:
+            return value
+        key = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+        return named.get(key, value)
 
     def feature(self, name: str) -> str:
         unit = self.units.get(name)
