@@ -1,6 +1,7 @@
-"""The matched-pair exhibit as a printable page (one self-contained HTML file, print CSS: A4
-landscape, one case after another, table headers repeated on every page) and, where Debian's
-Chromium is installed, as a PDF printed by Chromium headless (offline: the page makes no request)."""
+"""The matched-pair exhibit as a printable page (one self-contained HTML file, print CSS:
+landscape on A4 or Letter, one case after another, table headers repeated on every page) and,
+where Debian's Chromium is installed, as a PDF printed by Chromium headless (offline: the page
+makes no request)."""
 from __future__ import annotations
 
 import shutil
@@ -15,7 +16,7 @@ from aequum.flows.reporting.labels import Labels, utc
 
 NEAREST = 10  # comparators of each group on a case's page (the CSV holds every one)
 KEY = ["role", "group", "rank", "record_id"]  # who a row is: repeated in each of a case's tables
-PANEL = 12  # other columns per table: a case's tables fit a 1280 px screen and an A4 landscape page
+PANEL = 12  # other columns per table: a case's tables fit a 1280 px screen and an A4 or Letter page, landscape
 
 ABOUT = ("Each case is a complainant the finding counts, beside the records the engine compared it "
          "with: its control group (role control: the nearest members of its own group) and its test "

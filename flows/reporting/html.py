@@ -36,7 +36,7 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere}
 th{overflow-wrap:normal;word-break:keep-all;hyphens:manual}table.findings td{overflow-wrap:break-word}
 table.exhibit{font-size:11px}table.exhibit th{font-size:10.5px}
 table.exhibit td,table.exhibit th{padding:3px 4px}table.exhibit td{overflow-wrap:normal}main.wide{max-width:none}
-@page{size:A4 landscape;margin:10mm}
+@page{size:landscape;margin:10mm}
 @media print{nav{display:none}main{max-width:none;padding:0}body{background:#fff;font-size:10pt}
 table{font-size:8pt}table.exhibit{font-size:7pt}table.exhibit th{font-size:7pt}thead{display:table-header-group}
 tr,figure,dl{break-inside:avoid}h2,h3,summary{break-after:avoid}main *{max-width:100%}
@@ -76,6 +76,20 @@ def fmt(value, digits: int = 3) -> str:
             return f"{value:,.0f}"
         return f"{value:.{digits}g}" if abs(value) < 1e-3 and value else f"{value:.{digits}f}"
     return str(value)
+
+
+def percent(value) -> str:
+    """A share as the statements write it: "85.4 %"."""
+    return "n/a" if value is None or value != value else f"{100 * value:.1f}\u00a0%"
+
+
+def points(value, low=None, high=None) -> str:
+    """A difference of two shares in percentage points, signed, as the statements write it:
+    "+4.8", with its interval "+4.8 (+4.1 to +5.5)"; the header names the unit (points)."""
+    if value is None or value != value:
+        return "n/a"
+    text = f"{100 * value:+.1f}"
+    return text if low is None or high is None else f"{text} ({100 * low:+.1f} to {100 * high:+.1f})"
 
 
 def column_format(values: Iterable) -> Callable[[object], str]:

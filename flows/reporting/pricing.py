@@ -4,7 +4,7 @@ adjusted p and robustness, and the higher-priced (HPML) shares with their ratio.
 named by their recorded values (``labels.Labels``)."""
 from __future__ import annotations
 
-from aequum.flows.reporting.html import Section, flag, markup, table
+from aequum.flows.reporting.html import Section, flag, markup, percent, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import Run
 from aequum.flows.reporting.registry import section
@@ -39,7 +39,8 @@ def pricing_section(run: Run, sec: Section) -> None:
                        first, subordinate))
         sec.add(table([{"groups": labels.versus(r["attribute"], "protected"),
                         "N protected": r["n_protected"], "N reference": r["n_reference"],
-                        "share protected": r["share_protected"], "share reference": r["share_reference"],
+                        "share protected": percent(r["share_protected"]),
+                        "share reference": percent(r["share_reference"]),
                         "ratio": r["ratio"], "ratio CI low": r["ratio_ci_low"], "ratio CI high": r["ratio_ci_high"],
                         "adjusted p": r["p_adjusted"],
                         "flagged": flag(bool(r["significant"] and (r["difference"] or 0) > 0)),
