@@ -160,11 +160,15 @@ def sentences(run_record: dict, parameters: dict, findings: list[dict], labels: 
         out.append(f"Nothing in this audit of {name} is evidence of {question}: the records lack {missing}, "
                    + ("and no flagged difference survives the stated bound on them"
                       if bounds else "and no bound on them was stated (decision.bounds)")
-                   + f", so the {len(flagged)} differences flagged below are unexplained disparities for review.")
+                   + (", so the difference flagged below is an unexplained disparity for review."
+                      if len(flagged) == 1 else
+                      f", so the {len(flagged)} differences flagged below are unexplained disparities for review."))
     elif flagged:
         kinds_found = sorted({f.get("estimand") or "" for f in flagged})
-        out.append(f"Nothing in this audit of {name} is evidence of {question}: the {len(flagged)} differences "
-                   f"flagged below are {_and(kinds_found)} findings, which show "
+        out.append(f"Nothing in this audit of {name} is evidence of {question}: "
+                   + (f"the difference flagged below is a {_and(kinds_found)} finding, which shows "
+                      if len(flagged) == 1 else
+                      f"the {len(flagged)} differences flagged below are {_and(kinds_found)} findings, which show ")
                    + _and([MEANS.get(k, "a difference") for k in kinds_found]) + ".")
     else:
         out.append(f"Nothing in this audit of {name} is evidence of {question}: no tested difference in the "
