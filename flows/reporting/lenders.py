@@ -9,6 +9,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from aequum.flows.reporting.html import Section, esc, flag, markup, plot, points, table
 from aequum.flows.reporting.labels import Labels
+from aequum.flows.reporting.outcome import p_text
 from aequum.flows.reporting.plots import NEUTRAL, SIGNIFICANT, figure, to_svg
 from aequum.flows.reporting.registry import section
 from aequum.flows.reporting.run import CASES, Run
@@ -103,7 +104,7 @@ def lenders_section(run: Run, sec: Section) -> None:
                         "N protected": r["n_protected"], "N reference": r["n_reference"],
                         "own gap": gap(r["field"], r["lender_gap"]), "peers' gap": gap(r["field"], r["peer_benchmark"]),
                         "excess (interval)": gap(r["field"], r["estimate"], r["ci_low"], r["ci_high"]),
-                        "adjusted p": r["p_adjusted"], "shrunk": gap(r["field"], r["shrunk_estimate"]), "flagged": flag(bool(r["flagged"])), "note": r["note"]}
+                        "adjusted p": p_text(r["p_adjusted"]), "shrunk": gap(r["field"], r["shrunk_estimate"]), "flagged": flag(bool(r["flagged"])), "note": r["note"]}
                        for r in ranked[:CASES]]))
     hot = sorted((m for m in markets if m["significant"] and m["adverse"]), key=lambda m: m["p_adjusted"])
     if hot:
@@ -113,7 +114,7 @@ def lenders_section(run: Run, sec: Section) -> None:
         sec.add(table([{"market": m["market"], "groups": labels.versus(m["attribute"], "protected"),
                         "outcome": m["field"], "N": m["n"], "lenders": m["lenders"],
                         "gap (interval)": gap(m["field"], m["estimate"], m["ci_low"], m["ci_high"]),
-                        "adjusted p": m["p_adjusted"],
+                        "adjusted p": p_text(m["p_adjusted"]),
                         "note": m["note"]} for m in hot[:CASES]]))
     else:
         sec.add("<p>" + esc("No market showed a significant controlled gap.") + "</p>")

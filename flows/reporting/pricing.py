@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from aequum.flows.reporting.html import Section, flag, markup, percent, table
 from aequum.flows.reporting.labels import Labels
+from aequum.flows.reporting.outcome import p_text
 from aequum.flows.reporting.run import Run
 from aequum.flows.reporting.registry import section
 
@@ -28,7 +29,7 @@ def pricing_section(run: Run, sec: Section) -> None:
                     "mean protected": r["mean_protected"], "mean reference": r["mean_reference"],
                     "median protected": r["median_protected"], "median reference": r["median_reference"],
                     "raw difference": r["raw_difference"], "adjusted difference": r["estimate"],
-                    "CI low": r["ci_low"], "CI high": r["ci_high"], "adjusted p": r["p_adjusted"],
+                    "CI low": r["ci_low"], "CI high": r["ci_high"], "adjusted p": p_text(r["p_adjusted"]),
                     "flagged": flag(bool(r["significant"] and r["adverse"])), "robust": r["robust"],
                     "note": r["note"]} for r in estimates]))
     if hpml:
@@ -42,6 +43,6 @@ def pricing_section(run: Run, sec: Section) -> None:
                         "share protected": percent(r["share_protected"]),
                         "share reference": percent(r["share_reference"]),
                         "ratio": r["ratio"], "ratio CI low": r["ratio_ci_low"], "ratio CI high": r["ratio_ci_high"],
-                        "adjusted p": r["p_adjusted"],
+                        "adjusted p": p_text(r["p_adjusted"]),
                         "flagged": flag(bool(r["significant"] and (r["difference"] or 0) > 0)),
                         "note": r["note"]} for r in hpml]))
