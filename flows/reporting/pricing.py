@@ -28,8 +28,9 @@ def pricing_section(run: Run, sec: Section) -> None:
                     "N protected": r["n_protected"], "N reference": r["n_reference"],
                     "mean protected": r["mean_protected"], "mean reference": r["mean_reference"],
                     "median protected": r["median_protected"], "median reference": r["median_reference"],
-                    "raw difference": r["raw_difference"], "adjusted difference": r["estimate"],
-                    "CI low": r["ci_low"], "CI high": r["ci_high"], "adjusted p": p_text(r["p_adjusted"]),
+                    "raw difference": r["raw_difference"],
+                    "adjusted difference (interval)": _interval(r["estimate"], r["ci_low"], r["ci_high"]),
+                    "adjusted p": p_text(r["p_adjusted"]),
                     "flagged": flag(bool(r["significant"] and r["adverse"])), "robust": r["robust"],
                     "note": r["note"]} for r in estimates]))
     if hpml:
@@ -42,7 +43,15 @@ def pricing_section(run: Run, sec: Section) -> None:
                         "N protected": r["n_protected"], "N reference": r["n_reference"],
                         "share protected": percent(r["share_protected"]),
                         "share reference": percent(r["share_reference"]),
-                        "ratio": r["ratio"], "ratio CI low": r["ratio_ci_low"], "ratio CI high": r["ratio_ci_high"],
+                        "ratio (interval)": _interval(r["ratio"], r["ratio_ci_low"], r["ratio_ci_high"], "{:.2f}"),
                         "adjusted p": p_text(r["p_adjusted"]),
                         "flagged": flag(bool(r["significant"] and (r["difference"] or 0) > 0)),
                         "note": r["note"]} for r in hpml]))
+
+
+def _interval(value, low, high, spec: str = "{:+,.2f}") -> str:
+    """A figure with its interval in one cell, in the field's units: "+0.04 (+0.03 to +0.05)"."""
+    if value is None:
+        return "n/a"
+    text = spec.format(value)
+    return text if low is None or high is None else f"{text} ({spec.format(low)} to {spec.format(high)})"
