@@ -29,6 +29,7 @@ from aequum.engines.registry import get_engine
 from aequum.flows.cluster import dask_runner, engine_results, owned_cluster, renew_workers, size_workers
 from aequum.flows.engine_tasks import EngineOutcome, engine_task
 from aequum.flows.ground_truth import score_run
+from aequum.flows.store.group_labels import write_group_labels
 from aequum.flows.store.lake_reading import release_memory
 from aequum.flows.model_step import PackedModel, prepare_model, supplied_counterfactuals
 from aequum.flows.preflight import staged_group_problems
@@ -245,6 +246,7 @@ def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: D
                               None if model is None else model.fingerprint if isinstance(model, PackedModel)
                               else model_fingerprint(model),
                               None if not failed else f"engine(s) failed: {', '.join(failed)}")
+                write_group_labels(wh, run_id)
             wh.create_views()
     except (duckdb.Error, OSError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

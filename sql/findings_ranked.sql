@@ -23,6 +23,8 @@
 -- flagged: the part's flag on a claim about the lender (a tested, adjusted difference in the
 -- applicants' disfavour that a user should review); false for every other claim.
 -- evidence: the part's evidence on a claim about the lender; false for every other claim.
+-- group_label: the group against its reference as the report names it ("Female against Male";
+-- audit.group_labels.versus_label, written with the run), the code where a run has none.
 -- rank: evidence first, then claims about the lender, flagged before not, a pooled group (race
 -- with its values compared one by one) after its named groups when one of them is flagged (the
 -- named group carries the effect), headline rows first; within each, the more certain (smaller
@@ -66,7 +68,9 @@ WITH c AS (
                                     false) AS demoted
     FROM k
 )
-SELECT d.* EXCLUDE (parent, named, demoted),
+SELECT d.run_id, d.engine, d.attribute, d.group_name,
+       coalesce(l.versus_label, d.group_name) AS group_label,
+       d.* EXCLUDE (run_id, engine, attribute, group_name, parent, named, demoted),
        row_number() OVER (
          PARTITION BY d.run_id
          ORDER BY d.evidence DESC NULLS LAST,
@@ -76,4 +80,6 @@ SELECT d.* EXCLUDE (parent, named, demoted),
                   d.p_value ASC NULLS LAST, d.individuals DESC NULLS LAST,
                   d.engine, d.attribute, d.group_name, d.finding
        ) AS rank
-FROM d;
+FROM d
+LEFT JOIN audit.group_labels l
+       ON l.run_id = d.run_id AND l.attribute = d.attribute AND l.group_name = d.group_name;

@@ -99,3 +99,14 @@ INSERT OR IGNORE INTO audit.aequum_tables
 SELECT DISTINCT name, 'result'
 FROM (SELECT unnest(json_keys(tables)) AS name FROM audit.run_engines WHERE tables IS NOT NULL)
 WHERE name IN (SELECT table_name FROM information_schema.tables WHERE table_schema = 'audit');
+
+-- Every group a run's tables name, as the report names it (flows/store/group_labels.py writes a
+-- run's rows with its results): join on (run_id, attribute, group_name).
+CREATE TABLE IF NOT EXISTS audit.group_labels (
+    run_id       VARCHAR NOT NULL,
+    attribute    VARCHAR NOT NULL,           -- sex, race=Asian, race&sex
+    group_name   VARCHAR,                    -- protected, reference, race=protected,sex=reference
+    group_label  VARCHAR,                    -- Female, or minority race (pooled) & Female
+    versus_label VARCHAR                     -- Female against Male
+);
+INSERT OR IGNORE INTO audit.aequum_tables VALUES ('group_labels', 'result');

@@ -12,6 +12,7 @@ import aequum
 from aequum.engines.core.spec import SpecError
 from aequum.engines.core.validation import SourceSchemaError
 from aequum.engines.generators.loan import iter_loan_batches
+from aequum.flows.store.group_labels import label_frame
 from conftest import REPO
 
 LOAN = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
@@ -50,13 +51,16 @@ def test_notebook_tables_equal_the_cli_audit(prefect_server, tmp_path):
     audit_flow(str(tmp_path / "s.yaml"), warehouse=str(tmp_path / "wh.duckdb"), lake=str(tmp_path / "lake"),
                run_id="r")
     with Warehouse(tmp_path / "wh.duckdb", read_only=True) as wh:
-        written = set(wh.query("run_tables")["table_name"].to_pylist()) - {"run_engines"}
+        written = set(wh.query("run_tables")["table_name"].to_pylist()) - {"run_engines", "group_labels"}
         assert set(tables) - {"quarantine"} == written
-        for name in written:
-            cli = pl.from_arrow(wh.result(name, "r")).drop("run_id")
+        labels = pl.from_arrow(wh.result("group_labels", "r"))
+        for name in written:  # the notebook's tables carry the labels `aequum show` prints beside the codes
+            cli = label_frame(pl.from_arrow(wh.result(name, "r")).drop("run_id"), labels)
             timed = [c for c in ("seconds",) if c in cli.columns]  # wall time of the step itself
             assert cli.drop(timed).equals(tables[name].drop(timed)), name
     assert tables["cst_summary"].height > 0 and tables["quarantine"].height == 0
+    assert tables["outcome_gaps"].select("group_label", "reference_group_label").row(0) == ("Female", "Male")
+    assert set(tables["cst_summary"]["group_label"]) == {"Female against Male"}
 
 
 def test_frames_of_every_kind_and_a_spec_file(tmp_path):

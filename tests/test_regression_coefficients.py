@@ -111,8 +111,8 @@ def test_the_report_lines():
     terms = [{"term": "const", "model": "logit", "estimate": -1.0, "se": 0.1, "odds_ratio": 0.3679},
              {"term": "const", "model": "lpm", "estimate": 0.25, "se": 0.01, "odds_ratio": None},
              {"term": "race", "model": "lpm", "estimate": 0.05, "se": 0.02, "odds_ratio": None}]
-    assert coefficient_rows(terms) == [
+    assert coefficient_rows(terms) == [  # the linear model in points of denial, as the sentences
         {"term": "const", "logit estimate": "-1", "logit se": "0.1", "odds ratio": "0.3679",
-         "linear estimate": "0.25", "linear se": "0.01"},
-        {"term": "race", "logit estimate": "", "logit se": "", "odds ratio": "", "linear estimate": "0.05",
-         "linear se": "0.02"}]
+         "linear estimate (points)": "+25.00", "linear se (points)": "1.00"},
+        {"term": "race", "logit estimate": "", "logit se": "", "odds ratio": "", "linear estimate (points)": "+5.00",
+         "linear se (points)": "2.00"}]

@@ -28,12 +28,13 @@ def figures(text: str, section: str) -> int:
     return len(re.findall(r'<figure class="plot"><svg ', body))
 
 
-CASE_FILE = re.compile(r"[^/]+-cases/finding-\d+-\w+\.csv")
+CASE_FILE = re.compile(r"[^/]+-cases/finding-\d+-\w+\.csv|[^/]+-findings\.(csv|xlsx)")
 
 
 def external_references(text: str) -> list[str]:
     """URLs the page could fetch: src/href attributes and CSS url()s that are not fragments or
-    data, nor links to the report's own case files (a link is followed only when clicked)."""
+    data, nor links to the report's own files beside it (its case files, its findings as CSV and
+    XLSX: a link is followed only when clicked)."""
     refs = re.findall(r'(?:src|href|xlink:href)\s*=\s*"([^"]*)"', text) + re.findall(r"url\(([^)]*)\)", text)
     return [r for r in refs if not r.startswith(("#", "data:")) and not CASE_FILE.fullmatch(r)]
 
@@ -45,6 +46,8 @@ def test_report_of_a_small_real_audit(small_audit_warehouse, tmp_path):
     assert figures(text, "engine-outcome") == 2 and figures(text, "engine-cst") == 3
     assert figures(text, "engine-fgce") == 2 and figures(text, "engine-raguel") == 2
     assert external_references(text) == []
+    for fmt in ("csv", "xlsx"):  # every finding beside the report, linked from its conclusion
+        assert (tmp_path / f"r-findings.{fmt}").is_file() and f'href="r-findings.{fmt}" download' in text
     with Warehouse(small_audit_warehouse, read_only=True) as wh:  # the gaps' unadjusted odds ratios, shown
         odds = wh.con.execute("SELECT odds_ratio, odds_ratio_ci_low, odds_ratio_ci_high FROM audit.outcome_gaps "
                               "WHERE odds_ratio_ci_low IS NOT NULL").fetchall()
@@ -70,7 +73,7 @@ def test_report_of_a_small_real_audit(small_audit_warehouse, tmp_path):
     assert not any(escape(s) in text for s in unshown if s)
     assert "Who the top 5 complainants were compared with" in text and f"<td>{top}</td>" in text
     again = write_report(small_audit_warehouse, "loan-small", tmp_path / "again.html").read_text()
-    assert again.replace('"again-cases/', '"r-cases/') == text
+    assert again.replace('"again-cases/', '"r-cases/').replace('"again-findings.', '"r-findings.') == text
 
 
 def test_sections_follow_the_engines_that_ran(tmp_path):

@@ -19,8 +19,27 @@ def chromium() -> str:
     return found
 
 
-def open_in_chromium(html: Path, screenshot: Path | None = None) -> dict:
-    """Load ``html`` and report console messages, page errors, requests and what is shown."""
+SPLIT_HEADERS = """() => [...document.querySelectorAll('th')].flatMap(th => {
+    const out = [];
+    for (const t of th.childNodes) {
+      if (t.nodeType !== 3) continue;
+      for (const m of t.data.matchAll(/[^\\s-]+/g)) {  // a line may end at a space or a hyphen
+        const r = document.createRange();
+        r.setStart(t, m.index); r.setEnd(t, m.index + m[0].length);
+        if (r.getClientRects().length > 1) out.push(m[0]);
+      }
+    }
+    return out; })"""
+TOO_WIDE = ("() => [...document.querySelectorAll('main *')].filter(e => !(e instanceof SVGElement) && "
+            "e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)"
+            ".map(e => e.tagName + '.' + e.className).slice(0, 5)")
+PRINT_WIDTHS = {"Letter": 980, "A4": 1047}  # landscape (@page), px inside 10 mm margins
+
+
+def open_in_chromium(html: Path, screenshot: Path | None = None, printed: bool = False) -> dict:
+    """Load ``html`` and report console messages, page errors, requests and what is shown: at
+    1280 px the elements wider than the page and the header words broken across lines; with
+    ``printed``, the same under the print style sheet at the widths of A4 and Letter pages."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a test extra")
     seen = {"console": [], "errors": [], "requests": [], "blocked": []}
     with sync_api.sync_playwright() as p:
@@ -56,8 +75,16 @@ def open_in_chromium(html: Path, screenshot: Path | None = None) -> dict:
                 "figure.plot svg", "els => els.map(e => { const r = e.getBoundingClientRect(); "
                 "return [r.width, r.height, e.querySelectorAll('path, text, use').length]; })")
             seen["title"] = page.title()
+            seen["split_headers"] = page.evaluate(SPLIT_HEADERS)
+            seen["height"] = page.evaluate("() => document.documentElement.scrollHeight")
             if screenshot is not None:
                 page.screenshot(path=str(screenshot), full_page=True)
+            if printed:
+                page.emulate_media(media="print")
+                seen["print"] = {}
+                for paper, width in PRINT_WIDTHS.items():
+                    page.set_viewport_size({"width": width, "height": 800})
+                    seen["print"][paper] = (page.evaluate(TOO_WIDE), page.evaluate(SPLIT_HEADERS))
         finally:
             browser.close()
     return seen
@@ -80,6 +107,57 @@ def test_report_in_headless_chromium(small_audit_warehouse, tmp_path):
     assert seen["too_wide"] == [] and seen["scroll_width"][0] <= seen["scroll_width"][1]  # no scroll at 1280 px
     assert "=protected" not in text and "<td>protected</td>" not in text  # the spec's values, not placeholders
     assert (tmp_path / "report.png").stat().st_size > 10_000
+    assert seen["split_headers"] == []
+
+
+def test_the_report_prints(small_audit_warehouse, tmp_path):
+    """``aequum report --pdf``: Chromium prints the report; under the print style sheet nothing is
+    wider than an A4 or Letter page and no header breaks inside a word."""
+    from aequum.flows.commands.cli import main
+
+    chromium()
+    out = tmp_path / "report.html"
+    assert main(["report", "loan-small", "--warehouse", str(small_audit_warehouse), "--out", str(out), "--pdf"]) == 0
+    pdf = out.with_suffix(".pdf").read_bytes()
+    assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page") - pdf.count(b"/Type /Pages") >= 2
+    seen = open_in_chromium(out, printed=True)
+    assert seen["print"] == {paper: ([], []) for paper in PRINT_WIDTHS}
+    assert "@media print" in out.read_text(encoding="utf-8")
+
+
+def test_an_hmda_exhibit_fits_the_screen_and_the_page(tmp_path):
+    """The HMDA exhibit (40 columns of LAR fields): its cases in tables of a few columns each,
+    nothing wider than 1280 px or a printed page, headers in words never broken inside one,
+    values rounded and no raw codes, a case's page a few screens tall."""
+    from audit_tables import small_audit
+    from aequum.flows.commands.cli import main
+    from aequum.flows.store.warehouse import Warehouse
+
+    chromium()
+
+    def edit(raw):  # CST's groups need members: race pooled, no tract attribute, k = 15
+        for p in raw["protected"]:
+            if p["name"] == "race":
+                p["compare"] = "pooled"
+        raw["protected"] = [p for p in raw["protected"] if p["name"] != "tract"]
+        raw["engines"]["cst"]["k"] = [15]
+
+    wh = small_audit(tmp_path, rows=6000, engines=["cst"], spec_name="hmda.yaml", records=True,
+                     run_id="hmda-small", edit=edit)
+    with Warehouse(wh, read_only=True) as w:
+        (rank,) = w.con.execute("SELECT min(rank) FROM audit.findings WHERE engine = 'cst' AND individuals > 0 "
+                                "AND finding LIKE 'counterfactual situation testing, k = %'").fetchone()
+    out = tmp_path / "exhibit"
+    assert main(["report", "--warehouse", str(wh), "--cases", str(rank), "--limit", "2", "--out", str(out)]) == 0
+    seen = open_in_chromium(out.with_suffix(".html"), tmp_path / "exhibit.png", printed=True)
+    assert seen["errors"] == [] and seen["blocked"] == []
+    assert seen["too_wide"] == [] and seen["scroll_width"][0] <= seen["scroll_width"][1]
+    assert seen["split_headers"] == [] and seen["print"] == {paper: ([], []) for paper in PRINT_WIDTHS}
+    assert seen["height"] < 9000  # two cases of 15 comparators a group, in a few panels
+    text = out.with_suffix(".html").read_text(encoding="utf-8")
+    assert "debt to income ratio" in text and "<th>debt_to_income_ratio" not in text
+    assert "unfavourable (3)" not in text and "Decisions as the spec records them" in text
+    assert re.search(r"\d\.\d{5,}", re.sub(r"<[^>]+>", " ", text)) is None  # no raw floats on the page
 
 
 def test_exhibit_page_in_chromium_and_printed_to_pdf(tmp_path):
@@ -102,6 +180,8 @@ def test_exhibit_page_in_chromium_and_printed_to_pdf(tmp_path):
     assert [s for s, _ in seen["sections"]] == ["finding", "case-1", "case-2"]
     text = out.with_suffix(".html").read_text(encoding="utf-8")
     assert "<td>Female</td>" in text and "<td>Male</td>" in text and "AccountBalance [USD]" in text
+    assert "unfavourable (-1)" not in text and "Gender</th>" in text and "<td>1</td>" not in text  # labels
+    assert "interval 100.0 points to 100.0 points" not in text
     pdf = out.with_suffix(".pdf").read_bytes()
     assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page") - pdf.count(b"/Type /Pages") >= 3
 

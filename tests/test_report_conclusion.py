@@ -79,9 +79,12 @@ def test_labels_read_values_decisions_units_and_ids():
                                           {"attribute": "sex", "protected": "Female", "reference": "Male"}],
                                "decision": {"favourable": "1", "unfavourable": "-1"},
                                "units": {"income": "thousands USD"}}})
-    assert labels.group("race&sex", "race=reference,sex=protected") == "White × Female"
+    assert labels.group("race&sex", "race=reference,sex=protected") == "White & Female"
     assert labels.group("sex", "protected") == "Female" and labels.versus("sex", "protected") == "Female against Male"
-    assert labels.group("race", "protected") == "Black or African American / Asian / … (4 values)"
+    assert labels.group("race", "protected") == "race: 4 values pooled"  # a spec's label names it better
+    pooled = Labels({"audit": {"groups": [{"attribute": "race", "protected": "minority race (pooled)",
+                                           "reference": "White"}, {"attribute": "sex", "protected": "Female"}]}})
+    assert pooled.group("race&sex", "race=protected,sex=protected") == "minority race (pooled) & Female"
     assert labels.decision(0) == "unfavourable (-1)" and labels.decision(1) == "favourable (1)"
     assert labels.feature("income") == "income (thousands USD)"
     assert Labels({}).group("sex", "protected") == "protected group of sex"  # nothing recorded: as the tables say

@@ -72,6 +72,6 @@ def test_plots_are_compact_and_keep_their_text():
 def test_intersections_read_as_their_parts_values():
     labels = Labels({"audit": {"groups": [{"attribute": "race", "protected": "Black", "reference": "White"},
                                           {"attribute": "sex", "protected": "Female", "reference": "Male"}]}})
-    assert labels.group("race&sex", "protected") == "Black × Female"
-    assert labels.versus("race&sex", "protected") == "Black × Female against White × Male"
+    assert labels.group("race&sex", "protected") == "Black & Female"
+    assert labels.versus("race&sex", "protected") == "Black & Female against White & Male"
     assert labels.group("race&age", "protected") == "protected group of race&age"  # age: no values recorded

@@ -70,12 +70,17 @@ def test_show_writes_csv_and_parquet(small_audit_warehouse, tmp_path, capsys):
         claims = w.result("cst_claims", "loan-small")
     out = tmp_path / "claims.parquet"
     assert main(["show", "cst_claims", "--warehouse", wh, "--format", "parquet", "--out", str(out)]) == 0
-    written = pq.read_table(out)
-    assert written.num_rows == claims.num_rows and written.column_names == claims.column_names
+    written = pq.read_table(out)  # every column, and beside the attribute what it compares
+    names = claims.column_names
+    at = names.index("protected_attribute") + 1
+    assert written.num_rows == claims.num_rows and written.column_names == names[:at] + ["group_label"] + names[at:]
+    assert set(written["group_label"].to_pylist()) == {"Female against Male"}
     capsys.readouterr()
     assert main(["show", "outcome_gaps", "--warehouse", wh, "--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith('"run_id","attribute"') and len(lines) == 2
+    assert lines[0].startswith('"run_id","attribute","group_name","group_label","reference_group",'
+                               '"reference_group_label"') and len(lines) == 2
+    assert lines[1].startswith('"loan-small","gender","protected","Female","reference","Male"')
     assert main(["show", "outcome_gaps", "--warehouse", wh, "--format", "parquet"]) == 2
     assert "--format parquet needs --out" in capsys.readouterr().err
 

@@ -405,6 +405,7 @@ class AuditSpec(_Model):
                                        "threshold": p.proxy.threshold} for p in self.protected if p.proxy],
                           "decision": self.decision_labels(),
                           "units": {f.name: f.units for f in self.features if f.units},
+                          "values": self.value_labels(),
                           "records": self.record_layout(),
                           "source": self.source_text()}}
 
@@ -415,6 +416,16 @@ class AuditSpec(_Model):
         return {"decision": self.decision.column if self.decision is not None else None,
                 "lender": g.lender if g is not None else None, "market": g.market if g is not None else None,
                 "ordinal": {f.name: [str(v) for v in f.order] for f in self.features if f.type == "ordinal"}}
+
+    def value_labels(self) -> dict[str, dict[str, str]]:
+        """What the protected columns' recorded values mean, for the reports' case pages:
+        {"Gender": {"1": "Female", "0": "Male"}} (a group's side label is not a value's)."""
+        out: dict[str, dict[str, str]] = {}
+        for p in self.protected:
+            named = {k: v for k, v in p.labels.items() if k not in ("protected", "reference")}
+            if named:
+                out.setdefault(p.column, {}).update(named)
+        return out
 
     def decision_labels(self) -> dict[str, str]:
         """The decisions as the spec records them: {"favourable": "1", "unfavourable": "-1"}."""

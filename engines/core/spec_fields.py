@@ -235,8 +235,9 @@ class ProtectedAttribute(_Model):
                                 "surname and geography; docs/proxies.md).")
     labels: dict[str, str] = Field(
         default_factory=dict, description="What recorded values mean, for reports (e.g. {1: Female, "
-        "0: Male}); a value without a label is shown as recorded. A range attribute names its groups "
-        "by side: {protected: majority-minority tract (> 50 %), reference: tract under 20 % minority}.")
+        "0: Male}); a value without a label is shown as recorded. A group is named by its side: "
+        "{protected: majority-minority tract (> 50 %), reference: tract under 20 % minority} (a range "
+        "attribute), {protected: minority race (pooled)} (several values shown as one group).")
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -247,11 +248,14 @@ class ProtectedAttribute(_Model):
         return self.labels.get(str(value), str(value))
 
     def group_labels(self) -> dict[str, str]:
-        """The protected and reference groups as people read them: the recorded values (their
-        labels), or the column's range; several values are joined with ' / '."""
+        """The protected and reference groups as people read them: the side's label (labels:
+        {protected: ..., reference: ...}), else the recorded values (their labels) joined with
+        ' / ', or the column's range."""
         def named(side: str, values: list, rng: "Range | None") -> str:
-            if rng is not None:  # a range group: its label (labels: {protected: ..., reference: ...})
-                return self.labels.get(side) or f"{self.column} {rng.text()}"
+            if self.labels.get(side):
+                return self.labels[side]
+            if rng is not None:
+                return f"{self.column} {rng.text()}"
             return " / ".join(self.value_label(v) for v in values)
         return {"protected": named("protected", self.protected_values, self.protected_range),
                 "reference": named("reference", self.reference_values, self.reference_range)}
@@ -330,7 +334,10 @@ def _expand_comparisons(raw: Any) -> Any:
                 raise ValueError(f"protected[{i}].compare: value {v!r} contains '&', which joins the "
                                  "attributes of an intersection; compare it pooled")
             rest = [w for w in values if value_key(w) != value_key(v)]
+            labels = item.get("labels")  # the pooled group's name is not one value's
+            labels = {k: x for k, x in labels.items() if str(k) != "protected"} if isinstance(labels, dict) else labels
             out.append({**item, "name": f"{item['name']}={v}", "protected_values": [v], "compare": "pooled",
+                        **({"labels": labels} if labels is not None else {}),
                         "others": [*rest, *(item.get("others") or [])], "of": item["name"]})
     return {**raw, "protected": out}
 

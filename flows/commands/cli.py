@@ -279,11 +279,10 @@ def cmd_report(args) -> int:
                                 wait=args.wait, notify=_say):
             print(path.resolve())
         return 0
+    path = write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say, say=_say, pdf=args.pdf)
+    print(path.resolve())
     if args.pdf:
-        from aequum.flows.store.guard import UsageError
-
-        raise UsageError("--pdf prints a finding's exhibit: use it with --cases RANK")
-    print(write_report(args.warehouse, args.run_id, args.out, wait=args.wait, notify=_say, say=_say).resolve())
+        print(path.with_suffix(".pdf").resolve())
     return 0
 
 
@@ -400,9 +399,10 @@ def parser() -> argparse.ArgumentParser:
     wh_args(s)
     s.add_argument("--run-id", default=None, help="the run (default: the latest; aequum runs lists them)")
     s.add_argument("--limit", type=int, default=50, help="rows printed (files get every row)")
-    s.add_argument("--format", choices=["table", "csv", "parquet"], default="table",
-                   help="table: fitted to the terminal; csv, parquet: every row (default %(default)s)")
-    s.add_argument("--out", default=None, help="output file for csv / parquet (csv: default stdout)")
+    s.add_argument("--format", choices=["table", "csv", "parquet", "xlsx"], default="table",
+                   help="table: fitted to the terminal; csv, parquet, xlsx (a spreadsheet): every row, "
+                   "each group code's label beside it (default %(default)s)")
+    s.add_argument("--out", default=None, help="output file for csv / parquet / xlsx (csv: default stdout)")
     s.set_defaults(func=cmd_show)
 
     bd = sub.add_parser("bounds", help="print decision.bounds entries for a public-data screening: the strength "
@@ -439,7 +439,8 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--limit", type=int, default=50,
                     help="with --cases: the cases exhibited, the surest first (default %(default)s)")
     rp.add_argument("--pdf", action="store_true",
-                    help="with --cases: also print the page to PDF with Chromium headless (Debian's chromium)")
+                    help="also print the report (with --cases: the exhibit) to PDF with Chromium headless "
+                    "(Debian's chromium)")
     rp.set_defaults(func=cmd_report)
 
     t = sub.add_parser("train", help="train the CEC paper's MLP with a fair objective (k-fold compared)")

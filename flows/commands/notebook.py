@@ -4,7 +4,8 @@ The same path as ``aequum audit`` without Prefect, Dask or a warehouse to keep: 
 validated and staged exactly as a source file is (into a throwaway warehouse and lake), the
 spec's model is built or fitted and assessed, and every engine the spec names runs in this
 process (``run_serial``). The result (:class:`AuditResult`) holds every table the CLI would write,
-plus ``quarantine`` (the rejected rows and why) and ``model_quality``; the run is recorded in that
+each group code's label beside it (``group_label``: audit.group_labels), plus ``quarantine``
+(the rejected rows and why) and ``model_quality``; the run is recorded in that
 warehouse as ``aequum audit`` records it, so that ``audit.findings``, the conclusion and the
 report are those of the command line.
 """
@@ -76,12 +77,9 @@ class AuditResult:
         self.run_id = record["run_id"]
         parameters = json.loads(record.get("parameters") or "{}")
         labels = Labels(parameters)
-        rows = ordered(findings.to_pylist())
-        for f in rows:
-            f["group_label"] = labels.versus(f["attribute"], f["group_name"])
+        rows = ordered(findings.to_pylist())  # audit.findings, group_label among its columns
         self.conclusion = "\n".join(sentences(record, parameters, rows, labels)) if rows else ""
-        schema = findings.schema.append(pa.field("group_label", pa.string())) if rows else None
-        self.findings = _as(kind, pl.from_arrow(pa.Table.from_pylist(rows, schema=schema))
+        self.findings = _as(kind, pl.from_arrow(pa.Table.from_pylist(rows, schema=findings.schema))
                             if rows else pl.DataFrame({"group_label": []}, schema={"group_label": pl.String}))
         self.tables = {name: _as(kind, t) for name, t in tables.items()}
 
@@ -155,6 +153,7 @@ def audit(frame: Any, spec: dict | str | Path, engines: list[str] | None = None,
     from aequum.engines.core.models import model_fingerprint
     from aequum.flows.model_step import prepare_model
     from aequum.flows.store.counterfactuals import load_counterfactuals
+    from aequum.flows.store.group_labels import label_frame
     from aequum.flows.store.staging import stage
     from aequum.flows.store.warehouse import Warehouse
 
@@ -212,7 +211,9 @@ def audit(frame: Any, spec: dict | str | Path, engines: list[str] | None = None,
             record = wh.run(RUN_ID)
             findings = (wh.query("report/findings", {"run_id": RUN_ID}) if "findings" in wh.table_names()
                         else pa.table({}))
+            group_labels = pl.from_arrow(wh.result("group_labels", RUN_ID))
     except BaseException:
         workdir.cleanup()
         raise
-    return AuditResult({name: pl.from_arrow(t) for name, t in out.items()}, findings, record, kind, workdir)
+    return AuditResult({name: label_frame(pl.from_arrow(t), group_labels) for name, t in out.items()},
+                       findings, record, kind, workdir)

@@ -53,11 +53,12 @@ def has_findings(run: Run) -> bool:
 
 
 def build_report(run: Run, cases: dict[int, str] | None = None, findings: list[dict] | None = None,
-                 done=None) -> str:
+                 downloads: dict[str, str] | None = None, done=None) -> str:
     """The report's HTML for one run: the conclusion and the ranked findings first, then (folded)
     what was audited, the data and methods, and one section per engine. ``cases``: per finding
-    rank, the link to its cases' file; ``findings``: the run's, when already read; ``done(name)``
-    called as each engine's section is ready."""
+    rank, the link to its cases' file; ``findings``: the run's, when already read; ``downloads``:
+    the ranked findings' files beside the report, by format (csv, xlsx); ``done(name)`` called
+    as each engine's section is ready."""
     r = run.record
     labels = Labels(run.parameters)
     engines = engine_sections(run, done)
@@ -65,7 +66,7 @@ def build_report(run: Run, cases: dict[int, str] | None = None, findings: list[d
     if has_findings(run):
         findings = run.query("findings") if findings is None else findings
         sections.append(conclusion_section(run, findings, labels, {s.id[len("engine-"):] for s in engines},
-                                           cases or {}))
+                                           cases or {}, downloads or {}))
     sections.append(audited_section(run))
     dataset = run.query("dataset") if r.get("dataset_version") else []
     sections.append(methods_section(run, dataset[0] if dataset else None, labels))
@@ -74,15 +75,23 @@ def build_report(run: Run, cases: dict[int, str] | None = None, findings: list[d
                 f"run {r['run_id']}, {r['status']}, started {utc(r['started_at'])}", sections)
 
 
+def findings_files(path: Path) -> dict[str, Path]:
+    """The ranked findings' files beside a report: ``<report>-findings.csv`` and ``.xlsx``."""
+    return {fmt: path.with_name(f"{path.stem}-findings.{fmt}") for fmt in ("csv", "xlsx")}
+
+
 def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Path | None = None,
                  wait: float | None = None, notify=None, findings: list[dict] | None = None,
-                 say=None) -> Path:
+                 say=None, pdf: bool = False) -> Path:
     """Write the report of ``run_id`` (default: the latest run) and return its path (default
-    ``report-<run_id>.html`` in the current directory). ``wait`` / ``notify``: as for
+    ``report-<run_id>.html`` in the current directory), its ranked findings beside it as CSV and
+    XLSX (every finding, labelled, by rank: as ``aequum show findings --format csv|xlsx``) and,
+    with ``pdf``, ``<report>.pdf`` printed by Chromium headless. ``wait`` / ``notify``: as for
     :class:`Warehouse` (how long to wait for a warehouse another process is writing);
     ``findings``: the run's ranked findings when the caller has read them (``sql/report/findings.sql``,
     seconds at a million records); ``say``: the report's progress (its steps done of the total,
     elapsed, left: ``flows.progress``), live on a terminal."""
+    from aequum.flows.commands.show import write_file
     from aequum.flows.progress import board
     from aequum.flows.reporting.sections import shown_engines
 
@@ -93,7 +102,7 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
         path = Path(out) if out is not None else Path(f"report-{check_run_id(run.run_id, 'run id')}.html")
         check_output(path, "--out", warehouse, lake_roots(wh), source_paths(wh))
         folder = path.with_name(path.stem + "-cases")
-        total = 4 + len(shown_engines(run))  # findings, exhibits, file reviews, the engines' sections, the page
+        total = 5 + len(shown_engines(run))  # findings, exhibits, reviews, sections, page, files
         steps = iter(range(1, total + 1))
 
         def step(_name: str = "") -> None:
@@ -102,6 +111,12 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
         shown.update("report", 0, total, 0.0)
         if findings is None:
             findings = run.query("findings") if has_findings(run) else []
+        downloads = findings_files(path) if findings else {}
+        for p in [*downloads.values(), *([path.with_suffix(".pdf")] if pdf else [])]:
+            check_output(p, "--out", warehouse, lake_roots(wh), source_paths(wh))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for fmt, p in downloads.items():
+            write_file(wh, "findings", run.run_id, fmt, str(p))
         step()
         exhibits = exhibit.build(run, exhibit.flagged_individual(findings), REPORT_CASES)
         step()
@@ -111,7 +126,8 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
                                                                      for r in reviews]
         for _, name in named:
             check_output(folder / name, "--out", warehouse, lake_roots(wh), source_paths(wh))
-        text = build_report(run, {rank: f"{folder.name}/{name}" for rank, name in named}, findings, step)
+        text = build_report(run, {rank: f"{folder.name}/{name}" for rank, name in named}, findings,
+                            {fmt: p.name for fmt, p in downloads.items()}, step)
         labels = Labels(run.parameters)
         path.parent.mkdir(parents=True, exist_ok=True)
         if folder.is_dir():  # the files of an earlier report of the same name: this run's replace them
@@ -122,6 +138,9 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
         for r in reviews:
             lender_review.write_csv(r, labels, folder / lender_review.file_name(r))
         path.write_text(text, encoding="utf-8")
+        step()
+        if pdf:
+            print_pdf(path, path.with_suffix(".pdf"))
         step()
     return path
 

@@ -17,7 +17,8 @@ import polars as pl
 import pyarrow as pa
 
 from aequum.flows.store.guard import check_output
-from aequum.flows.store.warehouse import Warehouse, WarehouseError, check_table_name, lake_roots, source_paths
+from aequum.flows.store.warehouse import (Warehouse, WarehouseError, check_table_name, lake_roots, quote_ident,
+                                         source_paths)
 
 MAX_CELL = 40  # characters of a text cell in the terminal
 
@@ -109,47 +110,90 @@ def missing_table(wh: Warehouse, name: str) -> str:
 
 
 class Scope(NamedTuple):
-    """The rows of ``audit.<name>`` that are a run's: ``where`` (SQL, parameter ``$key``),
-    ``key``, the column the terminal leaves out (it holds ``key`` on every row), and a title."""
+    """The rows of ``audit.<name>`` (aliased ``t``) that are a run's: ``where`` (SQL, parameter
+    ``$key``), ``key``, the column the terminal leaves out (it holds ``key`` on every row), and a
+    title."""
     where: str
     key: str | None
     hidden: str | None
     title: str
 
 
+def table_columns(wh: Warehouse, name: str) -> list[str]:
+    return [r[0] for r in wh.con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'audit' "
+        "AND table_name = $name ORDER BY ordinal_position", {"name": name}).fetchall()]
+
+
 def run_scope(wh: Warehouse, name: str, run_id: str) -> Scope:
     """Which rows of ``audit.<name>`` belong to run ``run_id`` (module docstring)."""
-    columns = {r[0] for r in wh.con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'audit' "
-        "AND table_name = $name", {"name": name}).fetchall()}
+    columns = set(table_columns(wh, name))
     if "run_id" in columns:
-        return Scope("WHERE run_id = $key", run_id, "run_id", f"audit.{name}, run {run_id}")
+        return Scope("WHERE t.run_id = $key", run_id, "run_id", f"audit.{name}, run {run_id}")
     if "dataset_version" in columns:
         version = wh.run(run_id)["dataset_version"]
         if version is None:
             raise WarehouseError(f"run {run_id} staged no dataset, so audit.{name} has no rows of it; "
                                  f"pick another run with --run-id (aequum runs lists them)")
-        return Scope("WHERE dataset_version = $key", version, "dataset_version",
+        return Scope("WHERE t.dataset_version = $key", version, "dataset_version",
                      f"audit.{name}, dataset {version} of run {run_id}")
     return Scope("", None, None, f"audit.{name} (every run)")
 
 
-def scoped_sql(name: str, scope: Scope, select: str = "*", tail: str = "") -> tuple[str, dict]:
-    """``SELECT select FROM audit.<name>`` limited to ``scope``, and its parameters."""
-    sql = f"SELECT {select} FROM audit.{check_table_name(name)} {scope.where} {tail}"
+def labelled(wh: Warehouse, name: str, hidden: str | None = None) -> tuple[str, str]:
+    """The select list and FROM clause of ``audit.<name>`` (aliased ``t``) with each group code's
+    label beside it (audit.group_labels, written with the run): ``group_name`` / ``group`` ->
+    ``group_label``, ``reference_group`` -> ``reference_group_label``, ...; a table of one row
+    per attribute (regression_estimates, cst_summary) gets ``group_label``, its protected group
+    against the reference ("Female against Male"). Identifiers come from the catalog."""
+    from aequum.flows.store.group_labels import TABLE, label_column, labelled_columns
+
+    columns = table_columns(wh, name)
+    attribute, groups = labelled_columns(wh, name)
+    table = f"audit.{quote_ident(check_table_name(name))} AS t"
+    if (attribute is None or "run_id" not in columns or "group_label" in columns or name == TABLE
+            or TABLE not in wh.table_names()):
+        return ", ".join(f"t.{quote_ident(c)}" for c in columns if c != hidden), table
+    select, joins = [], [table]
+    for c in columns:
+        if c != hidden:
+            select.append(f"t.{quote_ident(c)}")
+        if c in groups or (c == attribute and not groups):
+            i = len(joins)
+            code = quote_ident(c) if groups else "'protected'"
+            joins.append(f"LEFT JOIN audit.{TABLE} AS l{i} ON l{i}.run_id = t.run_id AND "
+                         f"l{i}.attribute = t.{quote_ident(attribute)} AND l{i}.group_name = "
+                         f"{'t.' + code if groups else code}")
+            select.append(f"l{i}.{'group_label' if groups else 'versus_label'} AS "
+                          f"{quote_ident(label_column(c, bool(groups)))}")
+    return ", ".join(select), " ".join(joins)
+
+
+def scoped_sql(wh: Warehouse, name: str, scope: Scope, count: bool = False, tail: str = "",
+               hide: bool = False) -> tuple[str, dict]:
+    """``SELECT`` of the labelled ``audit.<name>`` (:func:`labelled`; ``count``: its rows)
+    limited to ``scope`` (``hide``: without the column holding its key), and its parameters."""
+    select, source = labelled(wh, name, scope.hidden if hide else None)
+    sql = f"SELECT {'count(*)' if count else select} FROM {source} {scope.where} {tail}"
     return sql, ({"key": scope.key} if scope.key is not None else {})
 
 
 def write_file(wh: Warehouse, name: str, run_id: str, fmt: str, out: str | None) -> None:
-    """Stream every row of the run's ``audit.<name>`` to a CSV or Parquet file."""
+    """Stream every row of the run's ``audit.<name>``, labelled, to a CSV or Parquet file
+    (XLSX: :func:`aequum.flows.store.xlsx.write_xlsx`, in memory: a findings-sized table)."""
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
 
-    if fmt == "parquet" and out is None:
-        raise WarehouseError("--format parquet needs --out FILE")
-    sql, params = scoped_sql(name, run_scope(wh, name, run_id))
+    if fmt in ("parquet", "xlsx") and out is None:
+        raise WarehouseError(f"--format {fmt} needs --out FILE")
+    sql, params = scoped_sql(wh, name, run_scope(wh, name, run_id),
+                             tail="ORDER BY t.rank" if name == "findings" else "")
     reader = wh.con.sql(sql, params=params or None).to_arrow_reader(100_000)
-    if fmt == "csv":
+    if fmt == "xlsx":
+        from aequum.flows.store.xlsx import write_xlsx
+
+        write_xlsx(reader.read_all(), out, sheet=name)
+    elif fmt == "csv":
         sink = sys.stdout.buffer if out is None else Path(out).open("wb")
         try:
             with pcsv.CSVWriter(sink, reader.schema) as writer:
@@ -193,10 +237,10 @@ def show(args, notify=None) -> int:
             return 0
         name = check_table_name(args.table)
         scope = run_scope(wh, name, run_id)
-        sql, params = scoped_sql(name, scope, "count(*)")
+        sql, params = scoped_sql(wh, name, scope, count=True)
         total = wh.con.execute(sql, params).fetchall()[0][0]
-        select = f"* EXCLUDE ({scope.hidden})" if scope.hidden else "*"
-        sql, params = scoped_sql(name, scope, select, "LIMIT $limit")
+        sql, params = scoped_sql(wh, name, scope, hide=True, tail="ORDER BY t.rank LIMIT $limit"
+                                 if name == "findings" else "LIMIT $limit")
         rows = wh.con.sql(sql, params=params | {"limit": args.limit}).to_arrow_table()
         print_table(rows, title=scope.title, total=total)
         return 0

@@ -160,11 +160,15 @@ def sentences(run_record: dict, parameters: dict, findings: list[dict], labels: 
         out.append(f"Nothing in this audit of {name} is evidence of {question}: the records lack {missing}, "
                    + ("and no flagged difference survives the stated bound on them"
                       if bounds else "and no bound on them was stated (decision.bounds)")
-                   + f", so the {len(flagged)} differences flagged below are unexplained disparities for review.")
+                   + (", so the difference flagged below is an unexplained disparity for review."
+                      if len(flagged) == 1 else
+                      f", so the {len(flagged)} differences flagged below are unexplained disparities for review."))
     elif flagged:
         kinds_found = sorted({f.get("estimand") or "" for f in flagged})
-        out.append(f"Nothing in this audit of {name} is evidence of {question}: the {len(flagged)} differences "
-                   f"flagged below are {_and(kinds_found)} findings, which show "
+        out.append(f"Nothing in this audit of {name} is evidence of {question}: "
+                   + (f"the difference flagged below is a {_and(kinds_found)} finding, which shows "
+                      if len(flagged) == 1 else
+                      f"the {len(flagged)} differences flagged below are {_and(kinds_found)} findings, which show ")
                    + _and([MEANS.get(k, "a difference") for k in kinds_found]) + ".")
     else:
         out.append(f"Nothing in this audit of {name} is evidence of {question}: no tested difference in the "
@@ -242,13 +246,21 @@ def _below_chance(f: dict) -> bool:
 
 
 def conclusion_section(run, findings: list[dict], labels: Labels, engines_shown: set[str],
-                       cases: dict[int, str] | None = None) -> Section:
+                       cases: dict[int, str] | None = None, downloads: dict[str, str] | None = None) -> Section:
+    """The conclusion, the ranked findings and (``downloads``: file names beside the report, by
+    format) the links to every finding as CSV and XLSX."""
     sec = Section("conclusion", "Conclusion")
     sec.add("".join(markup("<p class=\"conclusion\">{}</p>", s)
                     for s in sentences(run.record, run.parameters, findings, labels)))
     top = [f for f in ordered(findings) if f.get("flagged") or f.get("evidence") or f.get("headline")][:RANKED]
     sec.add(markup("<h3>The findings, most serious and most certain first</h3>"),
             table(ranked_rows(top, labels, engines_shown, None, cases), cls="findings"))
+    if downloads:
+        links = " · ".join(markup('<a href="{}" download>{}</a>', name, fmt.upper())
+                           for fmt, name in sorted(downloads.items()))
+        sec.add(markup('<p class="downloads">Every finding, ranked, with its groups, figures and statement: {} '
+                       '(files beside this report; <code>aequum show findings --format csv</code> or '
+                       '<code>xlsx</code> writes them again).</p>', Raw(links)))
     if cases:
         sec.add(markup('<p class="note">Cases: the matched-pair exhibit of each flagged individual finding (its '
                        'surest cases, each complainant beside its comparators of both groups with their '

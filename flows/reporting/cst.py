@@ -6,7 +6,7 @@ well the findings detect the harmed (audit.detection)."""
 from __future__ import annotations
 
 from aequum.flows.reporting import plots
-from aequum.flows.reporting.html import Section, flag, markup, plot, table
+from aequum.flows.reporting.html import Section, flag, markup, percent, plot, points, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import CASES, EVIDENCE_CASES, Run
 from aequum.flows.reporting.registry import section
@@ -112,12 +112,12 @@ def cst_section(run: Run, sec: Section) -> None:
         sec.add(markup("<h4>Top {} cases at k = {}</h4>", min(CASES, len(claims)), k), table([
             {"record": c["record_id"], "decision": labels.decision(c["decision"]),
              "counterfactual decision": labels.decision(c["decision_counterfactual"]),
-             "control decisions": c["n_control"], "test decisions": c["n_test"], "p control": c["p_c"],
-             "p test": c["p_t"], "Δp": c["delta_p"],
-             "interval": "n/a" if c["ci_low"] is None else f"{c['ci_low']:.2f} to {c['ci_high']:.2f}",
+             "control decisions": c["n_control"], "test decisions": c["n_test"], "refused, control": percent(c["p_c"]),
+             "refused, test": percent(c["p_t"]), "Δp (points)": points(c["delta_p"]),
+             "interval (points)": "n/a" if c["ci_low"] is None else points(c["ci_low"]) + " to " + points(c["ci_high"]),
              "significant": flag(c["significant"], "significant", "no")} for c in claims[:CASES]],
-            fields={"control decisions": "n_control", "test decisions": "n_test", "p control": "p_c",
-                    "p test": "p_t", "Δp": "delta_p"}))
+            fields={"control decisions": "n_control", "test decisions": "n_test", "refused, control": "p_c",
+                    "refused, test": "p_t", "Δp (points)": "delta_p"}))
         sec.add(markup('<p class="note">Decisions counted: the k = {} nearest neighbours of each group, and with '
                        'search centres (CST) the complainant\'s own decision in the control group and its '
                        'counterfactual decision in the test group ({} each); neighbours farther than '

@@ -219,11 +219,16 @@ def header(name: str, labels: Labels) -> str:
     return f"{name} [{unit}]" if unit else name
 
 
-def csv_rows(e: Exhibit, labels: Labels) -> tuple[list[str], list[dict]]:
+def csv_rows(e: Exhibit, labels: Labels, page: bool = False) -> tuple[list[str], list[dict]]:
     """The exhibit as CSV columns and rows: one row per person, decisions as the spec records
     them (``decision``: the recorded one; the counterfactual's decision on its row; CEC's
     ``model_decision``: the examined model's, which CEC compares), features with their units in
-    the header, the case's claim on the complainant's row."""
+    the header, the case's claim on the complainant's row. ``page``: for the printable page,
+    decisions as words (the page names the codes once) and protected columns' values by their
+    labels (Gender 1 -> Female); the CSV keeps what the records hold."""
+    def decision(value):
+        return labels.decision(value, code=not page)
+
     cst = e.finding["engine"] == "cst"
     extra = (["delta_p", "ci_low", "ci_high", "p_control", "p_test", "counterfactual_decision"] if cst
              else ["model_decision", "delta_cec", "model_score"])
@@ -235,18 +240,18 @@ def csv_rows(e: Exhibit, labels: Labels) -> tuple[list[str], list[dict]]:
         row = {"finding_rank": e.rank, "case": r["case"], "role": r["role"],
                "group": labels.group(e.finding["attribute"], group_name(e.finding["attribute"], r["side"])),
                "rank": r["rank"], "record_id": r["record_id"], "distance": r["distance"],
-               "decision": labels.decision(r["decision"]) if r["decision"] is not None else "n/a"}
+               "decision": decision(r["decision"]) if r["decision"] is not None else "n/a"}
         first = r["role"] in ("complainant", "record")  # the case's own row carries its claim
         if cst:
             row.update({"delta_p": claim.get("delta_p"), "ci_low": claim.get("ci_low"), "ci_high": claim.get("ci_high"),
                         "p_control": claim.get("p_c"), "p_test": claim.get("p_t"),
-                        "counterfactual_decision": labels.decision(claim.get("decision_counterfactual"))}
+                        "counterfactual_decision": decision(claim.get("decision_counterfactual"))}
                        if first else {})
         else:
-            row.update({"model_decision": labels.decision(claim.get("decision" if first else "counterpart_decision")),
+            row.update({"model_decision": decision(claim.get("decision" if first else "counterpart_decision")),
                         "delta_cec": claim.get("delta_cec") if first else None,
                         "model_score": claim.get("score") if first else claim.get("counterpart_score")})
-        row.update({header(f, labels): r.get(f) for f in e.features})
+        row.update({header(f, labels): labels.value(f, r.get(f)) if page else r.get(f) for f in e.features})
         out.append(row)
     return columns, out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from aequum.flows.reporting.html import Section, esc, markup, table
 from aequum.flows.reporting.labels import Labels
+from aequum.flows.reporting.outcome import p_text
 from aequum.flows.reporting.run import CASES, Run
 from aequum.flows.reporting.registry import section
 
@@ -29,7 +30,7 @@ def geography_section(run: Run, sec: Section) -> None:
         sec.add(markup("<h4>Lender-MSA pairs below their peers (at most {}, surest first)</h4>", CASES))
         sec.add(table([{"lender": r["lender"], "MSA": r["market"], "measure": r["measure"], "basis": r["basis"],
                         "with tract reported": r["n"], "share": r["share"], "peers": r["peers"],
-                        "peers' share": r["peer_share"], "adjusted p": r["p_adjusted"]} for r in named]))
+                        "peers' share": r["peer_share"], "adjusted p": p_text(r["p_adjusted"])} for r in named]))
     rows = run.query("geography_disparities", limit=CASES * 4)
     if rows:
         sec.add("<h4>Denial disparities against peers</h4><p>Per lender and attribute: the odds ratio of "
@@ -47,5 +48,5 @@ def geography_section(run: Run, sec: Section) -> None:
                             "denial rate, protected": r["denial_rate_protected"],
                             "denial rate, reference": r["denial_rate_reference"], "odds ratio": r["odds_ratio"],
                             "peers' odds ratio": r["peer_odds_ratio"], "ratio": r["ratio"],
-                            "CI low": r["ci_low"], "CI high": r["ci_high"], "adjusted p": r["p_adjusted"]}
+                            "CI low": r["ci_low"], "CI high": r["ci_high"], "adjusted p": p_text(r["p_adjusted"])}
                            for r in flagged]))

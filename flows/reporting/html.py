@@ -8,6 +8,7 @@ f-strings (tests/test_hostile_names.py checks that)."""
 from __future__ import annotations
 
 import html
+import re
 import string
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -26,18 +27,21 @@ dl.meta dt{color:#6b7280}dl.meta dd{margin:0;font-family:ui-monospace,Menlo,mono
 .flag.yes,.flag.flagged{background:#fee2e2;color:#991b1b}.flag.no,.flag.quiet{background:#e5e7eb;color:#374151}
 .flag.evidence{background:#991b1b;color:#fff}.flag.quality{background:#dbeafe;color:#1e3a8a}
 .flag.repair{background:#ede9fe;color:#4c1d95}
-p.conclusion{font-size:15px;margin:6px 0}td{overflow-wrap:anywhere}
+p.conclusion{font-size:15px;margin:6px 0}td{overflow-wrap:anywhere}td.nb{white-space:nowrap}
 table.wide{display:block;overflow-x:auto}section>details>summary{margin:4px 0 8px}
 @media print{details{display:block}details>*{display:block}}
 figure.plot{margin:10px 0 18px}figure.plot svg{max-width:100%;height:auto}
 figcaption{font-size:12px;color:#4b5563}.note{font-size:12px;color:#6b7280}
 details summary{cursor:pointer;color:#1d4ed8}nav a{margin-right:12px}
 pre{white-space:pre-wrap;overflow-wrap:anywhere}
-table.exhibit{font-size:11px}table.exhibit th{overflow-wrap:anywhere;font-size:10.5px}
-table.exhibit td,table.exhibit th{padding:3px 3px}table.exhibit td{overflow-wrap:normal}main.wide{max-width:none}
-@page{size:A4 landscape;margin:10mm}
-@media print{nav{display:none}main{max-width:none;padding:0}body{background:#fff}
-table{font-size:10px}thead{display:table-header-group}tr{break-inside:avoid}h2{break-after:avoid}}
+th{overflow-wrap:normal;word-break:keep-all;hyphens:manual}table.findings td{overflow-wrap:break-word}
+table.exhibit{font-size:11px}table.exhibit th{font-size:10.5px}
+table.exhibit td,table.exhibit th{padding:3px 4px}table.exhibit td{overflow-wrap:normal}main.wide{max-width:none}
+@page{size:landscape;margin:10mm}
+@media print{nav{display:none}main{max-width:none;padding:0}body{background:#fff;font-size:10pt}
+table{font-size:8pt}table.exhibit{font-size:7pt}table.exhibit th{font-size:7pt}thead{display:table-header-group}
+tr,figure,dl{break-inside:avoid}h2,h3,summary{break-after:avoid}main *{max-width:100%}
+table.wide{display:table;overflow:visible}a{color:inherit;text-decoration:none}td.nb{white-space:normal}}
 """
 
 
@@ -75,6 +79,20 @@ def fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
+def percent(value) -> str:
+    """A share as the statements write it: "85.4 %"."""
+    return "n/a" if value is None or value != value else f"{100 * value:.1f}\u00a0%"
+
+
+def points(value, low=None, high=None) -> str:
+    """A difference of two shares in percentage points, signed, as the statements write it:
+    "+4.8", with its interval "+4.8 (+4.1 to +5.5)"; the header names the unit (points)."""
+    if value is None or value != value:
+        return "n/a"
+    text = f"{100 * value:+.1f}"
+    return text if low is None or high is None else f"{text} ({100 * low:+.1f} to {100 * high:+.1f})"
+
+
 def column_format(values: Iterable) -> Callable[[object], str]:
     """One number format for a table column, so that its numbers read alike (never 1,442 beside
     981.513): whole numbers with thousands separators when every number is whole; otherwise the
@@ -101,6 +119,16 @@ def column_format(values: Iterable) -> Callable[[object], str]:
     return write
 
 
+# a short text cell that is a figure ("< 0.001", "87.2 %", "0.92 to 0.93", "2.31 (2.17 to 2.46)"):
+# kept on one line, so that a narrow column never breaks inside a number
+_FIGURE = re.compile(r"[<>+\-\u2212]?[\s\u00a0]*\d[\d,.]*(?:[\s\u00a0]*%)?(?:[\s(]+(?:to[\s]+)?[+\-\u2212]?\d[\d,.]*\)?)*")
+
+
+def figure_cell(text: str) -> bool:
+    """A formatted figure (not a record id or a code: those are digits alone)."""
+    return len(text) <= 24 and not text.isdigit() and _FIGURE.fullmatch(text) is not None
+
+
 def table(rows: Sequence[dict], columns: Sequence[str] | None = None,
           headers: dict[str, str] | None = None, cls: str = "", fields: dict[str, str] | None = None) -> str:
     """An HTML table of row dicts (numbers right-aligned, one number format per column:
@@ -124,7 +152,8 @@ def table(rows: Sequence[dict], columns: Sequence[str] | None = None,
             else:
                 num = isinstance(v, (int, float)) and not isinstance(v, bool)
                 text = esc(formats[c](v))
-                cells.append(f'<td class="num">{text}</td>' if num else f"<td>{text}</td>")
+                cells.append(f'<td class="num">{text}</td>' if num
+                             else f'<td class="nb">{text}</td>' if figure_cell(formats[c](v)) else f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 

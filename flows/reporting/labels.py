@@ -1,5 +1,5 @@
 """How the report names what the tables hold: groups by their recorded values ("Female",
-"Black or African American × Female"), decisions as the spec records them, features with their
+"Black or African American & Female"), decisions as the spec records them, features with their
 units, and figures by human labels (the field name stays in a tooltip and the glossary).
 
 Everything comes from the run's parameters (``spec.run_parameters``: ``audit.groups``,
@@ -31,12 +31,13 @@ MEASURES = {  # field name -> what a reader calls it
 }
 
 
-def short(label: str, keep: int = 2) -> str:
-    """A pooled group of many values, shortened: "Black or African American / Asian / … (5 values)"."""
+def short(label: str, attribute: str = "", keep: int = 2) -> str:
+    """A pooled group of many values (a spec without a label for it) by its size: "Black or
+    African American / Asian" stays, five values read "race: 5 values pooled"."""
     parts = label.split(" / ")
-    if len(parts) <= keep + 1:
+    if len(parts) <= keep:
         return label
-    return " / ".join(parts[:keep]) + f" / … ({len(parts)} values)"
+    return f"{attribute or 'group'}: {len(parts)} values pooled"
 
 
 class Labels:
@@ -46,13 +47,14 @@ class Labels:
         self.comparisons = {c["label"]: c for c in audit.get("comparisons") or [] if isinstance(c, dict)}
         self.decisions = audit.get("decision") or {}
         self.units = audit.get("units") or {}
+        self.values = audit.get("values") or {}
 
     def side(self, attribute: str, side: str) -> str | None:
         g = self.groups.get(attribute)
-        return short(g[side]) if g and g.get(side) else None
+        return short(g[side], attribute) if g and g.get(side) else None
 
     def group(self, attribute: str, group_name: str | None) -> str:
-        """The group as recorded: "Female"; an intersection "Black or African American × Female"."""
+        """The group as recorded: "Female"; an intersection "Black or African American & Female"."""
         if group_name is None:
             return "n/a"
         if group_name in ("protected", "reference") and attribute in self.comparisons:
@@ -64,7 +66,7 @@ class Labels:
             parts = attribute.split("&")
             if len(parts) > 1 and all(self.side(a, group_name) for a in parts):
                 # an intersection's side is every part's: race&sex's protected group is
-                # "Black or African American / … × Female"
+                # "minority race (pooled) & Female"
                 return self.group(attribute, ",".join(f"{a}={group_name}" for a in parts))
             return self.side(attribute, group_name) or f"{group_name} group of {attribute}"
         if group_name in ("all", "pooled"):
@@ -77,7 +79,7 @@ class Labels:
                     break
             else:
                 out.append(part)
-        return " × ".join(out)
+        return " & ".join(out)
 
     def versus(self, attribute: str, group_name: str | None) -> str:
         """"Female against Male" for a group compared with its attribute's reference group."""
@@ -86,14 +88,28 @@ class Labels:
         me = self.group(attribute, group_name)
         return f"{me} against {ref}" if ref and group_name != "reference" and ref != me else me
 
-    def decision(self, value) -> str:
-        """An internal decision (1 favourable, 0 unfavourable) as the spec records it."""
+    def decision(self, value, code: bool = True) -> str:
+        """An internal decision (1 favourable, 0 unfavourable) as the spec records it: "favourable
+        (1)"; without ``code``, the word alone (a page says the codes once)."""
         if value is None:
             return "n/a"
         favourable = bool(value) if not isinstance(value, str) else value in ("1", "true", "True")
         key = "favourable" if favourable else "unfavourable"
         recorded = self.decisions.get(key)
-        return f"{key} ({recorded})" if recorded else key
+        return f"{key} ({recorded})" if recorded and code else key
+
+    def codes(self) -> str | None:
+        """The recorded decision codes in words: "favourable: recorded 1; unfavourable: recorded -1"."""
+        said = [f"{k}: recorded {self.decisions[k]}" for k in ("favourable", "unfavourable") if self.decisions.get(k)]
+        return "; ".join(said) or None
+
+    def value(self, column: str, value):
+        """A protected column's recorded value as the spec labels it (Gender 1 -> "Female")."""
+        named = self.values.get(column)
+        if not named or value is None:
+            return value
+        key = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+        return named.get(key, value)
 
     def feature(self, name: str) -> str:
         unit = self.units.get(name)

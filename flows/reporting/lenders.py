@@ -7,13 +7,24 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from aequum.flows.reporting.html import Section, esc, flag, markup, plot, table
+from aequum.flows.reporting.html import Section, esc, flag, markup, plot, points, table
 from aequum.flows.reporting.labels import Labels
+from aequum.flows.reporting.outcome import p_text
 from aequum.flows.reporting.plots import NEUTRAL, SIGNIFICANT, figure, to_svg
 from aequum.flows.reporting.registry import section
 from aequum.flows.reporting.run import CASES, Run
 
 FUNNELS = 4  # comparison x outcome funnels drawn (the ones with most flagged lenders first)
+
+
+def gap(field: str, value, low=None, high=None) -> str:
+    """A lender's or market's gap as its finding's statement writes it: denial in points of
+    denial ("+6.0"), a price in its field's own units ("+0.110" points of rate spread)."""
+    if field == "denial":
+        return points(value, low, high)
+    if value is None:
+        return "n/a"
+    return f"{value:+.3f}" + ("" if low is None or high is None else f" ({low:+.3f} to {high:+.3f})")
 
 
 def funnel_plot(rows: list[dict], title: str) -> str:
@@ -86,12 +97,14 @@ def lenders_section(run: Run, sec: Section) -> None:
     ranked = sorted((r for r in rows if r["shrunk_estimate"] is not None),
                     key=lambda r: (not r["flagged"], -(r["shrunk_estimate"] * (-1 if r["field"] == "lender_credits" else 1))))
     if ranked:
-        sec.add(markup("<h4>Lenders ranked by shrunk excess (at most {}; flagged first)</h4>", CASES))
+        sec.add(markup("<h4>Lenders ranked by shrunk excess (at most {}; flagged first)</h4><p class=\"note\">"
+                       "Gaps in denial are in points of denial; in a price, in the field's own units "
+                       "(the rate spread in percentage points of the rate).</p>", CASES))
         sec.add(table([{"lender": f"{names[r['lei']]} ({r['lei']})" if r["lei"] in names else r["lei"], "groups": labels.versus(r["attribute"], "protected"), "outcome": r["field"],
                         "N protected": r["n_protected"], "N reference": r["n_reference"],
-                        "own gap": r["lender_gap"], "peers' gap": r["peer_benchmark"], "excess": r["estimate"],
-                        "CI low": r["ci_low"], "CI high": r["ci_high"], "adjusted p": r["p_adjusted"],
-                        "shrunk": r["shrunk_estimate"], "flagged": flag(bool(r["flagged"])), "note": r["note"]}
+                        "own gap": gap(r["field"], r["lender_gap"]), "peers' gap": gap(r["field"], r["peer_benchmark"]),
+                        "excess (interval)": gap(r["field"], r["estimate"], r["ci_low"], r["ci_high"]),
+                        "adjusted p": p_text(r["p_adjusted"]), "shrunk": gap(r["field"], r["shrunk_estimate"]), "flagged": flag(bool(r["flagged"])), "note": r["note"]}
                        for r in ranked[:CASES]]))
     hot = sorted((m for m in markets if m["significant"] and m["adverse"]), key=lambda m: m["p_adjusted"])
     if hot:
@@ -99,8 +112,9 @@ def lenders_section(run: Run, sec: Section) -> None:
                        "lenders and loan types; an unexplained disparity (the omitted credit score's own gap "
                        "shows here), not a lender's.</p>", CASES))
         sec.add(table([{"market": m["market"], "groups": labels.versus(m["attribute"], "protected"),
-                        "outcome": m["field"], "N": m["n"], "lenders": m["lenders"], "gap": m["estimate"],
-                        "CI low": m["ci_low"], "CI high": m["ci_high"], "adjusted p": m["p_adjusted"],
+                        "outcome": m["field"], "N": m["n"], "lenders": m["lenders"],
+                        "gap (interval)": gap(m["field"], m["estimate"], m["ci_low"], m["ci_high"]),
+                        "adjusted p": p_text(m["p_adjusted"]),
                         "note": m["note"]} for m in hot[:CASES]]))
     else:
         sec.add("<p>" + esc("No market showed a significant controlled gap.") + "</p>")

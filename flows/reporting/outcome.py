@@ -5,14 +5,14 @@ ratio and odds ratio with Woolf's interval, and verdicts."""
 from __future__ import annotations
 
 from aequum.flows.reporting import plots
-from aequum.flows.reporting.html import Section, flag, markup, plot, table
+from aequum.flows.reporting.html import Section, flag, markup, percent, plot, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.run import Run
 from aequum.flows.reporting.registry import section
 
 
 def _label(row: dict, labels: Labels | None = None) -> str:
-    """"sex: Female"; an intersection "race&sex: Black or African American × Female"."""
+    """"sex: Female"; an intersection "race&sex: Black or African American & Female"."""
     return f"{row['attribute']}: {(labels or Labels({})).group(row['attribute'], row['group_name'])}"
 
 
@@ -83,8 +83,8 @@ def outcome_section(run: Run, sec: Section) -> None:
     if gaps:
         sec.add(plot(di_plot(gaps, threshold, labels), "Disparate impact ratio per group against its reference "
                      "(red: adverse impact); bars are log-method intervals."))
-    rows = [{"group": _label(g, labels), "n": g["n_group"], "rate": g.get("favourable_rate"),
-             "reference rate": g.get("reference_rate"), "DI": g["di_ratio"],
+    rows = [{"group": _label(g, labels), "n": g["n_group"], "rate": percent(g.get("favourable_rate")),
+             "reference rate": percent(g.get("reference_rate")), "DI": g["di_ratio"],
              "DI interval": "n/a" if g.get("di_ci_low") is None else f"{g['di_ci_low']:.2f} to {g['di_ci_high']:.2f}",
              "unfavourable ratio": g.get("unfavourable_rate_ratio"),
              "odds ratio (interval)": interval_text(g.get("odds_ratio"), g.get("odds_ratio_ci_low"),
@@ -101,5 +101,5 @@ def outcome_section(run: Run, sec: Section) -> None:
     refs = [m for m in metrics if m["is_reference"] and m.get("four_fifths_vs_highest")]
     if refs:
         sec.add("<h3>Reference groups under four fifths of the highest rate</h3>",
-                table([{"group": _label(m, labels), "rate": m["favourable_rate"], "highest group": labels.group(m["attribute"], m["highest_group"]),
+                table([{"group": _label(m, labels), "rate": percent(m["favourable_rate"]), "highest group": labels.group(m["attribute"], m["highest_group"]),
                         "ratio to highest": m["ratio_to_highest"]} for m in refs]))

@@ -4,8 +4,9 @@ adjusted p and robustness, and the higher-priced (HPML) shares with their ratio.
 named by their recorded values (``labels.Labels``)."""
 from __future__ import annotations
 
-from aequum.flows.reporting.html import Section, flag, markup, table
+from aequum.flows.reporting.html import Section, flag, markup, percent, table
 from aequum.flows.reporting.labels import Labels
+from aequum.flows.reporting.outcome import p_text
 from aequum.flows.reporting.run import Run
 from aequum.flows.reporting.registry import section
 
@@ -28,8 +29,9 @@ def pricing_section(run: Run, sec: Section) -> None:
                     "N protected": r["n_protected"], "N reference": r["n_reference"],
                     "mean protected": r["mean_protected"], "mean reference": r["mean_reference"],
                     "median protected": r["median_protected"], "median reference": r["median_reference"],
-                    "raw difference": r["raw_difference"], "adjusted difference": r["estimate"],
-                    "CI low": r["ci_low"], "CI high": r["ci_high"], "adjusted p": r["p_adjusted"],
+                    "raw difference": r["raw_difference"],
+                    "adjusted difference (interval)": _interval(r["estimate"], r["ci_low"], r["ci_high"]),
+                    "adjusted p": p_text(r["p_adjusted"]),
                     "flagged": flag(bool(r["significant"] and r["adverse"])), "robust": r["robust"],
                     "note": r["note"]} for r in estimates]))
     if hpml:
@@ -40,8 +42,17 @@ def pricing_section(run: Run, sec: Section) -> None:
                        first, subordinate))
         sec.add(table([{"groups": labels.versus(r["attribute"], "protected"),
                         "N protected": r["n_protected"], "N reference": r["n_reference"],
-                        "share protected": r["share_protected"], "share reference": r["share_reference"],
-                        "ratio": r["ratio"], "ratio CI low": r["ratio_ci_low"], "ratio CI high": r["ratio_ci_high"],
-                        "adjusted p": r["p_adjusted"],
+                        "share protected": percent(r["share_protected"]),
+                        "share reference": percent(r["share_reference"]),
+                        "ratio (interval)": _interval(r["ratio"], r["ratio_ci_low"], r["ratio_ci_high"], "{:.2f}"),
+                        "adjusted p": p_text(r["p_adjusted"]),
                         "flagged": flag(bool(r["significant"] and (r["difference"] or 0) > 0)),
                         "note": r["note"]} for r in hpml]))
+
+
+def _interval(value, low, high, spec: str = "{:+,.2f}") -> str:
+    """A figure with its interval in one cell, in the field's units: "+0.04 (+0.03 to +0.05)"."""
+    if value is None:
+        return "n/a"
+    text = spec.format(value)
+    return text if low is None or high is None else f"{text} ({spec.format(low)} to {spec.format(high)})"

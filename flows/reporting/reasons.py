@@ -6,6 +6,7 @@ from __future__ import annotations
 from aequum.flows.reporting import plots
 from aequum.flows.reporting.html import Section, plot, table
 from aequum.flows.reporting.labels import Labels
+from aequum.flows.reporting.outcome import p_text
 from aequum.flows.reporting.run import Run
 from aequum.flows.reporting.registry import section
 
@@ -58,7 +59,7 @@ def reasons_section(run: Run, sec: Section) -> None:
     sec.add(table([{"attribute": r["attribute"], "reason": r["reason_code"], "variable": labels.feature(r["feature"]),
                     "protected citing": r["protected_citing"], "reference citing": r["reference_citing"],
                     "protected median": r["protected_median"], "reference median": r["reference_median"],
-                    "adjusted p": r["p_adjusted"], "significant": r["significant"],
+                    "adjusted p": p_text(r["p_adjusted"]), "significant": r["significant"],
                     "direction": r["direction"], "worse values": r.get("worse_values"),
                     "penalty direction": r.get("penalty_direction"), "note": r["note"]}
                    for r in sorted(rows, key=lambda r: (r["attribute"], r["reason_code"]))],

@@ -6,7 +6,7 @@ comparison, every coefficient of both models with the rows they were fitted on a
 from __future__ import annotations
 
 from aequum.flows.reporting import plots
-from aequum.flows.reporting.html import Raw, Section, flag, markup, plot, table
+from aequum.flows.reporting.html import Raw, Section, flag, markup, plot, points, table
 from aequum.flows.reporting.labels import Labels
 from aequum.flows.reporting.outcome import p_text
 from aequum.flows.reporting.run import Run
@@ -14,15 +14,8 @@ from aequum.flows.reporting.registry import section
 
 
 def side(labels: Labels, attribute: str, which: str) -> str:
-    """The group as recorded: "Black or African American", "Black or African American × Female"."""
-    return " × ".join(labels.side(a, which) or f"{which} group of {a}" for a in attribute.split("&"))
-
-
-def points(value, low=None, high=None) -> str:
-    if value is None:
-        return "n/a"
-    text = f"{100 * value:+.1f}"
-    return text if low is None or high is None else f"{text} ({100 * low:+.1f} to {100 * high:+.1f})"
+    """The group as recorded: "Black or African American", "Black or African American & Female"."""
+    return " & ".join(labels.side(a, which) or f"{which} group of {a}" for a in attribute.split("&"))
 
 
 def ratio(value, low=None, high=None) -> str:
@@ -117,17 +110,22 @@ def fit_line(r: dict) -> str:
 
 def coefficient_rows(terms: list[dict]) -> list[dict]:
     """One line per term: the logit's log-odds, standard error and odds ratio beside the linear
-    model's coefficient (points of denial probability) and its classical standard error."""
+    model's coefficient and its classical standard error in points of denial probability (per
+    unit of the term), the unit the section's sentences use."""
     out: dict[str, dict] = {}
     for t in terms:
         row = out.setdefault(t["term"], {"term": t["term"], "logit estimate": None, "logit se": None,
-                                         "odds ratio": None, "linear estimate": None, "linear se": None})
+                                         "odds ratio": None, LINEAR: None, LINEAR_SE: None})
         if t["model"] == "logit":
             row.update({"logit estimate": t["estimate"], "logit se": t["se"], "odds ratio": t["odds_ratio"]})
         else:
-            row.update({"linear estimate": t["estimate"], "linear se": t["se"]})
+            row.update({LINEAR: f"{100 * t['estimate']:+.2f}" if t["estimate"] is not None else None,
+                        LINEAR_SE: f"{100 * t['se']:.2f}" if t["se"] is not None else None})
     return [{k: ("" if v is None else v if isinstance(v, str) else f"{v:.4g}") for k, v in r.items()}
             for r in out.values()]
+
+
+LINEAR, LINEAR_SE = "linear estimate (points)", "linear se (points)"
 
 
 def coefficients_section(run: Run, sec: Section, rows: list[dict], labels: Labels) -> None:

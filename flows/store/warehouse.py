@@ -431,13 +431,17 @@ class Warehouse:
         return table.num_rows
 
     def write_results(self, run_id: str, results: Mapping[str, tuple[pa.Schema, pa.Table]]) -> dict[str, int]:
-        """Write every result table of a run in one transaction, replacing all the run's old rows."""
+        """Write every result table of a run in one transaction, replacing all the run's old rows,
+        and the labels of the groups they name (audit.group_labels)."""
+        from aequum.flows.store.group_labels import write_group_labels
+
         for name, (schema, _) in results.items():
             self.ensure_result_table(name, schema)
         with self.transaction():
             self.purge_run(run_id)
-            return {name: self.insert_run_rows(name, run_id, table)
-                    for name, (_, table) in results.items()}
+            counts = {name: self.insert_run_rows(name, run_id, table) for name, (_, table) in results.items()}
+            write_group_labels(self, run_id)
+            return counts
 
     def result(self, name: str, run_id: str | None = None) -> pa.Table:
         """Read ``audit.<name>`` (optionally one run's rows) as Arrow."""

@@ -103,7 +103,7 @@ FROM (SELECT attribute, 'protected' AS side, min(protected) AS label FROM audit.
       SELECT attribute, 'reference', min(reference) FROM audit.group_values GROUP BY ALL)
 WHERE label IS NOT NULL;
 
--- an intersection's group (race=protected,sex=reference) as values: "Black / Asian × Male"
+-- an intersection's group (race=protected,sex=reference) as values: "Black / Asian & Male"
 -- (a part whose values were not recorded stays as it is); parts are looked up whole, never
 -- split on '='. The lambdas here see the parts map only through their argument (each part
 -- zipped with the map): DuckDB 1.x cannot bind a lambda that names a column of a correlated
@@ -112,12 +112,12 @@ CREATE OR REPLACE MACRO audit.intersection_label(group_name_) AS
     (SELECT array_to_string(list_transform(
                 list_zip(string_split(group_name_, ','),
                          list_resize([gp_.parts], len(string_split(group_name_, ',')), gp_.parts)),
-                lambda z: coalesce(z[2][z[1]], z[1])), ' × ')
+                lambda z: coalesce(z[2][z[1]], z[1])), ' & ')
      FROM audit.group_parts gp_);
 
 -- "the Female group of sex", "the Asian group of race" (and, of the comparison race=Asian, "the
--- White group of race"), "Female × Black" (where values were
--- not recorded: "the protected group of race", "race=protected × sex=reference")
+-- White group of race"), "Female & Black" (where values were
+-- not recorded: "the protected group of race", "race=protected & sex=reference")
 CREATE OR REPLACE MACRO audit.group_label(attribute, group_name) AS
     CASE WHEN group_name IN ('protected', 'reference') AND audit.compared_attribute(attribute) IS NOT NULL
               -- a per-value comparison (protected[].compare): race=Asian's protected group is
