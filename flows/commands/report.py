@@ -102,7 +102,8 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
         path = Path(out) if out is not None else Path(f"report-{check_run_id(run.run_id, 'run id')}.html")
         check_output(path, "--out", warehouse, lake_roots(wh), source_paths(wh))
         folder = path.with_name(path.stem + "-cases")
-        total = 5 + len(shown_engines(run))  # findings, exhibits, reviews, sections, page, files
+        # findings (and their files), exhibits, file reviews, the engines' sections, the page, the PDF
+        total = 4 + len(shown_engines(run)) + int(pdf)
         steps = iter(range(1, total + 1))
 
         def step(_name: str = "") -> None:
@@ -141,7 +142,7 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
         step()
         if pdf:
             print_pdf(path, path.with_suffix(".pdf"))
-        step()
+            step()
     return path
 
 
