@@ -81,12 +81,26 @@ def write_decisions(path: Path, rows: int = 600) -> None:
 
 
 def minimal_spec(tmp_path: Path) -> Path:
-    (spec_text,) = blocks("yaml")
+    spec_text = re.findall(r"```yaml\n(.*?)```", section("Your own data"), flags=re.S)[0]
     assert len(spec_text.splitlines()) <= 10
     spec = tmp_path / "my_spec.yaml"
     spec.write_text(spec_text, encoding="utf-8")
     write_decisions(tmp_path / "decisions.csv")
     return spec
+
+
+def test_the_proxy_example_is_the_shipped_bisg_specs_attribute():
+    """The README's race proxy, put in place of data/specs/bisg.yaml's race attribute, makes the
+    same spec (the shipped spec audits generated people: tests/test_bisg_audit.py)."""
+    import yaml
+
+    from aequum.engines.core.spec import parse_spec
+
+    (text,) = re.findall(r"```yaml\n(.*?)```", section("When race was never recorded"), flags=re.S)
+    (attribute,) = yaml.safe_load(text)["protected"]
+    shipped = yaml.safe_load((REPO / "data" / "specs" / "bisg.yaml").read_text())
+    readme = {**shipped, "protected": [{**shipped["protected"][0], **attribute}]}
+    assert parse_spec(readme).protected[0].proxy == parse_spec(shipped).protected[0].proxy
 
 
 @pytest.mark.prefect
