@@ -151,3 +151,7 @@ def test_a_figure_reads_in_the_unit_of_its_sentence():
     assert figure_words(denial, labels) == "+4.8 points of denial (95% CI +4.1 to +5.6)"
     assert figure_words(price, labels) == "+0.171 in rate_spread (95% CI +0.120 to +0.220)"
     assert figure_words({**denial, "value": None}, labels) == "no estimate"
+    # a share of complainants in percent, as CST's statement writes it ("41 of 1,751 (2.3%)")
+    share = {"measure": "significant_share", "value": 0.23, "finding": "counterfactual situation testing"}
+    assert figure_words(share, labels).endswith(": 23.0%")
+    assert "0.23" not in figure_words(share, labels)

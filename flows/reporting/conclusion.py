@@ -88,6 +88,8 @@ IN_POINTS = {"adjusted_denial_difference": "points of denial", "denial_differenc
              "excess_denial_rate": "points of denial beyond its markets' other lenders"}
 IN_PRICE = {"adjusted_price_difference": ("adjusted ", " difference", ""),
             "excess_price": ("lender against peers: ", "", " beyond its markets' other lenders")}
+# the shares of people a statement writes in percent ("41 of 1,751 complainants (2.3%)")
+IN_PERCENT = ("significant_share", "discriminated_share")
 
 
 def figure_words(f: dict, labels: Labels) -> str:
@@ -102,6 +104,11 @@ def figure_words(f: dict, labels: Labels) -> str:
         prefix, suffix, beyond = IN_PRICE[measure]
         scale, digits = 1.0, 3
         what = f"in {(f.get('finding') or '').removeprefix(prefix).removesuffix(suffix)}{beyond}"
+    elif measure in IN_PERCENT:
+        text = f"{labels.measure(measure)}: {100 * value:.1f}%"
+        if low is not None and high is not None:
+            text += f" ({100 * (f.get('confidence') or 0.95):g}% CI {100 * low:.1f}% to {100 * high:.1f}%)"
+        return text
     else:
         return figure_text(f, labels)
     text = f"{scale * value:+.{digits}f} {what}"
