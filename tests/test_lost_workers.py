@@ -77,38 +77,33 @@ def finished_in_thread(fn, limit: float = 600):
     return out
 
 
-def test_a_killed_worker_process_is_restarted_and_the_run_succeeds(prefect_server, tmp_path):
+def _survives(tmp_path, run_id: str, act) -> list:
+    """A one-worker loan audit whose worker meets ``act(client)`` during CST: the run and its
+    CST engine succeed; what ``act`` recorded (a list it appends to) is returned."""
     from aequum.flows.audit import run_audit
     from aequum.flows.store.warehouse import Warehouse
 
     spec, wh = loan_spec(tmp_path), str(tmp_path / "wh.duckdb")
-    killed = []
-    during_cst(tmp_path / "lake", own_address,
-               lambda client: killed.extend(os.kill(p, signal.SIGKILL) or p for p in client.run(pid_of).values()))
+    done = []
+    during_cst(tmp_path / "lake", own_address, lambda client: act(client, done))
     out = finished_in_thread(lambda: run_audit(str(spec), warehouse=wh, lake=str(tmp_path / "lake"),
-                                               run_id="killed", workers=1))
+                                               run_id=run_id, workers=1))
     assert "error" not in out, out
-    assert killed
     with Warehouse(wh, read_only=True) as w:
-        assert w.run("killed")["status"] == "succeeded"
-        assert w.engine_status("killed")["cst"]["status"] == "succeeded"
+        assert w.run(run_id)["status"] == "succeeded"
+        assert w.engine_status(run_id)["cst"]["status"] == "succeeded"
+    return done
+
+
+def test_a_killed_worker_process_is_restarted_and_the_run_succeeds(prefect_server, tmp_path):
+    killed = _survives(tmp_path, "killed", lambda client, done: done.extend(
+        os.kill(p, signal.SIGKILL) or p for p in client.run(pid_of).values()))
+    assert killed
 
 
 def test_a_worker_closed_with_its_nanny_is_replaced_and_the_run_succeeds(prefect_server, tmp_path):
-    from aequum.flows.audit import run_audit
-    from aequum.flows.store.warehouse import Warehouse
-
-    spec, wh = loan_spec(tmp_path), str(tmp_path / "wh.duckdb")
-    closed = []
-    during_cst(tmp_path / "lake", own_address,
-               lambda client: closed.append(client.run(close_with_nanny)))
-    out = finished_in_thread(lambda: run_audit(str(spec), warehouse=wh, lake=str(tmp_path / "lake"),
-                                               run_id="closed", workers=1))
-    assert "error" not in out, out
+    closed = _survives(tmp_path, "closed", lambda client, done: done.append(client.run(close_with_nanny)))
     assert closed
-    with Warehouse(wh, read_only=True) as w:
-        assert w.run("closed")["status"] == "succeeded"
-        assert w.engine_status("closed")["cst"]["status"] == "succeeded"
 
 
 def test_losing_every_worker_of_an_external_cluster_fails_the_run_with_one_line(prefect_server, tmp_path,
