@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from aequum.flows.reporting.html import Section, markup, table
 from aequum.flows.reporting.labels import Labels
+from aequum.flows.reporting.outcome import p_text
 from aequum.flows.reporting.run import Run
 from aequum.flows.reporting.registry import section
 
@@ -29,12 +30,6 @@ def _figure(value, outcome: str, digits: int = 3) -> str:
     return f"{100 * value:+.1f}" if outcome == "unfavourable" else f"{value:+.{digits}f}"
 
 
-def _p(value) -> str:
-    if value is None or value != value:
-        return "n/a"
-    return "< 0.001" if value < 0.001 else f"{value:.3f}"
-
-
 def _gap_rows(rows: list[dict], labels: Labels) -> list[dict]:
     order = list(ESTIMATORS)
     rows = sorted(rows, key=lambda r: (r["attribute"], r["outcome"] != "unfavourable", r["outcome"],
@@ -47,7 +42,7 @@ def _gap_rows(rows: list[dict], labels: Labels) -> list[dict]:
                     "estimator": ESTIMATORS.get(r["estimator"], r["estimator"]),
                     "gap": f"{_figure(r['gap'], r['outcome'])} {unit}",
                     "interval": f"{_figure(r['ci_low'], r['outcome'])} to {_figure(r['ci_high'], r['outcome'])}",
-                    "p": _p(r["p_value"]), "records": r["records"],
+                    "p": p_text(r["p_value"] if r["p_value"] == r["p_value"] else None), "records": r["records"],
                     "controls": ", ".join(x for x in (r.get("controls"), r.get("fixed_effects") and
                                                       f"within {r['fixed_effects']}") if x) or "none",
                     "errors": r.get("inference") or ("HC1" if r["estimator"].startswith("corrected")
