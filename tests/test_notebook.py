@@ -12,7 +12,6 @@ import aequum
 from aequum.engines.core.spec import SpecError
 from aequum.engines.core.validation import SourceSchemaError
 from aequum.engines.generators.loan import iter_loan_batches
-from aequum.flows.store.group_labels import label_frame
 from conftest import REPO
 
 LOAN = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
@@ -53,9 +52,8 @@ def test_notebook_tables_equal_the_cli_audit(prefect_server, tmp_path):
     with Warehouse(tmp_path / "wh.duckdb", read_only=True) as wh:
         written = set(wh.query("run_tables")["table_name"].to_pylist()) - {"run_engines", "group_labels"}
         assert set(tables) - {"quarantine"} == written
-        labels = pl.from_arrow(wh.result("group_labels", "r"))
-        for name in written:  # the notebook's tables carry the labels `aequum show` prints beside the codes
-            cli = label_frame(pl.from_arrow(wh.result(name, "r")).drop("run_id"), labels)
+        for name in written:  # both carry the group labels beside the codes, in the same columns
+            cli = pl.from_arrow(wh.result(name, "r")).drop("run_id")
             timed = [c for c in ("seconds",) if c in cli.columns]  # wall time of the step itself
             assert cli.drop(timed).equals(tables[name].drop(timed)), name
     assert tables["cst_summary"].height > 0 and tables["quarantine"].height == 0
