@@ -137,6 +137,16 @@ def test_the_result_object(kind, capfd, tmp_path):
     assert "linear model R²" in html  # the loan lender's rule separates the logit: no pseudo R² here
     coefficients = result["regression_coefficients"]
     assert "lpm" in set(coefficients["model"]) and {"const", "gender"} <= set(coefficients["term"])
+    # every per-group table carries the labels beside its codes, as the warehouse holds them
+    gaps = pl.from_pandas(result["outcome_gaps"]) if kind == "pandas" else result["outcome_gaps"]
+    assert gaps.select("group_name", "group_label", "reference_group_label").rows() == [("protected", "Female", "Male")]
+    estimates = pl.from_pandas(result["regression_estimates"]) if kind == "pandas" else result["regression_estimates"]
+    assert estimates.columns[:2] == ["attribute", "group_label"] and set(estimates["group_label"]) == {"Female against Male"}
+    with Warehouse(result.warehouse, read_only=True) as wh:
+        stored = wh.con.execute("SELECT group_label FROM audit.regression_estimates").fetchall()
+    assert stored == [("Female against Male",)] * len(estimates)
+    assert any(s.startswith("Female applicants received favourable decisions") for s in findings["statement"])
+    assert not any(" group of " in s for s in findings["statement"])
     assert capfd.readouterr().out == ""
 
 
