@@ -1,8 +1,9 @@
-"""``audit.group_labels``: every group a run's tables name, in the words the report uses, written
-once with the run's results so that SQL readers, ``aequum show`` and the notebook join one
-table instead of re-deriving labels.
+"""Group labels, in the words the report uses, written with a run's results: beside the codes in
+the result tables themselves (:func:`label_tables`: ``group_label`` beside ``group_name``, ...),
+and ``audit.group_labels``, every group a run's tables name, for the tables without them (tables
+of individuals) and for the findings' sentences (sql/views/findings.sql: audit.group_label).
 
-One row per run x attribute x group code:
+``audit.group_labels`` has one row per run x attribute x group code:
 
     attribute      the attribute or intersection as the tables name it (sex, race=Asian, race&sex)
     group_name     the code the tables hold (protected, reference, race=protected,sex=reference, all)
