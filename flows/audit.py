@@ -29,7 +29,7 @@ from aequum.engines.registry import get_engine
 from aequum.flows.cluster import dask_runner, engine_results, owned_cluster, renew_workers, size_workers
 from aequum.flows.engine_tasks import EngineOutcome, engine_task
 from aequum.flows.ground_truth import score_run
-from aequum.flows.store.group_labels import write_group_labels
+from aequum.flows.store.group_labels import label_outcomes, write_group_labels
 from aequum.flows.store.lake_reading import release_memory
 from aequum.flows.model_step import PackedModel, prepare_model, supplied_counterfactuals
 from aequum.flows.preflight import staged_group_problems
@@ -229,7 +229,7 @@ def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: D
                 wh.purge_run(run_id)
                 wh.finish_run(run_id, "failed", ref.version, ref.fingerprint, None,
                               "writing the results did not complete")
-            extra = extra or {}
+            extra, outcomes = label_outcomes(wh, run_id, extra or {}, outcomes)  # group_label beside the codes
             for t, (schema, _) in extra.items():
                 wh.ensure_result_table(t, schema)
             for o in outcomes:

@@ -155,7 +155,7 @@ def test_pba_flips_the_pooled_input_for_a_per_value_comparison():
 
 
 def test_findings_name_the_value_of_a_per_value_comparison(warehouse):
-    """audit.findings reads 'the Black group of race' for race=Black's protected group."""
+    """audit.findings reads 'Black applicants' for race=Black's protected group."""
     from aequum.engines.outcome.engine import OutcomeEngine
 
     out = aequum.audit(frame(), spec(), say=None)
@@ -170,9 +170,10 @@ def test_findings_name_the_value_of_a_per_value_comparison(warehouse):
         "SELECT attribute, statement FROM audit.findings WHERE engine = 'outcome' AND group_name = 'protected' "
         "ORDER BY attribute").fetchall()
     said = dict(rows)
-    assert said["race=Black"].startswith("the Black group of race received favourable decisions at")
-    assert said["race=Asian"].startswith("the Asian group of race received")
-    assert said["race"].startswith("the Black / Asian group of race received")  # pooled: its values
+    assert said["race=Black"].startswith("Black applicants received favourable decisions at")
+    assert said["race=Asian"].startswith("Asian applicants received")
+    assert said["race"].startswith("Black / Asian applicants received")  # pooled: its values
+    assert all(" for White applicants: " in said[a] for a in ("race", "race=Black", "race=Asian"))  # race's reference
 
 
 def test_outcome_counts_per_unit_when_the_joint_table_would_be_too_large(monkeypatch):

@@ -103,7 +103,7 @@ def test_outcome_findings_show_small_groups_and_the_eeoc_direction(warehouse):
             warehouse.con.sql("SELECT * FROM audit.findings").to_arrow_table().to_pylist()}
     small = rows[("race", "too small to judge")]
     assert small["flagged"] is False and "too small to judge" in small["statement"]
-    assert "12 members" in small["statement"]
+    assert small["statement"].startswith("Only 12 applicants in the protected group of race against 500 ")
     sex = rows[("sex", "disparate impact")]
     assert "significant (p < 0.001, holm-adjusted)" in sex["statement"]
     assert sex["claim"] == "descriptive" and sex["flagged"] is False  # no run asks about disparate impact
@@ -124,22 +124,31 @@ def test_a_new_engine_part_is_one_more_view(warehouse):
 
 
 def test_group_labels_of_a_per_value_comparison(tmp_path):
-    """audit.group_label names both groups of a per-value comparison (race=Asian) by their values
-    and the attribute they belong to: "the Asian group of race", "the White group of race"; an
-    intersection's side by its parts' values."""
+    """audit.group_label names a run's groups as audit.group_labels (the report's words) does and,
+    for a run without its rows, by the recorded values: both groups of a per-value comparison
+    (race=Asian: "Asian", "White"), an intersection's side by its parts' values; audit.applicants
+    makes the subject of the findings' sentences from it."""
     from aequum.engines.core.spec import load_spec
 
     params = load_spec(SQL_DIR.parent / "data" / "specs" / "hmda.yaml").run_parameters()
     with Warehouse(tmp_path / "wh.duckdb") as wh:
         wh.start_run("r", "hmda", "h", "test", params)
         wh.create_views()
-        got = wh.con.execute("SELECT audit.group_label('race=Asian', 'protected'), "
-                             "audit.group_label('race=Asian', 'reference'), audit.group_label('sex', 'reference'), "
-                             "audit.group_label('race', 'reference'), audit.group_label('ethnicity&sex', 'protected'), "
-                             "audit.group_label('x&sex', 'protected')").fetchone()
-    assert got == ("the Asian group of race", "the White group of race", "the Male group of sex",
-                   "the White group of race", "the Hispanic or Latino & Female group",
-                   "the protected group of x&sex")  # a part without recorded values: as the tables name it
+        got = wh.con.execute("SELECT audit.group_label('r', 'race=Asian', 'protected'), "
+                             "audit.group_label('r', 'race=Asian', 'reference'), audit.group_label('r', 'sex', 'reference'), "
+                             "audit.group_label('r', 'race', 'reference'), audit.group_label('r', 'ethnicity&sex', 'protected'), "
+                             "audit.group_label('r', 'x&sex', 'protected')").fetchone()
+        assert got == ("Asian", "White", "Male", "White", "Hispanic or Latino & Female",
+                       "protected group of x&sex")  # a part without recorded values: as the tables name it
+        said = wh.con.execute("SELECT audit.applicants('r', 'race=Asian', 'reference'), "
+                              "audit.applicants('r', 'x&sex', 'protected'), "
+                              "audit.applicants('r', 'race&sex', 'race=protected,x=reference')").fetchone()
+        assert said == ("White applicants", "applicants in the protected group of x&sex",
+                        "applicants in the minority race (pooled) & x=reference")
+        wh.con.execute("INSERT INTO audit.group_labels VALUES ('r', 'sex', 'protected', 'women', 'women against men')")
+        assert wh.con.execute("SELECT audit.group_label('r', 'sex', 'protected'), audit.applicants('r', 'sex', 'protected'), "
+                              "audit.group_label('other', 'sex', 'protected')").fetchone() == (
+            "women", "women applicants", "Female")  # the run's own row first, only the run's
 
 
 def test_group_labels_read_in_duckdb_1x_from_a_column_named_like_their_own_aliases(tmp_path):
@@ -150,7 +159,7 @@ def test_group_labels_read_in_duckdb_1x_from_a_column_named_like_their_own_alias
     lambda's argument. .ci/setup installs DuckDB 1.5 beside the project's DuckDB."""
     from aequum.engines.core.spec import load_spec
 
-    query = ("SELECT audit.group_label(g.a, g.n) AS label FROM (VALUES ('race=Asian', 'protected'), "
+    query = ("SELECT audit.applicants('r', g.a, g.n) AS label FROM (VALUES ('race=Asian', 'protected'), "
              "('ethnicity&sex', 'protected'), ('race&sex', 'reference'), ('x&sex', 'protected'), "
              "('race', 'reference'), ('race&sex', 'race=protected,sex=reference')) g(a, n) ORDER BY label")
     path = tmp_path / "wh.duckdb"
@@ -159,8 +168,8 @@ def test_group_labels_read_in_duckdb_1x_from_a_column_named_like_their_own_alias
         wh.start_run("r", "hmda", "h", "test", params)
         wh.create_views()
         expected = [r[0] for r in wh.con.execute(query).fetchall()]
-    assert "the Hispanic or Latino & Female group" in expected and "the Asian group of race" in expected
-    assert "the protected group of x&sex" in expected
+    assert "Hispanic or Latino & Female applicants" in expected and "Asian applicants" in expected
+    assert "applicants in the protected group of x&sex" in expected
     duckdb1 = REPO / ".venv" / "duckdb-1.x"
     if not (duckdb1 / "duckdb").is_dir():
         pytest.skip(f"DuckDB 1.x is not installed at {duckdb1} (.ci/setup installs it)")

@@ -12,7 +12,6 @@ import aequum
 from aequum.engines.core.spec import SpecError
 from aequum.engines.core.validation import SourceSchemaError
 from aequum.engines.generators.loan import iter_loan_batches
-from aequum.flows.store.group_labels import label_frame
 from conftest import REPO
 
 LOAN = yaml.safe_load((REPO / "data" / "specs" / "loan.yaml").read_text())
@@ -53,9 +52,8 @@ def test_notebook_tables_equal_the_cli_audit(prefect_server, tmp_path):
     with Warehouse(tmp_path / "wh.duckdb", read_only=True) as wh:
         written = set(wh.query("run_tables")["table_name"].to_pylist()) - {"run_engines", "group_labels"}
         assert set(tables) - {"quarantine"} == written
-        labels = pl.from_arrow(wh.result("group_labels", "r"))
-        for name in written:  # the notebook's tables carry the labels `aequum show` prints beside the codes
-            cli = label_frame(pl.from_arrow(wh.result(name, "r")).drop("run_id"), labels)
+        for name in written:  # both carry the group labels beside the codes, in the same columns
+            cli = pl.from_arrow(wh.result(name, "r")).drop("run_id")
             timed = [c for c in ("seconds",) if c in cli.columns]  # wall time of the step itself
             assert cli.drop(timed).equals(tables[name].drop(timed)), name
     assert tables["cst_summary"].height > 0 and tables["quarantine"].height == 0
@@ -139,6 +137,16 @@ def test_the_result_object(kind, capfd, tmp_path):
     assert "linear model R²" in html  # the loan lender's rule separates the logit: no pseudo R² here
     coefficients = result["regression_coefficients"]
     assert "lpm" in set(coefficients["model"]) and {"const", "gender"} <= set(coefficients["term"])
+    # every per-group table carries the labels beside its codes, as the warehouse holds them
+    gaps = pl.from_pandas(result["outcome_gaps"]) if kind == "pandas" else result["outcome_gaps"]
+    assert gaps.select("group_name", "group_label", "reference_group_label").rows() == [("protected", "Female", "Male")]
+    estimates = pl.from_pandas(result["regression_estimates"]) if kind == "pandas" else result["regression_estimates"]
+    assert estimates.columns[:2] == ["attribute", "group_label"] and set(estimates["group_label"]) == {"Female against Male"}
+    with Warehouse(result.warehouse, read_only=True) as wh:
+        stored = wh.con.execute("SELECT group_label FROM audit.regression_estimates").fetchall()
+    assert stored == [("Female against Male",)] * len(estimates)
+    assert any(s.startswith("Female applicants received favourable decisions") for s in findings["statement"])
+    assert not any(" group of " in s for s in findings["statement"])
     assert capfd.readouterr().out == ""
 
 

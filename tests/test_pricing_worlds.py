@@ -203,8 +203,8 @@ def test_an_hmda_audit_writes_the_tables_the_findings_and_the_report(tmp_path):
     # the LAR lacks the credit score, and this spec states no bound on it: flagged, not evidence
     assert black["flagged"] and not black["evidence"] and black["value"] == row["estimate"]
     assert black["statement"].startswith("Among originated loans, after controlling for income, ")
-    assert "the rate_spread of the Black or African American group of race was" in black["statement"]
-    assert "higher than that of the White group of race (" in black["statement"]  # race=Black's reference
+    assert "the rate_spread of Black or African American applicants was" in black["statement"]
+    assert "higher than that of White applicants (" in black["statement"]  # race=Black's reference
     assert "An unexplained disparity for review, not evidence: the records lack" in black["statement"]
     # one price, one claim: the interest rate supports the rate spread's finding
     (rate,) = [f for f in found if f["attribute"] == "race=Black or African American"

@@ -4,7 +4,7 @@ The same path as ``aequum audit`` without Prefect, Dask or a warehouse to keep: 
 validated and staged exactly as a source file is (into a throwaway warehouse and lake), the
 spec's model is built or fitted and assessed, and every engine the spec names runs in this
 process (``run_serial``). The result (:class:`AuditResult`) holds every table the CLI would write,
-each group code's label beside it (``group_label``: audit.group_labels), plus ``quarantine``
+each group code's label beside it as the warehouse holds it (``group_label``), plus ``quarantine``
 (the rejected rows and why) and ``model_quality``; the run is recorded in that
 warehouse as ``aequum audit`` records it, so that ``audit.findings``, the conclusion and the
 report are those of the command line.
@@ -153,7 +153,7 @@ def audit(frame: Any, spec: dict | str | Path, engines: list[str] | None = None,
     from aequum.engines.core.models import model_fingerprint
     from aequum.flows.model_step import prepare_model
     from aequum.flows.store.counterfactuals import load_counterfactuals
-    from aequum.flows.store.group_labels import label_frame
+    from aequum.flows.store.group_labels import label_tables
     from aequum.flows.store.staging import stage
     from aequum.flows.store.warehouse import Warehouse
 
@@ -200,6 +200,8 @@ def audit(frame: Any, spec: dict | str | Path, engines: list[str] | None = None,
             statuses[name] = ("succeeded", round(time.perf_counter() - t0, 3),
                               {t: v.num_rows for t, v in tables.items()}, None)
             say(f"engine {name}: done")
+        written = label_tables(parsed.run_parameters(), written)  # the labels the warehouse's tables carry
+        out.update({name: table for name, (_, table) in written.items()})
         with Warehouse(warehouse) as wh:  # the run, as `aequum audit` records it: audit.findings
             wh.start_run(RUN_ID, parsed.name, parsed.digest(), "notebook", parsed.run_parameters())
             wh.write_results(RUN_ID, written)
@@ -211,9 +213,8 @@ def audit(frame: Any, spec: dict | str | Path, engines: list[str] | None = None,
             record = wh.run(RUN_ID)
             findings = (wh.query("report/findings", {"run_id": RUN_ID}) if "findings" in wh.table_names()
                         else pa.table({}))
-            group_labels = pl.from_arrow(wh.result("group_labels", RUN_ID))
     except BaseException:
         workdir.cleanup()
         raise
-    return AuditResult({name: label_frame(pl.from_arrow(t), group_labels) for name, t in out.items()},
+    return AuditResult({name: pl.from_arrow(t) for name, t in out.items()},
                        findings, record, kind, workdir)

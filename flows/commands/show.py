@@ -142,30 +142,39 @@ def run_scope(wh: Warehouse, name: str, run_id: str) -> Scope:
 
 def labelled(wh: Warehouse, name: str, hidden: str | None = None) -> tuple[str, str]:
     """The select list and FROM clause of ``audit.<name>`` (aliased ``t``) with each group code's
-    label beside it (audit.group_labels, written with the run): ``group_name`` / ``group`` ->
-    ``group_label``, ``reference_group`` -> ``reference_group_label``, ...; a table of one row
-    per attribute (regression_estimates, cst_summary) gets ``group_label``, its protected group
-    against the reference ("Female against Male"). Identifiers come from the catalog."""
+    label beside it: ``group_name`` / ``group`` -> ``group_label``, ``reference_group`` ->
+    ``reference_group_label``, ...; a table of one row per attribute (regression_estimates,
+    cst_summary) gets ``group_label``, its protected group against the reference ("Female
+    against Male"). A table that stores them (written since the tables carry labels) gives its
+    own; rows of runs written before, and tables without them, read audit.group_labels.
+    Identifiers come from the catalog."""
     from aequum.flows.store.group_labels import TABLE, label_column, labelled_columns
 
     columns = table_columns(wh, name)
     attribute, groups = labelled_columns(wh, name)
     table = f"audit.{quote_ident(check_table_name(name))} AS t"
-    if (attribute is None or "run_id" not in columns or "group_label" in columns or name == TABLE
+    view = wh.con.execute("SELECT count(*) FROM duckdb_views() WHERE schema_name = 'audit' AND view_name = $name",
+                          {"name": name}).fetchall()[0][0]
+    if (attribute is None or "run_id" not in columns or view or name == TABLE
             or TABLE not in wh.table_names()):
         return ", ".join(f"t.{quote_ident(c)}" for c in columns if c != hidden), table
+    codes = groups or [attribute]
+    stored = {label_column(c, bool(groups)) for c in codes} & set(columns)
     select, joins = [], [table]
     for c in columns:
-        if c != hidden:
+        if c != hidden and c not in stored:
             select.append(f"t.{quote_ident(c)}")
-        if c in groups or (c == attribute and not groups):
+        if c in codes:
             i = len(joins)
             code = quote_ident(c) if groups else "'protected'"
+            label = label_column(c, bool(groups))
             joins.append(f"LEFT JOIN audit.{TABLE} AS l{i} ON l{i}.run_id = t.run_id AND "
                          f"l{i}.attribute = t.{quote_ident(attribute)} AND l{i}.group_name = "
                          f"{'t.' + code if groups else code}")
-            select.append(f"l{i}.{'group_label' if groups else 'versus_label'} AS "
-                          f"{quote_ident(label_column(c, bool(groups)))}")
+            words = f"l{i}.{'group_label' if groups else 'versus_label'}"
+            if label in stored:  # the run's own label, else (a run written before) the table of labels
+                words = f"coalesce(t.{quote_ident(label)}, {words})"
+            select.append(f"{words} AS {quote_ident(label)}")
     return ", ".join(select), " ".join(joins)
 
 

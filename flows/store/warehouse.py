@@ -432,9 +432,11 @@ class Warehouse:
 
     def write_results(self, run_id: str, results: Mapping[str, tuple[pa.Schema, pa.Table]]) -> dict[str, int]:
         """Write every result table of a run in one transaction, replacing all the run's old rows,
-        and the labels of the groups they name (audit.group_labels)."""
-        from aequum.flows.store.group_labels import write_group_labels
+        each group code with its label beside it and the labels of the groups they name
+        (audit.group_labels)."""
+        from aequum.flows.store.group_labels import label_tables, run_parameters, write_group_labels
 
+        results = label_tables(run_parameters(self, run_id), results)  # group_label beside the codes
         for name, (schema, _) in results.items():
             self.ensure_result_table(name, schema)
         with self.transaction():

@@ -115,17 +115,17 @@ CREATE OR REPLACE MACRO audit.intersection_label(group_name_) AS
                 lambda z: coalesce(z[2][z[1]], z[1])), ' & ')
      FROM audit.group_parts gp_);
 
--- "the Female group of sex", "the Asian group of race" (and, of the comparison race=Asian, "the
--- White group of race"), "Female & Black" (where values were
--- not recorded: "the protected group of race", "race=protected & sex=reference")
-CREATE OR REPLACE MACRO audit.group_label(attribute, group_name) AS
+-- A group as the parameters of the runs name it, for runs without audit.group_labels rows (written
+-- before the table existed); flows.reporting.labels.Labels.group's rules: "Female", "Asian" (and,
+-- of the comparison race=Asian, "White"), an intersection "Female & Black"; where values were not
+-- recorded, "protected group of race", "race=protected & sex=reference".
+CREATE OR REPLACE MACRO audit.derived_group_label(attribute, group_name) AS
     CASE WHEN group_name IN ('protected', 'reference') AND audit.compared_attribute(attribute) IS NOT NULL
               -- a per-value comparison (protected[].compare): race=Asian's protected group is
-              -- "the Asian group of race", its reference group "the White group of race"
-              THEN printf('the %s group of %s',
-                          CASE group_name WHEN 'protected' THEN audit.compared_value(attribute)
-                               ELSE coalesce(audit.group_value(attribute, 'reference'), 'reference') END,
-                          audit.compared_attribute(attribute))
+              -- "Asian", its reference group that of race ("White")
+              THEN CASE group_name WHEN 'protected' THEN audit.compared_value(attribute)
+                        ELSE coalesce(audit.group_value(audit.compared_attribute(attribute), 'reference'),
+                                      'reference group of ' || audit.compared_attribute(attribute)) END
          WHEN group_name IN ('protected', 'reference') AND contains(attribute, '&')
               AND (SELECT list_bool_and(list_transform(
                             list_zip(string_split(attribute, '&'),
@@ -133,11 +133,32 @@ CREATE OR REPLACE MACRO audit.group_label(attribute, group_name) AS
                             lambda z: z[2][z[1] || '=' || group_name] IS NOT NULL))
                    FROM audit.group_parts gp_)
               -- an intersection's side is every part's: race&sex's protected group
-              THEN 'the ' || audit.intersection_label(array_to_string(
-                     list_transform(string_split(attribute, '&'), lambda a: a || '=' || group_name), ',')) || ' group'
+              THEN audit.intersection_label(array_to_string(
+                     list_transform(string_split(attribute, '&'), lambda a: a || '=' || group_name), ','))
          WHEN group_name IN ('protected', 'reference')
-              THEN printf('the %s group of %s', coalesce(audit.group_value(attribute, group_name), group_name), attribute)
+              THEN coalesce(audit.group_value(attribute, group_name), group_name || ' group of ' || attribute)
          ELSE audit.intersection_label(group_name) END;
+
+-- A run's group as the report and its tables name it (audit.group_labels.group_label, written
+-- with the run): "Female", "minority race (pooled)", "Asian", "majority-minority tract (> 50 %)",
+-- "minority race (pooled) & Female"; the parameters' words for a run written before the table.
+CREATE OR REPLACE MACRO audit.group_label(run_id_, attribute_, group_name_) AS
+    coalesce((SELECT min(gl_.group_label) FROM audit.group_labels gl_
+              WHERE gl_.run_id = run_id_ AND gl_.attribute = attribute_ AND gl_.group_name = group_name_),
+             audit.derived_group_label(attribute_, group_name_));
+
+-- The group's applicants, the subject of the findings' sentences: "Female applicants", "minority
+-- race (pooled) & Female applicants"; a group whose values were not recorded (its label is its
+-- code): "applicants in the protected group of race"; a group named by a number (a per-value
+-- comparison of a coded column, gender=1): "applicants with gender 1".
+CREATE OR REPLACE MACRO audit.applicants(run_id_, attribute_, group_name_) AS
+    (SELECT CASE WHEN contains(w_.label, '=') OR w_.label IN (group_name_ || ' group of ' || attribute_,
+                                                             'reference group of ' || w_.parent)
+                 THEN 'applicants in the ' || w_.label
+                 WHEN regexp_full_match(w_.label, '[-+]?[0-9][0-9.]*') THEN printf('applicants with %s %s', w_.parent, w_.label)
+                 ELSE w_.label || ' applicants' END
+     FROM (SELECT audit.group_label(run_id_, attribute_, group_name_) AS label,
+                  coalesce(audit.compared_attribute(attribute_), attribute_) AS parent) w_);
 
 -- E-value of a risk ratio (VanderWeele & Ding 2017): RR + sqrt(RR (RR - 1)), with 1/RR below 1
 CREATE OR REPLACE MACRO audit.e_value(rr) AS

@@ -22,7 +22,8 @@ SELECT s.run_id, 'cec' AS engine, s.attribute, s."group" AS group_name,
               'of the other group but for different reasons (explanation gap above %s; mean gap CEC '
               '%s)%s.',
               audit.num(round(s.regime_b * s.matched)), audit.num(s.matched), audit.pct(s.regime_b),
-              CASE WHEN s."group" = 'all' THEN s.attribute ELSE audit.group_label(s.attribute, s."group") END,
+              CASE WHEN s."group" = 'all' THEN printf('all applicants (by %s)', s.attribute)
+                   ELSE audit.applicants(s.run_id, s.attribute, s."group") END,
               printf('%.2f', s.threshold), printf('%.3f', s.cec),
               CASE WHEN t.feature IS NULL THEN ''
                    ELSE printf('; the attributions differ most on %s (%s of the gap, %s)',

@@ -62,20 +62,22 @@ SELECT f.run_id, 'cst' AS engine, f.protected_attribute AS attribute, 'protected
        f.significant > 0 AS significant, coalesce(f.significant, f.discriminated) AS individuals,
        'cst_claims' AS cases_table,
        CASE WHEN f.method = 'CF' THEN printf(
-              '%s of %s complainants of %s (%s) were refused while their counterfactual, the same '
-              'applicant had they belonged to the reference group with %s as the SCM moves them, '
+              '%s of %s complainants among %s (%s) were refused while their counterfactual, the same '
+              'applicant had they belonged to the reference group (%s) with %s as the SCM moves them, '
               'would have been accepted (%s).',
               audit.num(f.discriminated), audit.num(f.complainants),
-              audit.group_label(f.protected_attribute, 'protected'), audit.pct(f.discriminated_share),
+              audit.applicants(f.run_id, f.protected_attribute, 'protected'), audit.pct(f.discriminated_share),
+              audit.group_label(f.run_id, f.protected_attribute, 'reference'),
               CASE WHEN f.estimand = 'total effect' THEN 'every input'
                    ELSE 'the inputs not held as mediators' END, f.estimand)
             ELSE printf(
-              '%s of %s complainants of %s (%s) fared worse than their %s neighbours in the '
-              'reference group with significance (one-sided, alpha = %s, tau = %s, k = %d; %s); '
+              '%s of %s complainants among %s (%s) fared worse than their %s neighbours among %s '
+              'with significance (one-sided, alpha = %s, tau = %s, k = %d; %s); '
               '%s (%s) show some gap.%s %s',
               audit.num(f.significant), audit.num(f.complainants),
-              audit.group_label(f.protected_attribute, 'protected'), audit.pct(f.significant_share),
+              audit.applicants(f.run_id, f.protected_attribute, 'protected'), audit.pct(f.significant_share),
               CASE WHEN f.method = 'ST' THEN 'factual' ELSE 'counterfactual' END,
+              audit.applicants(f.run_id, f.protected_attribute, 'reference'),
               CAST(f.alpha AS VARCHAR), CAST(f.tau AS VARCHAR), f.k, f.estimand,
               audit.num(f.discriminated), audit.pct(f.discriminated_share),
               CASE WHEN f.comparable < f.complainants THEN printf(

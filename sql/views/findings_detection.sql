@@ -28,7 +28,7 @@ SELECT d.run_id, 'detection' AS engine, d.protected_attribute AS attribute,
        printf('%s %s (%s) flagged %s of %s examined (%s); of them %s were harmed (precision %s, against a '
               'base rate of %s: %s chance), finding %s of the %s harmed (recall %s, F1 %s).',
               d.engine, d.method, d.parameter, audit.num(d.flagged), audit.num(d.population),
-              audit.group_label(d.protected_attribute, CASE WHEN d."group" = 'pooled' THEN 'protected' ELSE d."group" END),
+              audit.applicants(d.run_id, d.protected_attribute, CASE WHEN d."group" = 'pooled' THEN 'protected' ELSE d."group" END),
               audit.num(d.true_positives), audit.pct(d.precision), audit.pct(d.base_rate),
               CASE WHEN d.precision IS NULL OR d.base_rate IS NULL OR d.base_rate = 0 THEN 'n/a'
                    ELSE printf('%.2fx', d.precision / d.base_rate) END,

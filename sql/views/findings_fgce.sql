@@ -17,11 +17,12 @@ SELECT run_id, 'fgce' AS engine, attribute, group_name, 'recourse coverage' AS f
        NULL::DOUBLE AS ci_high, NULL::DOUBLE AS confidence, NULL::DOUBLE AS p_value,
        NULL::BOOLEAN AS significant, factuals - coverable AS individuals,
        'fgce_counterfactuals' AS cases_table,
-       printf('%s of the %s rejected members of %s can be shown a feasible path to a favourable '
-              'decision with %d counterfactual(s), against %s of the %s of the reference group; '
+       printf('%s of the %s rejected %s can be shown a feasible path to a favourable '
+              'decision with %d counterfactual(s), against %s of the %s rejected %s; '
               '%s have no feasible path at all.',
-              audit.pct(coverage_at_k), audit.num(factuals), audit.group_label(attribute, group_name),
-              k, audit.pct(ref_coverage), audit.num(ref_factuals), audit.num(factuals - coverable)) AS statement,
+              audit.pct(coverage_at_k), audit.num(factuals), audit.applicants(run_id, attribute, group_name),
+              k, audit.pct(ref_coverage), audit.num(ref_factuals), audit.applicants(run_id, attribute, 'reference'),
+              audit.num(factuals - coverable)) AS statement,
        'recourse' AS estimand, 'feasible changes to the recorded inputs under the audited model' AS basis,
        false AS evidence, NULL::BOOLEAN AS robust, NULL::DOUBLE AS robustness_value, NULL::DOUBLE AS e_value
 FROM pr
@@ -29,11 +30,13 @@ UNION ALL
 SELECT run_id, 'fgce', attribute, group_name, 'recourse cost', true,
        coalesce(d0_at_k0 > ref_d0, false), 'd0_at_k0', d0_at_k0, NULL, NULL, NULL, NULL, NULL,
        coverable, 'fgce_counterfactuals',
-       printf('Covering the %s members of %s who have a feasible path takes recourse costs up to '
-              '%.3f (d0 with k0 = %d counterfactuals), against %.3f for the reference group '
+       printf('Covering the %s %s who have a feasible path takes recourse costs up to '
+              '%.3f (d0 with k0 = %d counterfactuals), against %.3f for %s '
               '(k0 = %d)%s.',
-              audit.num(coverable), audit.group_label(attribute, group_name), d0_at_k0, k0, ref_d0, ref_k0,
-              CASE WHEN d0_at_k0 > ref_d0 THEN ': the protected group must change more to be accepted'
+              audit.num(coverable), audit.applicants(run_id, attribute, group_name), d0_at_k0, k0, ref_d0,
+              audit.applicants(run_id, attribute, 'reference'), ref_k0,
+              CASE WHEN d0_at_k0 > ref_d0 THEN printf(': %s must change more to be accepted',
+                                                      audit.applicants(run_id, attribute, group_name))
                    ELSE '' END),
        'recourse', 'feasible changes to the recorded inputs under the audited model', false, NULL, NULL, NULL
 FROM pr

@@ -75,8 +75,8 @@ SELECT g.run_id, 'geography', g.attribute, 'all lenders', 'denial disparity agai
               'volume-matched peers in the same MSAs did (ratio of denial odds ratios, Woolf test, %s-adjusted '
               'across lenders)%s. Raw rates without underwriting controls: a screening; the controlled '
               'comparison is the regression engine''s.',
-              audit.num(g.above), audit.num(g.tested), audit.group_label(g.attribute, 'protected'),
-              audit.group_label(g.attribute, 'reference'), coalesce(g.correction, 'not'),
+              audit.num(g.above), audit.num(g.tested), audit.applicants(g.run_id, g.attribute, 'protected'),
+              audit.applicants(g.run_id, g.attribute, 'reference'), coalesce(g.correction, 'not'),
               CASE WHEN g.above > 0 THEN ': ' || g.names ELSE '' END),
        'raw disparity', 'denial odds ratio of each lender against its volume-matched peers'' in the same MSAs, no controls',
        false, NULL, NULL, NULL
@@ -88,7 +88,7 @@ SELECT d.run_id, 'geography', d.attribute, d.lender, 'denial disparity against p
        printf('Lender %s: the odds of denial of %s against %s were %.2f (its peers in the same MSAs: %.2f), '
               'a ratio of %.2f (%.0f%% CI %.2f to %.2f, %s, %s-adjusted) over %s MSA(s); denial rates %s against %s. '
               'Raw, without underwriting controls: a screening, not evidence of disparate treatment.',
-              d.lender, audit.group_label(d.attribute, 'protected'), audit.group_label(d.attribute, 'reference'),
+              d.lender, audit.applicants(d.run_id, d.attribute, 'protected'), audit.applicants(d.run_id, d.attribute, 'reference'),
               d.odds_ratio, d.peer_odds_ratio, d.ratio, 100 * d.confidence, d.ci_low, d.ci_high,
               audit.pval(d.p_adjusted), d.correction, audit.num(d.markets),
               audit.pct(d.denial_rate_protected), audit.pct(d.denial_rate_reference)),

@@ -11,8 +11,8 @@
 -- unexplained disparity for review, never evidence; evidence only on records holding every input.
 CREATE OR REPLACE VIEW audit.findings_lenders AS
 WITH labelled AS (
-    SELECT run_id, attribute, audit.group_label(attribute, 'protected') AS protected_label,
-           audit.group_label(coalesce(audit.compared_attribute(attribute), attribute), 'reference') AS reference_label
+    SELECT run_id, attribute, audit.applicants(run_id, attribute, 'protected') AS protected_label,
+           audit.applicants(run_id, attribute, 'reference') AS reference_label
     FROM (SELECT DISTINCT run_id, attribute FROM audit.lender_disparities)),
 lender_counts AS (
     SELECT run_id, attribute, field,

@@ -17,24 +17,24 @@ SELECT g.run_id, 'outcome' AS engine, g.attribute, g.group_name,
        'outcome_gaps' AS cases_table,
        coalesce(CASE
          WHEN g.verdict = 'too small to judge' THEN printf(
-           '%s has %s members against %s in %s: too small to judge (favourable rate %s, DI %s).',
-           audit.group_label(g.attribute, g.group_name), audit.num(g.n_group), audit.num(g.n_reference),
-           audit.group_label(g.attribute, g.reference_group), audit.pct(g.favourable_rate),
+           'Only %s %s against %s %s: too small to judge (favourable rate %s, DI %s).',
+           audit.num(g.n_group), audit.applicants(g.run_id, g.attribute, g.group_name), audit.num(g.n_reference),
+           audit.applicants(g.run_id, g.attribute, g.reference_group), audit.pct(g.favourable_rate),
            coalesce(printf('%.2f', g.di_ratio), 'n/a'))
          WHEN g.di_ratio IS NULL THEN printf('%s: the disparate impact ratio is undefined (%s).',
-           audit.group_label(g.attribute, g.group_name), coalesce(g.note, 'no favourable reference decisions'))
+           audit.applicants(g.run_id, g.attribute, g.group_name), coalesce(g.note, 'no favourable reference decisions'))
          ELSE printf(
            '%s received favourable decisions at %s against %s for %s: disparate impact ratio %.2f '
            '(%.0f%% CI %s to %s)%s; the difference is %s (%s, %s-adjusted)%s.',
-           audit.group_label(g.attribute, g.group_name), audit.pct(g.favourable_rate),
-           audit.pct(g.reference_rate), audit.group_label(g.attribute, g.reference_group), g.di_ratio,
+           audit.applicants(g.run_id, g.attribute, g.group_name), audit.pct(g.favourable_rate),
+           audit.pct(g.reference_rate), audit.applicants(g.run_id, g.attribute, g.reference_group), g.di_ratio,
            100 * g.confidence, coalesce(printf('%.2f', g.di_ci_low), 'n/a'),
            coalesce(printf('%.2f', g.di_ci_high), 'n/a'),
            CASE WHEN g.four_fifths_violation AND g.four_fifths_vs_highest
                   THEN ', under four fifths of the reference''s rate and of the highest group''s'
                 WHEN g.four_fifths_violation THEN ', under four fifths of the reference''s rate'
                 WHEN g.four_fifths_vs_highest THEN printf(', under four fifths of the highest rate (%s)',
-                  audit.group_label(g.attribute, g.highest_group))
+                  audit.group_label(g.run_id, g.attribute, g.highest_group))
                 ELSE '' END,
            CASE WHEN g.significant THEN 'significant' ELSE 'not significant' END,
            audit.pval(g.spd_p_adjusted), g.correction,
@@ -42,8 +42,8 @@ SELECT g.run_id, 'outcome' AS engine, g.attribute, g.group_name,
                   '; about %s of its %s members would have had a favourable decision at the reference''s rate',
                   audit.num(g.shortfall), audit.num(g.n_group)) ELSE '' END)
        END, printf('%s: disparate impact ratio %s against %s (written before intervals and '
-                   'corrections were recorded).', audit.group_label(g.attribute, g.group_name),
-                   coalesce(printf('%.2f', g.di_ratio), 'n/a'), audit.group_label(g.attribute, g.reference_group))
+                   'corrections were recorded).', audit.applicants(g.run_id, g.attribute, g.group_name),
+                   coalesce(printf('%.2f', g.di_ratio), 'n/a'), audit.applicants(g.run_id, g.attribute, g.reference_group))
        ) || CASE WHEN g.di_ratio IS NOT NULL AND g.verdict <> 'too small to judge' THEN printf(
            ' A raw disparity with no controls: it does not say why the rates differ (E-value %.2f, '
            '%.2f for the interval''s limit nearer 1: an unobserved factor tied this strongly to both '
@@ -61,8 +61,8 @@ SELECT m.run_id, 'outcome', m.attribute, m.group_name, 'four-fifths of the highe
        printf('%s (the reference) received favourable decisions at %s, under four fifths of the '
               'highest rate, %s for %s (ratio %.2f); about %s of its %s members would have had a '
               'favourable decision at that rate.',
-              audit.group_label(m.attribute, m.group_name), audit.pct(m.favourable_rate),
-              audit.pct(h.favourable_rate), audit.group_label(m.attribute, m.highest_group),
+              audit.applicants(m.run_id, m.attribute, m.group_name), audit.pct(m.favourable_rate),
+              audit.pct(h.favourable_rate), audit.applicants(m.run_id, m.attribute, m.highest_group),
               m.ratio_to_highest, audit.num(greatest(0, round(m.n * h.favourable_rate) - m.n_favourable)),
               audit.num(m.n)),
        'raw disparity', 'favourable rates by group, no controls', false, NULL, NULL,

@@ -29,10 +29,10 @@ SELECT run_id, 'pba' AS engine, attribute, group_name,
        printf('For %s of the %s considered inputs of %s (%s), %s is proven to be more '
               'confident in the true class %s over the whole delta = %s box; %s falsified, %s '
               'inconclusive%s.',
-              audit.num(verified), audit.num(considered), audit.group_label(attribute, group_name),
+              audit.num(verified), audit.num(considered), audit.applicants(run_id, attribute, group_name),
               audit.pct(pba), CASE WHEN model = 'surrogate' THEN 'the surrogate model fitted to the recorded decisions' ELSE 'the model' END,
               CASE WHEN setting = 'flipped' THEN printf('when shown as %s than as itself',
-                                                        audit.group_label(attribute, presented_group))
+                                                        audit.group_label(run_id, attribute, presented_group))
                    ELSE 'as itself than when its protected attribute is flipped' END,
               CAST(delta AS VARCHAR), audit.num(falsified), audit.num(inconclusive),
               CASE WHEN sampled THEN printf(' (a sample of %s of %s)', audit.num(inputs), audit.num(population))

@@ -18,9 +18,9 @@
 -- the claim and the interest rate's row is a supporting figure (not headline, not flagged).
 CREATE OR REPLACE VIEW audit.findings_pricing AS
 WITH labelled AS (
-    -- a per-value comparison (race=Asian) is against its attribute's reference group
-    SELECT run_id, attribute, audit.group_label(attribute, 'protected') AS protected_label,
-           audit.group_label(coalesce(audit.compared_attribute(attribute), attribute), 'reference') AS reference_label
+    -- "Female applicants"; a per-value comparison (race=Asian) is against its attribute's reference group
+    SELECT run_id, attribute, audit.applicants(run_id, attribute, 'protected') AS protected_label,
+           audit.applicants(run_id, attribute, 'reference') AS reference_label
     FROM (SELECT DISTINCT run_id, attribute FROM audit.pricing_estimates
           UNION SELECT DISTINCT run_id, attribute FROM audit.pricing_hpml))
 SELECT e.run_id, 'pricing' AS engine, e.attribute, 'protected' AS group_name,

@@ -50,7 +50,7 @@ SELECT g.run_id, 'proxy' AS engine, g.attribute, 'protected' AS group_name,
        CASE WHEN g.outcome = 'unfavourable' AND g.gap > 0
             THEN CAST(round(g.gap * g.n_protected) AS BIGINT) ELSE 0 END AS individuals,
        'proxy_gaps' AS cases_table,
-       CASE WHEN g.gap IS NULL THEN printf('%s: %s not estimated (%s).', audit.group_label(g.attribute, 'protected'),
+       CASE WHEN g.gap IS NULL THEN printf('%s: %s not estimated (%s).', audit.applicants(g.run_id, g.attribute, 'protected'),
                                            g.outcome, coalesce(g.note, 'no estimate'))
        ELSE printf(
          'Race inferred, not recorded: BISG (surname and %s) filled %s of %s records%s, assigning a race to %s '
@@ -70,16 +70,16 @@ SELECT g.run_id, 'proxy' AS engine, g.attribute, 'protected' AS group_name,
                 CASE WHEN g.inference = 'HC1' OR g.inference IS NULL THEN 'heteroskedasticity-robust'
                      ELSE printf('clustered by %s, %s clusters', g.cluster, audit.num(g.clusters)) END,
                 CASE WHEN g.outcome = 'unfavourable' THEN 'unfavourable decision' ELSE g.outcome END,
-                audit.group_label(g.attribute, 'protected'), audit.group_label(g.attribute, 'reference'))
+                audit.applicants(g.run_id, g.attribute, 'protected'), audit.applicants(g.run_id, g.attribute, 'reference'))
          ELSE printf('%s %s of %s is %s against %s for %s once corrected for the proxy''s errors,',
            CASE WHEN g.lender IS NOT NULL THEN 'At lender ' || g.lender || ', the'
                 WHEN g.estimator = 'corrected_controlled' THEN 'Controlling for ' || g.controls || ', the'
                 ELSE 'The' END,
            CASE WHEN g.outcome = 'unfavourable' THEN 'unfavourable-decision rate' ELSE 'mean ' || g.outcome END,
-           audit.group_label(g.attribute, 'protected'),
+           audit.applicants(g.run_id, g.attribute, 'protected'),
            CASE WHEN g.outcome = 'unfavourable' THEN audit.pct(g.protected_mean) ELSE printf('%.3f', g.protected_mean) END,
            CASE WHEN g.outcome = 'unfavourable' THEN audit.pct(g.reference_mean) ELSE printf('%.3f', g.reference_mean) END,
-           audit.group_label(g.attribute, 'reference')) END,
+           audit.applicants(g.run_id, g.attribute, 'reference')) END,
          CASE WHEN g.outcome = 'unfavourable' THEN printf('%+.1f points', 100 * g.gap) ELSE printf('%+.3f', g.gap) END,
          100 * g.confidence,
          CASE WHEN g.outcome = 'unfavourable' THEN printf('%+.1f', 100 * g.ci_low) ELSE printf('%+.3f', g.ci_low) END,

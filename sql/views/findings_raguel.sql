@@ -20,10 +20,10 @@ SELECT run_id, 'raguel' AS engine, attribute, 'protected' AS group_name,
               r_before, audit.num(points_changed), audit.num(total_modification_cost),
               audit.num(unfair_blocks_after))
             ELSE printf(
-              'Ranked by the cost of recourse, %s applicants (protected share %s) are %s; the '
+              'Ranked by the cost of recourse, %s applicants (%s of them %s) are %s; the '
               'recourse fairness ratio (lowest over highest group mean cost) is %.2f, %.2f at worst '
               'over the prefixes; making every prefix fair takes actions by %s applicants (total cost %s)%s.',
-              audit.num(n), audit.pct(protected_share),
+              audit.num(n), audit.pct(protected_share), audit.applicants(run_id, attribute, 'protected'),
               CASE WHEN points_changed > 0 THEN 'not fairly represented in every prefix'
                    ELSE 'fairly represented in every prefix' END,
               r_before, min_prefix_r_before, audit.num(points_changed), audit.num(total_modification_cost),

@@ -23,17 +23,20 @@ SELECT run_id, 'reasons' AS engine, attribute, 'protected' AS group_name,
        'median_difference' AS measure, protected_median_value - reference_median_value AS value,
        NULL::DOUBLE AS ci_low, NULL::DOUBLE AS ci_high, confidence, p_adjusted AS p_value, significant,
        protected_citing AS individuals, 'reason_consistency' AS cases_table,
-       printf('Among unfavourable decisions citing %s (reason %s), the protected group of %s had a median '
-              '%s of %s against %s for the reference group (%s of %s decisions; %s, %s-adjusted)%s.',
-              feature, reason_code, attribute, feature, coalesce(protected_median, 'n/a'),
-              coalesce(reference_median, 'n/a'), audit.num(protected_citing), audit.num(reference_citing),
+       printf('Among unfavourable decisions citing %s (reason %s), %s had a median '
+              '%s of %s against %s for %s (%s of %s decisions; %s, %s-adjusted)%s.',
+              feature, reason_code, audit.applicants(run_id, attribute, 'protected'), feature,
+              coalesce(protected_median, 'n/a'), coalesce(reference_median, 'n/a'),
+              audit.applicants(run_id, attribute, 'reference'), audit.num(protected_citing), audit.num(reference_citing),
               audit.pval(p_adjusted), 'multiple-testing',
-              CASE WHEN flagged THEN ': the reason was cited at better values for the protected group (' || direction
+              CASE WHEN flagged THEN ': the reason was cited at better values for '
+                                     || audit.applicants(run_id, attribute, 'protected') || ' (' || direction
                                      || '), consistent with the variable being judged by a stricter standard '
                                      'for them, unless inputs the records lack explain it'
                    WHEN significant AND protected_median_value = reference_median_value
                      THEN ': the distributions differ but the medians are equal; no penalty is indicated'
-                   WHEN significant THEN ': the reason was cited at worse values for the protected group ('
+                   WHEN significant THEN ': the reason was cited at worse values for '
+                                         || audit.applicants(run_id, attribute, 'protected') || ' ('
                                          || direction || '), the opposite of a penalty; not flagged'
                    ELSE '' END) AS statement,
        'procedural (stated reasons)' AS estimand,

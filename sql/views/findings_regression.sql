@@ -26,10 +26,10 @@
 CREATE OR REPLACE VIEW audit.findings_regression AS
 WITH e AS (
     SELECT r.*,
-           -- a per-value comparison (race=Asian) is against its attribute's reference group
-           CASE WHEN audit.compared_attribute(r.attribute) IS NOT NULL
-                THEN printf('the reference group of %s', audit.compared_attribute(r.attribute))
-                ELSE audit.group_label(r.attribute, 'reference') END AS reference_label,
+           -- "Female applicants"; a per-value comparison (race=Asian) is against its attribute's
+           -- reference group ("White applicants")
+           audit.applicants(r.run_id, r.attribute, 'protected') AS protected_label,
+           audit.applicants(r.run_id, r.attribute, 'reference') AS reference_label,
            r.logit_coefficient IS NOT NULL AS has_logit,
            t.group_significant AS is_flagged, t.group_p_value AS tested_p, t.group_tested AS tested_significant
     FROM audit.regression_estimates r
@@ -44,17 +44,17 @@ SELECT run_id, 'regression' AS engine, attribute, 'protected' AS group_name,
        CASE
          WHEN estimate IS NULL THEN printf(
            'The denials of %s and %s could not be compared after controls (%s applicants): %s.',
-           audit.group_label(attribute, 'protected'), reference_label,
+           protected_label, reference_label,
            audit.num(n), coalesce(concat_ws('; ', note, logit_note), 'no estimate'))
          ELSE printf(
-           'After controlling for %s%s, applicants in %s were denied %.1f points %s often than those in '
+           'After controlling for %s%s, %s were denied %.1f points %s often than '
            '%s (%.0f%% CI %.1f to %.1f, %s, N = %s%s)%s%s.%s%s',
            CASE WHEN controls = '' THEN 'nothing' ELSE controls END,
            CASE WHEN fixed_effects IS NULL THEN ''
                 ELSE printf(' and comparing within the same %s', replace(fixed_effects, ', ', ' and ')) END
            || CASE WHEN cluster IS NULL AND coalesce(inference, 'classical') = 'classical' THEN ''
                    ELSE ' (' || audit.inference_text(inference, cluster, clusters, bootstrap_draws) || ')' END,
-           audit.group_label(attribute, 'protected'), 100 * abs(estimate),
+           protected_label, 100 * abs(estimate),
            CASE WHEN estimate >= 0 THEN 'more' ELSE 'less' END,
            reference_label, 100 * confidence, 100 * ci_low, 100 * ci_high,
            CASE WHEN p_adjusted IS NULL THEN 'not tested'
