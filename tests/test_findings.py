@@ -123,23 +123,35 @@ def test_a_new_engine_part_is_one_more_view(warehouse):
     assert rows == [("zz", "r", "x")]
 
 
-def test_group_labels_of_a_per_value_comparison(tmp_path):
-    """audit.group_label names a run's groups as audit.group_labels (the report's words) does and,
-    for a run without its rows, by the recorded values: both groups of a per-value comparison
-    (race=Asian: "Asian", "White"), an intersection's side by its parts' values; audit.applicants
-    makes the subject of the findings' sentences from it."""
+PAIRS = [("race=Asian", "protected"), ("race=Asian", "reference"), ("sex", "reference"), ("race", "reference"),
+         ("ethnicity&sex", "protected"), ("race&sex", "reference"), ("race&sex", "race=protected,x=reference")]
+
+
+def _labelled_run(wh, run_id: str = "r") -> None:
+    """A run of the HMDA spec's parameters with its audit.group_labels rows for PAIRS, as the
+    writer makes them (flows.store.group_labels: the report's words)."""
     from aequum.engines.core.spec import load_spec
+    from aequum.flows.store.group_labels import group_label_rows
 
     params = load_spec(SQL_DIR.parent / "data" / "specs" / "hmda.yaml").run_parameters()
+    wh.start_run(run_id, "hmda", "h", "test", params)
+    wh.insert_run_rows("group_labels", run_id, group_label_rows(params, PAIRS))
+    wh.create_views()
+
+
+def test_group_labels_of_a_per_value_comparison(tmp_path):
+    """audit.group_label reads the run's own audit.group_labels rows (the report's words): both
+    groups of a per-value comparison (race=Asian: "Asian", "White"), an intersection's side by its
+    parts' values; a group the run's labels do not hold, by its code; audit.applicants makes the
+    subject of the findings' sentences from it."""
     with Warehouse(tmp_path / "wh.duckdb") as wh:
-        wh.start_run("r", "hmda", "h", "test", params)
-        wh.create_views()
+        _labelled_run(wh)
         got = wh.con.execute("SELECT audit.group_label('r', 'race=Asian', 'protected'), "
                              "audit.group_label('r', 'race=Asian', 'reference'), audit.group_label('r', 'sex', 'reference'), "
                              "audit.group_label('r', 'race', 'reference'), audit.group_label('r', 'ethnicity&sex', 'protected'), "
                              "audit.group_label('r', 'x&sex', 'protected')").fetchone()
         assert got == ("Asian", "White", "Male", "White", "Hispanic or Latino & Female",
-                       "protected group of x&sex")  # a part without recorded values: as the tables name it
+                       "protected group of x&sex")  # not among the run's labels: as the tables name it
         said = wh.con.execute("SELECT audit.applicants('r', 'race=Asian', 'reference'), "
                               "audit.applicants('r', 'x&sex', 'protected'), "
                               "audit.applicants('r', 'race&sex', 'race=protected,x=reference')").fetchone()
@@ -148,25 +160,40 @@ def test_group_labels_of_a_per_value_comparison(tmp_path):
         wh.con.execute("INSERT INTO audit.group_labels VALUES ('r', 'sex', 'protected', 'women', 'women against men')")
         assert wh.con.execute("SELECT audit.group_label('r', 'sex', 'protected'), audit.applicants('r', 'sex', 'protected'), "
                               "audit.group_label('other', 'sex', 'protected')").fetchone() == (
-            "women", "women applicants", "Female")  # the run's own row first, only the run's
+            "women", "women applicants", "protected group of sex")  # the run's own row, only the run's
+
+
+def test_a_run_written_before_the_labels_is_labelled_when_the_warehouse_is_next_opened(small_audit_warehouse,
+                                                                                        tmp_path):
+    """A finished run without audit.group_labels rows (written before the table existed) gets
+    them from its parameters and rows the next time the warehouse is opened for writing, so its
+    findings' sentences name its groups as a new run's do."""
+    import shutil
+
+    path = tmp_path / "old.duckdb"
+    shutil.copy(small_audit_warehouse, path)
+    with Warehouse(path) as wh:
+        before = wh.con.execute("SELECT * FROM audit.group_labels ORDER BY ALL").fetchall()
+        said = wh.con.execute("SELECT statement FROM audit.findings ORDER BY ALL").fetchall()
+        wh.con.execute("DELETE FROM audit.group_labels")  # as an older aequum left it
+        wh.con.execute("COMMENT ON TABLE audit.runs IS ''")  # with its views
+    with Warehouse(path) as wh:
+        assert wh.con.execute("SELECT * FROM audit.group_labels ORDER BY ALL").fetchall() == before
+        assert wh.con.execute("SELECT statement FROM audit.findings ORDER BY ALL").fetchall() == said
+    assert any(s.startswith("Female applicants") for (s,) in said)
 
 
 def test_group_labels_read_in_duckdb_1x_from_a_column_named_like_their_own_aliases(tmp_path):
     """The warehouse reads in every DuckDB since 1.0 (README, "The warehouse"): the label macros
     called on columns of a table aliased ``g`` (as sql/views/findings_outcome.sql calls them)
-    give the same labels in DuckDB 1.x as in the project's DuckDB. DuckDB 1.x cannot bind a
-    lambda naming a column of a correlated subquery, so the macros zip the parts map into the
-    lambda's argument. .ci/setup installs DuckDB 1.5 beside the project's DuckDB."""
-    from aequum.engines.core.spec import load_spec
-
+    give the same labels in DuckDB 1.x as in the project's DuckDB. .ci/setup installs DuckDB 1.5
+    beside the project's DuckDB."""
     query = ("SELECT audit.applicants('r', g.a, g.n) AS label FROM (VALUES ('race=Asian', 'protected'), "
              "('ethnicity&sex', 'protected'), ('race&sex', 'reference'), ('x&sex', 'protected'), "
              "('race', 'reference'), ('race&sex', 'race=protected,sex=reference')) g(a, n) ORDER BY label")
     path = tmp_path / "wh.duckdb"
-    params = load_spec(SQL_DIR.parent / "data" / "specs" / "hmda.yaml").run_parameters()
     with Warehouse(path) as wh:
-        wh.start_run("r", "hmda", "h", "test", params)
-        wh.create_views()
+        _labelled_run(wh)
         expected = [r[0] for r in wh.con.execute(query).fetchall()]
     assert "Hispanic or Latino & Female applicants" in expected and "Asian applicants" in expected
     assert "applicants in the protected group of x&sex" in expected

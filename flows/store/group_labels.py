@@ -201,3 +201,14 @@ def write_group_labels(wh, run_id: str) -> int:
     parameters = json.loads((record or {}).get("parameters") or "{}")
     wh.con.execute(f"DELETE FROM audit.{TABLE} WHERE run_id = $run_id", {"run_id": run_id})
     return wh.insert_run_rows(TABLE, run_id, group_label_rows(parameters, _codes(wh, run_id)))
+
+
+def label_older_runs(wh) -> int:
+    """Inside a transaction: the group labels of every finished run written before
+    ``audit.group_labels`` existed (``sql/runs_unlabelled.sql``), from its parameters and rows, as
+    :func:`write_group_labels` writes them with a run; the number of runs labelled. The findings'
+    sentences then read one table (``audit.group_label``) for every run."""
+    runs = wh.query("runs_unlabelled")["run_id"].to_pylist()
+    for run_id in runs:
+        write_group_labels(wh, run_id)
+    return len(runs)

@@ -194,6 +194,10 @@ class Warehouse:
                 self.run_sql("schema")
                 self.recover()
                 if not self._views_current():  # seconds of DDL on every write open otherwise
+                    from aequum.flows.store.group_labels import label_older_runs
+
+                    with self.transaction():  # what the findings' sentences read
+                        label_older_runs(self)
                     self.create_views()
         except BaseException:
             self._release()

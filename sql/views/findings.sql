@@ -76,76 +76,21 @@ FROM (SELECT unnest(from_json(json_extract(parameters, '$.audit.comparisons'),
                               '[{"label": "VARCHAR", "attribute": "VARCHAR", "value": "VARCHAR"}]')) AS c
       FROM audit.runs) AS r;
 
--- the attribute and the value of a per-value comparison's label (null for any other label)
+-- the attribute of a per-value comparison's label (null for any other label)
 CREATE OR REPLACE MACRO audit.compared_attribute(label_) AS
     (SELECT min(c.attribute) FROM audit.comparisons c WHERE c.label = label_);
-CREATE OR REPLACE MACRO audit.compared_value(label_) AS
-    (SELECT min(c.value) FROM audit.comparisons c WHERE c.label = label_);
-
--- The groups of every run's attributes as people read them (runs.parameters $.audit.groups:
--- the recorded values or their labels, or the column's range): "Female", "White".
-CREATE OR REPLACE VIEW audit.group_values AS
-SELECT DISTINCT g.attribute, g.protected, g.reference
-FROM (SELECT unnest(from_json(json_extract(parameters, '$.audit.groups'),
-                              '[{"attribute": "VARCHAR", "protected": "VARCHAR", "reference": "VARCHAR"}]')) AS g
-      FROM audit.runs) AS r;
-
--- the recorded values of an attribute's protected or reference group (null when not recorded)
-CREATE OR REPLACE MACRO audit.group_value(attribute_, group_name_) AS
-    (SELECT min(CASE group_name_ WHEN 'protected' THEN v.protected WHEN 'reference' THEN v.reference END)
-     FROM audit.group_values v WHERE v.attribute = attribute_);
-
--- every run's group parts as values: 'race=protected' -> 'Black / Asian', 'sex=reference' -> 'Male'
-CREATE OR REPLACE VIEW audit.group_parts AS
-SELECT map_from_entries(coalesce(list({'key': attribute || '=' || side, 'value': label} ORDER BY attribute, side), [])) AS parts
-FROM (SELECT attribute, 'protected' AS side, min(protected) AS label FROM audit.group_values GROUP BY ALL
-      UNION ALL
-      SELECT attribute, 'reference', min(reference) FROM audit.group_values GROUP BY ALL)
-WHERE label IS NOT NULL;
-
--- an intersection's group (race=protected,sex=reference) as values: "Black / Asian & Male"
--- (a part whose values were not recorded stays as it is); parts are looked up whole, never
--- split on '='. The lambdas here see the parts map only through their argument (each part
--- zipped with the map): DuckDB 1.x cannot bind a lambda that names a column of a correlated
--- subquery, and the warehouse must read in every DuckDB since 1.0 (the README).
-CREATE OR REPLACE MACRO audit.intersection_label(group_name_) AS
-    (SELECT array_to_string(list_transform(
-                list_zip(string_split(group_name_, ','),
-                         list_resize([gp_.parts], len(string_split(group_name_, ',')), gp_.parts)),
-                lambda z: coalesce(z[2][z[1]], z[1])), ' & ')
-     FROM audit.group_parts gp_);
-
--- A group as the parameters of the runs name it, for runs without audit.group_labels rows (written
--- before the table existed); flows.reporting.labels.Labels.group's rules: "Female", "Asian" (and,
--- of the comparison race=Asian, "White"), an intersection "Female & Black"; where values were not
--- recorded, "protected group of race", "race=protected & sex=reference".
-CREATE OR REPLACE MACRO audit.derived_group_label(attribute, group_name) AS
-    CASE WHEN group_name IN ('protected', 'reference') AND audit.compared_attribute(attribute) IS NOT NULL
-              -- a per-value comparison (protected[].compare): race=Asian's protected group is
-              -- "Asian", its reference group that of race ("White")
-              THEN CASE group_name WHEN 'protected' THEN audit.compared_value(attribute)
-                        ELSE coalesce(audit.group_value(audit.compared_attribute(attribute), 'reference'),
-                                      'reference group of ' || audit.compared_attribute(attribute)) END
-         WHEN group_name IN ('protected', 'reference') AND contains(attribute, '&')
-              AND (SELECT list_bool_and(list_transform(
-                            list_zip(string_split(attribute, '&'),
-                                     list_resize([gp_.parts], len(string_split(attribute, '&')), gp_.parts)),
-                            lambda z: z[2][z[1] || '=' || group_name] IS NOT NULL))
-                   FROM audit.group_parts gp_)
-              -- an intersection's side is every part's: race&sex's protected group
-              THEN audit.intersection_label(array_to_string(
-                     list_transform(string_split(attribute, '&'), lambda a: a || '=' || group_name), ','))
-         WHEN group_name IN ('protected', 'reference')
-              THEN coalesce(audit.group_value(attribute, group_name), group_name || ' group of ' || attribute)
-         ELSE audit.intersection_label(group_name) END;
 
 -- A run's group as the report and its tables name it (audit.group_labels.group_label, written
--- with the run): "Female", "minority race (pooled)", "Asian", "majority-minority tract (> 50 %)",
--- "minority race (pooled) & Female"; the parameters' words for a run written before the table.
+-- with the run, and for a run written before that table when the warehouse is next opened for
+-- writing: flows/store/group_labels.py): "Female", "minority race (pooled)", "Asian",
+-- "majority-minority tract (> 50 %)", "minority race (pooled) & Female"; a group the run's
+-- labels do not hold, by its code ("protected group of race"). One lookup: the findings' views
+-- call it a hundred times, and each call is planned where it is written.
 CREATE OR REPLACE MACRO audit.group_label(run_id_, attribute_, group_name_) AS
     coalesce((SELECT min(gl_.group_label) FROM audit.group_labels gl_
               WHERE gl_.run_id = run_id_ AND gl_.attribute = attribute_ AND gl_.group_name = group_name_),
-             audit.derived_group_label(attribute_, group_name_));
+             CASE WHEN group_name_ IN ('protected', 'reference') THEN group_name_ || ' group of ' || attribute_
+                  ELSE group_name_ END);
 
 -- The group's applicants, the subject of the findings' sentences: "Female applicants", "minority
 -- race (pooled) & Female applicants"; a group whose values were not recorded (its label is its
