@@ -351,12 +351,29 @@ def knn_in_blocks(points: Points, rows: np.ndarray, searches: list[tuple[Points,
             kk = max(min(k, n - extra), 0)
             full = best[j][1].shape[1] == kk > 0
             i, d = index.query(queries, k + extra, bound=best[j][1][:, -1] if full else None)
+            if s == 0 and i.shape[1] - extra >= kk and np.isfinite(d).all():  # the first block's, already
+                # by (distance, index), with a place to spare for the excluded point
+                best[j] = _first_block(i, d, exclude, kk)
+                continue
             i, d = np.hstack([best[j][0], np.where(i >= 0, i + s, -1)]), np.hstack([best[j][1], d])
             if exclude is not None:
                 d = np.where(i == np.asarray(exclude)[:, None], np.inf, d)  # sorts last, then cut
             order = np.lexsort((i, d), axis=1)[:, :kk]
             best[j] = np.take_along_axis(i, order, 1), np.take_along_axis(d, order, 1)
     return best
+
+
+def _first_block(i: np.ndarray, d: np.ndarray, exclude: np.ndarray | None, kk: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first kk of one block's candidates (each row sorted by distance, then index, every
+    place filled), the excluded point (at most once a row) taken out: the merge's result, by
+    (distance, index) with the excluded point last, without sorting again."""
+    keep = np.ones(i.shape, bool)
+    if exclude is not None:
+        keep = i != np.asarray(exclude)[:, None]
+        keep[keep.all(1), -1] = False  # rows without it: the last candidate goes
+    rows = len(i)
+    i, d = i[keep].reshape(rows, -1), d[keep].reshape(rows, -1)
+    return np.ascontiguousarray(i[:, :kk]), np.ascontiguousarray(d[:, :kk])
 
 
 def _distinct(points: Points) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -361,10 +361,12 @@ def evidence(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarra
     """Who each complainant was compared with: rank, neighbour id and distance, for the first
     ``depth[(centre, group)]`` ranks (neighbours beyond ``max_distance`` did not count: left out)."""
     parts = []
-    for centre, group, idx, dist in (("factual", "control", hood.control, hood.control_dist),
-                                     ("factual", "test", hood.test_factual, hood.test_factual_dist),
-                                     ("counterfactual", "test", hood.test_counterfactual,
-                                      hood.test_counterfactual_dist)):
+    # in the order of the keys the engine streams the rows by (centre, search group): their sort
+    # then finds them in place
+    for centre, group, idx, dist in (("counterfactual", "test", hood.test_counterfactual,
+                                      hood.test_counterfactual_dist),
+                                     ("factual", "control", hood.control, hood.control_dist),
+                                     ("factual", "test", hood.test_factual, hood.test_factual_dist)):
         n, k = idx.shape
         ranks = np.arange(1, k + 1, dtype=np.int32)
         keep = ranks[None, :] <= depth[(centre, group)][:, None]
