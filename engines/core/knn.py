@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-_EXTRA = 8  # candidates beyond k fetched to settle ties at the k-th distance
+_EXTRA = 2  # candidates beyond k fetched to settle ties at the k-th distance
 _MAX_DECIMALS = 9
 _RTOL = 1e-9  # tree distances vs exact distances: a margin far above rounding, far below any step
 _QUERIES = 2048  # queries searched together (their candidates' memory: _Trees.search)
@@ -194,7 +194,11 @@ def _distances(points: Points, queries: Points, plan: _Plan, idx: np.ndarray | N
     d = np.zeros((len(queries), len(points) if idx is None else idx.shape[1]))
     if points.nominal.shape[1]:
         d += (gathered(points.nominal) != queries.nominal[:, None, :]).sum(-1)
-    if plan.groups:
+    if plan.groups and idx is not None:  # the candidates' exact integer differences, taken once
+        diff = np.abs(points.codes[idx] - queries.codes.astype(np.int64)[:, None, :])
+        for cols, step in plan.groups:  # one multiplication per step
+            d += (diff[..., cols[0]] if len(cols) == 1 else diff[..., cols].sum(-1)) * step
+    elif plan.groups:
         codes = gathered(points.codes)
         for cols, step in plan.groups:  # exact integer differences, one multiplication per step
             d += gap(codes, queries.codes.astype(np.int64), cols) * step
