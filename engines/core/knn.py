@@ -444,9 +444,9 @@ class _Trees:
             groups = [np.flatnonzero(inverse.ravel() == g) for g in range(len(keys))] \
                 if len(keys) <= max_partitions else None
         self.groups = groups
-        # unbalanced trees with midpoint splits: built in half the time and queried as fast (the
-        # search is exact whatever the tree's shape: candidates are settled on exact distances)
-        self.trees = None if groups is None else [cKDTree(points.metric[members], balanced_tree=False,
+        # unbalanced trees, midpoint splits, leaves of 32: built in half the time, queried a little faster
+        # (the search is exact whatever the tree's shape: candidates are settled on exact distances)
+        self.trees = None if groups is None else [cKDTree(points.metric[members], leafsize=32, balanced_tree=False,
                                                           compact_nodes=False) for members in groups]
         self.scale = float(np.abs(points.metric).max(initial=0.0))
 
