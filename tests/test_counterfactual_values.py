@@ -121,11 +121,13 @@ def test_the_stored_distances_are_to_the_stored_point():
         assert row["distance"] == pytest.approx(d / 3, rel=1e-9, abs=1e-12)
 
 
-def test_who_gets_a_point_follows_the_evidence():
-    data = world()
+@pytest.mark.parametrize("mode", ["significant", "discriminated"])
+def test_who_gets_a_point_follows_the_evidence(mode):
+    data = world(evidence=mode)  # significant: the default
     out = run_serial(CSTEngine(), data, data.spec.engines.cst)
     claims = pl.from_arrow(out["cst_claims"])
-    st_cst = set(claims.filter((pl.col("method") != "CF") & pl.col("discriminated"))["record_id"])
+    st_cst = set(claims.filter((pl.col("method") != "CF") & pl.col(mode).fill_null(False))["record_id"])
+    assert 0 < len(st_cst) < claims.filter(pl.col("method") == "CF").height
     cf_flips = set(claims.filter((pl.col("method") == "CF") & pl.col("discriminated"))["record_id"])
     cf = stored(out)
     assert set(cf["record_id"]) == st_cst | cf_flips == set(pl.from_arrow(out["cst_evidence"])["record_id"]) | cf_flips

@@ -14,6 +14,7 @@ from aequum.engines.core.engine import run_serial
 from aequum.engines.core.models import LinearRule
 from aequum.engines.core.spec import parse_spec
 from aequum.engines.matching.cst.engine import CSTEngine
+from aequum.engines.matching.cst.params import CSTParams
 from aequum.engines.matching.cst.scm import Equation, LinearSCM, SCMError
 from aequum.engines.matching.cst.situation_testing import CLAIMS, flag_claims
 
@@ -170,7 +171,7 @@ def test_permuting_rows_changes_nothing():
     assert a.sort(key).equals(b.sort(key))
 
 
-@pytest.mark.parametrize("evidence", ["discriminated", "all"])
+@pytest.mark.parametrize("evidence", ["significant", "discriminated", "all"])
 def test_pieces_equal_one_piece(evidence):
     """Every table, the streamed evidence included (rows and their order), whatever the chunking."""
     data = world("affected", n=300)
@@ -183,6 +184,33 @@ def test_pieces_equal_one_piece(evidence):
     keys = ["protected_attribute", "centre", "search_group"]
     assert pl.from_arrow(one["cst_evidence"]).equals(
         pl.from_arrow(one["cst_evidence"]).sort(keys, maintain_order=True))
+
+
+def test_significant_evidence_is_every_case_a_finding_counts():
+    """engines.cst.evidence: significant (the default) keeps, for each complainant a method found
+    significant, that method's groups up to the largest k at which it did (the control group
+    for any; ST: the factual test group; CST with or without centres: the counterfactual one):
+    the rows of discriminated's evidence that the exhibit's cases read, and no others; the
+    claims are the same."""
+    data = world("affected", n=400)
+    params = data.spec.engines.cst.model_copy(update={"evidence": "significant"})
+    assert CSTParams().evidence == "significant"  # the default
+    sig = run_serial(CSTEngine(), data, params.model_copy(update={"chunk_size": 37}))
+    dis = run_serial(CSTEngine(), data, params.model_copy(update={"evidence": "discriminated"}))
+    assert sig["cst_claims"].equals(dis["cst_claims"])
+    claims = pl.from_arrow(sig["cst_claims"]).filter(pl.col("significant").fill_null(False) & (pl.col("method") != "CF"))
+    assert 0 < claims["record_id"].n_unique() < pl.from_arrow(sig["cst_claims"])["record_id"].n_unique()
+    ev, every = pl.from_arrow(sig["cst_evidence"]), pl.from_arrow(dis["cst_evidence"])
+    want = []
+    for method, centre in (("ST", "factual"), ("CST", "counterfactual"), ("CST_wo_centres", "counterfactual")):
+        depth = (claims.filter(pl.col("method") == method).group_by("protected_attribute", "record_id")
+                 .agg(pl.col("k").max().alias("depth")))
+        want.append(every.join(depth, on=["protected_attribute", "record_id"])
+                    .filter((pl.col("rank") <= pl.col("depth"))
+                            & ((pl.col("search_group") == "control") | (pl.col("centre") == centre))).drop("depth"))
+    want = pl.concat(want).unique()
+    assert ev.height == want.height < every.height
+    assert ev.join(want, on=ev.columns, how="anti").height == 0  # the same rows, the same distances
 
 
 def test_too_small_protected_group_is_a_clear_error():

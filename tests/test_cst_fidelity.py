@@ -284,17 +284,19 @@ def test_evidence_rows_by_mode():
     assert (cf_depth["rank"] == cf_depth["cst"]).all()
 
 
-def test_loan_default_audit_writes_evidence_only_for_discriminated_complainants(tmp_path):
+def test_loan_default_audit_writes_evidence_only_for_significant_complainants(tmp_path):
     from aequum.engines.core.spec import load_spec
 
     spec = load_spec(REPO / "data" / "specs" / "loan.yaml")
-    assert spec.engines.cst.evidence == "discriminated"
+    assert spec.engines.cst.evidence == "significant"
     raw = spec.model_dump(mode="json")
     raw["source"]["rows"] = 1500
     data = stage_spec(parse_spec(raw), tmp_path)
     out = run_serial(CSTEngine(), data, data.spec.engines.cst)
     ev, claims = pl.from_arrow(out["cst_evidence"]), pl.from_arrow(out["cst_claims"])
-    flagged = claims.filter(pl.col("discriminated") & (pl.col("method") != "CF"))["record_id"].unique()
+    tested = claims.filter(pl.col("method") != "CF")
+    flagged = tested.filter(pl.col("significant").fill_null(False))["record_id"].unique()
+    assert 0 < flagged.len() < tested.filter(pl.col("discriminated"))["record_id"].n_unique()
     assert set(ev["record_id"].unique()) == set(flagged)
     assert ev.height < flagged.len() * 3 * 100  # only the groups, and depth, that found it
 

@@ -96,5 +96,29 @@ def test_by_key_cuts_where_any_key_changes_including_to_and_from_null():
     assert by_key(table.slice(0, 0), ["a"]) == []
 
 
+def test_by_key_of_rows_in_key_order_or_not_is_the_sorted_grouping():
+    """Rows already in key order (one run per key, ascending, nulls last) are cut where they
+    are; any other order (a key in two runs, runs descending, NaN keys) is sorted first: the
+    groups are the same as sorting gives either way."""
+    def grouped(table, keys):
+        return [(k, t["v"].to_pylist()) for k, t in by_key(table, keys)]
+
+    def sorted_groups(table, keys):  # the sort's grouping, written out
+        rows = sorted(range(table.num_rows), key=lambda i: tuple(
+            (table[k][i].as_py() is None, table[k][i].as_py() or 0) for k in keys))
+        out: dict = {}
+        for i in rows:
+            out.setdefault(tuple(table[k][i].as_py() for k in keys), []).append(table["v"][i].as_py())
+        return list(out.items())
+
+    for a, b in [(["c", "c", "f", "f", "f", None], ["t", "t", "c", "c", "t", "t"]),   # in order
+                 (["f", "f", "c", "c", "f", "c"], ["t", "c", "t", "t", "c", "t"]),    # not
+                 (["f", "f", "c", "c", None, None], ["c", "t", "t", "t", "c", "c"])]:  # descending runs
+        table = pa.table({"a": a, "b": b, "v": range(6)})
+        assert grouped(table, ["a", "b"]) == sorted_groups(table, ["a", "b"])
+    nan = pa.table({"a": [1.0, float("nan"), 2.0], "v": range(3)})
+    assert [k for k, _ in by_key(nan, ["a"])][:2] == [(1.0,), (2.0,)]  # NaN after the numbers, as sorted
+
+
 def test_no_rows_gives_the_declared_empty_table():
     assert assemble([], ROWS).equals(ROWS.empty_table())

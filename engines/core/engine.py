@@ -179,7 +179,23 @@ def by_key(table: pa.Table, keys: list[str]) -> list[tuple[tuple, pa.Table]]:
     rows in their order within a group: :func:`stable_sort`, cut where the key changes."""
     if table.num_rows == 0:
         return []
-    table = stable_sort(table, keys)
+    starts = _runs(table, keys)
+    found = _keys(table, keys, starts) if len(starts) <= _RUNS else None
+    # rows already in key order (each key in one run, the runs ascending, as an engine that
+    # writes its rows by key gives them): the sort would leave them where they are
+    if found is None or not all(_key_order(a) < _key_order(b) for a, b in zip(found, found[1:])):
+        table = stable_sort(table, keys)
+        starts = _runs(table, keys)
+        found = _keys(table, keys, starts)
+    ends = np.r_[starts[1:], table.num_rows]
+    return [(key, table.slice(int(s), int(e - s))) for key, s, e in zip(found, starts, ends)]
+
+
+_RUNS = 4096  # runs of equal keys checked for order before sorting (by_key)
+
+
+def _runs(table: pa.Table, keys: list[str]) -> np.ndarray:
+    """Where each run of rows with equal ``keys`` starts."""
     change = np.zeros(table.num_rows, bool)
     change[0] = True
     for k in keys:
@@ -187,10 +203,12 @@ def by_key(table: pa.Table, keys: list[str]) -> list[tuple[tuple, pa.Table]]:
         null = pc.is_null(col).to_numpy(zero_copy_only=False)
         change[1:] |= pc.not_equal(col[1:], col[:-1]).fill_null(False).to_numpy(zero_copy_only=False)
         change[1:] |= null[1:] != null[:-1]  # a value next to a null
-    starts = np.flatnonzero(change)
-    ends = np.r_[starts[1:], table.num_rows]
-    return [(tuple(table[k][int(s)].as_py() for k in keys), table.slice(int(s), int(e - s)))
-            for s, e in zip(starts, ends)]
+    return np.flatnonzero(change)
+
+
+def _keys(table: pa.Table, keys: list[str], starts: np.ndarray) -> list[tuple]:
+    """The key of each run (:func:`_runs`)."""
+    return [tuple(table[k][int(s)].as_py() for k in keys) for s in starts]
 
 
 def _key_order(key: tuple) -> tuple:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-_EXTRA = 8  # candidates beyond k fetched to settle ties at the k-th distance
+_EXTRA = 2  # candidates beyond k fetched to settle ties at the k-th distance
 _MAX_DECIMALS = 9
 _RTOL = 1e-9  # tree distances vs exact distances: a margin far above rounding, far below any step
 _QUERIES = 2048  # queries searched together (their candidates' memory: _Trees.search)
@@ -53,6 +53,7 @@ def decimal_lattice(values: np.ndarray, max_decimals: int = _MAX_DECIMALS) -> tu
 
 
 _BLOCK = 1 << 20
+_PROBE = 4096  # values of a column checked before the whole (lattice_decimals)
 
 
 def lattice_decimals(values: np.ndarray, max_decimals: int = _MAX_DECIMALS) -> int | None:
@@ -66,8 +67,15 @@ def lattice_decimals(values: np.ndarray, max_decimals: int = _MAX_DECIMALS) -> i
     """
     if len(values) == 0 or not all(np.isfinite(values[s:s + _BLOCK]).all() for s in range(0, len(values), _BLOCK)):
         return None
+    # every value fits a d only if an evenly spaced probe of them does: a d the probe rules out
+    # needs no pass over the whole column (a continuous column, e.g. a counterfactual world's,
+    # was ten passes over its million values), and one the probe finds too large for the grid
+    # is too large for the column too. The result is the smallest d every value fits, as before
+    probe = values[::-(-len(values) // _PROBE)] if len(values) > _PROBE else None
     for d in range(0, max_decimals + 1):
-        fits = _on_grid(values, d)
+        fits = _on_grid(probe, d) if probe is not None else True
+        if fits:
+            fits = _on_grid(values, d)
         if fits is None:
             return None
         if fits:
@@ -186,7 +194,11 @@ def _distances(points: Points, queries: Points, plan: _Plan, idx: np.ndarray | N
     d = np.zeros((len(queries), len(points) if idx is None else idx.shape[1]))
     if points.nominal.shape[1]:
         d += (gathered(points.nominal) != queries.nominal[:, None, :]).sum(-1)
-    if plan.groups:
+    if plan.groups and idx is not None:  # the candidates' exact integer differences, taken once
+        diff = np.abs(points.codes[idx] - queries.codes.astype(np.int64)[:, None, :])
+        for cols, step in plan.groups:  # one multiplication per step
+            d += (diff[..., cols[0]] if len(cols) == 1 else diff[..., cols].sum(-1)) * step
+    elif plan.groups:
         codes = gathered(points.codes)
         for cols, step in plan.groups:  # exact integer differences, one multiplication per step
             d += gap(codes, queries.codes.astype(np.int64), cols) * step
@@ -343,6 +355,10 @@ def knn_in_blocks(points: Points, rows: np.ndarray, searches: list[tuple[Points,
             kk = max(min(k, n - extra), 0)
             full = best[j][1].shape[1] == kk > 0
             i, d = index.query(queries, k + extra, bound=best[j][1][:, -1] if full else None)
+            if s == 0 and i.shape[1] - extra >= kk and np.isfinite(d).all():  # the first block's, already
+                # by (distance, index), with a place to spare for the excluded point
+                best[j] = _first_block(i, d, exclude, kk)
+                continue
             i, d = np.hstack([best[j][0], np.where(i >= 0, i + s, -1)]), np.hstack([best[j][1], d])
             if exclude is not None:
                 d = np.where(i == np.asarray(exclude)[:, None], np.inf, d)  # sorts last, then cut
@@ -351,16 +367,33 @@ def knn_in_blocks(points: Points, rows: np.ndarray, searches: list[tuple[Points,
     return best
 
 
+def _first_block(i: np.ndarray, d: np.ndarray, exclude: np.ndarray | None, kk: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first kk of one block's candidates (each row sorted by distance, then index, every
+    place filled), the excluded point (at most once a row) taken out: the merge's result, by
+    (distance, index) with the excluded point last, without sorting again."""
+    keep = np.ones(i.shape, bool)
+    if exclude is not None:
+        keep = i != np.asarray(exclude)[:, None]
+        keep[keep.all(1), -1] = False  # rows without it: the last candidate goes
+    rows = len(i)
+    i, d = i[keep].reshape(rows, -1), d[keep].reshape(rows, -1)
+    return np.ascontiguousarray(i[:, :kk]), np.ascontiguousarray(d[:, :kk])
+
+
 def _distinct(points: Points) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(first member, inverse, counts) of the distinct points, when at most half are distinct."""
-    parts = [points.metric, points.nominal.astype(np.float64)]
+    parts = [points.metric, points.nominal]
     if points.codes is not None:
-        parts.append(points.codes.astype(np.float64))
-    key = np.hstack(parts)
-    if len(key) > 8192:  # skip the full sort when evenly spaced rows are nearly all distinct
-        probe = key[np.linspace(0, len(key) - 1, 2048).astype(np.int64)]
+        parts.append(points.codes)
+
+    def key(rows=slice(None)) -> np.ndarray:
+        return np.hstack([p[rows].astype(np.float64) for p in parts])
+
+    if len(points) > 8192:  # skip the full sort when evenly spaced rows are nearly all distinct
+        probe = key(np.linspace(0, len(points) - 1, 2048).astype(np.int64))
         if len(np.unique(probe, axis=0)) > 0.9 * len(probe):
             return None
+    key = key()
     _, first, inverse, counts = np.unique(key, axis=0, return_index=True, return_inverse=True,
                                           return_counts=True)
     if 2 * len(first) > len(points):
@@ -411,7 +444,10 @@ class _Trees:
             groups = [np.flatnonzero(inverse.ravel() == g) for g in range(len(keys))] \
                 if len(keys) <= max_partitions else None
         self.groups = groups
-        self.trees = None if groups is None else [cKDTree(points.metric[members]) for members in groups]
+        # unbalanced trees, midpoint splits, leaves of 32: built in half the time, queried a little faster
+        # (the search is exact whatever the tree's shape: candidates are settled on exact distances)
+        self.trees = None if groups is None else [cKDTree(points.metric[members], leafsize=32, balanced_tree=False,
+                                                          compact_nodes=False) for members in groups]
         self.scale = float(np.abs(points.metric).max(initial=0.0))
 
     def search(self, queries: Points, kk: int, exclude: np.ndarray | None,
@@ -432,8 +468,12 @@ class _Trees:
         dist = np.empty((len(queries), kk), np.float64)
         # queries go _QUERIES at a time: on coarse data, ties at the k-th distance refetch up to
         # 16x the candidates, and the candidates' distances of 20,000 queries took 0.5 GB
+        # in a space-filling curve's order: each batch's queries are near each other, so the tree's
+        # nodes they visit stay in the cache (a third of the search's time at 1M HMDA records);
+        # every query's result is its own, whatever the order
+        order = _spatial_order(queries.metric)
         for start in range(0, len(queries), _QUERIES):
-            todo = np.arange(start, min(start + _QUERIES, len(queries)))
+            todo = order[start:start + _QUERIES]
             want = kk + (0 if exclude is None else 1) + _EXTRA
             while len(todo):
                 # Fetch `want` candidates per nominal group. If a group's farthest fetched candidate
@@ -453,6 +493,22 @@ class _Trees:
                 todo, want = todo[unsure], min(4 * want, n)
         idx[np.isinf(dist)] = -1  # places left empty by the bound
         return idx, dist / m
+
+
+def _spatial_order(x: np.ndarray, bits: int = 4) -> np.ndarray:
+    """The rows of ``x`` in Morton (Z-curve) order of their ranks per column, each cut into
+    2^bits bins: rows close in every column come close together. Deterministic (stable sorts)."""
+    n, c = x.shape
+    codes = np.zeros(n, np.int64)
+    if n < 2 or c == 0:
+        return np.arange(n)
+    for j in range(c):
+        rank = np.empty(n, np.int64)
+        rank[np.argsort(x[:, j], kind="stable")] = np.arange(n)
+        b = rank * (1 << bits) // n
+        for t in range(bits):
+            codes |= ((b >> t) & 1) << (t * c + j) % 62
+    return np.argsort(codes, kind="stable")
 
 
 def _fetch(points: Points, queries: Points, groups, trees, want: int, kk: int,

@@ -125,13 +125,15 @@ def cst_section(run: Run, sec: Section) -> None:
         ids = [c["record_id"] for c in claims[:EVIDENCE_CASES]]
         evidence = run.query("cst_evidence", attribute=attribute, ids=ids) if ids and "cst_evidence" in run.tables else []
         if evidence:
-            sec.add(markup("<h4>Who the top {} complainants were compared with</h4>", len(ids)), table(
+            shown = len({e["record_id"] for e in evidence})  # those with groups stored (engines.cst.evidence)
+            sec.add(markup("<h4>Who the top {} complainants were compared with</h4>", shown), table(
                 [{"record": e["record_id"], "centre": e["centre"], "group": e["search_group"],
                   "neighbours": e["members"], "nearest (distance)": e["nearest"], "farthest": e["farthest"]}
                  for e in evidence], fields={"neighbours": "members"}))
         elif ids:
             sec.add('<p class="note">No comparison groups were written for these complainants '
-                    '(engines.cst.evidence).</p>')
+                    '(engines.cst.evidence: significant, the default, keeps those of the complainants '
+                    'found significantly discriminated; all keeps every one).</p>')
     _effect_sampling_truth(run, sec, summary)
 
 

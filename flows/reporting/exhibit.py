@@ -8,9 +8,9 @@ CST findings (Alvarez & Ruggieri 2023, Defs. 3.3–3.5): the complainants the fi
 its control group (the k members of its own group nearest its inputs) and its test group (the k
 reference members nearest its inputs for ST, nearest its counterfactual for CST). The groups are
 read as the engine stored them at run time in ``audit.cst_evidence``: with
-``engines.cst.evidence: discriminated`` (the default) it holds the groups of every complainant
-a method found discriminated, up to the largest k at which it did — so every case a finding
-counts — and nothing is recomputed (a recomputation would have to rebuild the SCM's
+``engines.cst.evidence: significant`` (the default) it holds the groups of every complainant
+a method found significantly discriminated, up to the largest k at which it did — so every case
+a finding counts — and nothing is recomputed (a recomputation would have to rebuild the SCM's
 counterfactuals, the sample and the bias correction exactly; the stored groups are the engine's
 own). With ``evidence: none`` the cases are listed without comparators and the exhibit says so.
 CF has no comparators: one decision against its counterfactual's.

@@ -81,12 +81,12 @@ def fit_logistic(x: np.ndarray, refused: np.ndarray, ridge: float = RIDGE) -> np
         hess = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty)
         step = np.linalg.solve(hess + 1e-12 * np.eye(d + 1), grad)
         t = 1.0
-        while t > 1e-8 and objective(beta + t * step) < current:
+        while t > 1e-8 and (tried := objective(beta + t * step)) < current:
             t /= 2
         if t <= 1e-8:  # no ascent left along Newton's direction: at the maximum to rounding
             break
         beta = beta + t * step
-        current = objective(beta)
+        current = tried  # the objective at the new beta, as computed in the step's test
         if np.max(np.abs(t * step)) < TOLERANCE:
             break
     slopes = beta[1:] / sd

@@ -15,6 +15,7 @@ record go to files before the state is sent to the workers (``spill``).
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from aequum.engines.core.engine import Tables, chunks, concat_parts, stable_sort
 from aequum.engines.core.intersections import resolve, unit_groups
 from aequum.engines.core.points_file import PointsFile
 from aequum.engines.core.sampling import record_order, stratified_sample
-from aequum.engines.matching.cst.bias_correction import fit_group, shifts
+from aequum.engines.matching.cst.bias_correction import fit_group, surface
 from aequum.engines.matching.cst.counterfactual_values import COUNTERFACTUALS, counterfactual_rows, kept
 from aequum.engines.matching.cst.params import CSTParams
 from aequum.engines.matching.cst.scm import Equation, LinearSCM, SCMError
@@ -308,8 +309,14 @@ class CSTEngine:
         refused = data.decision == 0
         for test, others in zip(tests, nominal):
             test.factual = factual.with_nominal(np.column_stack(others)) if others else factual
-            if params.bias_correction == "logistic":
-                test.surface = fit_group(factual.metric, refused, np.flatnonzero(test.protected | test.reference))
+        if params.bias_correction == "logistic":
+            # the tests' surfaces are independent fits: two at a time (numpy's products let the
+            # other thread run), each the same as fitted alone
+            with ThreadPoolExecutor(2) as pool:
+                surfaces = list(pool.map(lambda t: fit_group(factual.metric, refused,
+                                                             np.flatnonzero(t.protected | t.reference)), tests))
+            for test, beta in zip(tests, surfaces):
+                test.surface = beta
         targets = {eq.target for eq in spec.scm.equations} if spec.scm is not None and spec.scm.equations else None
         dims = sum(kind != "categorical" for kind in kinds)
         return State(data.id_text, data.decision, tests, params, params.effect(targets), skipped, dims,
@@ -370,21 +377,31 @@ class CSTEngine:
 def _shifts(test: Test, comp: np.ndarray, hood, s: int, e: int) -> dict[str, np.ndarray] | None:
     """The bias correction's moves of each neighbour's decision (``CSTParams.bias_correction``)
     by the one surface of both groups: the control group's and the factual test group's to the
-    complainant's inputs (ST), the counterfactual test group's to its counterfactual (CST). The
-    complainants' and every neighbour's points are read in one pass (on a cluster they are in
-    files)."""
+    complainant's inputs (ST), the counterfactual test group's to its counterfactual (CST).
+    μ̂ is computed once for each record that is a complainant or a neighbour, a block of them at
+    a time (on a cluster their points are in files), and read at each neighbour: the same values
+    as at each neighbour's own point (``bias_correction.surface`` is row by row), without
+    gathering every neighbour's point."""
     if test.surface is None:
         return None
     groups = (hood.control, hood.test_factual, hood.test_counterfactual)
-    points = test.factual.take(np.concatenate([comp, *(g.ravel() for g in groups)])).metric
-    m, d = len(comp), points.shape[1]
-    centres = points[:m]
-    near = np.split(points[m:], np.cumsum([g.size for g in groups])[:-1])
-    control, factual, counterfactual = (n.reshape(*g.shape, d) for n, g in zip(near, groups))
-    cf_centres = test.counterfactual.take(np.arange(s, e)).metric
-    return {"control": shifts(centres, control, test.surface),
-            "test_factual": shifts(centres, factual, test.surface),
-            "test_counterfactual": shifts(cf_centres, counterfactual, test.surface)}
+    mu = np.empty(len(test.factual))
+    needed = np.zeros(len(mu), bool)
+    needed[comp] = True
+    for g in groups:
+        needed[g.ravel()] = True
+    needed = np.flatnonzero(needed)
+    for lo in range(0, len(needed), _SURFACE_BLOCK):
+        rows = needed[lo:lo + _SURFACE_BLOCK]
+        mu[rows] = surface(test.surface, test.factual.take(rows).metric)
+    centres = mu[comp][:, None]
+    cf_centres = surface(test.surface, test.counterfactual.take(np.arange(s, e)).metric)[:, None]
+    return {"control": centres - mu[hood.control],
+            "test_factual": centres - mu[hood.test_factual],
+            "test_counterfactual": cf_centres - mu[hood.test_counterfactual]}
+
+
+_SURFACE_BLOCK = 1 << 20  # records whose μ̂ is computed at a time (_shifts)
 
 
 def _units(data: AuditData, params: CSTParams) -> tuple[list[list[str]], dict[str, str]]:

@@ -331,16 +331,19 @@ def evidence_depth(claims_table: pa.Table, n: int, kmax: int, mode: str) -> dict
     """Per (centre, search group), how many ranks of each of the ``n`` complainants' neighbours
     to record (``claims_table``: their claims as :func:`claims` writes them).
 
-    ``all``: every group up to the largest k. ``discriminated``: the groups of the methods that
-    found the complainant discriminated, up to the largest k at which they did — the control
-    group for any, the factual test group for ST, the counterfactual test group for CST (with
-    or without centres). ``none``: nothing.
+    ``all``: every group up to the largest k. ``significant``: the groups of the methods that
+    found the complainant significantly discriminated (Def. 3.5), up to the largest k at which
+    they did — the control group for any, the factual test group for ST, the counterfactual test
+    group for CST (with or without centres): every case a finding counts, so every case the
+    matched-pair exhibit can show, and the report's listed cases that are significant.
+    ``discriminated``: as significant, with discriminated (Def. 3.4: Δp > τ) for significant.
+    ``none``: nothing.
     """
-    if mode != "discriminated":
+    if mode not in ("discriminated", "significant"):
         full = np.full(n, kmax if mode == "all" else 0, np.int64)
         return {("factual", "control"): full, ("factual", "test"): full, ("counterfactual", "test"): full}
     method = claims_table["method"].to_numpy(zero_copy_only=False)
-    hit = claims_table["discriminated"].fill_null(False).to_numpy(zero_copy_only=False) & (method != "CF")
+    hit = claims_table[mode].fill_null(False).to_numpy(zero_copy_only=False) & (method != "CF")
     # claims() writes blocks of n rows, one row per complainant in the given order
     row = (np.arange(claims_table.num_rows) % n)[hit]
     k = claims_table["k"].to_numpy()[hit].astype(np.int64)
@@ -358,10 +361,12 @@ def evidence(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarra
     """Who each complainant was compared with: rank, neighbour id and distance, for the first
     ``depth[(centre, group)]`` ranks (neighbours beyond ``max_distance`` did not count: left out)."""
     parts = []
-    for centre, group, idx, dist in (("factual", "control", hood.control, hood.control_dist),
-                                     ("factual", "test", hood.test_factual, hood.test_factual_dist),
-                                     ("counterfactual", "test", hood.test_counterfactual,
-                                      hood.test_counterfactual_dist)):
+    # in the order of the keys the engine streams the rows by (centre, search group): their sort
+    # then finds them in place
+    for centre, group, idx, dist in (("counterfactual", "test", hood.test_counterfactual,
+                                      hood.test_counterfactual_dist),
+                                     ("factual", "control", hood.control, hood.control_dist),
+                                     ("factual", "test", hood.test_factual, hood.test_factual_dist)):
         n, k = idx.shape
         ranks = np.arange(1, k + 1, dtype=np.int32)
         keep = ranks[None, :] <= depth[(centre, group)][:, None]
