@@ -12,7 +12,7 @@ from aequum.engines.core.engine import run_serial
 from aequum.engines.core.intersections import candidate_pairs, resolve
 from aequum.engines.core.models import LinearRule
 from aequum.engines.core.spec import parse_spec
-from aequum.engines.matching.cst.bias_correction import fit_logistic, shifts, surface
+from aequum.engines.matching.cst.bias_correction import fit_logistic, surface
 from aequum.engines.matching.cst.engine import CSTEngine
 from aequum.engines.matching.cst.situation_testing import flag_claims
 from aequum.engines.regression.engine import RegressionEngine
@@ -59,14 +59,6 @@ def test_a_large_group_is_fitted_on_evenly_spaced_records(monkeypatch):
                                   fit_logistic(x[rows[::5]], refused[rows[::5]]))
     monkeypatch.setattr(bias_correction, "FIT_RECORDS", 500)
     np.testing.assert_array_equal(bias_correction.fit_group(x, refused, rows), fit_logistic(x[rows], refused[rows]))
-
-
-def test_a_neighbour_at_the_centre_is_not_moved():
-    pts = np.array([[0.0, 0.0], [1.0, 2.0], [3.0, -1.0]])
-    beta = np.array([0.1, 0.5, -0.3])
-    s = shifts(pts[[1, 2]], pts[np.array([[1, 0], [2, 1]])], beta)
-    assert s[0, 0] == 0.0 and s[1, 0] == 0.0
-    assert s[0, 1] == pytest.approx(surface(beta, pts[[1]])[0] - surface(beta, pts[[0]])[0])
 
 
 # ---- situation testing where the groups' densities differ --------------------------------

@@ -106,9 +106,3 @@ def surface(beta: np.ndarray, x: np.ndarray) -> np.ndarray:
     coordinates)."""
     return expit(beta[..., 0] + np.sum(x * beta[..., 1:], axis=-1))
 
-
-def shifts(centres: np.ndarray, neighbours: np.ndarray, beta: np.ndarray) -> np.ndarray:
-    """μ̂(x_centre) − μ̂(x_neighbour) for each neighbour j of centre i (``centres``: (m, d)
-    metric coordinates; ``neighbours``: (m, k, d)), the amount each neighbour's decision is
-    moved by; ``beta``: the surface."""
-    return surface(beta, centres)[:, None] - surface(beta, neighbours)

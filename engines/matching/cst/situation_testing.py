@@ -171,7 +171,7 @@ def search(factual: Points, counterfactual: Points, protected: np.ndarray, refer
 def _proportions(neg: np.ndarray, idx: np.ndarray, dist: np.ndarray, k: int, max_distance: float | None,
                  centre_neg: np.ndarray | None, shift: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(p, n): share of negative decisions among the first k neighbours (and the centre); with
-    ``shift``, each neighbour's decision moved by it (``bias_correction.shifts``), the share
+    ``shift``, each neighbour's decision moved by it (``engine._shifts``: μ̂ at the centre minus μ̂ at the neighbour), the share
     clipped to [0, 1]."""
     cols = idx[:, :k]
     ok = np.ones(cols.shape, bool) if max_distance is None else dist[:, :k] <= max_distance
@@ -207,7 +207,7 @@ def claims(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarray,
     """One row per complainant × method × k (and one CF row, k = 0), in blocks of one row per
     complainant in the order of ``complainants``; ``decision`` of every record, ``decision_cf``
     of the complainants (entry i: complainants[i]). ``shifts``: the bias correction's moves of
-    each neighbour's decision (``bias_correction.shifts``) per neighbourhood — ``control``,
+    each neighbour's decision (``engine._shifts``: μ̂ at the centre minus μ̂ at the neighbour) per neighbourhood — ``control``,
     ``test_factual``, ``test_counterfactual`` — or None for the paper's shares. ``overlap``:
     the largest local odds of the protected group over the reference group at which a claim is
     tested (:func:`comparable`, ``dims`` metric attributes); other claims keep Δp, with
