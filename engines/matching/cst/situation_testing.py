@@ -207,7 +207,8 @@ def claims(ids: pa.Array | np.ndarray, attribute: str, complainants: np.ndarray,
     """One row per complainant × method × k (and one CF row, k = 0), in blocks of one row per
     complainant in the order of ``complainants``; ``decision`` of every record, ``decision_cf``
     of the complainants (entry i: complainants[i]). ``shifts``: the bias correction's moves of
-    each neighbour's decision (``engine._shifts``: μ̂ at the centre minus μ̂ at the neighbour) per neighbourhood — ``control``,
+    each neighbour's decision (``engine._shifts``: μ̂ at the centre minus μ̂ at the neighbour)
+    per neighbourhood — ``control``,
     ``test_factual``, ``test_counterfactual`` — or None for the paper's shares. ``overlap``:
     the largest local odds of the protected group over the reference group at which a claim is
     tested (:func:`comparable`, ``dims`` metric attributes); other claims keep Δp, with
