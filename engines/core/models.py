@@ -222,7 +222,7 @@ class TorchMLP:
 
 def fit_surrogate(X: np.ndarray, y: np.ndarray, feature_names, hidden=(64, 32), epochs: int = 200,
                   seed: int = 0, lr: float = 1e-2, holdout: float = 0.2, batch_size: int = 4096,
-                  max_steps: int = 600, operating_point: str = "balanced") -> TorchMLP:
+                  max_steps: int = 3000, operating_point: str = "balanced") -> TorchMLP:
     """Fit a ReLU MLP to recorded decisions (or labels): a surrogate of the lender's model.
 
     * Minibatch Adam on class-balanced BCE (each class weighs half), ``epochs`` passes over the

@@ -81,7 +81,7 @@ class ModelSpec(_Model):
     target: Literal["decision", "label"] = Field("decision", description="surrogate: what to fit.")
     epochs: int = Field(200, gt=0, description="surrogate: passes over the training rows (capped by max_steps).")
     batch_size: int = Field(4096, gt=0, description="surrogate: rows per minibatch.")
-    max_steps: int = Field(600, gt=0, description="surrogate: at most this many optimiser steps "
+    max_steps: int = Field(3000, gt=0, description="surrogate: at most this many optimiser steps "
                            "(keeps a million-row fit to seconds); a fit they cut short anneals its "
                            "learning rate to 0 over them.")
     fit_rows: int | None = Field(
