@@ -53,7 +53,6 @@ class WarmImports(WorkerPlugin):
         _WARMING.start()
 
 
-
 _WARMING: threading.Thread | None = None
 
 
@@ -79,11 +78,15 @@ def warm_modules(names: list[str], torch: bool) -> list[str]:
 
 def warm_imports(address: str, names: list[str], torch: bool) -> None:
     """Register :class:`WarmImports` for ``names`` with the Dask scheduler at ``address`` (returns
-    once the workers have started their imports, not when they end)."""
+    once the workers have started their imports, not when they end). A scheduler that cannot
+    take it leaves the imports to the engines, as without it."""
     from distributed import Client
 
-    with Client(address, set_as_default=False) as client:
-        client.register_plugin(WarmImports(warm_modules(names, torch)), name=WarmImports.name)
+    try:
+        with Client(address, set_as_default=False) as client:
+            client.register_plugin(WarmImports(warm_modules(names, torch)), name=WarmImports.name)
+    except (OSError, TimeoutError):
+        pass
 
 
 @dataclass
