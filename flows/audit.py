@@ -27,11 +27,11 @@ from aequum.engines.core.spec import AuditSpec, load_spec
 from aequum.engines.detection import DETECTION
 from aequum.engines.registry import get_engine
 from aequum.flows.cluster import dask_runner, engine_results, owned_cluster, renew_workers, size_workers
-from aequum.flows.engine_tasks import EngineOutcome, engine_task
+from aequum.flows.engine_tasks import EngineOutcome, engine_task, warm_imports
 from aequum.flows.ground_truth import score_run
 from aequum.flows.store.group_labels import label_outcomes, write_group_labels
 from aequum.flows.store.lake_reading import release_memory
-from aequum.flows.model_step import PackedModel, prepare_model, supplied_counterfactuals
+from aequum.flows.model_step import PackedModel, model_readers, prepare_model, supplied_counterfactuals
 from aequum.flows.preflight import staged_group_problems
 from aequum.flows.progress import following
 from aequum.flows import run_control, terminal
@@ -149,6 +149,12 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
         # are too small without them is recorded as failed with the reason, and not run
         unfit = staged_group_problems(spec, ref.lake_path, names)
         size_workers(owned_cluster(), ref.rows_staged, logger.info)
+        address = getattr(get_run_context().task_runner, "address", None)
+        if address and not (owned_cluster() is not None and ref.rows_staged > RENEW_WORKERS_ROWS):
+            # the engines' imports on the workers while the model step runs (not on workers
+            # renewed for each engine: each would import every engine's modules)
+            warm_imports(address, [n for n in names if n not in unfit],
+                         spec.model is not None and spec.model.kind != "linear" and bool(model_readers(spec, names)))
         model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info, packed=True,
                                                 engines=[n for n in names if n not in unfit])
         cfs = supplied_counterfactuals(spec, spec_file.parent, ref)
@@ -161,7 +167,6 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
                                       f"aequum-engines-{run_id}", str(spool))
 
         own = owned_cluster()
-        address = getattr(get_run_context().task_runner, "address", None)
 
         def results(futures: list) -> list[EngineOutcome]:  # never waits on a lost worker for ever
             return engine_results(futures, address, logger.warning, own) if address else [f.result() for f in futures]
@@ -270,18 +275,30 @@ def run_audit(spec_path: str, warehouse: str = str(DEFAULT_WAREHOUSE), lake: str
     read and fingerprint a source even when its files look unchanged, ``trust_mtime``: reuse a staged
     source whose files have their sizes and modification times without hashing them (see ``stage``); ``dashboard``:
     serve the Dask dashboard of a LocalCluster, on loopback (default ``AEQUUM_DASHBOARD``)."""
-    with dask_runner(dask_address, workers, dashboard, say=_say) as runner, flow_api(server):
-        try:  # a user error ends the flow run Failed with its message, and is raised here
-            return flow_result(audit_flow.with_options(task_runner=runner)(
-                spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines,
-                check_source=check_source, trust_mtime=trust_mtime, return_state=True))
-        finally:
-            # the run is over: what its processes print as they close (a Dask heartbeat's
-            # CommClosedError) goes to the command's log file, not to the terminal
-            terminal.quiet()
-            if not run_control.interrupt_signalled():
-                with suppress(OSError):  # a cluster that is gone has nothing left to send
-                    drain_workers(runner.address)
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED
+
+    from aequum.flows.prefect_api import TemporaryAPI
+
+    # the temporary API starts first (when flow_api would start one): its start, seconds,
+    # overlaps the cluster's
+    started = server is None and not PREFECT_API_URL.value() and PREFECT_SERVER_EPHEMERAL_ENABLED.value()
+    server = TemporaryAPI() if started else server
+    try:
+        with dask_runner(dask_address, workers, dashboard, say=_say) as runner, flow_api(server):
+            try:  # a user error ends the flow run Failed with its message, and is raised here
+                return flow_result(audit_flow.with_options(task_runner=runner)(
+                    spec_path=spec_path, warehouse=warehouse, lake=lake, run_id=run_id, engines=engines,
+                    check_source=check_source, trust_mtime=trust_mtime, return_state=True))
+            finally:
+                # the run is over: what its processes print as they close (a Dask heartbeat's
+                # CommClosedError) goes to the command's log file, not to the terminal
+                terminal.quiet()
+                if not run_control.interrupt_signalled():
+                    with suppress(OSError):  # a cluster that is gone has nothing left to send
+                        drain_workers(runner.address)
+    finally:
+        if started:  # (already stopped by flow_api unless the cluster failed to start)
+            server.stop()
 
 
 @flow(name="aequum-ingest", log_prints=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import pickle
 import queue
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -51,11 +52,19 @@ def run_in_child(fn: Callable[..., Any], args: tuple, say: Callable[[str], None]
                 return pickle.loads(payload)
             raise pickle.loads(payload)
     finally:
-        child.join(timeout=10 if answered else 0)  # left early (an interrupt): stopped at once
-        if child.is_alive():
-            child.kill()
-            child.join()
+        if answered:  # its result is here: its ending (freeing its memory: a second at 1M HMDA records) is not waited for
+            threading.Thread(target=_end, args=(child, 10), name=f"aequum-end-{fn.__name__}", daemon=True).start()
+        else:  # left early (an interrupt): stopped at once
+            _end(child, 0)
         channel.close()
+
+
+def _end(child, timeout: float) -> None:
+    """Wait up to ``timeout`` seconds for ``child`` to end, then kill it if it has not."""
+    child.join(timeout=timeout)
+    if child.is_alive():
+        child.kill()
+        child.join()
 
 
 def _child(fn: Callable[..., Any], args: tuple, channel) -> None:

@@ -62,3 +62,37 @@ def test_an_error_that_cannot_travel_comes_back_as_its_type_and_message():
 def test_a_process_that_dies_is_an_error_naming_its_exit_status():
     with pytest.raises(ChildEnded, match="dying ended with exit status 7"):
         run_in_child(dying, (7,), lambda _m: None)
+
+
+def lingering(flag: str, say):
+    """A step whose process, its result given, ends only once ``flag`` exists."""
+    import atexit
+    import time
+
+    def wait_for_flag():
+        for _ in range(600):
+            if os.path.exists(flag):
+                return
+            time.sleep(0.05)
+
+    atexit.register(wait_for_flag)
+    return os.getpid()
+
+
+def test_the_result_comes_back_without_waiting_for_the_process_to_end(tmp_path):
+    """Its ending (freeing a large step's memory takes a second) is not waited for; the
+    process is still reaped when it ends."""
+    import time
+
+    flag = tmp_path / "end"
+    pid = run_in_child(lingering, (str(flag),), lambda _m: None)
+    os.kill(pid, 0)  # still running: its ending waits for the flag
+    flag.touch()
+    for _ in range(600):  # ended and reaped (a zombie would still take the signal)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the step's process {pid} did not end")

@@ -1,6 +1,7 @@
 """The model adapter: linear rule, safe MLP loading, gradients, ReLU layers, surrogate fits."""
 from __future__ import annotations
 
+import math
 import pickle
 
 import numpy as np
@@ -96,6 +97,47 @@ def test_surrogate_is_deterministic_and_faithful():
     b = fit_surrogate(X, y, ["x", "z"], hidden=(16,), epochs=150, seed=3)
     assert np.array_equal(a.score(X), b.score(X))
     assert a.fidelity["train"] > 0.95 and a.fidelity["holdout"] > 0.9
+
+
+def test_adam_is_torchs_to_the_bit():
+    """The surrogate's own Adam (no torch._dynamo import) updates parameters exactly as
+    torch.optim.Adam does, with the learning rate changing between steps."""
+    from aequum.engines.core.models import Adam, _mlp
+
+    torch.manual_seed(0)
+    a, b = _mlp(5, [32, 16], 1), _mlp(5, [32, 16], 1)
+    b.load_state_dict(a.state_dict())
+    theirs, ours = torch.optim.Adam(a.parameters(), lr=1e-2), Adam(list(b.parameters()))
+    X = torch.randn(500, 5, dtype=torch.float64)
+    y = (X[:, 0] > 0).double()
+    for i in range(40):
+        for net, opt in ((a, theirs), (b, ours)):
+            opt.zero_grad()
+            torch.nn.functional.binary_cross_entropy_with_logits(net(X)[:, 0], y).backward()
+        lr = 1e-2 * (1 - i / 50)
+        theirs.param_groups[0]["lr"] = lr
+        theirs.step()
+        ours.step(lr)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert not torch.equal(next(a.parameters()), _mlp(5, [32, 16], 1).state_dict()["0.weight"])
+
+
+def test_a_fit_cut_short_anneals_its_rate(monkeypatch):
+    """A fit that max_steps cuts short steps at lr·(1 + cos(π t / T)) / 2 (t = 0 .. T-1); a fit
+    given all its epochs keeps the constant rate."""
+    from aequum.engines.core import models
+
+    rates: list[float] = []
+    step = models.Adam.step
+    monkeypatch.setattr(models.Adam, "step", lambda self, lr: (rates.append(lr), step(self, lr)))
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1_000, 2))
+    y = (X[:, 0] > 0).astype(int)
+    fit_surrogate(X, y, ["a", "b"], hidden=(4,), epochs=50, seed=0, lr=0.02, batch_size=200, max_steps=30)
+    assert rates == [0.02 * 0.5 * (1 + math.cos(math.pi * t / 30)) for t in range(30)]
+    rates.clear()
+    fit_surrogate(X, y, ["a", "b"], hidden=(4,), epochs=5, seed=0, lr=0.02, batch_size=200, max_steps=30)
+    assert rates == [0.02] * 20  # 5 epochs of 4 batches of the 800 training rows
 
 
 def test_surrogate_single_class_is_an_error():

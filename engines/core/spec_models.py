@@ -82,7 +82,8 @@ class ModelSpec(_Model):
     epochs: int = Field(200, gt=0, description="surrogate: passes over the training rows (capped by max_steps).")
     batch_size: int = Field(4096, gt=0, description="surrogate: rows per minibatch.")
     max_steps: int = Field(3000, gt=0, description="surrogate: at most this many optimiser steps "
-                           "(keeps a million-row fit to seconds).")
+                           "(keeps a million-row fit to seconds); a fit they cut short anneals its "
+                           "learning rate to 0 over them.")
     fit_rows: int | None = Field(
         1_000_000, gt=1, description="surrogate: fitted (and held out) on at most this many staged records, a "
         "sample stratified by the target and the protected groups, the same for the same records and "
