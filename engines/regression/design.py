@@ -9,7 +9,7 @@ logit (``engines.regression.logit.controlled_logit``), so both fit the same rows
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -317,6 +317,29 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
             means[b.start:b.stop] = counts[b.index][b.levels] / n
     out.blocks, out.used, out.p, out.means = kept, [b.name for b in kept], col, means
     return out
+
+
+def with_outcome(des: Design, y: np.ndarray) -> Design | None:
+    """``des`` (:func:`design`) for another outcome ``y`` over the same given arrays, whose
+    nulls fall on the same candidate rows: the rows, columns, cells and layout shared, the
+    outcome's own gathered values, sum and raw difference (summed a block at a time, as
+    :func:`design` does). None where :func:`design` could choose otherwise for ``y``: a
+    degenerate design, or either outcome 0/1 (its levels of one outcome are dropped), of one
+    value or not finite — the caller then designs that outcome on its own."""
+    if des.failure is not None or des.y_binary:
+        return None
+    yk = np.asarray(y)[des.keep].astype(np.float64)
+    if not len(yk) or not np.all(np.isfinite(yk)) or np.all(yk == yk[0]) or np.all((yk == 0) | (yk == 1)):
+        return None
+    y_sum = y_treated = 0.0
+    for _, idx in spans(des.n, des.size):
+        yc = yk[idx]
+        y_sum += yc.sum()
+        y_treated += yc[des.d[idx] == 1].sum()
+    raw = None
+    if des.n_treated and des.n_control and des.n_treated + des.n_control == des.n:
+        raw = float(y_treated / des.n_treated - (y_sum - y_treated) / des.n_control)
+    return replace(des, y=yk, y_sum=float(y_sum), raw=raw, within=None)
 
 
 def equilibrate(gram: np.ndarray, blocks: list[Block], effects: Sequence[str] = (),

@@ -308,14 +308,15 @@ def held_cells(groups: list[np.ndarray], min_size: int, y: np.ndarray, rows: np.
     is tested next to them (the tract's groups, which the penalised fill). Among the fitted
     ``rows``, cells of fewer than ``min_size`` records or with one outcome only (whose dummy
     would separate the logit) join the largest cell, the dummies' reference."""
-    code = np.zeros(len(groups[0]), np.int64)
+    code = np.zeros(len(rows), np.int64)  # over the fitted rows alone
     for g in groups:
+        g = g[rows]
         code = code * 3 + np.where(g == 1, 1, np.where(g == 0, 0, 2))
-    cells, inverse = dense_codes(code[rows])
+    cells, inverse = dense_codes(code)
     counts = np.bincount(inverse, minlength=len(cells))
     outcome = np.bincount(inverse, weights=np.nan_to_num(y[rows]), minlength=len(cells))
     pooled = (counts < min_size) | (outcome == 0) | (outcome == counts)
-    codes = np.full(len(code), -1, np.int64)  # rows not fitted: never read
+    codes = np.full(len(groups[0]), -1, np.int64)  # rows not fitted: never read
     codes[rows] = np.where(pooled[inverse], int(np.argmax(counts)), inverse)
     return Categorical(codes, [f"cell {c}" for c in cells])
 

@@ -359,28 +359,44 @@ class LinearFit:
     singular: str | None
     g_inv: np.ndarray | None = None
     coef: np.ndarray | None = None
+    outcome: int = -1              # y's column among ``normal``'s (p, or p + j for the j-th of several)
 
 
 def linear_fit(des: Design) -> LinearFit:
     """One pass over the design's rows for the cross products of ``[Z, y]`` with the fixed
     effects partialled out (``engines.regression.cells``), and the slopes of y on Z (kept on
     ``des``: the linear model and the logit of one comparison share it)."""
-    if des.within is not None:
-        return des.within
+    if des.within is None:
+        linear_fits([des])
+    return des.within
+
+
+def linear_fits(designs: Sequence[Design]) -> list[LinearFit]:
+    """:func:`linear_fit` of several outcomes on one design (``designs``: the first's rows and
+    columns, each its own outcome: :func:`engines.regression.design.with_outcome`), from one
+    pass over the rows for the cross products of ``[Z, y_1 … y_m]`` (each outcome's fit reads
+    its own column; Z's do not depend on the outcomes), each kept on its design."""
+    des = designs[0]
     p = des.p
-    centred = des.y - des.y_sum / des.n
-    cells = Cells(des, des.means, np.ones(p), centred[:, None])
+    centred = [d.y - d.y_sum / d.n for d in designs]
+    cells = Cells(des, des.means, np.ones(p), np.column_stack(centred))
     normal = cells.normal(None)
     solver = normal.solver()
     within = solver.g
-    gram, zy, yy = within[:p, :p], within[:p, p], within[p, p]
+    gram = within[:p, :p]
     scale, g, singular = equilibrate(gram, des.blocks, des.effects.names, np.diag(normal.a)[:p])
-    fit = LinearFit(centred, float(centred @ centred), cells, normal, solver, gram, zy, yy, scale, g, singular)
-    if not singular:
-        fit.g_inv = linalg.inv(g) * scale[:, None] * scale[None, :]
-        fit.coef = fit.g_inv @ zy
-    des.within = fit
-    return fit
+    g_inv = None if singular else linalg.inv(g) * scale[:, None] * scale[None, :]
+    out = []
+    for j, (d, c) in enumerate(zip(designs, centred)):
+        col = p + j
+        fit = LinearFit(c, float(c @ c), cells, normal, solver, gram, within[:p, col], within[col, col], scale, g,
+                        singular, outcome=col)
+        if g_inv is not None:
+            fit.g_inv = g_inv
+            fit.coef = g_inv @ fit.zy
+        d.within = fit
+        out.append(fit)
+    return out
 
 
 def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Sequence[str],
@@ -471,8 +487,10 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     # -- pass 2: cross products of [Z, y], the fixed effects partialled out -------------------
     fit = linear_fit(des)
     centred, tss, cells, normal, solver = fit.centred, fit.tss, fit.cells, fit.normal, fit.solver
+    col = fit.outcome  # y's column among the normal equations' (after Z's; of several outcomes, its own)
     if cells is None:  # (the logit ran first and let them go)
         cells = Cells(des, means, np.ones(p), centred[:, None])
+        col = p
     gram, zy, yy, scale, g = fit.gram, fit.zy, fit.yy, fit.scale, fit.g
     if fit.singular:
         return empty(fit.singular, used)
@@ -487,15 +505,15 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
 
     # -- pass 3: residuals; the HC1 and cluster meats of d ------------------------------------
     z_part = solver.sub(p)                            # the system of Z alone (y's column left out)
-    _, gs1 = z_part.reduce(normal.a[:p, p], normal.bs[:, p], normal.bb[:, p])
-    s_y, b_y = z_part.back(coef, gs1, normal.bb[:, p])     # y's fixed effects
+    _, gs1 = z_part.reduce(normal.a[:p, col], normal.bs[:, col], normal.bb[:, col])
+    s_y, b_y = z_part.back(coef, gs1, normal.bb[:, col])     # y's fixed effects
     a = g_inv[:, 0]  # d's row of the inverse: β_d − b_d = Σ_i uᵢ eᵢ with uᵢ = (a, a_s, a_b)'xᵢ
-    a_s, a_b = z_part.back(a, np.zeros_like(gs1), np.zeros_like(normal.bb[:, p]))
+    a_s, a_b = z_part.back(a, np.zeros_like(gs1), np.zeros_like(normal.bb[:, col]))
     by_cluster = np.zeros(des.clusters)
     estimate = float(coef[0])
     kind = inference_kind(cluster is not None, des.clusters, boot, "WCR-bootstrap")
     wild = WildSums(des.clusters, p, effects) if kind == "WCR-bootstrap" else None
-    pad = np.zeros(1)  # the outcome's column, out of these products
+    pad = np.zeros(cells.p - p)  # the outcomes' columns, out of these products
     e = centred - cells.eta(np.concatenate([coef, pad]), s_y, b_y)
     u = cells.eta(np.concatenate([a, pad]), a_s, a_b)
     meat = float((e * e) @ (u * u))
