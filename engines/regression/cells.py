@@ -26,7 +26,7 @@ standard error the models report is computed as before from them.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -52,6 +52,7 @@ class Layout:
     pair_key: np.ndarray
     fb_key: np.ndarray         # level·L + dummy of each 1 of ``m`` (the absorbed effect's level)
     fs_keys: list              # (positions among the 1s, column·L + dummy) for each other effect
+    parts: dict = field(default_factory=dict, repr=False)  # the layouts of its parts, by cells (:meth:`Cells.parts`)
 
 
 def layout(des) -> Layout:
@@ -82,7 +83,7 @@ def layout(des) -> Layout:
     e = des.effects
     cell_effects = Effects(list(e.names), [code[starts] for code in e.codes], list(e.sizes), list(e.reference))
     n_cols = len(columns)
-    order = np.lexsort((c, r))  # the 1s by cell
+    order = np.argsort(r, kind="stable")  # the 1s by cell, then column (each block's 1s come in column order)
     r, c = r[order], c[order]
     per = np.bincount(r, minlength=g)
     end = np.repeat(np.cumsum(per), per)  # each 1's cell's end among the 1s
@@ -220,7 +221,9 @@ class Cells:
                 r0, r1 = int(starts[c0]), int(starts[c1]) if c1 < len(starts) else n
                 part = object.__new__(Cells)
                 part.__dict__.update(self.__dict__)
-                part.lay, part.zt, part.n, part._parts = _sub_layout(self.lay, c0, c1), self.zt[:, r0:r1], r1 - r0, None
+                if (c0, c1) not in self.lay.parts:  # (the linear model's and the logit's cells share them)
+                    self.lay.parts[c0, c1] = _sub_layout(self.lay, c0, c1)
+                part.lay, part.zt, part.n, part._parts = self.lay.parts[c0, c1], self.zt[:, r0:r1], r1 - r0, None
                 part.bounds = (r0, r1, c0, c1)
                 if part.lay.effects.small:  # the other effects' indicator, built here once (not on each worker's first pass)
                     part.lay.effects._others(slice(0, c1 - c0))

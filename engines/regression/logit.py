@@ -453,7 +453,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         h_d = solver.solve(unit, np.zeros(effects.small), np.zeros(effects.sizes[0]), _solve)
         groups = max(des.clusters, 1)
         sums_d, sums_g = np.zeros(groups), np.zeros(groups)
-        r = y - expit(cells.eta(theta, fe_s, fe_b))
+        r = y - expit(eta)  # (η at the fit, as the marginal effect read it)
         wd = r * cells.eta(*h_d)
         wg = r * cells.eta(*h_g)
         if kind == "HC1":
