@@ -59,8 +59,10 @@ attribute with fewer than ``min_group_size`` applicants in a group keeps its est
 p-values or significance. Tables ``regression_estimates`` (one row per attribute; with the
 logit's log-likelihood and McFadden pseudo R²), ``regression_benchmarks`` (attribute × control
 × multiplier) and ``regression_coefficients`` (every term of both models per comparison:
-``engines.regression.coefficients``). One piece per attribute; the
-adjustment happens in ``combine``.
+``engines.regression.coefficients``). One piece per unit and per segment, in two rounds: the
+pooled units first, then each value's comparison of an attribute and each segment, whose logit
+starts from its attribute's pooled fit (``start_from``: about half the Newton passes of a start
+from its own linear model); the rows in the pieces' order, the adjustment in ``combine``.
 """
 from __future__ import annotations
 
@@ -174,11 +176,12 @@ class RegressionEngine:
         return {"y": y, "groups": groups, "controls": controls, "names": names, "params": params,
                 "bounds": unit_bounds(data.spec, groups, "denial"),
                 "others": others, "fixed": fixed, "cluster": cluster, "segments": segments,
-                "attributes": [p.name for p in data.spec.protected if p.of is None]}
+                "attributes": [p.name for p in data.spec.protected if p.of is None],
+                "parents": {c["label"]: c["attribute"] for c in data.spec.comparisons()}}
 
-    def pieces(self, state) -> list[str]:
+    def every_piece(self, state) -> list[str]:
         """Each unit pooled, then each attribute (every unit with ``segment_units: all``) within
-        each level of each segment feature present."""
+        each level of each segment feature present: the order of the tables' rows."""
         params = state["params"]
         out = list(state["groups"])
         for name, seg in state["segments"].items():
@@ -187,6 +190,30 @@ class RegressionEngine:
             out += [SEP.join((unit, name, str(int(level)))) for unit in state["groups"]
                     if params.segment_units == "all" or unit in state["attributes"] for level in present]
         return out
+
+    def pieces(self, state) -> list[str]:
+        """The first round: the pieces with no related fit to start from (:meth:`root`)."""
+        return [p for p in self.every_piece(state) if self.root(state, p) is None]
+
+    def next_round(self, state, parts):
+        """The second round, once: the pieces whose logit starts from their root's fit (each
+        value's comparison of an attribute, each segment), the roots' slopes in the state."""
+        if "starts" in state:
+            return None
+        starts = dict(part.pop("_start") for part in parts if "_start" in part)
+        rest = [p for p in self.every_piece(state) if self.root(state, p) is not None]
+        return ({**state, "starts": starts}, rest) if rest else None
+
+    @staticmethod
+    def root(state, piece: str) -> str | None:
+        """The pooled unit whose fit a piece's logit starts from: a value's comparison's attribute
+        (``race`` for ``race=Asian``), a segment's unit (or that unit's attribute); None for a
+        pooled unit itself."""
+        unit, *segment = piece.split(SEP)
+        parent = state["parents"].get(unit)
+        if parent is not None and parent != unit and parent in state["groups"]:
+            return parent
+        return unit if segment else None
 
     def run_piece(self, state, piece: str) -> Tables:
         params = state["params"]
@@ -211,6 +238,7 @@ class RegressionEngine:
         grouping = dict(fixed=state["fixed"], fixed_names=params.fixed_effects, cluster=state["cluster"],
                         bootstrap=params.bootstrap(), outcome=("approval", "denial"))
         coefficients = pa.Table.from_pylist([], schema=COEFFICIENTS)
+        logit = None
         if segment and len(rows) < params.min_segment_size:
             row = _untested_segment(attribute, rows, groups, params, state["y"])
         else:
@@ -222,8 +250,9 @@ class RegressionEngine:
             fit = controlled_lpm(state["y"], groups, blocks, names, params.confidence,
                                  multipliers=params.benchmark_multipliers, robust_multiplier=params.robust_multiplier,
                                  rows=rows, held=len(cells), prepared=prepared, **grouping)
+            root = self.root(state, piece)
             logit = controlled_logit(state["y"], groups, blocks, names, params.confidence, rows=rows,
-                                     prepared=prepared, **grouping)
+                                     prepared=prepared, start_from=state.get("starts", {}).get(root), **grouping)
             small = min(fit.n_treated, fit.n_control) < params.min_group_size
             notes = [fit.note] if fit.note else []
             if small:
@@ -235,9 +264,13 @@ class RegressionEngine:
             coefficients = coefficient_rows(attribute, label, fit, logit, names[n_inputs:],
                                             {n: list(b.levels) for n, b in zip(names, blocks)
                                              if isinstance(b, Categorical)})
+        out = {"_piece": piece}
+        if not segment and self.root(state, piece) is None:  # the start of its comparisons' and segments' logits
+            found = logit.coefficients if logit is not None and logit.converged else None
+            out["_start"] = (piece, dict(zip(found["columns"], map(float, found["coef"]))) if found else None)
         if segment:
             row = {"segment": label, "segment_feature": segment[0], "segment_level": level, **row}
-            return {"regression_segments": pa.Table.from_pylist([row], schema=SEGMENTS),
+            return {**out, "regression_segments": pa.Table.from_pylist([row], schema=SEGMENTS),
                     "regression_coefficients": coefficients}
         estimates = pa.Table.from_pylist([row], schema=ESTIMATES)
         wanted = {float(k) for k in params.benchmark_multipliers}
@@ -248,11 +281,12 @@ class RegressionEngine:
                   "note": b.note}
                  for c in fit.sensitivity for b in sorted(c.bounds, key=lambda b: b.multiplier)
                  if b.multiplier in wanted]
-        return {"regression_estimates": estimates, "regression_coefficients": coefficients,
+        return {**out, "regression_estimates": estimates, "regression_coefficients": coefficients,
                 "regression_benchmarks": pa.Table.from_pylist(bench, schema=BENCHMARKS)}
 
     def combine(self, state, parts) -> Tables:
-        out = concat_parts(parts, self.tables)
+        order = {p: i for i, p in enumerate(self.every_piece(state))}  # the rows in piece order, not round order
+        out = concat_parts(sorted(parts, key=lambda part: order[part["_piece"]]), self.tables)
         params = state["params"]
         # the same correction across the run's units, for the LPM's and the logit's tests; the
         # segments' tests are a family of their own
