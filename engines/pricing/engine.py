@@ -48,9 +48,10 @@ from aequum.engines.core.spec import value_key
 from aequum.engines.outcome.engine import two_proportion_p
 from aequum.engines.outcome.stats import adjust_p_values, ratio_log_interval, wilson_interval
 from aequum.engines.regression.bounds import survive
-from aequum.engines.regression.engine import bounded, held_cells, record_block, resolve_controls, unit_bounds
 from aequum.engines.regression.design import design, with_outcome
-from aequum.engines.regression.sensitivity import controlled_lpm, linear_fits
+from aequum.engines.regression.engine import bounded, held_cells, record_block, resolve_controls, unit_bounds
+from aequum.engines.regression.linear import linear_fits
+from aequum.engines.regression.sensitivity import controlled_lpm
 
 ESTIMATES = pa.schema([
     ("attribute", pa.string()), ("field", pa.string()), ("n", pa.int64()), ("n_protected", pa.int64()),
@@ -283,7 +284,7 @@ def shared_designs(state, groups: np.ndarray, inputs: dict, fields: dict) -> dic
     """The designs of the fields whose fits can share one (``engines.regression.design``,
     ``with_outcome``): fields reported on the same rows with the same held cells, none of them
     0/1, one value or degenerate. One design and one pass of summed cross products for them all
-    (``engines.regression.sensitivity.linear_fits``) instead of one each — at 1M HMDA rows the
+    (``engines.regression.linear.linear_fits``) instead of one each — at 1M HMDA rows the
     rate spread, interest rate, total loan costs and origination charges. Each field's result is
     that of its own fit (the arithmetic of its cross products alone in another order). Fields
     left out design their own (missing from the returned ``{field: design}``)."""

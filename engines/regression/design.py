@@ -103,7 +103,7 @@ class Design:
 
     cell_starts: np.ndarray | None = None    # the first kept row of each cell (``engines.regression.cells``)
     _layout: object = None                   # the cells' layout, once built
-    within: object = None                    # the least-squares fit on this design (sensitivity.linear_fit), once made
+    within: object = None                    # the least-squares fit on this design (linear.linear_fit), once made
 
     @property
     def parameters(self) -> int:
@@ -122,11 +122,15 @@ def _by_cell(keep: np.ndarray, effects: Effects, categorical: Sequence[np.ndarra
         return keep, effects, np.zeros(0, np.int64)
     keys = [*effects.codes, *(np.asarray(c)[keep] for c in categorical)]
     sizes = [*effects.sizes, *(int(c.max(initial=0)) + 1 for c in keys[len(effects.codes):])]
-    if float(np.prod(np.array(sizes, dtype=np.float64))) < 2.0 ** 62:
+    combinations = float(np.prod(np.array(sizes, dtype=np.float64)))
+    if combinations < 2.0 ** 62:
         key = np.zeros(n, np.int64)
         for c, s in zip(keys, sizes):
             key = key * s + c
-        order = np.argsort(key, kind="stable")
+        if combinations * n < 2.0 ** 62:  # each key made unique by its position: an unstable sort gives the stable order, 5-10x faster
+            order = np.sort(key * n + np.arange(n)) % n
+        else:
+            order = np.argsort(key, kind="stable")
         key = key[order]
     else:  # too many combinations for one integer: sort by each key, the first the most significant
         order = np.lexsort(keys[::-1])

@@ -70,7 +70,8 @@ from scipy.stats import t as student_t
 from aequum.engines.regression.absorb import Normal, cluster_variance
 from aequum.engines.regression.cells import Cells, Executor
 from aequum.engines.regression.design import Categorical, Design, column_names, design
-from aequum.engines.regression.sensitivity import e_value_or, linear_fit
+from aequum.engines.regression.linear import linear_fit
+from aequum.engines.regression.sensitivity import e_value_or
 from aequum.engines.regression.wild import Bootstrap, inference_kind, score_p_value, weights
 
 __all__ = ["LogitResult", "controlled_logit", "MAX_ITERATIONS", "STEP_TOLERANCE"]
