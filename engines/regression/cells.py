@@ -90,12 +90,12 @@ def layout(des) -> Layout:
         columns.extend(range(b.start, b.stop))
     r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
     c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
-    m = sp.csr_matrix((np.ones(len(r)), (r, c)), shape=(g, len(columns)))
     e = des.effects
     cell_effects = Effects(list(e.names), [code[starts] for code in e.codes], list(e.sizes), list(e.reference))
     n_cols = len(columns)
     order = np.argsort(r, kind="stable")  # the 1s by cell, then column (each block's 1s come in column order)
     r, c = r[order], c[order]
+    m = sp.csr_matrix((np.ones(len(r)), c, np.r_[0, np.cumsum(np.bincount(r, minlength=g))]), shape=(g, n_cols))
     fs_keys = []
     for j in range(1, len(e.sizes)):
         col = cell_effects.small_columns(j, slice(0, g))[r]
