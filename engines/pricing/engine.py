@@ -49,7 +49,8 @@ from aequum.engines.outcome.engine import two_proportion_p
 from aequum.engines.outcome.stats import adjust_p_values, ratio_log_interval, wilson_interval
 from aequum.engines.regression.bounds import survive
 from aequum.engines.regression.design import design, with_outcome
-from aequum.engines.regression.engine import bounded, held_cells, record_block, resolve_controls, unit_bounds
+from aequum.engines.regression.engine import (bounded, held_cells, joint_cells, record_block, resolve_controls,
+                                              unit_bounds)
 from aequum.engines.regression.linear import linear_fits
 from aequum.engines.regression.sensitivity import controlled_lpm
 
@@ -176,7 +177,8 @@ class PricingEngine:
         rows = np.flatnonzero(state["originated"] & ((groups == 0) | (groups == 1)))
         held = state["others"].get(unit, [])
         fields = state["fields"]
-        inputs = {f: self._inputs(state, unit, y, rows, held) for f, y in fields.items()}
+        joint: list = []  # (reported rows, their held groups' joint cells), shared by fields reported on the same rows
+        inputs = {f: self._inputs(state, unit, y, rows, held, joint) for f, y in fields.items()}
         prepared = shared_designs(state, groups, inputs, fields)
         estimates, strength = [], []
         for f, y in fields.items():
@@ -189,13 +191,20 @@ class PricingEngine:
                 "pricing_hpml": pa.Table.from_pylist(hpml, schema=HPML),
                 "pricing_input_strength": pa.Table.from_pylist(strength, schema=STRENGTH)}
 
-    def _inputs(self, state, unit: str, y: np.ndarray, rows: np.ndarray, held: list[str]) -> dict:
+    def _inputs(self, state, unit: str, y: np.ndarray, rows: np.ndarray, held: list[str], joint: list) -> dict:
         """A field's reported rows among ``rows``, its controls (the held groups' cells among
-        them, which depend on the field's values) and their names."""
+        them, which depend on the field's values) and their names. ``joint``: the held groups'
+        joint cells of the rows other fields reported (found again, not computed, for the same rows)."""
         params = state["params"]
         reported = rows[~np.isnan(y[rows])]
-        cells = ([held_cells([state["groups"][a] for a in held], params.min_group_size, y, reported)]
-                 if held and len(reported) else [])
+        cells = []
+        if held and len(reported):
+            groups = [state["groups"][a] for a in held]
+            known = next((j for r, j in joint if np.array_equal(r, reported)), None)
+            if known is None:
+                known = joint_cells(groups, reported)
+                joint.append((reported, known))
+            cells = [held_cells(groups, params.min_group_size, y, reported, known)]
         return {"reported": reported, "blocks": [*state["controls"], *cells],
                 "names": [*state["names"], *([" × ".join(held) + " (groups)"] if held else [])],
                 "held": len(cells)}

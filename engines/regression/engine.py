@@ -350,25 +350,33 @@ def record_block(data, name: str, log: bool = False) -> np.ndarray | Categorical
     return values
 
 
-def held_cells(groups: list[np.ndarray], min_size: int, y: np.ndarray, rows: np.ndarray) -> Categorical:
+def held_cells(groups: list[np.ndarray], min_size: int, y: np.ndarray, rows: np.ndarray,
+               joint: tuple[np.ndarray, np.ndarray] | None = None) -> Categorical:
     """The other attributes' groups as one categorical of their joint cells (protected /
     reference / neither in each: Black and Hispanic is a cell of its own). Held jointly, not as
     one dummy block per attribute: a penalty on "Black or Hispanic" counts once for an applicant
     who is both, which additive blocks cannot express, and the misfit lands on whatever attribute
     is tested next to them (the tract's groups, which the penalised fill). Among the fitted
     ``rows``, cells of fewer than ``min_size`` records or with one outcome only (whose dummy
-    would separate the logit) join the largest cell, the dummies' reference."""
-    code = np.zeros(len(rows), np.int64)  # over the fitted rows alone
-    for g in groups:
-        g = g[rows]
-        code = code * 3 + np.where(g == 1, 1, np.where(g == 0, 0, 2))
-    cells, inverse = dense_codes(code)
+    would separate the logit) join the largest cell, the dummies' reference. ``joint``: the
+    rows' cells when known (:func:`joint_cells` of the same groups and rows)."""
+    cells, inverse = joint if joint is not None else joint_cells(groups, rows)
     counts = np.bincount(inverse, minlength=len(cells))
     outcome = np.bincount(inverse, weights=np.nan_to_num(y[rows]), minlength=len(cells))
     pooled = (counts < min_size) | (outcome == 0) | (outcome == counts)
     codes = np.full(len(groups[0]), -1, np.int64)  # rows not fitted: never read
     codes[rows] = np.where(pooled[inverse], int(np.argmax(counts)), inverse)
     return Categorical(codes, [f"cell {c}" for c in cells])
+
+
+def joint_cells(groups: list[np.ndarray], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(cells, inverse)``: the joint cells of ``groups`` present among ``rows`` (each a code in
+    base 3: protected / reference / neither in each), and each row's rank among them."""
+    code = np.zeros(len(rows), np.int64)  # over the fitted rows alone
+    for g in groups:
+        g = g[rows]
+        code = code * 3 + np.where(g == 1, 1, np.where(g == 0, 0, 2))
+    return dense_codes(code)
 
 
 def _estimate_row(attribute: str, fit: LPMResult, small: bool, notes: list[str], params,
