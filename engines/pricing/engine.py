@@ -32,7 +32,8 @@ the run are adjusted together (Holm by default). Explicit empty results, with a 
 nothing can be compared: a field no origination reports (all "Exempt" or "NA"), a group with no
 originations, a field with one value only, fewer than ``min_group_size`` in a group (reported,
 not tested). Tables ``pricing_estimates`` (unit × field) and ``pricing_hpml`` (unit); one piece
-per unit × field, the adjustment in ``combine``.
+per unit (its fields reported on the same rows share one design and one pass of sums:
+:func:`shared_designs`), the adjustment in ``combine``.
 """
 from __future__ import annotations
 
@@ -47,7 +48,10 @@ from aequum.engines.core.spec import value_key
 from aequum.engines.outcome.engine import two_proportion_p
 from aequum.engines.outcome.stats import adjust_p_values, ratio_log_interval, wilson_interval
 from aequum.engines.regression.bounds import survive
-from aequum.engines.regression.engine import bounded, held_cells, record_block, resolve_controls, unit_bounds
+from aequum.engines.regression.design import design, with_outcome
+from aequum.engines.regression.engine import (bounded, held_cells, joint_cells, record_block, resolve_controls,
+                                              unit_bounds)
+from aequum.engines.regression.linear import linear_fits
 from aequum.engines.regression.sensitivity import controlled_lpm
 
 ESTIMATES = pa.schema([
@@ -163,29 +167,54 @@ class PricingEngine:
                 "grouping": {"fixed": fixed, "fixed_names": fixed_names, "cluster": cluster},
                 "cluster_name": cluster_name}
 
-    def pieces(self, state) -> list[tuple[str, str]]:
-        """One piece per unit x field (the fits spread over the workers); the unit's
-        higher-priced shares go with its first field's piece."""
-        return [(unit, field) for unit in state["groups"] for field in state["fields"]]
+    def pieces(self, state) -> list[str]:
+        """One piece per unit: its fields' fits share their design where they can
+        (:func:`shared_designs`), and its higher-priced shares go with them."""
+        return list(state["groups"])
 
-    def run_piece(self, state, piece: tuple[str, str]) -> Tables:
-        unit, field = piece
+    def run_piece(self, state, unit: str) -> Tables:
         params, groups = state["params"], state["groups"][unit]
         rows = np.flatnonzero(state["originated"] & ((groups == 0) | (groups == 1)))
-        estimate, strength = self._field(state, unit, field, state["fields"][field], rows,
-                                         state["others"].get(unit, []))
-        first = field == next(iter(state["fields"]))
+        held = state["others"].get(unit, [])
+        fields = state["fields"]
+        joint: list = []  # (reported rows, their held groups' joint cells), shared by fields reported on the same rows
+        inputs = {f: self._inputs(state, unit, y, rows, held, joint) for f, y in fields.items()}
+        prepared = shared_designs(state, groups, inputs, fields)
+        estimates, strength = [], []
+        for f, y in fields.items():
+            estimate, found = self._field(state, unit, f, y, rows, inputs[f], prepared.get(f))
+            estimates.append(estimate)
+            strength += found
         hpml = [hpml_row(unit, state["hpml"], groups, rows, params, state["spread"])] \
-            if state["hpml"] is not None and first else []
-        return {"pricing_estimates": pa.Table.from_pylist([estimate], schema=ESTIMATES),
+            if state["hpml"] is not None and fields else []
+        return {"pricing_estimates": pa.Table.from_pylist(estimates, schema=ESTIMATES),
                 "pricing_hpml": pa.Table.from_pylist(hpml, schema=HPML),
                 "pricing_input_strength": pa.Table.from_pylist(strength, schema=STRENGTH)}
 
-    def _field(self, state, unit: str, field: str, y: np.ndarray, rows: np.ndarray,
-               held: list[str]) -> tuple[dict, list[dict]]:
-        """The unit's estimate row for ``field`` and its controls' strengths (STRENGTH rows)."""
-        params, groups = state["params"], state["groups"][unit]
+    def _inputs(self, state, unit: str, y: np.ndarray, rows: np.ndarray, held: list[str], joint: list) -> dict:
+        """A field's reported rows among ``rows``, its controls (the held groups' cells among
+        them, which depend on the field's values) and their names. ``joint``: the held groups'
+        joint cells of the rows other fields reported (found again, not computed, for the same rows)."""
+        params = state["params"]
         reported = rows[~np.isnan(y[rows])]
+        cells = []
+        if held and len(reported):
+            groups = [state["groups"][a] for a in held]
+            known = next((j for r, j in joint if np.array_equal(r, reported)), None)
+            if known is None:
+                known = joint_cells(groups, reported)
+                joint.append((reported, known))
+            cells = [held_cells(groups, params.min_group_size, y, reported, known)]
+        return {"reported": reported, "blocks": [*state["controls"], *cells],
+                "names": [*state["names"], *([" × ".join(held) + " (groups)"] if held else [])],
+                "held": len(cells)}
+
+    def _field(self, state, unit: str, field: str, y: np.ndarray, rows: np.ndarray, inputs: dict,
+               prepared=None) -> tuple[dict, list[dict]]:
+        """The unit's estimate row for ``field`` and its controls' strengths (STRENGTH rows);
+        ``prepared``: its design when shared with other fields (:func:`shared_designs`)."""
+        params, groups = state["params"], state["groups"][unit]
+        reported = inputs["reported"]
         g = groups[reported]
         prot, ref = y[reported[g == 1]], y[reported[g == 0]]
         row = {"attribute": unit, "field": field, "n": len(reported), "n_protected": len(prot),
@@ -210,12 +239,11 @@ class PricingEngine:
         if row["unreported"]:
             notes.append(f"{row['unreported']:,} originated loans do not report {field} (NA, Exempt or empty): "
                          "left out")
-        cells = [held_cells([state["groups"][a] for a in held], params.min_group_size, y, reported)] if held else []
-        names = [*state["names"], *([" × ".join(held) + " (groups)"] if held else [])]
-        fit = controlled_lpm(y, groups, [*state["controls"], *cells], names, params.confidence,
+        names = inputs["names"]
+        fit = controlled_lpm(y, groups, inputs["blocks"], names, params.confidence,
                              multipliers=(float(params.robust_multiplier),),
-                             robust_multiplier=params.robust_multiplier, rows=reported, held=len(cells),
-                             bootstrap=params.bootstrap(), **state["grouping"])
+                             robust_multiplier=params.robust_multiplier, rows=reported, held=inputs["held"],
+                             bootstrap=params.bootstrap(), prepared=prepared, **state["grouping"])
         small = min(len(prot), len(ref)) < params.min_group_size
         if fit.note:
             notes.append(fit.note)
@@ -259,6 +287,41 @@ class PricingEngine:
         # the bounded differences: one family of their own, adjusted as the differences are
         out["pricing_estimates"] = survive(out["pricing_estimates"], params.correction, params.confidence)
         return out
+
+
+def shared_designs(state, groups: np.ndarray, inputs: dict, fields: dict) -> dict:
+    """The designs of the fields whose fits can share one (``engines.regression.design``,
+    ``with_outcome``): fields reported on the same rows with the same held cells, none of them
+    0/1, one value or degenerate. One design and one pass of summed cross products for them all
+    (``engines.regression.linear.linear_fits``) instead of one each — at 1M HMDA rows the
+    rate spread, interest rate, total loan costs and origination charges. Each field's result is
+    that of its own fit (the arithmetic of its cross products alone in another order). Fields
+    left out design their own (missing from the returned ``{field: design}``)."""
+    shared: list[list[str]] = []
+    for f, inp in inputs.items():
+        if len(inp["reported"]) < 2:
+            continue
+        for group in shared:
+            other = inputs[group[0]]
+            if np.array_equal(other["reported"], inp["reported"]) and all(
+                    np.array_equal(np.asarray(a.codes)[inp["reported"]], np.asarray(b.codes)[inp["reported"]])
+                    for a, b in zip(other["blocks"][len(state["controls"]):], inp["blocks"][len(state["controls"]):])):
+                group.append(f)
+                break
+        else:
+            shared.append([f])
+    out = {}
+    g = state["grouping"]
+    for group in (grp for grp in shared if len(grp) > 1):
+        first = inputs[group[0]]
+        base = design(fields[group[0]], groups, first["blocks"], first["names"], first["reported"], None,
+                      g["fixed"], g["fixed_names"], g["cluster"])
+        found = {f: base if f == group[0] else with_outcome(base, fields[f]) for f in group}
+        found = {f: d for f, d in found.items() if d is not None}
+        if len(found) > 1 and base.failure is None and not base.y_binary:
+            linear_fits(list(found.values()))
+            out.update(found)
+    return out
 
 
 def hpml_row(unit: str, hpml: np.ndarray, groups: np.ndarray, rows: np.ndarray, params, field: str) -> dict:

@@ -153,14 +153,16 @@ def one_outcome_levels(y: np.ndarray, codes: Sequence[np.ndarray], binary: bool,
     alive = np.ones(len(y), bool)
     dropped = [np.zeros(int(c.max(initial=-1)) + 1, np.int8) for c in codes]
     rows = [0] * len(codes)
+    every = True  # no row dropped yet: the sums over every row, no gather
     for _ in range(100):
         changed = False
         for j, c in enumerate(codes):
             if not binary and j >= singletons:
                 continue
-            cnt = np.bincount(c[alive], minlength=len(dropped[j]))
+            live = c if every else c[alive]
+            cnt = np.bincount(live, minlength=len(dropped[j]))
             if binary:
-                tot = np.bincount(c[alive], weights=y[alive], minlength=len(cnt))
+                tot = np.bincount(live, weights=y if every else y[alive], minlength=len(cnt))
                 bad = (cnt > 0) & ((tot == 0) | (tot == cnt))
                 dropped[j][bad] = np.where(tot[bad] == 0, 1, 2)
             else:
@@ -170,7 +172,7 @@ def one_outcome_levels(y: np.ndarray, codes: Sequence[np.ndarray], binary: bool,
                 hit = alive & bad[c]
                 rows[j] += int(hit.sum())
                 alive &= ~hit
-                changed = True
+                changed, every = True, False
         if not changed:
             break
     return alive, dropped, rows

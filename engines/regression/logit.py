@@ -70,7 +70,8 @@ from scipy.stats import t as student_t
 from aequum.engines.regression.absorb import Normal, cluster_variance
 from aequum.engines.regression.cells import Cells, Executor
 from aequum.engines.regression.design import Categorical, Design, column_names, design
-from aequum.engines.regression.sensitivity import e_value_or, linear_fit
+from aequum.engines.regression.linear import linear_fit
+from aequum.engines.regression.sensitivity import e_value_or
 from aequum.engines.regression.wild import Bootstrap, inference_kind, score_p_value, weights
 
 __all__ = ["LogitResult", "controlled_logit", "MAX_ITERATIONS", "STEP_TOLERANCE"]
@@ -81,6 +82,7 @@ MAX_STEP = 2.0           # a longer Newton step is shortened to this before its 
 EXTREME = 23.0           # |η| beyond which a fitted probability is within 1e-10 of 0 or 1
 RUNAWAY = 12.0           # |η| beyond which (within 6e-6 of 0 or 1) a rise every step is divergence
 RISE, RISES = 0.5, 8     # ... a rise of the largest |η| by 0.5 or more in 8 steps in a row
+LEVEL_STEPS = 2          # the levels' Newton steps of a start from a related fit (:func:`_level_start`)
 WARM = 0.6               # the share of the linear model's slopes (as log-odds) a fit starts from
 COMMON = 0.15            # an outcome rate above this is common (E-value: RR ≈ sqrt(OR))
 _HALVINGS = 30
@@ -256,6 +258,22 @@ def _restricted_scores(evaluate, start, cells: Cells, effects, y, cluster, clust
     return np.bincount(cluster, weights=r * cells.eta(*h), minlength=clusters)
 
 
+def _level_start(cells: Cells, theta: np.ndarray, y: np.ndarray, effects, b: np.ndarray,
+                 steps: int = LEVEL_STEPS) -> np.ndarray:
+    """The absorbed effect's levels' start given the slopes ``theta`` (the other effects at 0):
+    from ``b``, ``steps`` Newton steps of each level's own score equation Σ_{i∈l} yᵢ − Λ(ηᵢ + b_l)
+    = 0 (one pass over the rows each, a ``bincount`` per sum)."""
+    eta = cells.eta(theta)
+    codes, size = effects.codes[0], effects.sizes[0]
+    target = np.bincount(codes, weights=y, minlength=size)
+    for _ in range(steps):
+        p = expit(eta + b[codes])
+        info = np.bincount(codes, weights=p * (1 - p), minlength=size)
+        b = b + np.where(info > 0, (target - np.bincount(codes, weights=p, minlength=size)) / np.where(info > 0, info, 1),
+                         0.0)
+    return b
+
+
 def part_pass(part: Cells, theta: np.ndarray, cell: np.ndarray, full: bool) -> tuple:
     """One part's sums of a Newton evaluation (:func:`controlled_logit`): its log-likelihood;
     with ``full`` its gradient ``(Z'r, F_s'r, F_b'r)``, its information's sums
@@ -281,7 +299,8 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
                      block_rows: int | None = None, fixed: Sequence[Categorical] = (),
                      fixed_names: Sequence[str] = (), cluster: Categorical | None = None,
                      bootstrap: Bootstrap | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1"),
-                     prepared: Design | None = None, executor: Executor | None = None) -> LogitResult:
+                     prepared: Design | None = None, executor: Executor | None = None,
+                     start_from: dict[str, float] | None = None) -> LogitResult:
     """The logit ``logit P(y = 1) = β₀ + β_d·d + X β_X`` (``+ fixed effects``) by Newton–Raphson
     from blocked sums, and d's odds ratio, average marginal effect and E-value (see the module
     docstring for the methods and their sources).
@@ -303,7 +322,8 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     per Newton iteration (a cheaper one for each halving of a step), one for the marginal effect
     and one for the cluster sums, each O(rows × numeric columns²) plus O(cells × categoricals²)
     (``engines.regression.cells``); memory the numeric columns of the rows and |levels| × p for
-    the fixed effects. ``executor`` (``cells.Executor``): where the Newton passes' parts run
+    the fixed effects. ``start_from``: a related fit's slopes by column name (its
+    ``coefficients``), where Newton starts when given. ``executor`` (``cells.Executor``): where the Newton passes' parts run
     (a Dask client's workers), the same bits anywhere.
 
     Degenerate input never raises: no rows, infinite values, one value of y (or a y that is
@@ -380,7 +400,15 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     level_rate = np.bincount(effects.codes[0], weights=y, minlength=effects.sizes[0]) / level_n
     start = (np.zeros(p), np.zeros(effects.small), np.log(level_rate / (1 - level_rate)))
     fit = None
-    if np.all(np.isfinite(linear.coef)):
+    if start_from:
+        # from a related fit's slopes (the pooled comparison of the same attribute), each
+        # column's by its name (0 for one that fit lacks), the levels' effects then those that
+        # match each level's rate given the slopes (:func:`_level_start`): half the passes of the
+        # linear model's start on HMDA. Redone from the linear model's start when it does not converge
+        theta0 = np.array([start_from.get(c, 0.0) for c in column_names(blocks)]) / scale
+        fit = _newton(evaluate, theta0, start[1], _level_start(cells, theta0, y, effects, start[2]), _solve)
+        fit = fit if fit.converged else None
+    if fit is None and np.all(np.isfinite(linear.coef)):
         # from the linear model's slopes on the same design, as log-odds (Amemiya 1981: a logit
         # slope ≈ an LPM slope / (r(1 − r)), shrunk to WARM of it): 12 % fewer passes on HMDA. A
         # fit that does not converge from there is redone from the cold start (its notes are then
@@ -453,7 +481,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         h_d = solver.solve(unit, np.zeros(effects.small), np.zeros(effects.sizes[0]), _solve)
         groups = max(des.clusters, 1)
         sums_d, sums_g = np.zeros(groups), np.zeros(groups)
-        r = y - expit(cells.eta(theta, fe_s, fe_b))
+        r = y - expit(eta)  # (η at the fit, as the marginal effect read it)
         wd = r * cells.eta(*h_d)
         wg = r * cells.eta(*h_g)
         if kind == "HC1":

@@ -49,7 +49,8 @@ from scipy.stats import t as student_t
 
 from aequum.engines.regression.absorb import cluster_variance
 from aequum.engines.regression.cells import Cells
-from aequum.engines.regression.design import Categorical, Design, column_names, design, equilibrate, fill, spans
+from aequum.engines.regression.design import Categorical, Design, column_names, design, fill, spans
+from aequum.engines.regression.linear import linear_fit
 from aequum.engines.regression.wild import Bootstrap, WildSums, inference_kind, wcr_p_value, weights
 
 __all__ = [
@@ -340,49 +341,6 @@ def _block_r2(coef: np.ndarray, inv: np.ndarray, cols: slice, s2: float, dof: in
     return float(group_partial_r2(fp, 1, dof))
 
 
-@dataclass
-class LinearFit:
-    """The least-squares fit of ``y`` on a design's columns with its fixed effects absorbed
-    (:func:`linear_fit`): what the linear probability model reports from, and where the logit on
-    the same design starts."""
-
-    centred: np.ndarray            # y − ȳ over the kept rows
-    tss: float
-    cells: Cells | None            # [Z − mean, y − ȳ] over their cells (None once let go)
-    normal: object                 # their normal equations and the partitioned solver
-    solver: object
-    gram: np.ndarray               # the within cross products of Z, of Z and y, of y
-    zy: np.ndarray
-    yy: float
-    scale: np.ndarray
-    g: np.ndarray                  # ``gram`` equilibrated
-    singular: str | None
-    g_inv: np.ndarray | None = None
-    coef: np.ndarray | None = None
-
-
-def linear_fit(des: Design) -> LinearFit:
-    """One pass over the design's rows for the cross products of ``[Z, y]`` with the fixed
-    effects partialled out (``engines.regression.cells``), and the slopes of y on Z (kept on
-    ``des``: the linear model and the logit of one comparison share it)."""
-    if des.within is not None:
-        return des.within
-    p = des.p
-    centred = des.y - des.y_sum / des.n
-    cells = Cells(des, des.means, np.ones(p), centred[:, None])
-    normal = cells.normal(None)
-    solver = normal.solver()
-    within = solver.g
-    gram, zy, yy = within[:p, :p], within[:p, p], within[p, p]
-    scale, g, singular = equilibrate(gram, des.blocks, des.effects.names, np.diag(normal.a)[:p])
-    fit = LinearFit(centred, float(centred @ centred), cells, normal, solver, gram, zy, yy, scale, g, singular)
-    if not singular:
-        fit.g_inv = linalg.inv(g) * scale[:, None] * scale[None, :]
-        fit.coef = fit.g_inv @ zy
-    des.within = fit
-    return fit
-
-
 def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Sequence[str],
                    confidence: float = 0.95, *, multipliers: Sequence[float] = (1.0, 2.0, 3.0),
                    robust_multiplier: float = 1.0, rows: np.ndarray | None = None,
@@ -410,7 +368,7 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
 
     Computed from sums: the column means, then the cross products of ``[d, X, y]`` with every
     fixed effect partialled out (the within Gram matrix; without fixed effects, the centred one;
-    :func:`linear_fit`, from the numeric columns row by row and the dummies' sums by cell:
+    ``engines.regression.linear.linear_fit``, from the numeric columns row by row and the dummies' sums by cell:
     ``engines.regression.cells``), then the residuals' sums (the HC1 and cluster meats of d) — no
     n × p matrix (the wild bootstrap's sums read the dense rows a block of ``block_rows`` at a time).
     ``prepared``: the design (:func:`engines.regression.design.design`) when the caller has it. Centring (Frisch–Waugh) and a
@@ -471,8 +429,10 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     # -- pass 2: cross products of [Z, y], the fixed effects partialled out -------------------
     fit = linear_fit(des)
     centred, tss, cells, normal, solver = fit.centred, fit.tss, fit.cells, fit.normal, fit.solver
+    col = fit.outcome  # y's column among the normal equations' (after Z's; of several outcomes, its own)
     if cells is None:  # (the logit ran first and let them go)
         cells = Cells(des, means, np.ones(p), centred[:, None])
+        col = p
     gram, zy, yy, scale, g = fit.gram, fit.zy, fit.yy, fit.scale, fit.g
     if fit.singular:
         return empty(fit.singular, used)
@@ -487,15 +447,15 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
 
     # -- pass 3: residuals; the HC1 and cluster meats of d ------------------------------------
     z_part = solver.sub(p)                            # the system of Z alone (y's column left out)
-    _, gs1 = z_part.reduce(normal.a[:p, p], normal.bs[:, p], normal.bb[:, p])
-    s_y, b_y = z_part.back(coef, gs1, normal.bb[:, p])     # y's fixed effects
+    _, gs1 = z_part.reduce(normal.a[:p, col], normal.bs[:, col], normal.bb[:, col])
+    s_y, b_y = z_part.back(coef, gs1, normal.bb[:, col])     # y's fixed effects
     a = g_inv[:, 0]  # d's row of the inverse: β_d − b_d = Σ_i uᵢ eᵢ with uᵢ = (a, a_s, a_b)'xᵢ
-    a_s, a_b = z_part.back(a, np.zeros_like(gs1), np.zeros_like(normal.bb[:, p]))
+    a_s, a_b = z_part.back(a, np.zeros_like(gs1), np.zeros_like(normal.bb[:, col]))
     by_cluster = np.zeros(des.clusters)
     estimate = float(coef[0])
     kind = inference_kind(cluster is not None, des.clusters, boot, "WCR-bootstrap")
     wild = WildSums(des.clusters, p, effects) if kind == "WCR-bootstrap" else None
-    pad = np.zeros(1)  # the outcome's column, out of these products
+    pad = np.zeros(cells.p - p)  # the outcomes' columns, out of these products
     e = centred - cells.eta(np.concatenate([coef, pad]), s_y, b_y)
     u = cells.eta(np.concatenate([a, pad]), a_s, a_b)
     meat = float((e * e) @ (u * u))

@@ -1,0 +1,76 @@
+"""The least-squares fit of an outcome on a controlled design with its fixed effects absorbed
+(the within cross products of ``[Z, y]``: Frisch–Waugh–Lovell; ``engines.regression.cells``
+sums them, ``engines.regression.absorb`` partials the effects out): what the linear probability
+model (``engines.regression.sensitivity.controlled_lpm``) reports from, where the logit on the
+same design starts, and, for several outcomes on one design (the pricing fields), one pass of
+sums for them all.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import linalg
+
+from aequum.engines.regression.cells import Cells
+from aequum.engines.regression.design import Design, equilibrate
+
+
+@dataclass
+class LinearFit:
+    """The least-squares fit of ``y`` on a design's columns with its fixed effects absorbed
+    (:func:`linear_fit`): what the linear probability model reports from, and where the logit on
+    the same design starts."""
+
+    centred: np.ndarray            # y − ȳ over the kept rows
+    tss: float
+    cells: Cells | None            # [Z − mean, y − ȳ] over their cells (None once let go)
+    normal: object                 # their normal equations and the partitioned solver
+    solver: object
+    gram: np.ndarray               # the within cross products of Z, of Z and y, of y
+    zy: np.ndarray
+    yy: float
+    scale: np.ndarray
+    g: np.ndarray                  # ``gram`` equilibrated
+    singular: str | None
+    g_inv: np.ndarray | None = None
+    coef: np.ndarray | None = None
+    outcome: int = -1              # y's column among ``normal``'s (p, or p + j for the j-th of several)
+
+
+def linear_fit(des: Design) -> LinearFit:
+    """One pass over the design's rows for the cross products of ``[Z, y]`` with the fixed
+    effects partialled out (``engines.regression.cells``), and the slopes of y on Z (kept on
+    ``des``: the linear model and the logit of one comparison share it)."""
+    if des.within is None:
+        linear_fits([des])
+    return des.within
+
+
+def linear_fits(designs: Sequence[Design]) -> list[LinearFit]:
+    """:func:`linear_fit` of several outcomes on one design (``designs``: the first's rows and
+    columns, each its own outcome: :func:`engines.regression.design.with_outcome`), from one
+    pass over the rows for the cross products of ``[Z, y_1 … y_m]`` (each outcome's fit reads
+    its own column; Z's do not depend on the outcomes), each kept on its design."""
+    des = designs[0]
+    p = des.p
+    centred = [d.y - d.y_sum / d.n for d in designs]
+    cells = Cells(des, des.means, np.ones(p), np.column_stack(centred))
+    normal = cells.normal(None)
+    solver = normal.solver()
+    within = solver.g
+    gram = within[:p, :p]
+    scale, g, singular = equilibrate(gram, des.blocks, des.effects.names, np.diag(normal.a)[:p])
+    g_inv = None if singular else linalg.inv(g) * scale[:, None] * scale[None, :]
+    out = []
+    for j, (d, c) in enumerate(zip(designs, centred)):
+        col = p + j
+        fit = LinearFit(c, float(c @ c), cells, normal, solver, gram, within[:p, col], within[col, col], scale, g,
+                        singular, outcome=col)
+        if g_inv is not None:
+            fit.g_inv = g_inv
+            fit.coef = g_inv @ fit.zy
+        d.within = fit
+        out.append(fit)
+    return out
