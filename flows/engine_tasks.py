@@ -241,7 +241,10 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
             return parts
         from distributed import as_completed
 
-        state_f = client.scatter(st, broadcast=True)
+        # the state as one object under a key of its own: a dict scattered as it is would put
+        # each of its values under its own name ("params"), where the next engine's or round's
+        # state of the same names meets the copies still being let go
+        [state_f] = client.scatter([st], broadcast=True, hash=False)
         futures = {client.submit(run_piece, engine, state_f, p, keep, pure=False): i for i, p in enumerate(pieces)}
         parts = [None] * len(pieces)  # in piece order, whatever order they finish in
         # each piece's tables come here as it finishes and its future is let go at once: the

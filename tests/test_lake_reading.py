@@ -297,3 +297,23 @@ def test_a_large_lake_read_gives_the_memory_of_its_steps_back(tmp_path, monkeypa
     monkeypatch.setattr(lake_reading, "_KEEP_BYTES", 0)  # every read counts as large
     again = lake_reading.load_lake(ref.lake_path, ["_row", "_decision"])
     assert again.num_rows == table.num_rows and given_back == [True]
+
+def test_engines_whose_states_share_names_run_one_after_another_on_one_cluster(tmp_path):
+    """The regression's two rounds, then pricing and lenders (each state a dict holding
+    "params"), fanned out on one cluster give the serial run's tables: each state goes to the
+    workers as one object under a key of its own, never its values under their names, where the
+    next round's or engine's state of the same names met the copies still being let go (the
+    regression failed with KeyError 'bounds', lenders read pricing's params)."""
+    from distributed import Client
+
+    spec, ref, _ = staged(tmp_path, "hmda.yaml", 6000, lambda raw: raw.update(
+        engines={**raw["engines"], "run": ["regression", "pricing", "lenders"]}))
+    names = ["regression", "pricing", "lenders"]
+    serial = {n: run_engine_pieces(n, spec, ref.lake_path, ref.categories, None, None) for n in names}
+    with Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=":0") as client:
+        fanned = {n: run_engine_pieces(n, spec, ref.lake_path, ref.categories, None, None, client) for n in names}
+    for n in names:
+        assert serial[n].status == "succeeded" and fanned[n].status == "succeeded", (n, fanned[n].error)
+        assert fanned[n].pieces == serial[n].pieces >= 2, n
+        for t, v in serial[n].tables.items():
+            assert fanned[n].tables[t].equals(v), (n, t)
