@@ -4,6 +4,8 @@ the state is too large to broadcast), its results handed back as an :class:`Engi
 (spooled to Parquet files when the run asks)."""
 from __future__ import annotations
 
+import ctypes
+import os
 import threading
 import time
 import traceback
@@ -87,6 +89,39 @@ def warm_imports(address: str, names: list[str], torch: bool) -> None:
             client.register_plugin(WarmImports(warm_modules(names, torch)), name=WarmImports.name)
     except (OSError, TimeoutError):
         pass
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+_HEAP_SET = False
+
+
+def heap_for_arrays() -> None:
+    """Give this process glibc's own allocation thresholds back where Dask's nanny took them
+    (once a process). The nanny starts its workers with ``MALLOC_TRIM_THRESHOLD_=65536``
+    (``distributed.nanny.pre-spawn-environ``), and setting it turns off glibc's sliding mmap
+    threshold: every array above 128 KiB is then a fresh ``mmap`` whose pages the kernel faults
+    in and zeroes, and its ``munmap`` on free. The regression's pieces at 1M HMDA records made
+    9.6M page faults that way, 14 s of system time beside 17 s of their own (0.1M faults and
+    0.9 s without it), so a round on 2 workers took no less than the same pieces in one process.
+    Set here as glibc's sliding threshold would end: blocks to 32 MiB from the heap, its top
+    kept to 64 MiB; :func:`~aequum.flows.store.lake_reading.release_memory` still gives back
+    what a step freed. A process without the variable keeps glibc's defaults."""
+    global _HEAP_SET
+    if _HEAP_SET or "MALLOC_TRIM_THRESHOLD_" not in os.environ:
+        return
+    _HEAP_SET = True
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, 32 * 2 ** 20)
+        libc.mallopt(_M_TRIM_THRESHOLD, 64 * 2 ** 20)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def _run_piece_here(engine, state, piece, keep):
+    """:func:`run_piece` as a worker's task (with :func:`heap_for_arrays`)."""
+    heap_for_arrays()
+    return run_piece(engine, state, piece, keep)
 
 
 @dataclass
@@ -226,6 +261,7 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
     when it holds the lock. With ``spool`` (a folder) the results are written there as Parquet
     before the lock is let go (:meth:`EngineOutcome.spool`)."""
     warmed()  # this worker's imports ahead (WarmImports), if they are still running
+    heap_for_arrays()
     engine = get_engine(name)
     params = engine_params(spec, name)
     progress = Progress(name, say or (lambda _message: None))
@@ -245,7 +281,7 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
         # each of its values under its own name ("params"), where the next engine's or round's
         # state of the same names meets the copies still being let go
         [state_f] = client.scatter([st], broadcast=True, hash=False)
-        futures = {client.submit(run_piece, engine, state_f, p, keep, pure=False): i for i, p in enumerate(pieces)}
+        futures = {client.submit(_run_piece_here, engine, state_f, p, keep, pure=False): i for i, p in enumerate(pieces)}
         parts = [None] * len(pieces)  # in piece order, whatever order they finish in
         # each piece's tables come here as it finishes and its future is let go at once: the
         # worker that ran it does not keep them until the last piece is done (CST at 10M
