@@ -27,11 +27,11 @@ from aequum.engines.core.spec import AuditSpec, load_spec
 from aequum.engines.detection import DETECTION
 from aequum.engines.registry import get_engine
 from aequum.flows.cluster import dask_runner, engine_results, owned_cluster, renew_workers, size_workers
-from aequum.flows.engine_tasks import EngineOutcome, engine_task, warm_imports
+from aequum.flows.engine_tasks import EngineOutcome, engine_task
 from aequum.flows.ground_truth import score_run
 from aequum.flows.store.group_labels import label_outcomes, write_group_labels
 from aequum.flows.store.lake_reading import release_memory
-from aequum.flows.model_step import PackedModel, model_readers, prepare_model, supplied_counterfactuals
+from aequum.flows.model_step import PackedModel, prepare_model, supplied_counterfactuals
 from aequum.flows.preflight import staged_group_problems
 from aequum.flows.progress import following
 from aequum.flows import run_control, terminal
@@ -149,12 +149,6 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
         # are too small without them is recorded as failed with the reason, and not run
         unfit = staged_group_problems(spec, ref.lake_path, names)
         size_workers(owned_cluster(), ref.rows_staged, logger.info)
-        address = getattr(get_run_context().task_runner, "address", None)
-        if address and not (owned_cluster() is not None and ref.rows_staged > RENEW_WORKERS_ROWS):
-            # the engines' imports on the workers while the model step runs (not on workers
-            # renewed for each engine: each would import every engine's modules)
-            warm_imports(address, [n for n in names if n not in unfit],
-                         spec.model is not None and spec.model.kind != "linear" and bool(model_readers(spec, names)))
         model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info, packed=True,
                                                 engines=[n for n in names if n not in unfit])
         cfs = supplied_counterfactuals(spec, spec_file.parent, ref)
@@ -167,6 +161,7 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
                                       f"aequum-engines-{run_id}", str(spool))
 
         own = owned_cluster()
+        address = getattr(get_run_context().task_runner, "address", None)
 
         def results(futures: list) -> list[EngineOutcome]:  # never waits on a lost worker for ever
             return engine_results(futures, address, logger.warning, own) if address else [f.result() for f in futures]

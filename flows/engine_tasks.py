@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 import time
 import traceback
 import uuid
@@ -19,76 +18,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from distributed.diagnostics.plugin import WorkerPlugin
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import (Section, assemble, conform, declared_columns, declared_rows, run_piece,
                                         run_rounds, spill)
-from aequum.engines.core.imports import load
 from aequum.engines.core.spec import AuditSpec
-from aequum.engines.registry import ENGINES, engine_params, get_engine
+from aequum.engines.registry import engine_params, get_engine
 from aequum.flows.store.lake_reading import load_lake, release_memory
 from aequum.flows.model_step import unpacked
-
-
-class WarmImports(WorkerPlugin):
-    """A Dask worker plugin (``Client.register_plugin``: every worker of the cluster, those
-    that start later too) that imports the modules a run's engines will need, ``modules``, on
-    a background thread of each worker as soon as it has it (:func:`warm_imports`). The flow
-    registers it once staging is done, so the imports (torch and the engines: 2.2 CPU-s a
-    worker, paid by the first engine each worker ran: outcome's 0.3 CPU-s took 3.5 s at 1M
-    HMDA records) overlap the model step, whose fit keeps one core busy. Every import goes
-    through ``engines.core.imports.load`` (one at a time per process) and an engine waits for
-    them before its own (:func:`warmed`)."""
-
-    name = "aequum-warm-imports"
-
-    def __init__(self, modules: list[str]):
-        self.modules = list(modules)
-
-    def setup(self, worker=None) -> None:
-        global _WARMING
-        _WARMING = threading.Thread(target=_import_all, args=(self.modules,), name="aequum-warm-imports",
-                                    daemon=True)
-        _WARMING.start()
-
-
-_WARMING: threading.Thread | None = None
-
-
-def _import_all(modules: list[str]) -> None:
-    for m in modules:
-        try:
-            load(m)
-        except Exception:  # noqa: BLE001 - the engine that needs it raises its own error
-            pass
-
-
-def warmed(timeout: float = 120.0) -> None:
-    """Wait for this process's :class:`WarmImports` to finish, if it runs."""
-    if _WARMING is not None:
-        _WARMING.join(timeout)
-
-
-def warm_modules(names: list[str], torch: bool) -> list[str]:
-    """The modules to import ahead for the engines ``names`` (and torch, with ``torch``: every
-    engine of a run with a torch model unpacks it)."""
-    return (["torch"] if torch else []) + [ENGINES[n][0].split(":")[0] for n in names if n in ENGINES]
-
-
-def warm_imports(address: str, names: list[str], torch: bool) -> None:
-    """Register :class:`WarmImports` for ``names`` with the Dask scheduler at ``address`` (returns
-    once the workers have started their imports, not when they end). A scheduler that cannot
-    take it leaves the imports to the engines, as without it."""
-    from distributed import Client
-
-    try:
-        with Client(address, set_as_default=False) as client:
-            client.register_plugin(WarmImports(warm_modules(names, torch)), name=WarmImports.name)
-    except (OSError, TimeoutError):
-        pass
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
@@ -260,7 +199,6 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
     CST or CEC at 10M HMDA records) is never needed next to another's. Its seconds count from
     when it holds the lock. With ``spool`` (a folder) the results are written there as Parquet
     before the lock is let go (:meth:`EngineOutcome.spool`)."""
-    warmed()  # this worker's imports ahead (WarmImports), if they are still running
     heap_for_arrays()
     engine = get_engine(name)
     params = engine_params(spec, name)

@@ -239,36 +239,3 @@ def test_a_model_made_in_its_own_process_reaches_the_engines_packed(prefect_serv
             a, b = (wh.result(table, r).drop_columns(["run_id"]) for r in ("packed", "here"))
             assert a.num_rows and a.equals(b), table
 
-
-def test_warm_imports_load_a_runs_modules_on_every_worker_ahead():
-    """The workers import the run's engine modules (and torch, when asked) on a thread of their
-    own: every worker of the cluster, one that starts after the plugin too; an engine waits for
-    them (warmed); a module that cannot be imported is left for its engine to fail on."""
-    from distributed import Client, LocalCluster
-
-    from aequum.flows.engine_tasks import WarmImports, warm_imports, warm_modules, warmed
-
-    assert warm_modules(["outcome", "pba"], torch=True) == [
-        "torch", "aequum.engines.outcome.engine", "aequum.engines.verification.engine"]
-    assert warm_modules(["outcome"], torch=False) == ["aequum.engines.outcome.engine"]
-    WarmImports(["aequum.no_such_module"]).setup()
-    warmed()  # no error: the engine that needs it says so
-
-    def imported() -> bool:
-        import sys
-
-        from aequum.flows.engine_tasks import warmed
-
-        warmed()
-        return "aequum.engines.reasons.engine" in sys.modules
-
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with Client(cluster) as client:
-            client.wait_for_workers(1, timeout=120)
-            assert not any(client.run(lambda: __import__("sys").modules.get("aequum.engines.reasons.engine"))
-                           .values())
-            warm_imports(cluster.scheduler_address, ["reasons"], torch=False)
-            cluster.scale(2)
-            client.wait_for_workers(2, timeout=120)
-            done = client.run(imported)
-    assert len(done) == 2 and all(done.values())
