@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from aequum.engines.core.knn import euclidean_knn
 
@@ -97,8 +98,34 @@ class Standardised:
         return _z(np.subtract(picked, self.mean, out=picked), self.scale)
 
 
+class PoolTrees:
+    """The KD-trees of the pools searched, shared by the units whose pool is the same records (the
+    race comparisons all search the White applicants of a stratum): each is built once and kept
+    only while a unit still to be matched searches it (:meth:`keep`). A pool is named by its
+    stratum and the packed mask of its group's records, so equal names are equal points."""
+
+    def __init__(self):
+        self._trees: dict[tuple[int, bytes], cKDTree] = {}
+
+    @staticmethod
+    def keys(group: np.ndarray, strata) -> set[tuple[int, bytes]]:
+        """The names of the pools a unit with these groups searches in ``strata``."""
+        masks = [np.packbits(group == b).tobytes() for b in (0, 1)]
+        return {(int(s), m) for s in strata for m in masks}
+
+    def tree(self, key: tuple[int, bytes], points) -> cKDTree:
+        """The pool's tree, built from ``points()`` the first time it is asked for."""
+        if key not in self._trees:
+            self._trees[key] = cKDTree(points())
+        return self._trees[key]
+
+    def keep(self, keys: set) -> None:
+        """Let go of the trees no unit still to be matched searches."""
+        self._trees = {k: v for k, v in self._trees.items() if k in keys}
+
+
 def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: float = 0.0,
-          factual: np.ndarray | None = None) -> Matches:
+          factual: np.ndarray | None = None, trees: PoolTrees | None = None) -> Matches:
     """Algorithm 1 on standardised merit features ``Z`` (a matrix, or :class:`Standardised`).
 
     ``group``: 1 protected, 0 reference, -1 not in the unit (never matched nor a counterpart).
@@ -106,6 +133,7 @@ def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: f
     index of (s, 1 − a); ties go to the smaller position (records come in a canonical order).
     ``factual``: the positions queried (ascending, all in the unit; default every record of the
     unit) — a sample still searches the whole other-group pool, so its matches are the full run's.
+    ``trees``: the pools' trees, shared with other units (:class:`PoolTrees`).
     """
     if factual is None:
         factual = np.flatnonzero(group >= 0)
@@ -123,7 +151,9 @@ def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: f
             if len(pool) == 0:
                 empty.append((int(s), a, len(queries)))
                 continue
-            i, d = euclidean_knn(Z[pool], Z[queries], 1)
+            index = Z[pool] if trees is None else trees.tree(
+                (int(s), np.packbits(group == 1 - a).tobytes()), lambda: Z[pool])
+            i, d = euclidean_knn(index, Z[queries], 1)
             at = np.searchsorted(factual, queries)  # the queries' places among the factuals
             counterpart[at] = pool[i[:, 0]]
             distance[at] = d[:, 0]
