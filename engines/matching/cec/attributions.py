@@ -31,7 +31,7 @@ Layers = list[tuple[torch.Tensor, torch.Tensor]]
 COMPLETENESS_FLOOR = 1e-3  # |f(x) − f(b)| below this: the completeness error is absolute
 METHODS = ("exact", "riemann")
 PATH_CHUNK = 32  # paths of one padded width in the exact two-hidden-layer integral (chunk_widths)
-PATH_BLOCK = 2048  # paths integrated together (of one width)
+PATH_BLOCK = 512  # paths integrated together (of one width): their intermediates stay in cache
 
 
 def _check_differentiable(model) -> None:

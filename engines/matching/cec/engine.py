@@ -177,9 +177,10 @@ class CECEngine:
                     out[s:s + _GATHER, j] = picked[:, merit.index(f)] if f in merit else others[f][block]
             return out
 
-        units, notes = [], {}
+        units, notes, known = [], {}, {}
         for label, attrs, n_unit, m in matched:
-            b = gathered_baselines(gather, _unit_group(data, attrs, order), stratum)
+            # a partition's mean taken once for the units that share it (the reference group)
+            b = gathered_baselines(gather, _unit_group(data, attrs, order), stratum, known)
             base = np.stack([b[(int(s), int(a))] for s, a in zip(m.stratum, m.group)]) \
                 if len(m) else np.empty((0, len(names)))
             note = []
