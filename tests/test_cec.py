@@ -517,3 +517,57 @@ def test_pieces_on_a_dask_cluster_equal_the_serial_run():
     out = engine.combine(state, parts)
     for name in ("cec_pairs", "cec_summary", "cec_regimes"):
         assert conform(out[name], engine.tables[name], name).equals(serial[name]), name
+
+
+def test_pairs_integrated_together_equal_each_batch_bit_for_bit():
+    """A piece's paths are integrated in blocks of one padded width (two hidden layers): each path
+    keeps the width its batch's chunk of PATH_CHUNK paths gives it, so the attributions equal
+    those of every batch of ``batch_pairs`` pairs integrated on its own, bit for bit (the padding
+    moves the last bits: a width taken from the whole piece would not)."""
+    import torch as th
+
+    from aequum.engines.matching.cec.attributions import PATH_CHUNK, _first_layer, _two_hidden_integral, relu_layers
+
+    def one_batch(layers, V, B):  # a batch's paths by sign-change count, chunks of PATH_CHUNK
+        c, s, t = _first_layer(layers, V, B)
+        flips, on_at_0 = th.isfinite(t), (c > 0) | ((c == 0) & (s > 0))
+        count = flips.sum(1)
+        rows, out = th.argsort(count, stable=True), th.empty_like(V)
+        for start in range(0, len(rows), PATH_CHUNK):
+            r = rows[start:start + PATH_CHUNK]
+            out[r] = _two_hidden_integral(layers, c[r], s[r], t[r], on_at_0[r], flips[r], int(count[r].max()))
+        return V * out
+
+    rng = np.random.default_rng(11)
+    model = random_mlp(5, [32, 16], 2)
+    layers = relu_layers(model)
+    X, Xc, B = (rng.normal(size=(700, 5)) * 3 for _ in range(3))
+    out = attribute_pairs(model, X, Xc, B, batch_pairs=100)
+    for s in range(0, 700, 100):
+        both, base = (th.from_numpy(np.concatenate([a[s:s + 100], b[s:s + 100]])) for a, b in ((X, Xc), (B, B)))
+        with th.no_grad():
+            ig = one_batch(layers, both - base, base).numpy()
+        assert np.array_equal(out["ig"][s:s + 100], ig[:100]) and np.array_equal(out["ig_counterpart"][s:s + 100], ig[100:])
+
+
+def test_units_sharing_a_pool_share_its_tree_with_the_same_matches():
+    """Two units with the same reference group (two protected values against it) search one tree
+    of each reference pool (PoolTrees) and find the matches each finds alone; the tree is let go
+    once no unit still to be matched needs it."""
+    from aequum.engines.matching.cec.matching import PoolTrees
+
+    rng = np.random.default_rng(4)
+    n = 3000
+    Z = np.round(rng.normal(size=(n, 3)), 1)   # coarse: many ties, smaller position wins
+    value = rng.integers(0, 3, n)               # 0 reference, 1 and 2 two protected values
+    stratum = rng.integers(0, 2, n).astype(np.int8)
+    units = [np.where(value == 0, 0, np.where(value == v, 1, -1)).astype(np.int8) for v in (1, 2)]
+    keys = [PoolTrees.keys(g, [0, 1]) for g in units]
+    assert len(keys[0] & keys[1]) == 2          # the reference pools of both strata
+    trees = PoolTrees()
+    for u, g in enumerate(units):
+        shared, alone = match(Z, g, stratum, trees=trees), match(Z, g, stratum)
+        assert np.array_equal(shared.counterpart, alone.counterpart)
+        assert np.array_equal(shared.distance, alone.distance, equal_nan=True)
+        trees.keep(set().union(*keys[u + 1:]))
+    assert not trees._trees

@@ -558,17 +558,17 @@ def _select(ci: np.ndarray, cd: np.ndarray, kk: int, exclude: np.ndarray | None)
     return np.take_along_axis(ci, order, 1), np.take_along_axis(cd, order, 1)
 
 
-def euclidean_knn(points: np.ndarray, queries: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Exact k nearest ``points`` (rows) to every query under the Euclidean distance.
+def euclidean_knn(points: np.ndarray | cKDTree, queries: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Exact k nearest ``points`` (rows, or a cKDTree of them) to every query, Euclidean distance.
 
     CEC's Algorithm 1 (Popoola & Sheppard, Definition 2) matches on the L2 distance between
     standardised financial features. Backed by a KD-tree (p = 2); distances are recomputed
     with one numpy formula, and ties — distances equal within the relative tolerance ``_RTOL``
     (:func:`tie_order`, CST's search margin) — go to the smaller point index, refetching more
     candidates while a tie at the k-th distance may hide a point
-    with a smaller index. Fewer than k points: fewer columns. Returns (indices, distances).
-    """
-    points = np.ascontiguousarray(points, dtype=np.float64).reshape(len(points), -1)
+    with a smaller index. Fewer than k points: fewer columns. Returns (indices, distances)."""
+    tree = points if isinstance(points, cKDTree) else None  # a tree built once for several searches
+    points = tree.data if tree is not None else np.ascontiguousarray(points, dtype=np.float64).reshape(len(points), -1)
     queries = np.ascontiguousarray(queries, dtype=np.float64).reshape(len(queries), -1)
     if k < 0:
         raise ValueError(f"k must be non-negative, got {k}")
@@ -579,7 +579,7 @@ def euclidean_knn(points: np.ndarray, queries: np.ndarray, k: int = 1) -> tuple[
     n, kk = len(points), min(k, len(points))
     if kk == 0 or len(queries) == 0:
         return np.empty((len(queries), kk), np.int64), np.empty((len(queries), kk))
-    tree = cKDTree(points)
+    tree = cKDTree(points) if tree is None else tree
     idx = np.empty((len(queries), kk), np.int64)
     dist = np.empty((len(queries), kk), np.float64)
     # one candidate beyond k settles a query unless it ties the k-th (then fetch 4x more)

@@ -19,6 +19,7 @@ coordinate like any other, so its attribution counts in Δ_CEC.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -29,7 +30,8 @@ ScoreFn = Callable[[torch.Tensor], torch.Tensor]
 Layers = list[tuple[torch.Tensor, torch.Tensor]]
 COMPLETENESS_FLOOR = 1e-3  # |f(x) − f(b)| below this: the completeness error is absolute
 METHODS = ("exact", "riemann")
-PATH_CHUNK = 32  # paths per block of the exact two-hidden-layer integral (cache-sized blocks)
+PATH_CHUNK = 32  # paths of one padded width in the exact two-hidden-layer integral (chunk_widths)
+PATH_BLOCK = 512  # paths integrated together (of one width): their intermediates stay in cache
 
 
 def _check_differentiable(model) -> None:
@@ -119,13 +121,39 @@ def _gradient_integral_shallow(layers: Layers, V: torch.Tensor, B: torch.Tensor)
         # active on [t, 1] (switches on) or [0, t] (switches off); constant otherwise
         length = torch.where(flips, torch.where(s > 0, 1 - t, t), on_at_0.to(V.dtype))
         return (layers[1][0][0] * length) @ layers[0][0]
-    # paths in chunks of similar sign-change counts: each chunk pads to its own largest count
-    count = flips.sum(1)
-    rows = torch.argsort(count, stable=True)
+    count = flips.sum(1).numpy()
+    return _two_hidden_by_width(layers, V, B, chunk_widths(count, np.zeros_like(count), np.arange(len(count))))
+
+
+def chunk_widths(count: np.ndarray, batch: np.ndarray, local: np.ndarray) -> np.ndarray:
+    """Per path, the sign-change count that the two-hidden-layer integral pads it to: each
+    batch's paths in order of ``count`` (ties in ``local`` order), cut into chunks of PATH_CHUNK
+    paths, each padded to its largest count. The padding changes the integral's last bits, so
+    paths integrated together in larger blocks keep the widths of these chunks."""
+    order = np.lexsort((local, count, batch))
+    b, at = batch[order], np.arange(len(order))
+    new_batch = np.r_[True, b[1:] != b[:-1]]
+    rank = at - np.maximum.accumulate(np.where(new_batch, at, 0))
+    new_chunk = new_batch | np.r_[True, rank[1:] // PATH_CHUNK != rank[:-1] // PATH_CHUNK]
+    last = np.r_[np.flatnonzero(new_chunk)[1:] - 1, len(order) - 1]   # the chunk's largest count
+    out = np.empty_like(count)
+    out[order] = count[order][last][np.cumsum(new_chunk) - 1]
+    return out
+
+
+def _two_hidden_by_width(layers: Layers, V: torch.Tensor, B: torch.Tensor, width: np.ndarray) -> torch.Tensor:
+    """∫₀¹ ∇f(b + αv) dα of two hidden layers for every path (rows of ``V``, ``B``): the paths of
+    each padded width (:func:`chunk_widths`) together, PATH_BLOCK at a time (a path's result does
+    not depend on the other paths of its block, only on its width)."""
     out = torch.empty_like(V)
-    for start in range(0, len(rows), PATH_CHUNK):
-        r = rows[start:start + PATH_CHUNK]
-        out[r] = _two_hidden_integral(layers, c[r], s[r], t[r], on_at_0[r], flips[r], int(count[r].max()))
+    by = np.argsort(width, kind="stable")
+    for group in np.split(by, np.flatnonzero(np.diff(width[by])) + 1):
+        for start in range(0, len(group), PATH_BLOCK):
+            r = torch.from_numpy(group[start:start + PATH_BLOCK])
+            c, s, t = _first_layer(layers, V[r], B[r])
+            flips = torch.isfinite(t)
+            on_at_0 = (c > 0) | ((c == 0) & (s > 0))
+            out[r] = _two_hidden_integral(layers, c, s, t, on_at_0, flips, int(width[group[0]]))
     return out
 
 
@@ -182,19 +210,46 @@ def exact_integrated_gradients(layers: Layers, X: torch.Tensor, B: torch.Tensor)
     """IG(x; b) exactly for a piecewise-linear (ReLU) network given as affine ``layers``:
     (x − b) ⊙ Σ_segments length × gradient (see the module docstring).
 
-    Runs on one torch thread: its many small, cache-sized operations lose more to thread
-    hand-offs than they gain (parallelism comes from the engine's pieces).
+    Runs on one torch thread (:func:`one_thread`).
     """
     V = X - B
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         if len(layers) <= 3:
             with torch.no_grad():
                 return V * _gradient_integral_shallow(layers, V, B)
         return V * _gradient_integral_deep(layers, V, B)
+
+
+@contextmanager
+def one_thread():
+    """Torch on one thread for the block: the engine's many small products (a batch of paths
+    through a small MLP) lose more to handing work to a second thread than they gain, and far
+    more when the cores are busy (a 1536-row forward pass: 31 ms of CPU on two threads of a
+    loaded machine, 0.3 ms on one); parallelism comes from the engine's pieces."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
     finally:
         torch.set_num_threads(threads)
+
+
+def _two_hidden_pairs(layers: Layers, X: np.ndarray, Xc: np.ndarray, B: np.ndarray, batch_pairs: int) -> np.ndarray:
+    """IG(x; b) exactly for every factual (rows ``n``) then counterpart (the next ``n``) of a
+    two-hidden-layer network, equal bit for bit to ``exact_integrated_gradients`` of each batch
+    of ``batch_pairs`` pairs (its factuals then its counterparts): each path keeps the padded
+    width its batch's chunk would give it."""
+    n = len(X)
+    both, base = torch.from_numpy(np.concatenate([X, Xc])), torch.from_numpy(np.concatenate([B, B]))
+    V = both - base
+    count = np.concatenate([torch.isfinite(_first_layer(layers, V[s:s + PATH_BLOCK], base[s:s + PATH_BLOCK])[2])
+                            .sum(1).numpy() for s in range(0, 2 * n, PATH_BLOCK)])
+    pair = np.arange(2 * n) % n
+    batch = pair // batch_pairs
+    start = batch * batch_pairs
+    local = pair - start + np.where(np.arange(2 * n) < n, 0, np.minimum(start + batch_pairs, n) - start)
+    with torch.no_grad():
+        return (V * _two_hidden_by_width(layers, V, base, chunk_widths(count, batch, local))).numpy()
 
 
 def normalise(ig: torch.Tensor | np.ndarray, eps: float = 1e-8):
@@ -226,20 +281,26 @@ def attribute_pairs(model, X: np.ndarray, Xc: np.ndarray, B: np.ndarray, method:
     n, d = X.shape
     out = {k: np.empty((n, d)) for k in ("ig", "ig_counterpart")}
     out.update({k: np.empty(n) for k in ("score", "score_counterpart", "score_baseline", "completeness")})
-    for s in range(0, n, batch_pairs):
-        e = min(s + batch_pairs, n)
-        both = torch.from_numpy(np.concatenate([X[s:e], Xc[s:e]]))
-        base = torch.from_numpy(np.concatenate([B[s:e], B[s:e]]))
-        if layers is None:
-            ig = integrated_gradients(f, both, base, steps).numpy()
-        else:
-            ig = exact_integrated_gradients(layers, both, base).numpy()
-        with torch.no_grad():
-            scores = f(torch.cat([both, base[: e - s]])).numpy()
-        m = e - s
-        f_x, f_c, f_b = scores[:m], scores[m:2 * m], scores[2 * m:]
-        out["ig"][s:e], out["ig_counterpart"][s:e] = ig[:m], ig[m:]
-        out["score"][s:e], out["score_counterpart"][s:e], out["score_baseline"][s:e] = f_x, f_c, f_b
-        out["completeness"][s:e] = np.maximum(completeness_error(ig[:m], f_x, f_b),
-                                              completeness_error(ig[m:], f_c, f_b))
+    with one_thread():  # the scores too: a second thread costs far more than it gains here
+        # two hidden layers (the audit's surrogate): every pair's paths at once, in blocks of one
+        # padded width, as each batch of batch_pairs would pad them (bit for bit)
+        ig_all = _two_hidden_pairs(layers, X, Xc, B, batch_pairs) if layers is not None and len(layers) == 3 else None
+        for s in range(0, n, batch_pairs):
+            e = min(s + batch_pairs, n)
+            both = torch.from_numpy(np.concatenate([X[s:e], Xc[s:e]]))
+            base = torch.from_numpy(np.concatenate([B[s:e], B[s:e]]))
+            if ig_all is not None:
+                ig = np.concatenate([ig_all[s:e], ig_all[n + s:n + e]])
+            elif layers is None:
+                ig = integrated_gradients(f, both, base, steps).numpy()
+            else:
+                ig = exact_integrated_gradients(layers, both, base).numpy()
+            with torch.no_grad():
+                scores = f(torch.cat([both, base[: e - s]])).numpy()
+            m = e - s
+            f_x, f_c, f_b = scores[:m], scores[m:2 * m], scores[2 * m:]
+            out["ig"][s:e], out["ig_counterpart"][s:e] = ig[:m], ig[m:]
+            out["score"][s:e], out["score_counterpart"][s:e], out["score_baseline"][s:e] = f_x, f_c, f_b
+            out["completeness"][s:e] = np.maximum(completeness_error(ig[:m], f_x, f_b),
+                                                  completeness_error(ig[m:], f_c, f_b))
     return out

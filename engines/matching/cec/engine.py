@@ -25,7 +25,7 @@ from aequum.engines.core.data import ROW, record_columns, record_ids
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.core.intersections import unit_groups
 from aequum.engines.matching.cec.attributions import attribute_pairs, normalise, score_function
-from aequum.engines.matching.cec.matching import Matches, Standardised, gathered_baselines, match
+from aequum.engines.matching.cec.matching import Matches, PoolTrees, Standardised, gathered_baselines, match
 from aequum.engines.matching.cec.params import CECParams
 from aequum.engines.matching.cec.scores import (FEATURES, PAIRS, REGIME_SHARES, SUMMARY, delta_cec,
                                          feature_sums, features_table, regimes, summaries)
@@ -142,7 +142,13 @@ class CECEngine:
         # every unit is matched before the model inputs are gathered: the matching's indices and
         # the inputs of the records (10M records × inputs each) are never held together
         matched, population = [], {}
-        for attrs in [[p.name] for p in spec.protected] + [list(g) for g in params.intersections]:
+        every = [[p.name] for p in spec.protected] + [list(g) for g in params.intersections]
+        strata = np.unique(stratum)
+        # the pools each unit searches, so that a pool's tree is built once for the units that
+        # share it (the race comparisons' reference group) and let go after the last of them
+        pools = [PoolTrees.keys(_unit_group(data, attrs, order), strata) for attrs in every]
+        trees = PoolTrees()
+        for u, attrs in enumerate(every):
             label = "&".join(attrs)
             group = _unit_group(data, attrs, order)
             unit_rows = np.flatnonzero(group >= 0)
@@ -151,9 +157,11 @@ class CECEngine:
                 params.sample_seed)
             population[label] = {"all": len(unit_rows), "protected": int((group == 1).sum()),
                                  "reference": int((group == 0).sum())}
-            matched.append((label, attrs, len(unit_rows), match(Z, group, stratum, params.max_distance, factual)))
+            matched.append((label, attrs, len(unit_rows), match(Z, group, stratum, params.max_distance, factual,
+                                                                trees)))
+            trees.keep(set().union(*pools[u + 1:]))
             del group  # made again for the baselines: not one per unit held through the matching
-        del Z
+        del Z, trees
 
         # the model inputs of records (positions in canonical order): a merit feature's column
         # from the merit values (their rows gathered at once), any other input computed once for
@@ -169,9 +177,10 @@ class CECEngine:
                     out[s:s + _GATHER, j] = picked[:, merit.index(f)] if f in merit else others[f][block]
             return out
 
-        units, notes = [], {}
+        units, notes, known = [], {}, {}
         for label, attrs, n_unit, m in matched:
-            b = gathered_baselines(gather, _unit_group(data, attrs, order), stratum)
+            # a partition's mean taken once for the units that share it (the reference group)
+            b = gathered_baselines(gather, _unit_group(data, attrs, order), stratum, known)
             base = np.stack([b[(int(s), int(a))] for s, a in zip(m.stratum, m.group)]) \
                 if len(m) else np.empty((0, len(names)))
             note = []

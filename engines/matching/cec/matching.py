@@ -8,9 +8,11 @@ the financial features F standardised with the audited records' mean and standar
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from aequum.engines.core.knn import euclidean_knn
 
@@ -97,8 +99,41 @@ class Standardised:
         return _z(np.subtract(picked, self.mean, out=picked), self.scale)
 
 
+def records_digest(mask: np.ndarray) -> bytes:
+    """A name for the set of records ``mask`` selects (SHA-256 of the packed mask): equal names,
+    the same records."""
+    return hashlib.sha256(np.packbits(mask)).digest()
+
+
+class PoolTrees:
+    """The KD-trees of the pools searched, shared by the units whose pool is the same records (the
+    race comparisons all search the White applicants of a stratum): each is built once and kept
+    only while a unit still to be matched searches it (:meth:`keep`). A pool is named by its
+    stratum and the digest of its group's records (:func:`records_digest`)."""
+
+    def __init__(self):
+        self._trees: dict[tuple[int, bytes], cKDTree] = {}
+
+    @staticmethod
+    def keys(group: np.ndarray, strata) -> set[tuple[int, bytes]]:
+        """The names of the pools a unit with these groups searches in ``strata``."""
+        masks = [records_digest(group == b) for b in (0, 1)]
+        return {(int(s), m) for s in strata for m in masks}
+
+    def tree(self, key: tuple[int, bytes], points) -> cKDTree:
+        """The pool's tree, built from ``points()`` the first time it is asked for."""
+        if key not in self._trees:  # sliding-midpoint splits, boxes not shrunk: half the build's
+            # time for a little more of the search's (the search is exact either way)
+            self._trees[key] = cKDTree(points(), balanced_tree=False, compact_nodes=False)
+        return self._trees[key]
+
+    def keep(self, keys: set) -> None:
+        """Let go of the trees no unit still to be matched searches."""
+        self._trees = {k: v for k, v in self._trees.items() if k in keys}
+
+
 def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: float = 0.0,
-          factual: np.ndarray | None = None) -> Matches:
+          factual: np.ndarray | None = None, trees: PoolTrees | None = None) -> Matches:
     """Algorithm 1 on standardised merit features ``Z`` (a matrix, or :class:`Standardised`).
 
     ``group``: 1 protected, 0 reference, -1 not in the unit (never matched nor a counterpart).
@@ -106,6 +141,7 @@ def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: f
     index of (s, 1 − a); ties go to the smaller position (records come in a canonical order).
     ``factual``: the positions queried (ascending, all in the unit; default every record of the
     unit) — a sample still searches the whole other-group pool, so its matches are the full run's.
+    ``trees``: the pools' trees, shared with other units (:class:`PoolTrees`).
     """
     if factual is None:
         factual = np.flatnonzero(group >= 0)
@@ -123,7 +159,9 @@ def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: f
             if len(pool) == 0:
                 empty.append((int(s), a, len(queries)))
                 continue
-            i, d = euclidean_knn(Z[pool], Z[queries], 1)
+            index = Z[pool] if trees is None else trees.tree(
+                (int(s), records_digest(group == 1 - a)), lambda: Z[pool])
+            i, d = euclidean_knn(index, Z[queries], 1)
             at = np.searchsorted(factual, queries)  # the queries' places among the factuals
             counterpart[at] = pool[i[:, 0]]
             distance[at] = d[:, 0]
@@ -157,15 +195,21 @@ def baselines(M: np.ndarray, group: np.ndarray, stratum: np.ndarray) -> dict[tup
     return gathered_baselines(lambda rows: M[rows], group, stratum)
 
 
-def gathered_baselines(gather, group: np.ndarray, stratum: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
+def gathered_baselines(gather, group: np.ndarray, stratum: np.ndarray,
+                       known: dict | None = None) -> dict[tuple[int, int], np.ndarray]:
     """:func:`baselines` of the model inputs that ``gather(rows)`` gives for the records at
     positions ``rows`` (a C-ordered matrix, the rows of ``M``), so that the inputs of every
     record are never one matrix: each partition's rows are gathered and averaged as ``M[rows]``
-    would be (bit for bit)."""
+    would be (bit for bit). ``known``: the means already taken for other units, by stratum and
+    records (:func:`records_digest`): a partition of the same records is not gathered again."""
     out = {}
+    known = {} if known is None else known
     for s in np.unique(stratum[group >= 0]):
         for a in (0, 1):
-            rows = np.flatnonzero((group == a) & (stratum == s))
-            if len(rows):
-                out[(int(s), a)] = gather(rows).mean(axis=0)
+            key = (int(s), records_digest(group == a))
+            if key not in known:
+                rows = np.flatnonzero((group == a) & (stratum == s))
+                known[key] = gather(rows).mean(axis=0) if len(rows) else None
+            if known[key] is not None:
+                out[(int(s), a)] = known[key]
     return out

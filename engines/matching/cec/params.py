@@ -73,7 +73,8 @@ class CECParams(BaseModel):
                                         description="aequum train: λ search and training sample.")
     chunk_size: int = Field(50_000, gt=0, description="Factual records per parallel piece.")
     batch_pairs: int = Field(512, gt=0, description="Pairs per torch batch inside a piece "
-                             "(memory: 2 x batch_pairs paths x their segments or steps).")
+                             "(memory: 2 x batch_pairs paths x their segments or steps; the exact "
+                             "integral of two hidden layers pads its paths as these batches would).")
 
     @field_validator("sweep")
     @classmethod
