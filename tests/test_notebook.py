@@ -132,8 +132,14 @@ def test_the_result_object(kind, capfd, tmp_path):
     path = result.report(tmp_path / "r.html")
     html = path.read_text()
     assert path.is_file() and "<html" in html[:200].lower()
-    # the regression section folds every coefficient per comparison and names the download
+    # the regression section folds every coefficient per comparison and links the whole table,
+    # written beside the report as `aequum show regression_coefficients` writes it
     assert "<summary>Female against Male (" in html and "aequum show regression_coefficients --format csv" in html
+    for fmt in ("csv", "xlsx"):
+        assert (tmp_path / f"r-regression_coefficients.{fmt}").is_file()
+        assert f'<a href="r-regression_coefficients.{fmt}">' in html
+    beside = pl.read_csv(tmp_path / "r-regression_coefficients.csv")
+    assert beside.height == len(result["regression_coefficients"]) and "term" in beside.columns
     assert "linear model R²" in html  # the loan lender's rule separates the logit: no pseudo R² here
     coefficients = result["regression_coefficients"]
     assert "lpm" in set(coefficients["model"]) and {"const", "gender"} <= set(coefficients["term"])

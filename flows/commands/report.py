@@ -75,9 +75,14 @@ def build_report(run: Run, cases: dict[int, str] | None = None, findings: list[d
                 f"run {r['run_id']}, {r['status']}, started {utc(r['started_at'])}", sections)
 
 
-def findings_files(path: Path) -> dict[str, Path]:
-    """The ranked findings' files beside a report: ``<report>-findings.csv`` and ``.xlsx``."""
-    return {fmt: path.with_name(f"{path.stem}-findings.{fmt}") for fmt in ("csv", "xlsx")}
+def table_files(path: Path, table: str) -> dict[str, Path]:
+    """A table's files beside a report: ``<report>-<table>.csv`` and ``.xlsx``."""
+    return {fmt: path.with_name(f"{path.stem}-{table}.{fmt}") for fmt in ("csv", "xlsx")}
+
+
+# tables written whole beside the report (as ``aequum show TABLE --format csv|xlsx`` writes
+# them), each linked from its section: the controlled regression's every coefficient
+BESIDE = ("regression_coefficients",)
 
 
 def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Path | None = None,
@@ -85,7 +90,8 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
                  say=None, pdf: bool = False) -> Path:
     """Write the report of ``run_id`` (default: the latest run) and return its path (default
     ``report-<run_id>.html`` in the current directory), its ranked findings beside it as CSV and
-    XLSX (every finding, labelled, by rank: as ``aequum show findings --format csv|xlsx``) and,
+    XLSX (every finding, labelled, by rank: as ``aequum show findings --format csv|xlsx``), the
+    tables of ``BESIDE`` the same way (the regression's every coefficient), and,
     with ``pdf``, ``<report>.pdf`` printed by Chromium headless. ``wait`` / ``notify``: as for
     :class:`Warehouse` (how long to wait for a warehouse another process is writing);
     ``findings``: the run's ranked findings when the caller has read them (``sql/report/findings.sql``,
@@ -112,12 +118,18 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
         shown.update("report", 0, total, 0.0)
         if findings is None:
             findings = run.query("findings") if has_findings(run) else []
-        downloads = findings_files(path) if findings else {}
-        for p in [*downloads.values(), *([path.with_suffix(".pdf")] if pdf else [])]:
+        downloads = table_files(path, "findings") if findings else {}
+        beside = {t: table_files(path, t) for t in BESIDE if t in run.tables and run.result(t)}
+        for p in [*downloads.values(), *(p for f in beside.values() for p in f.values()),
+                  *([path.with_suffix(".pdf")] if pdf else [])]:
             check_output(p, "--out", warehouse, lake_roots(wh), source_paths(wh))
         path.parent.mkdir(parents=True, exist_ok=True)
         for fmt, p in downloads.items():
             write_file(wh, "findings", run.run_id, fmt, str(p))
+        for t, files in beside.items():
+            for fmt, p in files.items():
+                write_file(wh, t, run.run_id, fmt, str(p))
+            run.files[t] = {fmt: p.name for fmt, p in files.items()}
         step()
         exhibits = exhibit.build(run, exhibit.flagged_individual(findings), REPORT_CASES)
         step()

@@ -140,7 +140,9 @@ def coefficients_section(run: Run, sec: Section, rows: list[dict], labels: Label
             "linear model's (the denial probability), each with its standard error: the group's row is "
             "the disparity above, a level's row is against the level the model leaves out; fixed "
             "effects are absorbed, not estimated one by one. The whole table, segments included: "
-            "<code>aequum show regression_coefficients --format csv</code>.</p>")
+            + (markup('<a href="{}">CSV</a>, <a href="{}">XLSX</a> beside this report, or ', files["csv"], files["xlsx"])
+               if (files := run.files.get("regression_coefficients")) else "")
+            + "<code>aequum show regression_coefficients --format csv</code>.</p>")
     for r in rows:
         mine = [t for t in terms if t["attribute"] == r["attribute"]]
         if not mine:

@@ -21,6 +21,9 @@ class Run:
     record: dict
     engines: dict[str, dict]
     tables: set[str] = field(default_factory=set)
+    # files written beside the report, by table and format (csv, xlsx): their names, as a
+    # section links them (``flows.commands.report.write_report``)
+    files: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def open(cls, wh: Warehouse, run_id: str | None = None) -> "Run":
