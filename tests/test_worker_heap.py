@@ -27,11 +27,13 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 
 def churn(env: dict, mode: str) -> int:
+    """CHURN's faults in a process whose environment is ``env`` and no more: the suite's process
+    holds what other tests' Dask nannies set there (``os.environ.update(pre_spawn_env)``)."""
     import os
 
     out = subprocess.run([sys.executable, "-c", CHURN, mode],
-                         env={**os.environ, "NUMPY_MADVISE_HUGEPAGE": "0", **env}, check=True,
-                         capture_output=True, text=True)
+                         env={"PATH": os.environ.get("PATH", ""), "NUMPY_MADVISE_HUGEPAGE": "0", **env},
+                         check=True, capture_output=True, text=True)
     return int(out.stdout.split()[-1])
 
 
