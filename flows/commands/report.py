@@ -53,12 +53,11 @@ def has_findings(run: Run) -> bool:
 
 
 def build_report(run: Run, cases: dict[int, str] | None = None, findings: list[dict] | None = None,
-                 downloads: dict[str, str] | None = None, done=None) -> str:
+                 done=None) -> str:
     """The report's HTML for one run: the conclusion and the ranked findings first, then (folded)
     what was audited, the data and methods, and one section per engine. ``cases``: per finding
-    rank, the link to its cases' file; ``findings``: the run's, when already read; ``downloads``:
-    the ranked findings' files beside the report, by format (csv, xlsx); ``done(name)`` called
-    as each engine's section is ready."""
+    rank, the link to its cases' file; ``findings``: the run's, when already read; ``done(name)``
+    called as each engine's section is ready. Sections link the files ``run.files`` names."""
     r = run.record
     labels = Labels(run.parameters)
     engines = engine_sections(run, done)
@@ -66,7 +65,7 @@ def build_report(run: Run, cases: dict[int, str] | None = None, findings: list[d
     if has_findings(run):
         findings = run.query("findings") if findings is None else findings
         sections.append(conclusion_section(run, findings, labels, {s.id[len("engine-"):] for s in engines},
-                                           cases or {}, downloads or {}))
+                                           cases or {}))
     sections.append(audited_section(run))
     dataset = run.query("dataset") if r.get("dataset_version") else []
     sections.append(methods_section(run, dataset[0] if dataset else None, labels))
@@ -81,17 +80,18 @@ def table_files(path: Path, table: str) -> dict[str, Path]:
 
 
 # tables written whole beside the report (as ``aequum show TABLE --format csv|xlsx`` writes
-# them), each linked from its section: the controlled regression's every coefficient
-BESIDE = ("regression_coefficients",)
+# them), each linked from its section: the ranked findings and the controlled regression's
+# every coefficient
+BESIDE = ("findings", "regression_coefficients")
 
 
 def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Path | None = None,
                  wait: float | None = None, notify=None, findings: list[dict] | None = None,
                  say=None, pdf: bool = False) -> Path:
     """Write the report of ``run_id`` (default: the latest run) and return its path (default
-    ``report-<run_id>.html`` in the current directory), its ranked findings beside it as CSV and
-    XLSX (every finding, labelled, by rank: as ``aequum show findings --format csv|xlsx``), the
-    tables of ``BESIDE`` the same way (the regression's every coefficient), and,
+    ``report-<run_id>.html`` in the current directory), the tables of ``BESIDE`` beside it as CSV
+    and XLSX (every finding, labelled, by rank, and the regression's every coefficient: as
+    ``aequum show TABLE --format csv|xlsx``), and,
     with ``pdf``, ``<report>.pdf`` printed by Chromium headless. ``wait`` / ``notify``: as for
     :class:`Warehouse` (how long to wait for a warehouse another process is writing);
     ``findings``: the run's ranked findings when the caller has read them (``sql/report/findings.sql``,
@@ -118,14 +118,11 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
         shown.update("report", 0, total, 0.0)
         if findings is None:
             findings = run.query("findings") if has_findings(run) else []
-        downloads = table_files(path, "findings") if findings else {}
-        beside = {t: table_files(path, t) for t in BESIDE if t in run.tables and run.result(t)}
-        for p in [*downloads.values(), *(p for f in beside.values() for p in f.values()),
-                  *([path.with_suffix(".pdf")] if pdf else [])]:
+        beside = {t: table_files(path, t) for t in BESIDE
+                  if (findings if t == "findings" else t in run.tables and run.result(t))}
+        for p in [*(p for f in beside.values() for p in f.values()), *([path.with_suffix(".pdf")] if pdf else [])]:
             check_output(p, "--out", warehouse, lake_roots(wh), source_paths(wh))
         path.parent.mkdir(parents=True, exist_ok=True)
-        for fmt, p in downloads.items():
-            write_file(wh, "findings", run.run_id, fmt, str(p))
         for t, files in beside.items():
             for fmt, p in files.items():
                 write_file(wh, t, run.run_id, fmt, str(p))
@@ -139,8 +136,7 @@ def write_report(warehouse: str | Path, run_id: str | None = None, out: str | Pa
                                                                      for r in reviews]
         for _, name in named:
             check_output(folder / name, "--out", warehouse, lake_roots(wh), source_paths(wh))
-        text = build_report(run, {rank: f"{folder.name}/{name}" for rank, name in named}, findings,
-                            {fmt: p.name for fmt, p in downloads.items()}, step)
+        text = build_report(run, {rank: f"{folder.name}/{name}" for rank, name in named}, findings, step)
         labels = Labels(run.parameters)
         path.parent.mkdir(parents=True, exist_ok=True)
         if folder.is_dir():  # the files of an earlier report of the same name: this run's replace them

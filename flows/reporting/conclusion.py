@@ -253,16 +253,16 @@ def _below_chance(f: dict) -> bool:
 
 
 def conclusion_section(run, findings: list[dict], labels: Labels, engines_shown: set[str],
-                       cases: dict[int, str] | None = None, downloads: dict[str, str] | None = None) -> Section:
-    """The conclusion, the ranked findings and (``downloads``: file names beside the report, by
-    format) the links to every finding as CSV and XLSX."""
+                       cases: dict[int, str] | None = None) -> Section:
+    """The conclusion, the ranked findings and (when the report wrote them beside itself:
+    ``run.files["findings"]``, names by format) the links to every finding as CSV and XLSX."""
     sec = Section("conclusion", "Conclusion")
     sec.add("".join(markup("<p class=\"conclusion\">{}</p>", s)
                     for s in sentences(run.record, run.parameters, findings, labels)))
     top = [f for f in ordered(findings) if f.get("flagged") or f.get("evidence") or f.get("headline")][:RANKED]
     sec.add(markup("<h3>The findings, most serious and most certain first</h3>"),
             table(ranked_rows(top, labels, engines_shown, None, cases), cls="findings"))
-    if downloads:
+    if downloads := run.files.get("findings"):
         links = " · ".join(markup('<a href="{}" download>{}</a>', name, fmt.upper())
                            for fmt, name in sorted(downloads.items()))
         sec.add(markup('<p class="downloads">Every finding, ranked, with its groups, figures and statement: {} '
