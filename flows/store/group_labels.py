@@ -52,7 +52,7 @@ def label_plan(schema: pa.Schema) -> list[tuple[str, str, str]]:
     the attribute's protected group against its reference). A table of individuals (a
     ``record_id`` column) with no group per row (cst_claims, cst_evidence, cst_counterfactuals,
     cec_pairs, whose group is a 0/1 flag) gets none: every row of an attribute would carry the
-    same words, and those tables are the large ones (cst_evidence: 15.7M rows at 1M records);
+    same words, and those tables are the large ones (cst_evidence: 8.2M rows at 1M HMDA records);
     ``audit.group_labels`` names their attribute's groups."""
     text = {f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
             or (pa.types.is_dictionary(f.type) and pa.types.is_string(f.type.value_type))}
