@@ -31,7 +31,7 @@ from aequum.flows.engine_tasks import EngineOutcome, engine_task
 from aequum.flows.ground_truth import score_run
 from aequum.flows.store.group_labels import label_outcomes, write_group_labels
 from aequum.flows.store.lake_reading import release_memory
-from aequum.flows.model_step import PackedModel, prepare_model, supplied_counterfactuals
+from aequum.flows.model_step import PackedModel, model_readers, prepare_model, supplied_counterfactuals
 from aequum.flows.preflight import staged_group_problems
 from aequum.flows.progress import following
 from aequum.flows import run_control, terminal
@@ -41,11 +41,15 @@ from aequum.flows.store.versioning import code_version
 from aequum.flows.store.warehouse import DEFAULT_WAREHOUSE, Warehouse, WarehouseError
 
 
-# staged records above which each engine runs on fresh workers of the run's own cluster
-# (renew_workers). The four renewals of an HMDA audit take 25-29 s, and the new workers import
+# staged records above which the engines run one at a time, each on fresh workers of the run's
+# own cluster when the last one left a worker holding much (renew_workers). The four renewals of an HMDA audit take 25-29 s, and the new workers import
 # torch again: at 8.4M records that saved 0.61 GB (3.70 -> 3.09 GB) in a 10-11 min run; at 0.84M,
 # 0.34 GB (2.54 -> 2.20), but the run took 228-258 s against 176-183 s without renewals
 RENEW_WORKERS_ROWS = 2_000_000
+# engines of a run at or under RENEW_WORKERS_ROWS that may hold the cluster at once: one
+# prepares its state (on one worker) while the other's pieces use the rest, and the model-free
+# engines run while the model is fitted. Above it, one at a time (their memory would add up)
+SMALL_RUN_ENGINES = 2
 
 
 def dask_setup(worker) -> None:
@@ -149,18 +153,16 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
         # are too small without them is recorded as failed with the reason, and not run
         unfit = staged_group_problems(spec, ref.lake_path, names)
         size_workers(owned_cluster(), ref.rows_staged, logger.info)
-        model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info, packed=True,
-                                                engines=[n for n in names if n not in unfit])
+        candidates = [n for n in names if n not in unfit]
+        readers = set(model_readers(spec, candidates))
         cfs = supplied_counterfactuals(spec, spec_file.parent, ref)
-        release_memory()  # the flow's process waits for the engines from here on
-        skipped = [n for n in names if problem and getattr(get_engine(n), "uses_model", False) and n not in unfit]
-        runnable = [n for n in names if n not in skipped and n not in unfit]
-
-        def submit(n: str):
-            return engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs,
-                                      f"aequum-engines-{run_id}", str(spool))
-
         own = owned_cluster()
+        small = own is None or ref.rows_staged <= RENEW_WORKERS_ROWS
+        lock = (f"aequum-engines-{run_id}", SMALL_RUN_ENGINES if small else 1)
+
+        def submit(n: str, model):
+            return engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs, lock, str(spool))
+
         address = getattr(get_run_context().task_runner, "address", None)
 
         def results(futures: list) -> list[EngineOutcome]:  # never waits on a lost worker for ever
@@ -168,15 +170,24 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
 
         # each engine's pieces done, elapsed and left: a live line each on a terminal, else log lines
         with following(address, logger.info):
-            if own is None or ref.rows_staged <= RENEW_WORKERS_ROWS:
-                outcomes: list[EngineOutcome] = results([submit(n) for n in runnable])
+            # a small run: the engines that do not read the model start at once, and run while
+            # the model is fitted (in a process of its own above OWN_PROCESS_ROWS)
+            early = [submit(n, None) for n in candidates if n not in readers] if small else []
+            model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info, packed=True,
+                                                    engines=candidates)
+            release_memory()  # the flow's process waits for the engines from here on
+            skipped = [n for n in candidates if problem and getattr(get_engine(n), "uses_model", False)]
+            runnable = [n for n in candidates if n not in skipped and (not small or n in readers)]
+            if small:
                 # a worker keeps a task's result while its future lives: none is kept here
+                outcomes: list[EngineOutcome] = results(early + [submit(n, model) for n in runnable])
+                outcomes.sort(key=lambda o: names.index(o.engine))  # the run's order, whichever started first
             else:
                 outcomes = []
                 for i, n in enumerate(runnable):  # one engine at a time, each on fresh workers
                     if i:
                         renew_workers(own, logger.info)
-                    outcomes += results([submit(n)])
+                    outcomes += results([submit(n, model)])
         outcomes += [EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
         outcomes += [EngineOutcome(n, "failed", 0.0, 0, {}, {}, f"not run: {why}") for n, why in unfit.items()]
     except BaseException as exc:  # an interrupt (flows.run_control) leaves the run abandoned
@@ -241,7 +252,8 @@ def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: D
                     wh.insert_run_rows(t, run_id, tbl)
                 for o in outcomes:
                     counts = {t: wh.insert_run_rows(t, run_id, o.result(t)) for t in o.row_counts()}
-                    wh.record_engine(run_id, o.engine, o.status, round(o.seconds, 3), o.pieces, counts, o.error)
+                    wh.record_engine(run_id, o.engine, o.status, round(o.seconds, 3), o.pieces, counts, o.error,
+                                     o.started)
                 wh.finish_run(run_id, status, ref.version, ref.fingerprint,
                               None if model is None else model.fingerprint if isinstance(model, PackedModel)
                               else model_fingerprint(model),

@@ -80,6 +80,7 @@ class EngineOutcome:
     error: str | None = None
     files: dict[str, list[str]] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
+    started: float | None = None  # when it held its slot of the run's lock (Unix seconds)
 
     def spool(self, folder: Path) -> EngineOutcome:
         """The outcome with its tables in memory written to ``folder/<engine>/<table>.parquet``
@@ -190,14 +191,16 @@ def state_bytes(obj: Any, depth: int = 0, seen: set[int] | None = None) -> int:
 
 def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
                       counterfactuals: dict[str, pa.Table] | None, client=None, say=None,
-                      lock: str | None = None, spool: str | None = None) -> EngineOutcome:
+                      lock: tuple[str, int] | None = None, spool: str | None = None) -> EngineOutcome:
     """Run one engine over a staged dataset version; pieces fan out on ``client`` if given.
-    ``say`` receives the pieces' progress. With ``lock`` (a name on ``client``'s cluster) the
-    engine runs while holding that lock: the engines of one run then run one at a time, each
-    fanning its pieces out over every worker, so that the memory of one engine (the records
-    it reads, the arrays built from them, its state on every worker, its results: 4-5 GB for
-    CST or CEC at 10M HMDA records) is never needed next to another's. Its seconds count from
-    when it holds the lock. With ``spool`` (a folder) the results are written there as Parquet
+    ``say`` receives the pieces' progress. With ``lock`` (a name on ``client``'s cluster and
+    how many engines may hold it at once) the engine runs while holding one of its slots: with
+    one slot the engines of one run run one at a time, each fanning its pieces out over every
+    worker, so that the memory of one engine (the records it reads, the arrays built from
+    them, its state on every worker, its results: 4-5 GB for CST or CEC at 10M HMDA records)
+    is never needed next to another's; with two (a small run), one engine prepares its state
+    on one worker while another's pieces use the rest. Its seconds count from when it holds
+    its slot. With ``spool`` (a folder) the results are written there as Parquet
     before the lock is let go (:meth:`EngineOutcome.spool`)."""
     heap_for_arrays()
     engine = get_engine(name)
@@ -233,6 +236,7 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
 
     with _holding(client, lock):
         t0 = progress.t0 = time.perf_counter()
+        started = time.time()
         progress(0, None)  # preparing its state
         state = _prepare(engine, params, spec, lake_path, categories, model, counterfactuals)
         state = spill(engine, state, str(Path(spool) / name / "state") if spool is not None else None)
@@ -249,7 +253,7 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
             else:
                 files[t], rows[t] = [s.path for s in found], sum(s.rows for s in found)
         outcome = EngineOutcome(name, "succeeded", time.perf_counter() - t0, n_pieces, tables, dict(engine.tables),
-                                files=files, rows=rows)
+                                files=files, rows=rows, started=started)
         del tables
         if spool is not None:
             outcome = outcome.spool(Path(spool))
@@ -273,13 +277,15 @@ class SectionFiles:
 
 
 @contextmanager
-def _holding(client, lock: str | None):
+def _holding(client, lock: tuple[str, int] | None):
     if client is None or lock is None:
         yield
         return
-    from distributed import Lock
+    from distributed import Lock, Semaphore
 
-    with Lock(lock):  # on the cluster of the client or worker this runs in
+    name, slots = lock
+    # on the cluster of the client or worker this runs in
+    with (Lock(name) if slots == 1 else Semaphore(max_leases=slots, name=name)):
         yield
 
 
@@ -297,7 +303,7 @@ def _prepare(engine, params, spec: AuditSpec, lake_path: str, categories: dict, 
 
 @task(name="engine", cache_policy=NO_CACHE, retries=0)
 def engine_task(name: str, spec: AuditSpec, lake_path: str, categories: dict, model: Any,
-                counterfactuals: dict[str, pa.Table] | None, lock: str | None = None,
+                counterfactuals: dict[str, pa.Table] | None, lock: tuple[str, int] | None = None,
                 spool: str | None = None) -> EngineOutcome:
     """One engine as a Prefect task; failures come back as a failed outcome, not an exception.
     ``lock``, ``spool``: see :func:`run_engine_pieces`."""

@@ -75,6 +75,9 @@ CREATE TABLE IF NOT EXISTS audit.run_engines (
     error       VARCHAR,
     PRIMARY KEY (run_id, engine)
 );
+-- When the engine started (held its slot of the run's lock), Unix seconds: engines of a small
+-- run overlap, two at a time.
+ALTER TABLE audit.run_engines ADD COLUMN IF NOT EXISTS started DOUBLE;
 
 -- Lenders' names by LEI (the HMDA panel's respondent names; `aequum panel`): a dimension the
 -- per-lender findings and the report join, kept across runs.

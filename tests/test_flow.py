@@ -125,14 +125,16 @@ def test_raguel_and_fgce_run_in_the_flow(prefect_server, tmp_path):
 
 def test_a_large_audit_runs_each_engine_on_fresh_workers_of_its_own_cluster(prefect_server, tmp_path, monkeypatch):
     """Above ``RENEW_WORKERS_ROWS`` staged records (0 here), on a cluster the run started, the
-    engines run one at a time and every worker is restarted between two of them (what one
-    engine's preparation left in a worker is not held beside the next one's), with the same
-    results; the workers of a cluster the run did not start are never restarted."""
+    engines run one at a time and every worker is restarted between two of them when one holds
+    more than ``RENEW_ABOVE_MB`` (0 here: what one engine's preparation left in a worker is not
+    held beside the next one's), with the same results; workers under it are kept; the workers
+    of a cluster the run did not start are never restarted."""
     import os
 
     from distributed import Client, LocalCluster
 
     from aequum.flows import audit
+    from aequum.flows import cluster as cluster_module
 
     spec = write_case(tmp_path, engines="[outcome, raguel]")
     spec.write_text(spec.read_text().replace(
@@ -159,19 +161,24 @@ def test_a_large_audit_runs_each_engine_on_fresh_workers_of_its_own_cluster(pref
 
     monkeypatch.setattr(audit, "renew_workers", renew)
     monkeypatch.setattr(audit, "RENEW_WORKERS_ROWS", 0)
+    monkeypatch.setattr(cluster_module, "RENEW_ABOVE_MB", 1 << 20)  # every worker under it: kept
+    run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="kept", workers=2)
+    assert len(renewed) == 1 and renewed[0][0] == renewed[0][1]
+    monkeypatch.setattr(cluster_module, "RENEW_ABOVE_MB", 0)
     run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="fresh", workers=2)
-    assert len(renewed) == 1
-    before, after = renewed[0]
+    assert len(renewed) == 2
+    before, after = renewed[1]
     assert len(before) == len(after) == 2 and not before & after
     with Warehouse(wh_path, read_only=True) as wh:
         for name in ("outcome", "raguel"):
             assert wh.engine_status("fresh")[name]["status"] == "succeeded"
         for table in ("outcome_gaps", "raguel_ranking"):
-            fresh, together = (wh.result(table, r).drop_columns(["run_id"]) for r in ("fresh", "together"))
-            assert fresh.num_rows and fresh.equals(together), table
+            together = wh.result(table, "together").drop_columns(["run_id"])
+            for r in ("kept", "fresh"):
+                assert together.num_rows and wh.result(table, r).drop_columns(["run_id"]).equals(together), (r, table)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
         run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="external", dask_address=cluster.scheduler_address)
-    assert len(renewed) == 1
+    assert len(renewed) == 2
 
 
 def test_a_default_cluster_starts_its_other_workers_only_for_an_audit_that_needs_them(prefect_server, tmp_path,

@@ -257,9 +257,10 @@ def test_cst_evidence_goes_from_the_pieces_to_files_in_the_serial_order(tmp_path
     assert sorted(p.name for p in (tmp_path / "spool" / "cst" / "state").iterdir()) == ["points0"]
 
 
-def test_engines_of_a_run_run_one_at_a_time_on_a_cluster():
-    """The run's lock: two engines never run at once (their memory would add up: 10M HMDA
-    records), whichever worker thread they run on; their pieces still use every worker."""
+def test_engines_of_a_run_take_the_slots_of_its_lock_on_a_cluster():
+    """The run's lock: with one slot two engines never run at once (their memory would add up:
+    10M HMDA records), whichever worker thread they run on; with two (a small run) two hold it
+    together and a third waits; their pieces still use every worker."""
     import threading
     import time
 
@@ -267,22 +268,34 @@ def test_engines_of_a_run_run_one_at_a_time_on_a_cluster():
 
     from aequum.flows.engine_tasks import _holding
 
-    spans = []
-    with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0") as client:
+    def holders(client, slots: int, meet: threading.Barrier | None) -> int:
+        inside, most, entered, guard = [0], [0], [0], threading.Lock()
+
         def prepare():
-            with _holding(client, "aequum-engines-test"):
-                start = time.monotonic()
-                time.sleep(0.2)
-                spans.append((start, time.monotonic()))
+            with _holding(client, (f"aequum-engines-test-{slots}", slots)):
+                with guard:
+                    inside[0] += 1
+                    entered[0] += 1
+                    first_two = entered[0] <= 2
+                    most[0] = max(most[0], inside[0])
+                if meet is not None and first_two:
+                    meet.wait(timeout=120)  # the first two holders meet here: never one alone
+                time.sleep(0.05)
+                with guard:
+                    inside[0] -= 1
 
         threads = [threading.Thread(target=prepare) for _ in range(3)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-    spans.sort()
-    assert len(spans) == 3 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
-    with _holding(None, "no cluster"):  # serial runs take no lock
+        return most[0]
+
+    with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0") as client:
+        assert holders(client, 1, None) == 1
+        meet = threading.Barrier(2)
+        assert holders(client, 2, meet) == 2 and not meet.broken
+    with _holding(None, ("no cluster", 1)):  # serial runs take no lock
         pass
 
 

@@ -484,10 +484,11 @@ class Warehouse:
                                  "other spec's results: give another --run-id")
 
     def record_engine(self, run_id: str, engine: str, status: str, seconds: float | None,
-                      pieces: int | None, tables: dict[str, int] | None, error: str | None) -> None:
+                      pieces: int | None, tables: dict[str, int] | None, error: str | None,
+                      started: float | None = None) -> None:
         self.run_sql("run_engine", {"run_id": run_id, "engine": engine, "status": status,
                                     "seconds": seconds, "pieces": pieces,
-                                    "tables": json.dumps(tables or {}), "error": error})
+                                    "tables": json.dumps(tables or {}), "error": error, "started": started})
 
     def finish_run(self, run_id: str, status: str, dataset_version: str | None = None,
                    source_fingerprint: str | None = None, model_fingerprint: str | None = None,
