@@ -274,13 +274,14 @@ def _level_start(cells: Cells, theta: np.ndarray, y: np.ndarray, effects, b: np.
     return b
 
 
-def part_pass(part: Cells, theta: np.ndarray, cell: np.ndarray, full: bool) -> tuple:
-    """One part's sums of a Newton evaluation (:func:`controlled_logit`): its log-likelihood;
-    with ``full`` its gradient ``(Z'r, F_s'r, F_b'r)``, its information's sums
+def part_pass(part: Cells, theta: np.ndarray, fe_s: np.ndarray, fe_b: np.ndarray, full: bool) -> tuple:
+    """One part's sums of a Newton evaluation at (θ, s, b) (:func:`controlled_logit`): its
+    log-likelihood; with ``full`` its gradient ``(Z'r, F_s'r, F_b'r)``, its information's sums
     (:meth:`Cells.part_normal`), its rows at |η| > EXTREME and its largest |η|. ``part.y``: its
-    outcomes."""
+    outcomes. Its cells' part of η from its own cells (:meth:`Cells.offsets`, a row at a time:
+    the bits of the whole design's), so a pass sends the workers the parameters alone."""
     y = part.y
-    eta = part.part_eta(theta, cell)
+    eta = part.part_eta(theta, part.offsets(theta, fe_s, fe_b))
     a = np.exp(-np.abs(eta))           # log(1 + e^η) = max(η, 0) + log1p(e^−|η|), one exp a row
     ll = float(y @ eta - (np.maximum(eta, 0.0).sum() + np.log1p(a).sum()))
     if not full:
@@ -375,16 +376,15 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     parts = cells.parts()
     for part in parts:
         part.y = y[part.bounds[0]:part.bounds[1]]
-    placed = (executor or Executor()).place(parts)
+    executor = executor or Executor()
+    placed = executor.place(parts)
 
     def evaluate(theta: np.ndarray, fe_s: np.ndarray, fe_b: np.ndarray, full: bool = True):
         """Log-likelihood at (θ, s, b); with ``full`` also the gradient (X, F_s, F_b)'(y − p),
         the information's blocks (:class:`~engines.regression.absorb.Normal`), the count of
         rows at |η| > EXTREME and the largest |η|: the parts' sums (:func:`part_pass`) added in
         their order, wherever they ran."""
-        cell = cells.offsets(theta, fe_s, fe_b)
-        found = (executor or Executor()).map(part_pass, placed, [
-            (theta, cell[part.bounds[2]:part.bounds[3]], full) for part in parts])
+        found = executor.map(part_pass, placed, theta, fe_s, fe_b, full)
         ll = 0.0
         for f in found:
             ll += f[0]
