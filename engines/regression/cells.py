@@ -164,9 +164,11 @@ def runs(work: np.ndarray, workers: int) -> list[tuple[int, int]]:
     return list(zip(cuts, [*cuts[1:], k]))
 
 
-def run_parts(fn, args: tuple, *parts) -> list:
-    """``fn(part, *args)`` for each of ``parts`` in their order: one worker's task of a pass."""
-    return [fn(part, *args) for part in parts]
+def run_parts(fn, args: tuple, *parts) -> tuple[list, float]:
+    """``fn(part, *args)`` for each of ``parts`` in their order: one worker's task of a pass;
+    with the CPU seconds of the thread that ran them."""
+    start = time.thread_time()
+    return [fn(part, *args) for part in parts], time.thread_time() - start
 
 
 class Executor:
@@ -179,12 +181,15 @@ class Executor:
     returns every part's sums in the parts' order. The driver adds them in that order, so the
     result is the same bits with any number of workers. ``workers``: the addresses of the
     workers to use (default every worker the scheduler has when :meth:`place` runs).
-    ``seconds``, ``passes``: the wall time in :meth:`map` and its calls; ``tasks``: the tasks
-    submitted."""
+    Measured: ``seconds``, ``passes``: the wall time in :meth:`map` and its calls; ``tasks``:
+    the tasks submitted; ``busiest``: the sum over passes of the CPU seconds of a pass's
+    longest task (what the passes take on idle cores, less the messages), ``task_cpu`` of
+    every task."""
 
     def __init__(self, client=None, workers: list[str] | None = None):
         self.client, self.workers = client, workers
         self.seconds, self.passes, self.tasks = 0.0, 0, 0
+        self.busiest, self.task_cpu = 0.0, 0.0
 
     def place(self, parts: list) -> list[tuple]:
         """``[(worker, its parts or their futures), ...]``: the runs of :func:`runs`, each held
@@ -201,12 +206,15 @@ class Executor:
         """``fn(part, *args)`` of every part, in the parts' order."""
         start = time.perf_counter()
         if self.client is None:
-            out = [x for _, held in placed for x in run_parts(fn, args, *held)]
+            found = [run_parts(fn, args, *held) for _, held in placed]
         else:
-            futures = [self.client.submit(run_parts, fn, args, *held, workers=[w], allow_other_workers=False,
-                                          pure=False) for w, held in placed]
-            out = [x for found in self.client.gather(futures) for x in found]
-            self.tasks += len(futures)
+            found = self.client.gather([self.client.submit(run_parts, fn, args, *held, workers=[w],
+                                                           allow_other_workers=False, pure=False)
+                                        for w, held in placed])
+            self.tasks += len(found)
+        out = [x for sums, _ in found for x in sums]
+        self.busiest += max(cpu for _, cpu in found)
+        self.task_cpu += sum(cpu for _, cpu in found)
         self.seconds += time.perf_counter() - start
         self.passes += 1
         return out
