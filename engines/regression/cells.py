@@ -182,25 +182,27 @@ class Executor:
     result is the same bits with any number of workers. ``workers``: the addresses of the
     workers to use (default every worker the scheduler has when :meth:`place` runs).
     Measured: ``seconds``, ``passes``: the wall time in :meth:`map` and its calls; ``tasks``:
-    the tasks submitted; ``busiest``: the sum over passes of the CPU seconds of a pass's
+    the tasks submitted; ``parts``: the parts placed; ``busiest``: the sum over passes of the CPU seconds of a pass's
     longest task (what the passes take on idle cores, less the messages), ``task_cpu`` of
     every task."""
 
     def __init__(self, client=None, workers: list[str] | None = None):
         self.client, self.workers = client, workers
-        self.seconds, self.passes, self.tasks = 0.0, 0, 0
+        self.seconds, self.passes, self.tasks, self.parts = 0.0, 0, 0, 0
         self.busiest, self.task_cpu = 0.0, 0.0
 
     def place(self, parts: list) -> list[tuple]:
         """``[(worker, its parts or their futures), ...]``: the runs of :func:`runs`, each held
         by its worker (here: one run of every part)."""
+        self.parts = len(parts)
         if self.client is None:
             return [(None, list(parts))]
         workers = sorted(self.workers or self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"])
         if not workers:
             raise RuntimeError("the Dask cluster has no worker")
         cut = runs(np.array([part.n + len(part.lay.starts) for part in parts]), len(workers))
-        return [(w, self.client.scatter(list(parts[i:j]), workers=[w], hash=False)) for w, (i, j) in zip(workers, cut)]
+        return [(w, self.client.scatter(list(parts[i:j]), workers=[w], hash=False))
+                for w, (i, j) in zip(workers, cut)]
 
     def map(self, fn, placed: list[tuple], *args) -> list:
         """``fn(part, *args)`` of every part, in the parts' order."""

@@ -1,6 +1,6 @@
 """``aequum bench regression``: the regression engine's every comparison at HMDA scale in CPU
-seconds, against a baseline checkout, and its Newton passes over parts on a Dask cluster with 2
-workers against 1.
+seconds, against a baseline checkout, and the logit's passes over parts on a Dask cluster (local
+or external) with 2 workers against 1.
 
 1M generated HMDA LAR rows (``--quick``: 200k) are staged under
 ``data/specs/hmda.yaml`` (its model left out), then, each in a fresh process:
@@ -15,11 +15,17 @@ workers against 1.
   between the two runs' tables (every numeric column of ``regression_estimates``,
   ``regression_segments``, ``regression_coefficients`` and ``regression_benchmarks``; every other
   column equal);
-- **passes over workers**: the pooled race comparison's logit with its Newton passes run on a
-  LocalCluster (127.0.0.1, one thread a worker) of 1 then 2 workers (``engines.regression.cells``:
-  the rows cut into parts of whole cells, each part's sums computed on a worker, added on the
-  driver in the parts' order): the seconds spent in the passes and in the whole fit, the CPU
-  seconds of the driver and of the workers, and whether the two results are the same bits.
+- **passes over workers**: the pooled race comparison's logit with its passes over the rows
+  (the Newton evaluations, the marginal effect's, the robust errors') run on 1 then 2 Dask
+  workers — a LocalCluster started here (127.0.0.1, one thread a worker), or with
+  ``--scheduler tcp://HOST:PORT`` the first 1 then 2 workers of a scheduler the user started
+  (``dask scheduler``; ``dask worker tcp://HOST:PORT --nworkers 2 --nthreads 1`` in the same
+  environment) — through ``engines.regression.cells.Executor``: the rows cut into 16 parts of
+  whole cells (fewer below 512k rows), each worker holding a contiguous run of them, one task
+  a worker a pass, the parts' sums added on the driver in the parts' order. Printed: the seconds in the passes and
+  in the whole fit, the CPU seconds of the driver, the workers (their imports done before) and
+  an external scheduler, the passes' busiest task's CPU seconds (what idle cores would take,
+  less the messages), and whether the two results are the same bits.
 """
 from __future__ import annotations
 
@@ -31,7 +37,6 @@ from pathlib import Path
 
 import numpy as np
 
-from aequum.engines.regression.cells import PARTS
 from aequum.flows.bench.measure import in_fresh_process
 
 THIS = Path(__file__).resolve()
@@ -179,16 +184,18 @@ def measure_workers(rows: str, tmp: str, staged_json: str, workers: str, schedul
         executor = Executor(client, used)
         # the workers' one-time imports (about 1 s of CPU each: scipy.stats) done before the measure
         client.run(import_module, "aequum.engines.regression.logit", workers=used)
-        cpu_of = lambda: (sum(client.run(time.process_time, workers=used).values()),  # noqa: E731
-                          client.run_on_scheduler(time.process_time) if scheduler else 0.0)
+        def cpu_of() -> tuple[float, float]:
+            return (sum(client.run(time.process_time, workers=used).values()),
+                    client.run_on_scheduler(time.process_time) if scheduler else 0.0)
+
         before = cpu_of()
         cpu, wall = time.process_time(), time.perf_counter()
         fit = controlled_logit(y, groups, blocks, names, rows=fit_rows, prepared=prepared, executor=executor, **kw)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         worker_cpu, scheduler_cpu = (b - a for a, b in zip(before, cpu_of()))
     return {"n": fit.n, "fit_seconds": wall, "pass_seconds": executor.seconds, "passes": executor.passes,
-            "tasks": executor.tasks, "busiest": executor.busiest, "task_cpu": executor.task_cpu, "driver_cpu": cpu, "worker_cpu": worker_cpu, "scheduler_cpu": scheduler_cpu,
-            "load": os.getloadavg()[0],
+            "tasks": executor.tasks, "parts": executor.parts, "busiest": executor.busiest, "task_cpu": executor.task_cpu, "driver_cpu": cpu,
+            "worker_cpu": worker_cpu, "scheduler_cpu": scheduler_cpu, "load": os.getloadavg()[0],
             "result": [fit.coefficient, fit.se, fit.ame, fit.ame_se, fit.log_likelihood,
                        *map(float, fit.coefficients["coef"]), *map(float, fit.coefficients["se"])]}
 
@@ -237,12 +244,13 @@ def run(quick: bool = False, scheduler: str | None = None) -> None:
         one, two = found[1], found[2]
         where = (f"the external scheduler {scheduler} (the first 1 then 2 of its {len(addresses)} workers)" if scheduler
                  else "a LocalCluster of 1 then 2 workers (one thread each)")
-        print(f"  the pooled race logit ({one['n']:,} applications), its {one['passes']} Newton passes over "
-              f"{PARTS} parts on {where}, one task a worker a pass:")
+        print(f"  the pooled race logit ({one['n']:,} applications), its {one['passes']} passes over {one['parts']} parts "
+              f"(Newton's, the marginal effect's, the robust errors') on {where}, one task a worker a pass:")
         for k, f in found.items():
             print(f"    {k} worker{'s' if k > 1 else ' '}: {f['pass_seconds']:.2f} s in the passes, {f['fit_seconds']:.2f} s "
                   f"the whole fit; CPU: driver {f['driver_cpu']:.1f} s, workers {f['worker_cpu']:.1f} s"
-                  + (f", scheduler {f['scheduler_cpu']:.1f} s" if scheduler else "") + f" (load {f['load']:.1f})")
+                  + (f", scheduler {f['scheduler_cpu']:.1f} s" if scheduler else "")
+                  + f", the passes' busiest task {f['busiest']:.2f} s (load {f['load']:.1f})")
         print(f"    2 workers against 1: {one['pass_seconds'] / two['pass_seconds']:.2f}x in the passes, "
-              f"{one['fit_seconds'] / two['fit_seconds']:.2f}x the whole fit; the same bits: "
-              f"{one['result'] == two['result']}")
+              f"{one['fit_seconds'] / two['fit_seconds']:.2f}x the whole fit, {one['busiest'] / two['busiest']:.2f}x "
+              f"the busiest task's CPU; the same bits: {one['result'] == two['result']}")
