@@ -22,6 +22,13 @@ A.5.3) with the dummy × dummy blocks diagonal within a control and ``bincount``
 a pass costs O(n·q² + cells·categoricals²) instead of O(n·p²) with p ≈ 56 at HMDA's design,
 and gives the same matrices (to rounding) as the dense rows did, so every coefficient and
 standard error the models report is computed as before from them.
+
+A pass is cut into up to 16 parts of whole cells of about equal work (:meth:`Cells.parts`),
+whose sums the driver adds in the parts' order; :class:`Executor` runs the parts here or on the
+workers of a Dask cluster (local or external), each worker holding a contiguous run of parts
+and running them as one task a pass, so a fit's result is the same bits with any number of
+workers (data parallelism with a fixed reduction order: the sums do not depend on where the
+parts ran, only on the cut).
 """
 from __future__ import annotations
 

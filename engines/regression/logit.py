@@ -351,8 +351,9 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     and one for the cluster sums, each O(rows × numeric columns²) plus O(cells × categoricals²)
     (``engines.regression.cells``); memory the numeric columns of the rows and |levels| × p for
     the fixed effects. ``start_from``: a related fit's slopes by column name (its
-    ``coefficients``), where Newton starts when given. ``executor`` (``cells.Executor``): where the Newton passes' parts run
-    (a Dask client's workers), the same bits anywhere.
+    ``coefficients``), where Newton starts when given. ``executor`` (``cells.Executor``): where the
+    parts of the Newton passes, the marginal effect's and the robust errors' run (a Dask
+    client's workers), the same bits anywhere.
 
     Degenerate input never raises: no rows, infinite values, one value of y (or a y that is
     not 0/1), d constant, fewer rows than parameters + 2, a singular design, or separation
