@@ -189,9 +189,9 @@ class Executor:
     result is the same bits with any number of workers. ``workers``: the addresses of the
     workers to use (default every worker the scheduler has when :meth:`place` runs).
     Measured: ``seconds``, ``passes``: the wall time in :meth:`map` and its calls; ``tasks``:
-    the tasks submitted; ``parts``: the parts placed; ``busiest``: the sum over passes of the CPU seconds of a pass's
-    longest task (what the passes take on idle cores, less the messages), ``task_cpu`` of
-    every task."""
+    the tasks submitted; ``parts``: the parts placed; ``busiest``: the sum over passes of the
+    CPU seconds of a pass's longest task (what the passes take on idle cores, less the
+    messages), ``task_cpu`` of every task."""
 
     def __init__(self, client=None, workers: list[str] | None = None):
         self.client, self.workers = client, workers
