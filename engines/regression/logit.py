@@ -274,13 +274,14 @@ def _level_start(cells: Cells, theta: np.ndarray, y: np.ndarray, effects, b: np.
     return b
 
 
-def part_pass(part: Cells, theta: np.ndarray, cell: np.ndarray, full: bool) -> tuple:
-    """One part's sums of a Newton evaluation (:func:`controlled_logit`): its log-likelihood;
-    with ``full`` its gradient ``(Z'r, F_s'r, F_b'r)``, its information's sums
+def part_pass(part: Cells, theta: np.ndarray, fe_s: np.ndarray, fe_b: np.ndarray, full: bool) -> tuple:
+    """One part's sums of a Newton evaluation at (θ, s, b) (:func:`controlled_logit`): its
+    log-likelihood; with ``full`` its gradient ``(Z'r, F_s'r, F_b'r)``, its information's sums
     (:meth:`Cells.part_normal`), its rows at |η| > EXTREME and its largest |η|. ``part.y``: its
-    outcomes."""
+    outcomes. Its cells' part of η from its own cells (:meth:`Cells.offsets`, a row at a time:
+    the bits of the whole design's), so a pass sends the workers the parameters alone."""
     y = part.y
-    eta = part.part_eta(theta, cell)
+    eta = part.part_eta(theta, part.offsets(theta, fe_s, fe_b))
     a = np.exp(-np.abs(eta))           # log(1 + e^η) = max(η, 0) + log1p(e^−|η|), one exp a row
     ll = float(y @ eta - (np.maximum(eta, 0.0).sum() + np.log1p(a).sum()))
     if not full:
@@ -292,6 +293,33 @@ def part_pass(part: Cells, theta: np.ndarray, cell: np.ndarray, full: bool) -> t
     r = np.where(y == 1, p0, -p1)
     return (ll, part.part_tdot(r), part.part_normal(p1 * p0), int(np.count_nonzero(np.abs(eta) > EXTREME)),
             float(np.max(np.abs(eta), initial=0.0)))
+
+
+def part_effect(part: Cells, theta: np.ndarray, fe_s: np.ndarray, fe_b: np.ndarray, x1: float, x0: float) -> tuple:
+    """One part's sums of the average marginal effect at the fit (θ, s, b), d's standardised
+    column set to ``x1`` then ``x0`` in every row: ``Σ Λ(η¹) − Λ(η⁰)``, the parts of its
+    gradient ``(Z, F_s, F_b)'(λ(η¹) − λ(η⁰))`` (:meth:`Cells.part_tdot`), ``Σ λ(η¹)``, ``Σ λ(η⁰)``."""
+    eta = part.part_eta(theta, part.offsets(theta, fe_s, fe_b))
+    z0 = part.zt[0]  # d's standardised column
+    eta1 = eta + theta[0] * (x1 - z0)
+    eta0 = eta + theta[0] * (x0 - z0)
+    p1, p0 = expit(eta1), expit(eta0)
+    l1, l0 = p1 * expit(-eta1), p0 * expit(-eta0)  # the logistic density at each
+    return float((p1 - p0).sum()), part.part_tdot(l1 - l0), float(l1.sum()), float(l0.sum())
+
+
+def part_scores(part: Cells, theta: np.ndarray, fe_s: np.ndarray, fe_b: np.ndarray, h_d: tuple, h_g: tuple,
+                clusters: int) -> tuple:
+    """One part's sums of the robust errors at the fit: with ``wᵢ = (yᵢ − pᵢ)·c'xᵢ`` for ``c`` =
+    ``h_d`` and ``h_g`` (H⁻¹ times d's unit vector and the marginal effect's gradient), Σ w²
+    of each (``clusters`` 0: HC1) or their sums by cluster (``part.cluster``)."""
+    r = part.y - expit(part.part_eta(theta, part.offsets(theta, fe_s, fe_b)))
+    wd = r * part.part_eta(h_d[0], part.offsets(*h_d))
+    wg = r * part.part_eta(h_g[0], part.offsets(*h_g))
+    if not clusters:
+        return float(wd @ wd), float(wg @ wg)
+    return (np.bincount(part.cluster, weights=wd, minlength=clusters),
+            np.bincount(part.cluster, weights=wg, minlength=clusters))
 
 
 def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Sequence[str],
@@ -323,8 +351,9 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     and one for the cluster sums, each O(rows × numeric columns²) plus O(cells × categoricals²)
     (``engines.regression.cells``); memory the numeric columns of the rows and |levels| × p for
     the fixed effects. ``start_from``: a related fit's slopes by column name (its
-    ``coefficients``), where Newton starts when given. ``executor`` (``cells.Executor``): where the Newton passes' parts run
-    (a Dask client's workers), the same bits anywhere.
+    ``coefficients``), where Newton starts when given. ``executor`` (``cells.Executor``): where the
+    parts of the Newton passes, the marginal effect's and the robust errors' run (a Dask
+    client's workers), the same bits anywhere.
 
     Degenerate input never raises: no rows, infinite values, one value of y (or a y that is
     not 0/1), d constant, fewer rows than parameters + 2, a singular design, or separation
@@ -375,16 +404,16 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     parts = cells.parts()
     for part in parts:
         part.y = y[part.bounds[0]:part.bounds[1]]
-    placed = (executor or Executor()).place(parts)
+        part.cluster = None if des.cluster is None else des.cluster[part.bounds[0]:part.bounds[1]]
+    executor = executor or Executor()
+    placed = executor.place(parts)
 
     def evaluate(theta: np.ndarray, fe_s: np.ndarray, fe_b: np.ndarray, full: bool = True):
         """Log-likelihood at (θ, s, b); with ``full`` also the gradient (X, F_s, F_b)'(y − p),
         the information's blocks (:class:`~engines.regression.absorb.Normal`), the count of
         rows at |η| > EXTREME and the largest |η|: the parts' sums (:func:`part_pass`) added in
         their order, wherever they ran."""
-        cell = cells.offsets(theta, fe_s, fe_b)
-        found = (executor or Executor()).map(part_pass, placed, [
-            (theta, cell[part.bounds[2]:part.bounds[3]], full) for part in parts])
+        found = executor.map(part_pass, placed, theta, fe_s, fe_b, full)
         ll = 0.0
         for f in found:
             ll += f[0]
@@ -452,17 +481,14 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         c_x, c_s, c_b = solver.solve(contrast, np.zeros(0), np.ones(1), _solve)
         intercept_se = float(np.sqrt(contrast @ c_x + c_b[0]))
 
-    # -- the average marginal effect of d (discrete change) -------------------------------------
+    # -- the average marginal effect of d (discrete change): the parts' sums in their order ------
     x1, x0 = (1 - means[0]) * scale[0], (0 - means[0]) * scale[0]  # d's standardised column at d = 1, 0
-    eta = cells.eta(theta, fe_s, fe_b)
-    z0 = cells.zt[0]  # d's standardised column
-    eta1 = eta + theta[0] * (x1 - z0)
-    eta0 = eta + theta[0] * (x0 - z0)
-    p1, p0 = expit(eta1), expit(eta0)
-    total = float((p1 - p0).sum())
-    l1, l0 = p1 * expit(-eta1), p0 * expit(-eta0)  # the logistic density at each
-    g, g_s, g_b = cells.tdot(l1 - l0)
-    g[0] = l1.sum() * x1 - l0.sum() * x0  # d's column is x1 in every row of X¹, x0 in X⁰
+    found = executor.map(part_effect, placed, theta, fe_s, fe_b, x1, x0)
+    total = l1_sum = l0_sum = 0.0
+    for f in found:
+        total, l1_sum, l0_sum = total + f[0], l1_sum + f[2], l0_sum + f[3]
+    g, g_s, g_b = cells.added_grad([f[1] for f in found])
+    g[0] = l1_sum * x1 - l0_sum * x0  # d's column is x1 in every row of X¹, x0 in X⁰
     ame = total / n
     g, g_s, g_b = g / n, g_s / n, g_b / n
     h_g = solver.solve(g, g_s, g_b, _solve)       # H⁻¹ G: the delta method's G'H⁻¹G
@@ -481,14 +507,13 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
         h_d = solver.solve(unit, np.zeros(effects.small), np.zeros(effects.sizes[0]), _solve)
         groups = max(des.clusters, 1)
         sums_d, sums_g = np.zeros(groups), np.zeros(groups)
-        r = y - expit(eta)  # (η at the fit, as the marginal effect read it)
-        wd = r * cells.eta(*h_d)
-        wg = r * cells.eta(*h_g)
-        if kind == "HC1":
-            square_d, square_g = float(wd @ wd), float(wg @ wg)
-        else:
-            sums_d = np.bincount(des.cluster, weights=wd, minlength=groups)
-            sums_g = np.bincount(des.cluster, weights=wg, minlength=groups)
+        square_d = square_g = 0.0
+        # the parts' score sums (η at the fit, as the marginal effect read it), in their order
+        for f in executor.map(part_scores, placed, theta, fe_s, fe_b, h_d, h_g, groups if kind != "HC1" else 0):
+            if kind == "HC1":
+                square_d, square_g = square_d + f[0], square_g + f[1]
+            else:
+                sums_d, sums_g = sums_d + f[0], sums_g + f[1]
         if kind == "HC1":  # CR1 with every row its own cluster: the factor n/(n − k)
             se = float(scale[0] * np.sqrt(square_d * n / (n - k)))
             ame_se = float(np.sqrt(square_g * n / (n - k)))

@@ -1,6 +1,6 @@
 """``aequum bench regression``: the regression engine's every comparison at HMDA scale in CPU
-seconds, against a baseline checkout, and its Newton passes over parts on a Dask cluster with 2
-workers against 1.
+seconds, against a baseline checkout, and the logit's passes over parts on a Dask cluster (local
+or external) with 2 workers against 1.
 
 1M generated HMDA LAR rows (``--quick``: 200k) are staged under
 ``data/specs/hmda.yaml`` (its model left out), then, each in a fresh process:
@@ -15,11 +15,17 @@ workers against 1.
   between the two runs' tables (every numeric column of ``regression_estimates``,
   ``regression_segments``, ``regression_coefficients`` and ``regression_benchmarks``; every other
   column equal);
-- **passes over workers**: the pooled race comparison's logit with its Newton passes run on a
-  LocalCluster (127.0.0.1, one thread a worker) of 1 then 2 workers (``engines.regression.cells``:
-  the rows cut into parts of whole cells, each part's sums computed on a worker, added on the
-  driver in the parts' order): the seconds spent in the passes and in the whole fit, the CPU
-  seconds of the driver and of the workers, and whether the two results are the same bits.
+- **passes over workers**: the pooled race comparison's logit with its passes over the rows
+  (the Newton evaluations, the marginal effect's, the robust errors') run on 1 then 2 Dask
+  workers — a LocalCluster started here (127.0.0.1, one thread a worker), or with
+  ``--scheduler tcp://HOST:PORT`` the first 1 then 2 workers of a scheduler the user started
+  (``dask scheduler``; ``dask worker tcp://HOST:PORT --nworkers 2 --nthreads 1`` in the same
+  environment) — through ``engines.regression.cells.Executor``: the rows cut into 16 parts of
+  whole cells (fewer below 512k rows), each worker holding a contiguous run of them, one task
+  a worker a pass, the parts' sums added on the driver in the parts' order. Printed: the seconds in the passes and
+  in the whole fit, the CPU seconds of the driver, the workers (their imports done before) and
+  an external scheduler, the passes' busiest task's CPU seconds (what idle cores would take,
+  less the messages), and whether the two results are the same bits.
 """
 from __future__ import annotations
 
@@ -133,11 +139,32 @@ def _baseline(rows: str, tmp: str, blob: str, out: str, checkout: str) -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def measure_workers(rows: str, tmp: str, staged_json: str, workers: str) -> dict:
-    """The pooled race logit with its passes on a LocalCluster of ``workers`` workers."""
+def _cluster(stack, workers: int, scheduler: str):
+    """``(client, the addresses of the workers to use)``: the first ``workers`` workers of the
+    external scheduler at ``scheduler``, or those of a LocalCluster of ``workers`` started here
+    (127.0.0.1, one thread a worker)."""
     import logging
 
     from distributed import Client, LocalCluster
+
+    from aequum.flows.cluster import local_cluster_options
+
+    if scheduler:
+        client = stack.enter_context(Client(scheduler, set_as_default=False, timeout="30s"))
+        client.wait_for_workers(workers, timeout=60)
+    else:
+        cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                   silence_logs=logging.ERROR, **local_cluster_options()))
+        client = stack.enter_context(Client(cluster, set_as_default=False))
+    return client, sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])[:workers]
+
+
+def measure_workers(rows: str, tmp: str, staged_json: str, workers: str, scheduler: str = "") -> dict:
+    """The pooled race logit with its Newton passes on ``workers`` Dask workers (:func:`_cluster`):
+    the seconds in the passes and in the whole fit, the CPU seconds of this process (the driver;
+    with a LocalCluster its scheduler too), of the workers used and of an external scheduler."""
+    from contextlib import ExitStack
+    from importlib import import_module
 
     from aequum.engines.regression.cells import Executor
     from aequum.engines.regression.design import design
@@ -151,25 +178,50 @@ def measure_workers(rows: str, tmp: str, staged_json: str, workers: str) -> dict
     cells = held_cells([state["groups"][a] for a in state["others"]["race"]], params.min_group_size, y, fit_rows)
     blocks, names = [*state["controls"], cells], [*state["names"], "held"]
     kw = dict(fixed=state["fixed"], fixed_names=params.fixed_effects, cluster=state["cluster"])
-    with LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
-            Client(cluster, set_as_default=False) as client:
+    with ExitStack() as stack:
+        client, used = _cluster(stack, int(workers), scheduler)
         prepared = design(y, groups, blocks, names, fit_rows, None, kw["fixed"], kw["fixed_names"], kw["cluster"])
-        executor = Executor(client)
-        worker_cpu = sum(client.run(time.process_time).values())
+        executor = Executor(client, used)
+        # the workers' one-time imports (about 1 s of CPU each: scipy.stats) done before the measure
+        client.run(import_module, "aequum.engines.regression.logit", workers=used)
+        def cpu_of() -> tuple[float, float]:
+            return (sum(client.run(time.process_time, workers=used).values()),
+                    client.run_on_scheduler(time.process_time) if scheduler else 0.0)
+
+        before = cpu_of()
         cpu, wall = time.process_time(), time.perf_counter()
         fit = controlled_logit(y, groups, blocks, names, rows=fit_rows, prepared=prepared, executor=executor, **kw)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        worker_cpu = sum(client.run(time.process_time).values()) - worker_cpu
+        worker_cpu, scheduler_cpu = (b - a for a, b in zip(before, cpu_of()))
     return {"n": fit.n, "fit_seconds": wall, "pass_seconds": executor.seconds, "passes": executor.passes,
-            "driver_cpu": cpu, "worker_cpu": worker_cpu, "load": os.getloadavg()[0],
+            "tasks": executor.tasks, "parts": executor.parts, "busiest": executor.busiest, "task_cpu": executor.task_cpu, "driver_cpu": cpu,
+            "worker_cpu": worker_cpu, "scheduler_cpu": scheduler_cpu, "load": os.getloadavg()[0],
             "result": [fit.coefficient, fit.se, fit.ame, fit.ame_se, fit.log_likelihood,
                        *map(float, fit.coefficients["coef"]), *map(float, fit.coefficients["se"])]}
 
 
-def run(quick: bool = False) -> None:
+def check_scheduler(scheduler: str, workers: int = 2, timeout: str = "10s") -> list[str]:
+    """The addresses of the external scheduler's workers, or a UsageError naming what is
+    missing: no scheduler answering at ``scheduler``, or fewer than ``workers`` workers."""
+    from distributed import Client
+
+    from aequum.flows.store.guard import UsageError
+
+    try:
+        with Client(scheduler, set_as_default=False, timeout=timeout) as client:
+            found = sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise UsageError(f"--scheduler {scheduler}: no Dask scheduler answers there ({exc})") from None
+    if len(found) < workers:
+        raise UsageError(f"--scheduler {scheduler}: the scheduler has {len(found)} worker(s); the bench needs "
+                         f"{workers} (start them with `dask worker {scheduler} --nworkers {workers} --nthreads 1`)")
+    return found
+
+
+def run(quick: bool = False, scheduler: str | None = None) -> None:
     n = 200_000 if quick else 1_000_000
     baseline = os.environ.get("AEQUUM_BASELINE")
+    addresses = check_scheduler(scheduler) if scheduler else []
     print(f"aequum bench regression: {n:,} generated LAR rows, the hmda spec's regression engine")
     with tempfile.TemporaryDirectory(prefix="aequum-regression-") as tmp:
         staged = in_fresh_process("aequum.flows.bench.fairlending", "stage_world", str(n), tmp)
@@ -187,13 +239,18 @@ def run(quick: bool = False) -> None:
                   + (f"; differing: {', '.join(diff['differ'])}" if diff["differ"] else "; every other column equal"))
         else:
             print("  (set AEQUUM_BASELINE to another checkout of aequum to run it beside)")
-        found = {k: in_fresh_process("aequum.flows.bench.regression", "measure_workers", str(n), tmp, blob, str(k))
-                 for k in (1, 2)}
+        found = {k: in_fresh_process("aequum.flows.bench.regression", "measure_workers", str(n), tmp, blob, str(k),
+                                     scheduler or "") for k in (1, 2)}
         one, two = found[1], found[2]
-        print(f"  the pooled race logit ({one['n']:,} applications), its {one['passes']} Newton passes over parts "
-              f"on a LocalCluster: 1 worker {one['pass_seconds']:.2f} s in the passes ({one['fit_seconds']:.2f} s "
-              f"the fit; CPU: driver {one['driver_cpu']:.1f} s, workers {one['worker_cpu']:.1f} s, load "
-              f"{one['load']:.1f}), 2 workers {two['pass_seconds']:.2f} s ({two['fit_seconds']:.2f} s; CPU: driver "
-              f"{two['driver_cpu']:.1f} s, workers {two['worker_cpu']:.1f} s, load {two['load']:.1f}): "
-              f"{one['pass_seconds'] / two['pass_seconds']:.2f}x in the passes, "
-              f"{one['fit_seconds'] / two['fit_seconds']:.2f}x the fit; the same bits: {one['result'] == two['result']}")
+        where = (f"the external scheduler {scheduler} (the first 1 then 2 of its {len(addresses)} workers)" if scheduler
+                 else "a LocalCluster of 1 then 2 workers (one thread each)")
+        print(f"  the pooled race logit ({one['n']:,} applications), its {one['passes']} passes over {one['parts']} parts "
+              f"(Newton's, the marginal effect's, the robust errors') on {where}, one task a worker a pass:")
+        for k, f in found.items():
+            print(f"    {k} worker{'s' if k > 1 else ' '}: {f['pass_seconds']:.2f} s in the passes, {f['fit_seconds']:.2f} s "
+                  f"the whole fit; CPU: driver {f['driver_cpu']:.1f} s, workers {f['worker_cpu']:.1f} s"
+                  + (f", scheduler {f['scheduler_cpu']:.1f} s" if scheduler else "")
+                  + f", the passes' busiest task {f['busiest']:.2f} s (load {f['load']:.1f})")
+        print(f"    2 workers against 1: {one['pass_seconds'] / two['pass_seconds']:.2f}x in the passes, "
+              f"{one['fit_seconds'] / two['fit_seconds']:.2f}x the whole fit, {one['busiest'] / two['busiest']:.2f}x "
+              f"the busiest task's CPU; the same bits: {one['result'] == two['result']}")

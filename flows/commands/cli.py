@@ -300,7 +300,11 @@ def cmd_bench(args) -> int:
         print(f"aequum: error: bench {args.name} has fixed sizes (--quick for smaller ones); "
               f"--rows is for bench {', '.join(sized)}", file=sys.stderr)
         return 2
-    module.run(quick=args.quick, **({"rows": args.rows} if args.rows else {}), **extra)
+    if args.scheduler and args.name != "regression":
+        print("aequum: error: --scheduler is for bench regression", file=sys.stderr)
+        return 2
+    module.run(quick=args.quick, **({"rows": args.rows} if args.rows else {}),
+               **({"scheduler": args.scheduler} if args.scheduler else {}), **extra)
     return 0
 
 
@@ -482,6 +486,9 @@ def parser() -> argparse.ArgumentParser:
                    help="validity: the worlds to run (default all)")
     b.add_argument("--findings", dest="findings_file", default=None, metavar="FILE",
                    help="validity: write every finding with its truth to FILE (JSON lines)")
+    b.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="regression: run the logit's passes on the workers of the Dask scheduler at ADDRESS "
+                        "(tcp://HOST:PORT, 2 or more workers started with `dask worker`), not a LocalCluster")
     b.set_defaults(func=cmd_bench)
     return p
 
