@@ -23,7 +23,7 @@ from prefect.cache_policies import NO_CACHE
 
 from aequum.engines.core.data import AuditData
 from aequum.engines.core.engine import (Section, assemble, conform, declared_columns, declared_rows, run_piece,
-                                        run_rounds, spill)
+                                        run_rounds, spill, spreading)
 from aequum.engines.core.spec import AuditSpec
 from aequum.engines.registry import engine_params, get_engine
 from aequum.flows.store.lake_reading import load_lake, release_memory
@@ -57,10 +57,17 @@ def heap_for_arrays() -> None:
         pass
 
 
-def _run_piece_here(engine, state, piece, keep):
-    """:func:`run_piece` as a worker's task (with :func:`heap_for_arrays`)."""
+def _run_piece_here(engine, state, piece, keep, spread: bool = False):
+    """:func:`run_piece` as a worker's task (with :func:`heap_for_arrays`); with ``spread``, the
+    piece may spread its own work over the cluster's workers (``engines.core.engine.spreading``:
+    this task's thread then leaves the worker's pool while it waits for that work)."""
     heap_for_arrays()
-    return run_piece(engine, state, piece, keep)
+    if not spread:
+        return run_piece(engine, state, piece, keep)
+    from distributed import worker_client
+
+    with worker_client() as client, spreading(client):
+        return run_piece(engine, state, piece, keep)
 
 
 @dataclass
@@ -222,7 +229,10 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
         # each of its values under its own name ("params"), where the next engine's or round's
         # state of the same names meets the copies still being let go
         [state_f] = client.scatter([st], broadcast=True, hash=False)
-        futures = {client.submit(_run_piece_here, engine, state_f, p, keep, pure=False): i for i, p in enumerate(pieces)}
+        # a round of fewer pieces than workers: a piece that can (``spreads``) uses the idle ones
+        spread = getattr(engine, "spreads", False) and len(pieces) < len(client.scheduler_info()["workers"])
+        futures = {client.submit(_run_piece_here, engine, state_f, p, keep, spread, pure=False): i
+                   for i, p in enumerate(pieces)}
         parts = [None] * len(pieces)  # in piece order, whatever order they finish in
         # each piece's tables come here as it finishes and its future is let go at once: the
         # worker that ran it does not keep them until the last piece is done (CST at 10M

@@ -311,6 +311,34 @@ def test_a_large_lake_read_gives_the_memory_of_its_steps_back(tmp_path, monkeypa
     again = lake_reading.load_lake(ref.lake_path, ["_row", "_decision"])
     assert again.num_rows == table.num_rows and given_back == [True]
 
+def test_a_round_of_fewer_comparisons_than_workers_spreads_the_logits_passes(tmp_path, monkeypatch):
+    """The regression's first round (the two largest pooled comparisons) on a cluster of three
+    workers: each piece runs its logit's passes on the cluster's workers (one task a worker a
+    pass), and the tables are the serial run's bit for bit; the second round, of more pieces
+    than workers, runs each piece where it is."""
+    from distributed import Client
+
+    from aequum.engines.regression import cells
+
+    spec, ref, _ = staged(tmp_path, "hmda.yaml", 6000, lambda raw: raw.update(
+        engines={**raw["engines"], "run": ["regression"]}))
+    serial = run_engine_pieces("regression", spec, ref.lake_path, ref.categories, None, None)
+    spread, real = [], cells.Executor.map
+
+    def counted(self, fn, placed, *args):
+        if self.client is not None:
+            spread.append(len(placed))
+        return real(self, fn, placed, *args)
+
+    monkeypatch.setattr(cells.Executor, "map", counted)
+    with Client(processes=False, n_workers=3, threads_per_worker=1, dashboard_address=":0") as client:
+        fanned = run_engine_pieces("regression", spec, ref.lake_path, ref.categories, None, None, client)
+    assert serial.status == fanned.status == "succeeded", fanned.error
+    assert spread and fanned.pieces == serial.pieces > 3
+    for t, v in serial.tables.items():
+        assert fanned.tables[t].equals(v), t
+
+
 def test_engines_whose_states_share_names_run_one_after_another_on_one_cluster(tmp_path):
     """The regression's two rounds, then pricing and lenders (each state a dict holding
     "params"), fanned out on one cluster give the serial run's tables: each state goes to the

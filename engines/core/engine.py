@@ -56,13 +56,22 @@ record, 0.4 GB a worker at 10M HMDA records). The orchestration layer calls it, 
 every worker reads, before the state is sent to the workers; in-process runs keep the state
 as it is (:func:`spill`).
 
+An engine whose piece can itself spread its work over a cluster (the regression: a logit's
+passes over parts of its rows, ``engines.regression.cells.Executor``) sets ``spreads = True``
+and asks :func:`spread_client` in ``run_piece``: the orchestration layer gives it a Dask
+client (:func:`spreading`) when a round has fewer pieces than the cluster has workers (the
+regression's first round of two comparisons on a cluster of many), so that the idle workers
+take part; the results are the same bits either way.
+
 Result tables carry no ``run_id``: the warehouse writer adds it and writes every table of
 the run in one transaction. Table names are global (``cst_claims``, ``fgce_curves`` ...) and
 become ``audit.<name>`` in the warehouse.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -71,6 +80,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 Tables = dict[str, pa.Table]
+
+_SPREAD: ContextVar[Any] = ContextVar("aequum_spread_client", default=None)
+
+
+@contextmanager
+def spreading(client) -> Iterator[None]:
+    """While in the block, :func:`spread_client` is ``client`` (a Dask client)."""
+    token = _SPREAD.set(client)
+    try:
+        yield
+    finally:
+        _SPREAD.reset(token)
+
+
+def spread_client():
+    """The Dask client a piece of an engine with ``spreads = True`` may spread its work over
+    (None: do it here)."""
+    return _SPREAD.get()
 
 
 @runtime_checkable

@@ -71,11 +71,12 @@ import numpy as np
 import pyarrow as pa
 
 from aequum.engines.core.data import record_columns
-from aequum.engines.core.engine import Tables, concat_parts
+from aequum.engines.core.engine import Tables, concat_parts, spread_client
 from aequum.engines.core.intersections import tested_units
 from aequum.engines.outcome.stats import adjust_p_values
 from aequum.engines.regression.absorb import dense_codes
 from aequum.engines.regression.bounds import survive, under_bound
+from aequum.engines.regression.cells import Executor
 from aequum.engines.regression.coefficients import COEFFICIENTS, coefficient_rows, fit_statistics
 from aequum.engines.regression.logit import LogitResult, controlled_logit
 from aequum.engines.regression.design import Categorical, design, null_mask
@@ -146,6 +147,7 @@ class RegressionEngine:
     """Controlled disparity with its omitted-variable sensitivity (see the module docstring)."""
 
     name = "regression"
+    spreads = True  # a first round of fewer comparisons than workers: each logit's passes on every worker
     tables = {"regression_estimates": ESTIMATES, "regression_benchmarks": BENCHMARKS,
               "regression_segments": SEGMENTS, "regression_coefficients": COEFFICIENTS}
 
@@ -256,8 +258,10 @@ class RegressionEngine:
                                  multipliers=params.benchmark_multipliers, robust_multiplier=params.robust_multiplier,
                                  rows=rows, held=len(cells), prepared=prepared, **grouping)
             root = self.root(state, piece)
+            client = spread_client()  # a round with fewer pieces than the cluster's workers
             logit = controlled_logit(state["y"], groups, blocks, names, params.confidence, rows=rows,
-                                     prepared=prepared, start_from=state.get("starts", {}).get(root), **grouping)
+                                     prepared=prepared, start_from=state.get("starts", {}).get(root),
+                                     executor=None if client is None else Executor(client), **grouping)
             small = min(fit.n_treated, fit.n_control) < params.min_group_size
             notes = [fit.note] if fit.note else []
             if small:
