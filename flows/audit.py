@@ -41,14 +41,16 @@ from aequum.flows.store.versioning import code_version
 from aequum.flows.store.warehouse import DEFAULT_WAREHOUSE, Warehouse, WarehouseError
 
 
-# staged records above which the engines run one at a time, each on fresh workers of the run's
-# own cluster when the last one left a worker holding much (renew_workers). The four renewals of an HMDA audit take 25-29 s, and the new workers import
-# torch again: at 8.4M records that saved 0.61 GB (3.70 -> 3.09 GB) in a 10-11 min run; at 0.84M,
-# 0.34 GB (2.54 -> 2.20), but the run took 228-258 s against 176-183 s without renewals
+# staged records above which the engines run one at a time, on a cluster the run started each
+# on fresh workers when the last one left a worker holding much (renew_workers). Renewals take
+# about 4 s each and the new workers import torch again: at 8.4M records renewing after every
+# engine saved 0.61 GB (3.70 -> 3.09 GB) in a 10-11 min run; at 0.84M, 0.34 GB (2.54 -> 2.20),
+# but the run took 228-258 s against 176-183 s without renewals
 RENEW_WORKERS_ROWS = 2_000_000
-# engines of a run at or under RENEW_WORKERS_ROWS that may hold the cluster at once: one
-# prepares its state (on one worker) while the other's pieces use the rest, and the model-free
-# engines run while the model is fitted. Above it, one at a time (their memory would add up)
+# engines of a run of at most RENEW_WORKERS_ROWS that may hold the cluster at once: one
+# prepares its state (on one worker) while the other's pieces use the rest. Above it, one at a
+# time (their memory would add up). At any size the engines that do not read the model run
+# while it is fitted
 SMALL_RUN_ENGINES = 2
 
 
@@ -141,6 +143,35 @@ def record_failure(warehouse: str, run_id: str, ref: DatasetRef | None, error: s
     return False
 
 
+class Background:
+    """``fn(*args, **kwargs)`` on a daemon thread of its own (an interrupt of the flow never
+    waits for it): :meth:`result` waits for it and returns its value or raises its error."""
+
+    def __init__(self, fn, *args, **kwargs):
+        import threading
+
+        self._value, self._error = None, None
+
+        def run():
+            try:
+                self._value = fn(*args, **kwargs)
+            except BaseException as exc:  # raised in the flow's thread by result()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="aequum-model", daemon=True)
+        self._thread.start()
+
+    def raise_failure(self) -> None:
+        """Raise its error now if it has ended with one."""
+        if not self._thread.is_alive() and self._error is not None:
+            raise self._error
+
+    def result(self):
+        self._thread.join()
+        self.raise_failure()
+        return self._value
+
+
 def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], warehouse: str, lake: str,
            spool: Path, check_source: bool = False, trust_mtime: bool = False) -> str:
     logger = get_run_logger()
@@ -157,8 +188,9 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
         readers = set(model_readers(spec, candidates))
         cfs = supplied_counterfactuals(spec, spec_file.parent, ref)
         own = owned_cluster()
-        small = own is None or ref.rows_staged <= RENEW_WORKERS_ROWS
-        lock = (f"aequum-engines-{run_id}", SMALL_RUN_ENGINES if small else 1)
+        few = ref.rows_staged <= RENEW_WORKERS_ROWS
+        renewing = own is not None and not few  # one engine at a time, on fresh workers when needed
+        lock = (f"aequum-engines-{run_id}", SMALL_RUN_ENGINES if few else 1)
 
         def submit(n: str, model):
             return engine_task.submit(n, spec, ref.lake_path, ref.categories, model, cfs, lock, str(spool))
@@ -168,26 +200,37 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
         def results(futures: list) -> list[EngineOutcome]:  # never waits on a lost worker for ever
             return engine_results(futures, address, logger.warning, own) if address else [f.result() for f in futures]
 
-        # each engine's pieces done, elapsed and left: a live line each on a terminal, else log lines
+        # the engines that do not read the model start first and run while it is fitted (in a
+        # process of its own above OWN_PROCESS_ROWS); each engine's pieces done, elapsed and
+        # left: a live line each on a terminal, else log lines
+        free = [n for n in candidates if n not in readers]
         with following(address, logger.info):
-            # a small run: the engines that do not read the model start at once, and run while
-            # the model is fitted (in a process of its own above OWN_PROCESS_ROWS)
-            early = [submit(n, None) for n in candidates if n not in readers] if small else []
-            model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info, packed=True,
-                                                    engines=candidates)
+            if not renewing:
+                # a worker keeps a task's result while its future lives: none is kept here
+                early = [submit(n, None) for n in free]
+                model, quality, problem = prepare_model(spec, spec_file.parent, ref, logger.info, packed=True,
+                                                        engines=candidates)
+            else:
+                fitting = Background(prepare_model, spec, spec_file.parent, ref, logger.info, packed=True,
+                                     engines=candidates)
+                outcomes: list[EngineOutcome] = []
+                for n in free:
+                    if outcomes:
+                        renew_workers(own, logger.info)
+                    outcomes += results([submit(n, None)])
+                    fitting.raise_failure()  # a model that cannot be built ends the run now
+                model, quality, problem = fitting.result()
             release_memory()  # the flow's process waits for the engines from here on
             skipped = [n for n in candidates if problem and getattr(get_engine(n), "uses_model", False)]
-            runnable = [n for n in candidates if n not in skipped and (not small or n in readers)]
-            if small:
-                # a worker keeps a task's result while its future lives: none is kept here
-                outcomes: list[EngineOutcome] = results(early + [submit(n, model) for n in runnable])
-                outcomes.sort(key=lambda o: names.index(o.engine))  # the run's order, whichever started first
+            runnable = [n for n in candidates if n in readers and n not in skipped]
+            if not renewing:
+                outcomes = results(early + [submit(n, model) for n in runnable])
             else:
-                outcomes = []
-                for i, n in enumerate(runnable):  # one engine at a time, each on fresh workers
-                    if i:
+                for n in runnable:
+                    if outcomes:
                         renew_workers(own, logger.info)
                     outcomes += results([submit(n, model)])
+            outcomes.sort(key=lambda o: names.index(o.engine))  # the run's order, whichever started first
         outcomes += [EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
         outcomes += [EngineOutcome(n, "failed", 0.0, 0, {}, {}, f"not run: {why}") for n, why in unfit.items()]
     except BaseException as exc:  # an interrupt (flows.run_control) leaves the run abandoned

@@ -246,3 +246,49 @@ def test_a_model_made_in_its_own_process_reaches_the_engines_packed(prefect_serv
             a, b = (wh.result(table, r).drop_columns(["run_id"]) for r in ("packed", "here"))
             assert a.num_rows and a.equals(b), table
 
+
+
+def test_a_large_audit_fits_the_model_beside_the_engines_that_do_not_read_it(prefect_server, tmp_path, monkeypatch):
+    """Above ``RENEW_WORKERS_ROWS`` staged records (0 here) the model step runs on a thread of
+    its own while the engines that do not read the model run one at a time, then the engines
+    that read it; the results are those of a small run. A model step that fails ends the run,
+    recorded failed with its error."""
+    import threading
+
+    from aequum.flows import audit
+    from aequum.flows import cluster as cluster_module
+
+    spec = write_case(tmp_path, engines="[outcome, cst]")
+    spec.write_text(spec.read_text().replace("engines: {run: [outcome, cst]}",
+                                             "engines: {run: [outcome, cst], cst: {k: [5]}}") + (
+        "scm: {equations: [{target: income, parents: [sex]}]}\n"
+        "model: {kind: linear, features: [income], coefficients: {income: 1.0}, intercept: -3000}\n"))
+    wh_path, lake = str(tmp_path / "wh.duckdb"), str(tmp_path / "lake")
+    run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="small", workers=2)
+    threads, real = [], audit.prepare_model
+
+    def prepare(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(audit, "prepare_model", prepare)
+    monkeypatch.setattr(audit, "RENEW_WORKERS_ROWS", 0)
+    monkeypatch.setattr(cluster_module, "RENEW_ABOVE_MB", 1 << 20)  # no renewal: not what is tested
+    run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="large", workers=2)
+    assert threads == ["aequum-model"]
+    with Warehouse(wh_path, read_only=True) as wh:
+        assert {n: e["status"] for n, e in wh.engine_status("large").items()} == {"outcome": "succeeded",
+                                                                                 "cst": "succeeded"}
+        for table in ("outcome_gaps", "cst_claims"):
+            a, b = (wh.result(table, r).drop_columns(["run_id"]) for r in ("large", "small"))
+            assert a.num_rows and a.equals(b), table
+
+    def broken(*args, **kwargs):
+        raise OSError("model file unreadable")
+
+    monkeypatch.setattr(audit, "prepare_model", broken)
+    with pytest.raises(Exception, match="model file unreadable"):
+        run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="broken", workers=2)
+    with Warehouse(wh_path, read_only=True) as wh:
+        run = wh.run("broken")
+        assert run["status"] == "failed" and "model file unreadable" in run["error"]
