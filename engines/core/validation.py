@@ -104,7 +104,8 @@ def _frame(batch: pa.RecordBatch | pa.Table, names: list[str]) -> tuple[pl.DataF
             values, rows = pl.Series(c, chunk.dictionary), pl.Series(chunk.indices)
             stripped = values.str.strip_chars()
             plain.append(values.gather(rows))
-            text.append(stripped.gather(rows))
+            # values without surrounding blanks (the usual case) are their own stripped text
+            text.append(plain[-1] if stripped.equals(values) else stripped.gather(rows))
             number.append(stripped.cast(pl.Float64, strict=False).gather(rows))
         derived[c] = _joined(plain, c, pl.Utf8)
         derived[TEXT + c] = _joined(text, TEXT + c, pl.Utf8)
