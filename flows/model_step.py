@@ -1,11 +1,12 @@
 """The run's model step: the spec's model built, or a surrogate fitted on (a stratified sample of)
-the staged records, its quality measured on every record (``audit.model_quality``), in a
-process of its own for a large audit (:func:`prepare_model`)."""
+the staged records, its quality measured on every record, or on a uniform sample of
+``QUALITY_ROWS`` of them above that (``audit.model_quality``), in a process of its own for a
+large audit (:func:`prepare_model`)."""
 from __future__ import annotations
 
 import pickle
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,11 @@ from aequum.flows.store.staging import DatasetRef
 # start of a process (3-5 s) and the flow's process keeps nothing of its reads (0.45-0.53 GB at
 # 8.4M records, held through every engine after it: flows.child_process)
 OWN_PROCESS_ROWS = 500_000
+
+# staged records above which the model's quality is measured on a uniform sample of this many
+# (:func:`quality_sample`), not on every record: scoring and ranking 8.4M records took 17 s of
+# the 10M audit, growing with the records while the fit (on ``model.fit_rows``) does not
+QUALITY_ROWS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -98,9 +104,10 @@ def _packed_model_step(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) ->
 
 def model_step(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[Any, pa.Table | None, str | None]:
     """:func:`prepare_model`'s work. A surrogate is fitted on the staged records, or on a
-    sample of ``model.fit_rows`` of them (:func:`fit_sample`); its quality is measured on every
-    record, read in blocks (:func:`assess_model`), so the step takes the memory and time of
-    ``fit_rows`` records however many were staged."""
+    sample of ``model.fit_rows`` of them (:func:`fit_sample`); the model's quality is measured
+    on every record, read in blocks, or above ``QUALITY_ROWS`` records on a uniform sample of
+    that many (:func:`quality_sample`, :func:`assess_model`), so the step takes the memory and
+    time of about ``fit_rows`` + ``QUALITY_ROWS`` records however many were staged."""
     columns = record_columns(spec, list(spec.model.features), ids=needs_holdout_ids(spec))  # inputs, targets
     if spec.model.kind != "surrogate":
         model = fit_model(spec, spec_dir, None, ref.categories)
@@ -120,8 +127,14 @@ def model_step(spec: AuditSpec, spec_dir: Path, ref: DatasetRef, say) -> tuple[A
         del table
         release_memory()
         say(f"model ready in {time.perf_counter() - t_fit:.1f} s")
-    with closing(lake_blocks(ref.lake_path, columns)) as blocks:  # its lock is let go on an error too
-        quality, problem = assess_model(spec, blocks, ref.categories, model, say)
+    measured = quality_sample(spec, ref)
+    read = columns if measured is None or ROW in columns else [*columns, ROW]
+    with closing(lake_blocks(ref.lake_path, read)) as blocks:  # its lock is let go on an error too
+        if measured is None:
+            quality, problem = assess_model(spec, blocks, ref.categories, model, say)
+        else:
+            quality, problem = assess_model(spec, _records_of(blocks, measured), ref.categories, model, say,
+                                            sampled_from=ref.rows_staged)
     release_memory()  # the blocks read, kept by the allocators, go back for the rest of the run
     return model, quality, problem
 
@@ -152,6 +165,31 @@ def fit_sample(spec: AuditSpec, ref: DatasetRef) -> pa.Array | None:
         stratum = stratum * 3 + keys[g].fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
     picked = stratified_sample(order, stratum[order], limit, spec.model.seed)
     return keys[ROW].take(pa.array(picked))
+
+
+def quality_sample(spec: AuditSpec, ref: DatasetRef) -> pa.Array | None:
+    """The source row numbers of the records the model's quality is measured on above
+    ``QUALITY_ROWS`` staged records: a uniform sample of ``QUALITY_ROWS`` of them, drawn in
+    record order with ``model.seed`` (the same records and seed give the same sample whatever
+    the rows' order); None (every record) when there are no more than that."""
+    if ref.rows_staged <= QUALITY_ROWS:
+        return None
+    keys = load_lake(ref.lake_path, [ID, ROW], ordered=False)
+    order = record_order(keys[ID])
+    picked = stratified_sample(order, np.zeros(len(order), np.int8), QUALITY_ROWS, spec.model.seed)
+    return keys[ROW].take(pa.array(picked))
+
+
+def _records_of(blocks: Iterable[pa.Table], rows: pa.Array) -> Iterator[pa.Table]:
+    """The records of ``blocks`` whose source row numbers (``_row``) are among ``rows``: one
+    pass over the blocks, each filtered by a binary search of its row numbers in the sorted
+    ``rows`` (at 8.4M staged records, a read of every block with a set-membership filter of 1M
+    row numbers took 4.0 CPU-s)."""
+    wanted = np.sort(rows.to_numpy(zero_copy_only=False))
+    for block in blocks:
+        at = block[ROW].to_numpy(zero_copy_only=False)
+        i = np.minimum(np.searchsorted(wanted, at), len(wanted) - 1)
+        yield block.filter(pa.array(wanted[i] == at))
 
 
 def supplied_counterfactuals(spec: AuditSpec, spec_dir: Path, ref: DatasetRef) -> dict[str, pa.Table] | None:
@@ -187,12 +225,13 @@ def needs_holdout_ids(spec: AuditSpec) -> bool:
     return pba is not None and pba.inputs == "holdout"
 
 
-def assess_model(spec: AuditSpec, blocks: Iterable[pa.Table], categories: dict, model, say
-                 ) -> tuple[pa.Table | None, str | None]:
+def assess_model(spec: AuditSpec, blocks: Iterable[pa.Table], categories: dict, model, say,
+                 sampled_from: int | None = None) -> tuple[pa.Table | None, str | None]:
     """The model's agreement with what it stands for (``audit.model_quality``), over the
-    staged records in ``blocks``, and, for a surrogate that cannot stand in for the lender's
-    model, why (the engines that need a model are then not run). A degenerate model that makes
-    the decisions fails the run."""
+    staged records in ``blocks`` (with ``sampled_from``: a uniform sample of that many staged
+    records, the rows' split ``sample``), and, for a surrogate that cannot stand in for the
+    lender's model, why (the engines that need a model are then not run). A degenerate model
+    that makes the decisions fails the run."""
     if model is None:
         return None, None
     fitted_to_label = spec.model.kind == "surrogate" and spec.model.target == "label"
@@ -208,10 +247,12 @@ def assess_model(spec: AuditSpec, blocks: Iterable[pa.Table], categories: dict, 
             groups[name].append(g)
     quality = model_quality(np.concatenate(scores), np.concatenate(targets),
                             {name: np.concatenate(g) for name, g in groups.items()},
-                            getattr(model, "fidelity", None))
+                            getattr(model, "fidelity", None), sampled_from)
     overall = {r["split"]: r for r in quality.to_pylist() if r["attribute"] == "all"}
     for split, r in overall.items():
-        say(f"model vs {'label' if fitted_to_label else 'recorded decisions'} ({split}, {r['n']:,} rows): "
+        what = (f"a uniform sample of {r['n']:,} of the {sampled_from:,} records" if split == "sample"
+                else f"{split}, {r['n']:,} rows")
+        say(f"model vs {'label' if fitted_to_label else 'recorded decisions'} ({what}): "
             f"accuracy {r['accuracy']:.3f}, balanced accuracy {r['balanced_accuracy']:.3f}, "
             f"AUC {r['auc'] if r['auc'] is not None else float('nan'):.3f}, "
             f"positive rate {r['positive_rate']:.3f} (target {r['target_positive_rate']:.3f})")

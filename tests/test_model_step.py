@@ -1,11 +1,13 @@
 """The run's model step (flows.model_step.prepare_model): a surrogate fitted on a stratified sample of
-``model.fit_rows`` staged records, its quality measured on every record in blocks."""
+``model.fit_rows`` staged records, its quality measured on every record in blocks (above ``QUALITY_ROWS``
+records, on a uniform sample of that many)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -182,3 +184,60 @@ def test_a_model_step_that_fails_mid_pass_lets_the_lake_go(lar, tmp_path, monkey
     read.join(timeout=60)
     assert not read.is_alive()
     assert caught.value.__traceback__ is not None  # the failed frames are still held here
+
+
+def test_above_quality_rows_the_quality_is_measured_on_a_uniform_sample(lar, tmp_path, monkeypatch):
+    """Above ``QUALITY_ROWS`` staged records the model's quality is measured on a uniform,
+    seeded sample of that many, drawn in record order (the same records from a reversed file),
+    its rows' split ``sample`` and ``sampled_from`` the staged records; the measures are those
+    of the sampled records read in one table. At or below the cap: every record, as before."""
+    from aequum.flows import model_step as step
+
+    spec, ref = _stage(tmp_path, _source(lar, "lar.parquet"), 1000)
+    model, every, _ = prepare_model(spec, SPECS, ref, lambda _m: None)
+    assert {r["split"] for r in every.to_pylist()} == {"holdout", "all"}
+    assert every["sampled_from"].null_count == every.num_rows
+    monkeypatch.setattr(step, "QUALITY_ROWS", ref.rows_staged)  # the cap itself: still every record
+    assert prepare_model(spec, SPECS, ref, lambda _m: None)[1].equals(every)
+
+    monkeypatch.setattr(step, "QUALITY_ROWS", 700)
+    said: list[str] = []
+    _, sampled, _ = prepare_model(spec, SPECS, ref, said.append)
+    rows = [r for r in sampled.to_pylist() if r["split"] != "holdout"]
+    assert {r["split"] for r in rows} == {"sample"} and {r["sampled_from"] for r in rows} == {ref.rows_staged}
+    overall = next(r for r in rows if r["attribute"] == "all")
+    assert overall["n"] == 700
+    assert any(f"a uniform sample of 700 of the {ref.rows_staged:,} records" in m for m in said)
+    # the holdout row is the fit's, unchanged
+    assert sampled.filter(pc.equal(sampled["split"], "holdout")).equals(
+        every.filter(pc.equal(every["split"], "holdout")))
+    picked = step.quality_sample(spec, ref)
+    assert len(set(picked.to_pylist())) == 700 and step.quality_sample(spec, ref).equals(picked)
+    columns = record_columns(spec, list(spec.model.features), ids=False)
+    alone, _ = assess_model(spec, [load_lake(ref.lake_path, columns, rows=picked)], ref.categories, model,
+                            lambda _m: None, sampled_from=ref.rows_staged)
+    assert alone.equals(sampled)
+    # uniform, not stratified: another seed draws other records
+    other = parse_spec({**spec.model_dump(mode="json"), "model": {**spec.model.model_dump(mode="json"), "seed": 1}})
+    assert not step.quality_sample(other, ref).equals(picked)
+    # the same records staged from the file in reverse order: the same sample, the same quality
+    spec_r, ref_r = _stage(tmp_path, _source(lar, "reversed.parquet"), 1000, "reversed")
+    ids = sorted(load_lake(ref_r.lake_path, [ID], rows=step.quality_sample(spec_r, ref_r))[ID].to_pylist())
+    assert ids == sorted(load_lake(ref.lake_path, [ID], rows=picked)[ID].to_pylist())
+    _, reversed_quality, _ = prepare_model(spec_r, SPECS, ref_r, lambda _m: None)
+    assert reversed_quality.equals(sampled)
+
+
+def test_the_sampled_records_are_filtered_from_every_block(lar, tmp_path):
+    """``_records_of``: exactly the records whose row numbers were drawn, from blocks of any size."""
+    from aequum.flows.model_step import _records_of
+
+    spec, ref = _stage(tmp_path, _source(lar, "lar.parquet"), None)
+    every = load_lake(ref.lake_path, [ROW], ordered=False)[ROW].to_numpy()
+    drawn = np.random.default_rng(5).choice(every, size=333, replace=False)
+    for rows in (100, 700, 10_000):
+        got = np.concatenate([b[ROW].to_numpy() for b in
+                              _records_of(lake_blocks(ref.lake_path, [ROW], rows=rows), pa.array(drawn))])
+        assert sorted(got.tolist()) == sorted(drawn.tolist())
+    first = _records_of(lake_blocks(ref.lake_path, [ROW]), pa.array([int(every.max()) + 1]))
+    assert sum(b.num_rows for b in first) == 0  # a row number beyond every record's

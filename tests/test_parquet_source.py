@@ -118,3 +118,22 @@ def test_a_file_that_is_not_parquet_is_named(tmp_path):
     (tmp_path / "d.parquet").write_bytes(b"app id,sex\n1,F\n")
     with Warehouse(tmp_path / "wh.duckdb") as wh, pytest.raises(SourceError, match=r"cannot read .*d\.parquet as Parquet"):
         stage(_spec(tmp_path / "d.parquet"), tmp_path, wh, tmp_path / "lake")
+
+
+def test_a_dictionary_in_chunks_of_their_own_validates_as_its_text():
+    """A column whose chunks carry different dictionaries (one with padded values, one without,
+    one empty) gives the plain text's staged rows, quarantine and content hash; the staged text
+    is plain text, never a dictionary."""
+    spec = _spec("d.parquet")
+    plain = _table()
+    cuts = [(0, 4), (4, 0), (4, 7)]  # an empty chunk between two
+    coded = pa.table({n: (c if n == "app id" else pa.chunked_array(
+        [c.slice(start, length).combine_chunks().dictionary_encode() for start, length in cuts]))
+        for n, c in zip(plain.column_names, plain.columns)})
+    assert coded["city"].num_chunks == 3
+    assert coded["city"].chunk(0).dictionary.to_pylist() != coded["city"].chunk(2).dictionary.to_pylist()
+    a, b = validate_batch(plain, spec, 0), validate_batch(coded, spec, 0)
+    assert a.good.to_pylist() == b.good.to_pylist() and a.good.schema == b.good.schema
+    assert not any(pa.types.is_dictionary(f.type) for f in b.good.schema)
+    assert a.bad.equals(b.bad) and a.content_hash == b.content_hash and a.categories == b.categories
+    assert a.nulled == b.nulled and (a.rows, a.out_of_scope) == (b.rows, b.out_of_scope)

@@ -20,32 +20,37 @@ QUALITY = pa.schema([
     ("n", pa.int64()), ("accuracy", pa.float64()), ("balanced_accuracy", pa.float64()),
     ("auc", pa.float64()), ("tpr", pa.float64()), ("fpr", pa.float64()),
     ("positive_rate", pa.float64()), ("target_positive_rate", pa.float64()),
+    # the staged records a ``sample`` split's rows were drawn from (uniformly); null otherwise
+    ("sampled_from", pa.int64()),
 ])
 _MEASURES = ["accuracy", "balanced_accuracy", "auc", "tpr", "fpr", "positive_rate", "target_positive_rate"]
 
 
-def _row(attribute: str, group: str, split: str, q: dict) -> dict:
+def _row(attribute: str, group: str, split: str, q: dict, sampled_from: int | None = None) -> dict:
     return {"attribute": attribute, "group_name": group, "split": split, "n": int(q["n"]),
-            **{k: (None if q.get(k) is None or math.isnan(q[k]) else q[k]) for k in _MEASURES}}
+            **{k: (None if q.get(k) is None or math.isnan(q[k]) else q[k]) for k in _MEASURES},
+            "sampled_from": sampled_from}
 
 
 def model_quality(score: np.ndarray, target: np.ndarray, groups: dict[str, np.ndarray],
-                  fidelity: dict | None = None) -> pa.Table:
+                  fidelity: dict | None = None, sampled_from: int | None = None) -> pa.Table:
     """One row for a surrogate's held-out rows (``fidelity``, when it has them), one for all
     records, and one per protected attribute × group (``groups``: 1 protected, 0 reference):
     the decisions ``score > 0`` against ``target`` (the recorded decisions, or the label the
-    model was fitted to)."""
+    model was fitted to). With ``sampled_from``, the records are a uniform sample of that many:
+    their rows' split is ``sample``, not ``all``, and ``sampled_from`` says of how many."""
     rows = []
     fid = fidelity or {}
     if "holdout_accuracy" in fid:
         rows.append(_row("all", "all", "holdout", {k: fid.get(f"holdout_{k}") for k in ["n", *_MEASURES]}))
+    split = "all" if sampled_from is None else "sample"
     order = np.argsort(score, kind="stable")  # once: each group's AUC ranks its rows in this order
-    rows.append(_row("all", "all", "all", decision_quality(target, score, order=order)))
+    rows.append(_row("all", "all", split, decision_quality(target, score, order=order), sampled_from))
     for attr, group in groups.items():
         for g, name in ((1, "protected"), (0, "reference")):
             mask = group == g
-            rows.append(_row(attr, name, "all", decision_quality(target[mask], score[mask],
-                                                                 order=subset_order(order, mask))))
+            rows.append(_row(attr, name, split, decision_quality(target[mask], score[mask],
+                                                                 order=subset_order(order, mask)), sampled_from))
     return pa.Table.from_pylist(rows, schema=QUALITY)
 
 

@@ -87,7 +87,8 @@ class ModelSpec(_Model):
     fit_rows: int | None = Field(
         1_000_000, gt=1, description="surrogate: fitted (and held out) on at most this many staged records, a "
         "sample stratified by the target and the protected groups, the same for the same records and "
-        "seed whatever their order; its quality is then measured on every record. null: all records.")
+        "seed whatever their order; its quality is then measured on every record (above 1,000,000, "
+        "a uniform sample of that many: audit.model_quality's split 'sample'). null: all records.")
     min_balanced_accuracy: float = Field(
         0.6, ge=0, le=1, description="surrogate: below this balanced accuracy on held-out rows the "
         "model cannot stand in for the lender's; the engines that need a model stop with a message.")
