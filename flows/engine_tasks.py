@@ -101,8 +101,7 @@ class EngineOutcome:
             files[name] = [str(where / f"{name}.parquet")]
             pq.write_table(table, files[name][0])
             rows[name] = table.num_rows
-        return EngineOutcome(self.engine, self.status, self.seconds, self.pieces, {}, self.schemas,
-                             self.error, files, rows)
+        return replace(self, tables={}, files=files, rows=rows)
 
     def row_counts(self) -> dict[str, int]:
         return {**{t: v.num_rows for t, v in self.tables.items()}, **self.rows}

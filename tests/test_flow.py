@@ -279,6 +279,8 @@ def test_a_large_audit_fits_the_model_beside_the_engines_that_do_not_read_it(pre
     with Warehouse(wh_path, read_only=True) as wh:
         assert {n: e["status"] for n, e in wh.engine_status("large").items()} == {"outcome": "succeeded",
                                                                                  "cst": "succeeded"}
+        for r in ("small", "large"):  # when each engine started (run_engines.started)
+            assert all(e["started"] > 0 for e in wh.engine_status(r).values()), r
         for table in ("outcome_gaps", "cst_claims"):
             a, b = (wh.result(table, r).drop_columns(["run_id"]) for r in ("large", "small"))
             assert a.num_rows and a.equals(b), table
