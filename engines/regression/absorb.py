@@ -125,10 +125,10 @@ def no_effects(n: int) -> Effects:
     return Effects([], [np.zeros(n, np.int64)], [1], [0])
 
 
-def run_sum(codes: np.ndarray, size: int, v: np.ndarray) -> np.ndarray:
+def run_sum(codes: np.ndarray, size: int, v: np.ndarray, by_runs: bool = False) -> np.ndarray:
     """Σ of ``v``'s rows by level (``size`` levels; ``codes`` ascending, so one sum a run of
-    equal codes): a vector or a size × m matrix."""
-    if size == 1:
+    equal codes): a vector or a size × m matrix; one level (unless ``by_runs``) as one sum."""
+    if size == 1 and not by_runs:
         return v.sum(axis=0, keepdims=True) if v.ndim > 1 else np.array([v.sum()])
     out = np.zeros((size, *v.shape[1:]))
     if len(codes):
