@@ -49,8 +49,8 @@ from aequum.engines.outcome.engine import two_proportion_p
 from aequum.engines.outcome.stats import adjust_p_values, ratio_log_interval, wilson_interval
 from aequum.engines.regression.bounds import survive
 from aequum.engines.regression.design import design, with_outcome
-from aequum.engines.regression.engine import (bounded, held_cells, joint_cells, record_block, resolve_controls,
-                                              unit_bounds)
+from aequum.engines.regression.engine import (bounded, compact, held_cells, joint_cells, record_block,
+                                              resolve_controls, unit_bounds)
 from aequum.engines.regression.linear import linear_fits
 from aequum.engines.regression.sensitivity import controlled_lpm
 
@@ -146,10 +146,17 @@ class PricingEngine:
         fields = {f: np.asarray(data.column(f).cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)
                   for f in pricing_fields(spec, params)}
         names = pricing_controls(spec, params)
-        controls = [record_block(data, name) for name in names]
+        made: dict = {}
+
+        def block(name):  # one block a feature, whether a control, a fixed effect or the cluster
+            if name not in made:
+                made[name] = compact(record_block(data, name))
+            return made[name]
+
+        controls = [block(name) for name in names]
         fixed_names, cluster_name = params.grouping(spec)
-        fixed = [record_block(data, n) for n in fixed_names]
-        cluster = record_block(data, cluster_name) if cluster_name else None
+        fixed = [block(n) for n in fixed_names]
+        cluster = block(cluster_name) if cluster_name else None
         p = spec.pricing
         hpml = None
         if p.rate_spread is not None and p.rate_spread in fields:
