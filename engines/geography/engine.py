@@ -58,8 +58,8 @@ def text_codes(column: pa.ChunkedArray) -> np.ndarray:
     """Each record's code among the distinct values of a text column (−1: null), from its
     dictionary (a staged text column comes dictionary-encoded) without a string per record."""
     col = one_array(column)  # several chunks: combined, their dictionaries unified
-    if not pa.types.is_dictionary(col.type):
-        col = pc.dictionary_encode(col)
+    if not pa.types.is_dictionary(col.type):  # plain text (nearly all distinct: lake_reading)
+        return np.asarray(pc.dictionary_encode(col).indices.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
     # a value twice in the dictionary gets the code of its first entry
     remap = np.asarray(pc.dictionary_encode(col.dictionary.cast(pa.string())).indices.fill_null(-1)
                        .to_numpy(zero_copy_only=False), np.int64)
@@ -71,7 +71,10 @@ def distinct_per_unit(unit: np.ndarray, codes: np.ndarray, n_units: int) -> np.n
     """Per unit, the distinct non-negative ``codes`` among its records (a null, −1, not counted)."""
     known = codes >= 0
     width = int(codes.max()) + 1 if known.any() else 1
-    pairs = np.unique(unit[known].astype(np.int64) * width + codes[known])
+    # sorted, each pair once (np.unique of 8.4M mostly distinct int64 took 18 s in numpy 2.4;
+    # a sort 0.1 s)
+    key = np.sort(unit[known].astype(np.int64) * width + codes[known])
+    pairs = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key
     return np.bincount(pairs // width, minlength=n_units).astype(np.int64)
 
 
