@@ -135,6 +135,20 @@ def board(say: Callable[[str], None], every: float = 10.0, unit: str = "pieces")
             terminal.detach_console()
 
 
+_WATCHERS: list[Callable[[str, int, int | None], None]] = []
+
+
+@contextmanager
+def watching(watcher: Callable[[str, int, int | None], None]):
+    """``watcher(name, done, total)`` called with each progress event :func:`following` shows
+    while in the block (the bench marks an audit's engines by them: ``flows.bench.measure``)."""
+    _WATCHERS.append(watcher)
+    try:
+        yield
+    finally:
+        _WATCHERS.remove(watcher)
+
+
 @contextmanager
 def following(address: str | None, say: Callable[[str], None], every: float = 10.0):
     """Show the progress events (:data:`TOPIC`) that the engines of a run send from the Dask
@@ -148,6 +162,8 @@ def following(address: str | None, say: Callable[[str], None], every: float = 10
         def shown(event) -> None:  # (scheduler time, message); Dask adds the sending worker
             m = event[1]
             b.update(m["name"], m["done"], m["total"], m["elapsed"])
+            for watcher in list(_WATCHERS):
+                watcher(m["name"], m["done"], m["total"])
 
         client.subscribe_topic(TOPIC, shown)
         try:

@@ -21,6 +21,10 @@ def test_an_audit_is_measured_engine_by_engine_and_its_lake_scanned(prefect_serv
     assert all(e["status"] == "succeeded" and e["seconds"] >= 0 for e in got["engines"].values())
     assert got["seconds"] >= sum(e["seconds"] for e in got["engines"].values())
     assert got["rows_staged"] == 1000 and got["tree_peak_mb"] >= got["peak_rss_mb"] * 0.5 > 0
+    memory = got["memory"]  # by role and by phase, RSS and PSS (flows.bench.measure.TreePeak)
+    assert {"staging", "model", "engine outcome", "engine cst", "writing the results"} <= set(memory["phases"])
+    assert {"flow", "dask worker 1"} <= set(memory["roles"]) and memory["peak_mb"] == got["tree_peak_mb"]
+    assert 0 < memory["peak_pss_mb"] <= memory["peak_mb"] and memory["peak_phase"] in memory["phases"]
     scan = audit_run.scan_lake(got["lake_path"], "1")
     assert scan["rows"] == 1000 and scan["seconds"] > 0
 

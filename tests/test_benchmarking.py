@@ -1,22 +1,60 @@
 """What the benchmarks measure with: the process tree's memory."""
 from __future__ import annotations
 
+import multiprocessing
+import os
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
 
-from aequum.flows.bench.measure import TreePeak
+from aequum.flows.bench.measure import TreePeak, process_roles
 
 
-def test_tree_peak_counts_the_memory_of_child_processes():
+def test_tree_peak_counts_the_memory_of_child_processes_by_role_and_phase():
     code = "import time; x = bytearray(300 * 2**20); x[::4096] = b'1' * len(x[::4096]); time.sleep(1.5)"
     with TreePeak(interval=0.05) as tree:
         own = psutil.Process().memory_info().rss / 2 ** 20
+        own_pss = psutil.Process().memory_full_info().pss / 2 ** 20
+        tree.mark("child")
         subprocess.run([sys.executable, "-c", code], check=True)
+        tree.mark("after")
+        time.sleep(0.3)
     assert tree.peak_mb > own + 280  # the child's 300 MB, which the parent's own peak never sees
-    assert any(mb > 280 for mb in tree.per_process_mb.values())
+    assert tree.peak_phase == "child" and tree.peak_pss_phase == "child"
+    # a page of its own is counted whole in its PSS too; shared library pages are divided
+    assert own_pss + 280 < tree.peak_pss_mb <= tree.peak_mb
+    got = tree.figures()
+    assert got["roles"]["other"]["rss_mb"] > 280 and got["roles"]["other"]["rss_phase"] == "child"
+    assert 280 < got["roles"]["other"]["pss_mb"] <= got["roles"]["other"]["rss_mb"]
+    assert list(got["roles"])[0] == "flow" and got["roles"]["flow"]["pss_mb"] <= got["roles"]["flow"]["rss_mb"]
+    assert got["phases"]["after"]["rss_mb"] < got["phases"]["child"]["rss_mb"] - 250
+    assert got["phases"]["after"]["roles"].get("other", {"rss_mb": 0})["rss_mb"] < 200  # (the suite's servers)
+    assert got["sampling"]["samples"] > 5 and got["sampling"]["pss_rounds"] >= 1
+
+
+def _sleep(seconds):
+    time.sleep(seconds)
+
+
+def test_the_processes_of_an_audit_are_told_apart_by_role():
+    """A spawned child (the model's, ``flows.child_process``) and the pids the Dask nannies
+    name; anything else is ``other``."""
+    ctx = multiprocessing.get_context("spawn")
+    spawned = ctx.Process(target=_sleep, args=(3,))
+    spawned.start()
+    plain = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
+    try:
+        roles = {p.pid: r for p, r in process_roles(psutil.Process(), {worker.pid: 2}).items()}
+    finally:
+        for p in (plain, worker):
+            p.kill(), p.wait()
+        spawned.kill(), spawned.join()
+    assert roles[os.getpid()] == "flow" and roles[spawned.pid] == "model child"
+    assert roles[plain.pid] == "other" and roles[worker.pid] == "dask worker 2"
 
 
 def test_a_step_in_a_fresh_process_returns_its_result_or_names_its_failure():

@@ -297,3 +297,25 @@ def test_the_spec_checks_its_geography_section():
         parse_spec({k: v for k, v in SPEC.items() if k != "geography"})
     spec = parse_spec(SPEC)
     assert "minority" in spec.columns() and "tract" in spec.columns()
+
+
+def test_distinct_tracts_per_unit_from_the_dictionary_codes():
+    """Distinct tracts per lender-market unit, from a dictionary column of several chunks whose
+    dictionaries differ and repeat a value, with nulls (not counted): as a set per unit counts."""
+    import pyarrow as pa
+
+    from aequum.engines.geography.engine import distinct_per_unit, text_codes
+
+    rng = np.random.default_rng(3)
+    tracts = [None, *[f"{t:011d}" for t in rng.integers(0, 40, 600)]]
+    values = [tracts[i] for i in rng.integers(0, len(tracts), 3000)]
+    unit = rng.integers(0, 25, 3000)
+    chunks = [pa.array(values[:1000]).dictionary_encode(),
+              pa.DictionaryArray.from_arrays(pa.array([0, 1, 0, None] * 250, pa.int32()),
+                                             pa.array([values[1500] or "x", values[1500] or "x"])),
+              pa.array(values[2000:]).dictionary_encode()]
+    values[1000:2000] = [None if i is None else values[1500] or "x" for i in [0, 1, 0, None] * 250]
+    column = pa.chunked_array(chunks)
+    expected = [len({v for v, u in zip(values, unit) if u == k and v is not None}) for k in range(26)]
+    assert distinct_per_unit(unit, text_codes(column), 26).tolist() == expected
+    assert distinct_per_unit(unit, np.full(3000, -1), 26).tolist() == [0] * 26

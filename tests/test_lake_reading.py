@@ -81,6 +81,20 @@ def test_load_lake_orders_rows_across_files_and_keeps_nulls_in_encoded_text(tmp_
     assert load_lake(str(tmp_path), ["grade"], where={"_row": -1}).schema.field("grade").type.value_type == pa.string()
 
 
+def test_text_nearly_all_distinct_within_a_row_group_is_read_plain(tmp_path):
+    """A text column whose row groups' values are nearly all distinct (the census tract) comes as
+    plain text, the same values in the same order; a category stays dictionary-encoded."""
+    rng = np.random.default_rng(1)
+    n = 4000
+    tract = pa.array([f"{t:011d}" if t % 9 else None for t in rng.permutation(10 ** 6)[:n]])
+    grade = pa.array(np.array(["A", "B", "C"], object)[rng.integers(0, 3, n)])
+    table = pa.table({"_id": pa.array([f"r{i:05d}" for i in range(n)]), "tract": tract, "grade": grade})
+    pq.write_table(table, tmp_path / "part.parquet", row_group_size=1000)
+    read = load_lake(str(tmp_path), ["_id", "tract", "grade"])
+    assert read.schema.field("tract").type == pa.string() and pa.types.is_dictionary(read.schema.field("grade").type)
+    assert read["tract"].to_pylist() == tract.to_pylist() and read["grade"].to_pylist() == grade.to_pylist()
+
+
 def _same_results(spec, ref, table, names):
     model = fit_model(spec, SPECS, table, ref.categories)
     for name in names:

@@ -398,3 +398,15 @@ def test_other_groups_are_held_as_their_joint_cells():
     small = held_cells([race, eth], 3, y, rows).codes
     assert len(set(small.tolist())) == 1  # every cell under 3 records (or of one outcome) pooled
     assert (held_cells([race, eth], 1, y, np.arange(6)).codes[6:] == -1).all()  # rows not fitted
+
+
+def test_compact_codes_keep_the_levels_and_nulls_in_the_smallest_integer_type():
+    from aequum.engines.regression.design import Categorical
+    from aequum.engines.regression.engine import compact
+
+    small = compact(Categorical(np.array([0.0, 2.0, np.nan, 1.0]), ["a", "b", "c"]))
+    assert small.codes.dtype == np.int8 and small.codes.tolist() == [0, 2, -1, 1] and small.levels == ["a", "b", "c"]
+    wide = compact(Categorical(np.array([299.0, np.nan]), [str(i) for i in range(300)]))
+    assert wide.codes.dtype == np.int16 and wide.codes.tolist() == [299, -1]
+    numeric = np.array([1.5, np.nan])
+    assert compact(numeric) is numeric

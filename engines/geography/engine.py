@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from aequum.engines.core.data import record_columns
+from aequum.engines.core.data import one_array, record_columns
 from aequum.engines.geography.disparities import DISPARITIES, disparities
 from aequum.engines.geography.peers import peer_runs, units
 from aequum.engines.geography.screen import LENDERS, screen
@@ -52,6 +52,30 @@ class State:
     approved: np.ndarray
     groups: dict[str, np.ndarray]
     attributes: list[str]
+
+
+def text_codes(column: pa.ChunkedArray) -> np.ndarray:
+    """Each record's code among the distinct values of a text column (−1: null), from its
+    dictionary (a staged text column comes dictionary-encoded) without a string per record."""
+    col = one_array(column)  # several chunks: combined, their dictionaries unified
+    if not pa.types.is_dictionary(col.type):  # plain text (nearly all distinct: lake_reading)
+        return np.asarray(pc.dictionary_encode(col).indices.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+    # a value twice in the dictionary gets the code of its first entry
+    remap = np.asarray(pc.dictionary_encode(col.dictionary.cast(pa.string())).indices.fill_null(-1)
+                       .to_numpy(zero_copy_only=False), np.int64)
+    index = np.asarray(col.indices.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+    return np.where(index >= 0, remap[np.maximum(index, 0)], -1)
+
+
+def distinct_per_unit(unit: np.ndarray, codes: np.ndarray, n_units: int) -> np.ndarray:
+    """Per unit, the distinct non-negative ``codes`` among its records (a null, −1, not counted)."""
+    known = codes >= 0
+    width = int(codes.max()) + 1 if known.any() else 1
+    # sorted, each pair once (np.unique of 8.4M mostly distinct int64 took 18 s in numpy 2.4;
+    # a sort 0.1 s)
+    key = np.sort(unit[known].astype(np.int64) * width + codes[known])
+    pairs = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key
+    return np.bincount(pairs // width, minlength=n_units).astype(np.int64)
 
 
 def _geography_columns(spec) -> list[str]:
@@ -98,11 +122,8 @@ class GeographyEngine:
                 fields[role] = np.asarray(values, np.float64)[rows]
         tracts = pa.nulls(len(unit_lender), pa.int64())
         if g.tract is not None and len(rows):
-            tract = pl.from_arrow(data.column(g.tract).take(pa.array(rows)))
-            counted = (pl.DataFrame({"unit": unit, "tract": tract}).group_by("unit").agg(pl.col("tract").drop_nulls().n_unique().alias("n")))
-            per_unit = np.zeros(len(unit_lender), np.int64)
-            per_unit[counted["unit"].to_numpy()] = counted["n"].to_numpy()
-            tracts = pa.array(per_unit, pa.int64())
+            tracts = pa.array(distinct_per_unit(unit, text_codes(data.column(g.tract))[rows], len(unit_lender)),
+                              pa.int64())
         attributes = params.attributes if params.attributes is not None else [p.name for p in spec.protected]
         return State(params=params, unit=unit, unit_lender=unit_lender, unit_market=unit_market, volume=volume,
                      tracts=tracts, order=order, start=start, stop=stop, peers=stop - start - 1,

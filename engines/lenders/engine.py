@@ -36,7 +36,7 @@ from aequum.engines.lenders.fit import adjust
 from aequum.engines.lenders.inference import family
 from aequum.engines.pricing.engine import member, pricing_controls
 from aequum.engines.regression.design import Categorical
-from aequum.engines.regression.engine import record_block, resolve_controls
+from aequum.engines.regression.engine import compact, record_block, resolve_controls
 
 DENIAL = "denial"
 
@@ -82,8 +82,12 @@ def field_controls(spec, params, field: str) -> tuple[list[str], set[str]]:
 
 
 def _codes(block) -> np.ndarray:
-    """Integer codes (−1 null) of a categorical feature's values."""
-    codes = np.asarray(block.codes if isinstance(block, Categorical) else block, np.float64)
+    """Integer codes (−1 null) of a categorical feature's values, in the smallest signed integer
+    type of its levels (``engines.regression.engine.compact``: a byte or two a record in the
+    state every worker holds)."""
+    if isinstance(block, Categorical):
+        return compact(block).codes
+    codes = np.asarray(block, np.float64)
     return np.where(np.isnan(codes), -1, codes).astype(np.int32)
 
 

@@ -34,7 +34,7 @@ class Column:
     """A control's columns in the design: a numeric one's values, or a categorical's dummies."""
 
     name: str
-    values: np.ndarray             # float64 values, or int64 codes (−1: null)
+    values: np.ndarray             # float64 values, or integer codes (−1: null)
     levels: np.ndarray | None      # a categorical's dummy levels (its reference left out)
     start: int = 0
     lookup: np.ndarray | None = None
@@ -62,8 +62,8 @@ def _columns(blocks: Sequence[np.ndarray | Categorical], names: Sequence[str]) -
         if isinstance(b, Categorical):
             codes = np.asarray(b.codes)
             if np.issubdtype(codes.dtype, np.floating):
-                codes = np.where(np.isnan(codes), -1, codes)
-            out.append(Column(name, codes.astype(np.int64, copy=False), np.arange(len(b.levels))))
+                codes = np.where(np.isnan(codes), -1, codes).astype(np.int64)
+            out.append(Column(name, codes, np.arange(len(b.levels))))  # integer codes as they are: no copy
         else:
             out.append(Column(name, np.asarray(b, np.float64), None))
     return out

@@ -48,9 +48,9 @@ from aequum.engines.core.spec import value_key
 from aequum.engines.outcome.engine import two_proportion_p
 from aequum.engines.outcome.stats import adjust_p_values, ratio_log_interval, wilson_interval
 from aequum.engines.regression.bounds import survive
-from aequum.engines.regression.design import design, with_outcome
-from aequum.engines.regression.engine import (bounded, held_cells, joint_cells, record_block, resolve_controls,
-                                              unit_bounds)
+from aequum.engines.regression.design import Categorical, design, with_outcome
+from aequum.engines.regression.engine import (bounded, compact, held_cells, joint_cells, record_block,
+                                              resolve_controls, unit_bounds)
 from aequum.engines.regression.linear import linear_fits
 from aequum.engines.regression.sensitivity import controlled_lpm
 
@@ -139,29 +139,46 @@ class PricingEngine:
         return [*record_columns(spec, [*names, *grouping], ids=False), *extra]
 
     def prepare(self, data, params):
+        """The originations' columns: every piece compares originated loans only, so the state
+        every worker holds is theirs alone (the rows in record order, as they were among all)."""
         spec = data.spec
         if spec.pricing is None or spec.decision is None:
             raise ValueError("pricing needs a `pricing` section and a decision column")
         originated = member(data.column(spec.decision.column), params.originated)
-        fields = {f: np.asarray(data.column(f).cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)
+        keep = np.flatnonzero(originated)
+
+        def kept(values):  # a record array, or a categorical block's codes, of the originations
+            if isinstance(values, Categorical):
+                return Categorical(values.codes[keep], values.levels)
+            return values[keep]
+
+        fields = {f: np.asarray(data.column(f).cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)[keep]
                   for f in pricing_fields(spec, params)}
         names = pricing_controls(spec, params)
-        controls = [record_block(data, name) for name in names]
+        made: dict = {}
+
+        def block(name):  # one block a feature, whether a control, a fixed effect or the cluster
+            if name not in made:
+                made[name] = kept(compact(record_block(data, name)))
+            return made[name]
+
+        controls = [block(name) for name in names]
         fixed_names, cluster_name = params.grouping(spec)
-        fixed = [record_block(data, n) for n in fixed_names]
-        cluster = record_block(data, cluster_name) if cluster_name else None
+        fixed = [block(n) for n in fixed_names]
+        cluster = block(cluster_name) if cluster_name else None
         p = spec.pricing
         hpml = None
         if p.rate_spread is not None and p.rate_spread in fields:
             if p.lien is None:  # no lien recorded: every loan read as a first lien
-                first, subordinate = np.ones(len(data), bool), np.zeros(len(data), bool)
+                first, subordinate = np.ones(len(keep), bool), np.zeros(len(keep), bool)
             else:
-                first = member(data.column(p.lien), p.first_lien)
-                subordinate = member(data.column(p.lien), p.subordinate_lien)
+                first = member(data.column(p.lien), p.first_lien)[keep]
+                subordinate = member(data.column(p.lien), p.subordinate_lien)[keep]
             hpml = hpml_flags(fields[p.rate_spread], first, subordinate, params)
         min_cell = max(params.min_group_size, spec.engines.regression.min_cell(spec))
         groups, others = tested_units(spec, data.groups, params.intersections, min_cell, params.other_groups)
-        return {"originated": originated, "fields": fields, "controls": controls, "names": names,
+        groups = {u: g[keep] for u, g in groups.items()}
+        return {"originated": np.ones(len(keep), bool), "fields": fields, "controls": controls, "names": names,
                 "bounds": {f: unit_bounds(spec, groups, f) for f in fields},
                 "groups": groups, "others": others, "hpml": hpml, "spread": p.rate_spread, "params": params,
                 "grouping": {"fixed": fixed, "fixed_names": fixed_names, "cluster": cluster},

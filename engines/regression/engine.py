@@ -163,8 +163,12 @@ class RegressionEngine:
         names = resolve_controls(data.spec, params)
         decision = data.decision
         y = np.where((decision == 0) | (decision == 1), 1.0 - decision, np.nan)  # 1 = unfavourable
-        def block(name):
-            return record_block(data, name, log=name in params.log_controls)
+        made: dict = {}
+
+        def block(name):  # one block a feature, whether a control, a fixed effect, the cluster or a segment
+            if name not in made:
+                made[name] = compact(record_block(data, name, log=name in params.log_controls))
+            return made[name]
 
         controls = [block(name) for name in names]
         names = [f"log {n}" if n in params.log_controls else n for n in names]
@@ -352,6 +356,21 @@ def record_block(data, name: str, log: bool = False) -> np.ndarray | Categorical
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(values > 0, np.log(values), np.nan)
     return values
+
+
+def compact(block: np.ndarray | Categorical) -> np.ndarray | Categorical:
+    """A categorical block with its codes in the smallest signed integer type that holds its
+    levels (−1 null) instead of float64 (NaN null): a byte or two a record instead of eight in
+    the state every worker holds (the regression's seven categorical blocks at 8.4M HMDA
+    records, 0.47 GB as float64). The designs read the codes as int64 either way
+    (``engines.regression.design``); a numeric block is returned as it is."""
+    if not isinstance(block, Categorical):
+        return block
+    codes = np.asarray(block.codes)
+    n = len(block.levels)
+    dtype = np.int8 if n < 2 ** 7 else np.int16 if n < 2 ** 15 else np.int32 if n < 2 ** 31 else np.int64
+    null = null_mask(codes, True)
+    return Categorical(np.where(null, -1, codes).astype(dtype), block.levels)
 
 
 def held_cells(groups: list[np.ndarray], min_size: int, y: np.ndarray, rows: np.ndarray,

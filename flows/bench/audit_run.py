@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from aequum.flows.bench.measure import TreePeak, in_fresh_process, peak_rss_mb
+from aequum.flows.bench.measure import TreePeak, in_fresh_process, memory_lines, peak_rss_mb
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "data" / "specs" / "hmda.yaml"
@@ -49,7 +49,7 @@ def measure_audit(spec_path: str, workdir: str, workers: str = "2", engines: str
 
     warehouse, lake = str(Path(workdir) / "wh.duckdb"), str(Path(workdir) / "lake")
     t0 = time.perf_counter()
-    with TreePeak() as tree:
+    with TreePeak() as tree, tree.follow_audit():
         run_id = run_audit(spec_path, warehouse=warehouse, lake=lake, workers=int(workers),
                            engines=engines.split(",") if engines else None)
     seconds = time.perf_counter() - t0
@@ -60,6 +60,7 @@ def measure_audit(spec_path: str, workdir: str, workers: str = "2", engines: str
                               "started": e.get("started")}
                        for name, e in wh.engine_status(run_id).items()}
     return {"seconds": seconds, "status": run["status"], "tree_peak_mb": tree.peak_mb, "peak_rss_mb": peak_rss_mb(),
+            "memory": tree.figures(),
             "engines": engines_run, "rows_staged": dataset.get("rows_staged"), "lake_path": dataset.get("lake_path")}
 
 
@@ -114,7 +115,7 @@ def bench_audit(spec: Path, work: Path, label: str, without_regression: bool) ->
           f"(Prefect, local Dask, 2 workers): {e2e['seconds']:.1f} s ({e2e['status']}), peak memory of every "
           f"process (flow, workers, Prefect API) {e2e['tree_peak_mb'] / 1024:.2f} GB, of the flow's "
           f"{e2e['peak_rss_mb'] / 1024:.2f} GB", flush=True)
-    print("\n".join(engine_lines(e2e)), flush=True)
+    print("\n".join(engine_lines(e2e) + memory_lines(e2e)), flush=True)
     row = {"end_to_end": e2e}
     if e2e.get("lake_path"):
         scan = in_fresh_process(__name__, "scan_lake", e2e["lake_path"])
