@@ -19,7 +19,7 @@ def test_an_audit_is_measured_engine_by_engine_and_its_lake_scanned(prefect_serv
     got = audit_run.measure_audit(str(tmp_path / "s.yaml"), str(tmp_path / "work"), "1", "outcome,cst")
     assert got["status"] == "succeeded" and set(got["engines"]) == {"outcome", "cst"}
     assert all(e["status"] == "succeeded" and e["seconds"] >= 0 for e in got["engines"].values())
-    assert got["seconds"] >= sum(e["seconds"] for e in got["engines"].values())
+    assert all(got["seconds"] >= e["seconds"] and e["started"] > 0 for e in got["engines"].values())
     assert got["rows_staged"] == 1000 and got["tree_peak_mb"] >= got["peak_rss_mb"] * 0.5 > 0
     memory = got["memory"]  # by role and by phase, RSS and PSS (flows.bench.measure.TreePeak)
     assert {"staging", "model", "engine outcome", "engine cst", "writing the results"} <= set(memory["phases"])
@@ -29,10 +29,10 @@ def test_an_audit_is_measured_engine_by_engine_and_its_lake_scanned(prefect_serv
     assert scan["rows"] == 1000 and scan["seconds"] > 0
 
 
-def fake_audit(seconds: float, peak: float, engines: dict[str, float]) -> dict:
+def fake_audit(seconds: float, peak: float, engines: dict[str, tuple[float, float]]) -> dict:
     return {"seconds": seconds, "status": "succeeded", "tree_peak_mb": peak, "peak_rss_mb": peak / 2,
             "rows_staged": 840_642, "lake_path": "/lake", "engines": {
-                n: {"seconds": s, "status": "succeeded", "pieces": 1} for n, s in engines.items()}}
+                n: {"seconds": s, "started": t, "status": "succeeded", "pieces": 1} for n, (t, s) in engines.items()}}
 
 
 def test_the_bench_prints_each_engine_and_its_ratios_to_the_baselines(monkeypatch, tmp_path, capsys):
@@ -40,8 +40,9 @@ def test_the_bench_prints_each_engine_and_its_ratios_to_the_baselines(monkeypatc
 
     def audit(spec, work, workers=2, engines=None):
         calls.append(engines)
-        return fake_audit(60.0, 3072.0, {"regression": 40.0, "cst": 10.0}) if engines is None else \
-            fake_audit(20.0, 2048.0, {"cst": 10.0})
+        # (the engines overlap: cst starts 20 s into the regression's 40)
+        return fake_audit(60.0, 3072.0, {"regression": (100.0, 40.0), "cst": (120.0, 10.0)}) if engines is None else \
+            fake_audit(20.0, 2048.0, {"cst": (100.0, 10.0)})
 
     monkeypatch.setattr(audit_run, "audit_in_fresh_process", audit)
     monkeypatch.setattr(audit_run, "in_fresh_process", lambda module, fn, *args, **kw: {
@@ -51,7 +52,8 @@ def test_the_bench_prints_each_engine_and_its_ratios_to_the_baselines(monkeypatc
     assert calls == [None, [n for n in audit_run.spec_engines() if n != "regression"]]
     assert "1,000,000 rows: 840,642 staged" in out and "60.0 s (succeeded)" in out and "3.00 GB" in out
     assert "engines: regression 40.0 s, cst 10.0 s" in out  # the slowest first
-    assert "the rest (start-up, staging, model, writing the results): 10.0 s" in out
+    assert "from the first one's start to the last one's end 40.0 s" in out
+    assert "the rest (start-up, staging, writing the results; the model when no engine ran beside it): 20.0 s" in out
     assert "the audit takes x120 its time" in out  # 60 s against a 0.5 s scan
     assert "without the regression engine: 20.0 s" in out and "x3.00 its time, x1.50 its peak" in out
     assert row["lake_scan"]["rows"] == 840_642
