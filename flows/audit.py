@@ -145,9 +145,12 @@ def record_failure(warehouse: str, run_id: str, ref: DatasetRef | None, error: s
 
 class Background:
     """``fn(*args, **kwargs)`` on a daemon thread of its own (an interrupt of the flow never
-    waits for it): :meth:`result` waits for it and returns its value or raises its error."""
+    waits for it), in a copy of the caller's context (Prefect's settings and run: without it the
+    thread's log lines found no API and started a temporary one of their own): :meth:`result`
+    waits for it and returns its value or raises its error."""
 
     def __init__(self, fn, *args, **kwargs):
+        import contextvars
         import threading
 
         self._value, self._error = None, None
@@ -158,7 +161,8 @@ class Background:
             except BaseException as exc:  # raised in the flow's thread by result()
                 self._error = exc
 
-        self._thread = threading.Thread(target=run, name="aequum-model", daemon=True)
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), name="aequum-model",
+                                        daemon=True)
         self._thread.start()
 
     def raise_failure(self) -> None:

@@ -255,6 +255,8 @@ def test_a_large_audit_fits_the_model_beside_the_engines_that_do_not_read_it(pre
     recorded failed with its error."""
     import threading
 
+    from prefect.context import FlowRunContext
+
     from aequum.flows import audit
     from aequum.flows import cluster as cluster_module
 
@@ -267,15 +269,15 @@ def test_a_large_audit_fits_the_model_beside_the_engines_that_do_not_read_it(pre
     run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="small", workers=2)
     threads, real = [], audit.prepare_model
 
-    def prepare(*args, **kwargs):
-        threads.append(threading.current_thread().name)
+    def prepare(*args, **kwargs):  # on its thread, in the flow run's context (its settings, its API)
+        threads.append((threading.current_thread().name, FlowRunContext.get() is not None))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(audit, "prepare_model", prepare)
     monkeypatch.setattr(audit, "RENEW_WORKERS_ROWS", 0)
     monkeypatch.setattr(cluster_module, "RENEW_ABOVE_MB", 1 << 20)  # no renewal: not what is tested
     run_audit(str(spec), warehouse=wh_path, lake=lake, run_id="large", workers=2)
-    assert threads == ["aequum-model"]
+    assert threads == [("aequum-model", True)]
     with Warehouse(wh_path, read_only=True) as wh:
         assert {n: e["status"] for n, e in wh.engine_status("large").items()} == {"outcome": "succeeded",
                                                                                  "cst": "succeeded"}
