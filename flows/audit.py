@@ -204,6 +204,13 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
         def results(futures: list) -> list[EngineOutcome]:  # never waits on a lost worker for ever
             return engine_results(futures, address, logger.warning, own) if address else [f.result() for f in futures]
 
+        def in_turn(engines: list[str], model, outcomes: list[EngineOutcome], between=lambda: None) -> None:
+            for n in engines:  # one engine at a time, on fresh workers when the last left one holding much
+                if outcomes:
+                    renew_workers(own, logger.info)
+                outcomes += results([submit(n, model)])
+                between()
+
         # the engines that do not read the model start first and run while it is fitted (in a
         # process of its own above OWN_PROCESS_ROWS); each engine's pieces done, elapsed and
         # left: a live line each on a terminal, else log lines
@@ -218,11 +225,8 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
                 fitting = Background(prepare_model, spec, spec_file.parent, ref, logger.info, packed=True,
                                      engines=candidates)
                 outcomes: list[EngineOutcome] = []
-                for n in free:
-                    if outcomes:
-                        renew_workers(own, logger.info)
-                    outcomes += results([submit(n, None)])
-                    fitting.raise_failure()  # a model that cannot be built ends the run now
+                # a model that cannot be built ends the run at the next engine
+                in_turn(free, None, outcomes, fitting.raise_failure)
                 model, quality, problem = fitting.result()
             release_memory()  # the flow's process waits for the engines from here on
             skipped = [n for n in candidates if problem and getattr(get_engine(n), "uses_model", False)]
@@ -230,10 +234,7 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
             if not renewing:
                 outcomes = results(early + [submit(n, model) for n in runnable])
             else:
-                for n in runnable:
-                    if outcomes:
-                        renew_workers(own, logger.info)
-                    outcomes += results([submit(n, model)])
+                in_turn(runnable, model, outcomes)
             outcomes.sort(key=lambda o: names.index(o.engine))  # the run's order, whichever started first
         outcomes += [EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
         outcomes += [EngineOutcome(n, "failed", 0.0, 0, {}, {}, f"not run: {why}") for n, why in unfit.items()]
