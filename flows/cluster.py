@@ -230,6 +230,11 @@ def _allowed_failures() -> int:
     return int(dask.config.get("distributed.scheduler.allowed-failures"))
 
 
+def worker_addresses(client) -> set[str]:
+    """The addresses of the scheduler's workers, asked of the scheduler now (see :func:`_workers`)."""
+    return set(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+
+
 def _workers(client, address: str) -> set[str]:
     """The addresses of the scheduler's workers, asked of the scheduler now. Not through
     ``client.scheduler_info()``: that fetches them into the client's cached identity and returns
@@ -238,7 +243,7 @@ def _workers(client, address: str) -> set[str]:
     both its workers were lost while they went on running its engine (the regression of a 1M
     audit), and would have failed with no worker after ``LOST_WORKERS_GRACE`` of such reads."""
     try:
-        return set(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+        return worker_addresses(client)
     except OSError as exc:
         raise WorkersLost(f"the Dask scheduler at {address} no longer answers ({exc})") from None
 

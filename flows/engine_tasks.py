@@ -27,6 +27,7 @@ from aequum.engines.core.engine import (Section, assemble, conform, declared_col
 from aequum.engines.core.spec import AuditSpec
 from aequum.engines.registry import engine_params, get_engine
 from aequum.flows.store.lake_reading import load_lake, release_memory
+from aequum.flows.cluster import worker_addresses
 from aequum.flows.model_step import unpacked
 
 
@@ -229,7 +230,7 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
         # state of the same names meets the copies still being let go
         [state_f] = client.scatter([st], broadcast=True, hash=False)
         # a round of fewer pieces than workers: a piece that can (``spreads``) uses the idle ones
-        spread = getattr(engine, "spreads", False) and len(pieces) < len(client.scheduler_info()["workers"])
+        spread = getattr(engine, "spreads", False) and len(pieces) < len(worker_addresses(client))
         futures = {client.submit(_run_piece_here, engine, state_f, p, keep, spread, pure=False): i
                    for i, p in enumerate(pieces)}
         parts = [None] * len(pieces)  # in piece order, whatever order they finish in

@@ -147,7 +147,7 @@ def _cluster(stack, workers: int, scheduler: str):
 
     from distributed import Client, LocalCluster
 
-    from aequum.flows.cluster import local_cluster_options
+    from aequum.flows.cluster import local_cluster_options, worker_addresses
 
     if scheduler:
         client = stack.enter_context(Client(scheduler, set_as_default=False, timeout="30s"))
@@ -156,7 +156,7 @@ def _cluster(stack, workers: int, scheduler: str):
         cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                    silence_logs=logging.ERROR, **local_cluster_options()))
         client = stack.enter_context(Client(cluster, set_as_default=False))
-    return client, sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])[:workers]
+    return client, sorted(worker_addresses(client))[:workers]
 
 
 def measure_workers(rows: str, tmp: str, staged_json: str, workers: str, scheduler: str = "") -> dict:
@@ -205,11 +205,12 @@ def check_scheduler(scheduler: str, workers: int = 2, timeout: str = "10s") -> l
     missing: no scheduler answering at ``scheduler``, or fewer than ``workers`` workers."""
     from distributed import Client
 
+    from aequum.flows.cluster import worker_addresses
     from aequum.flows.store.guard import UsageError
 
     try:
         with Client(scheduler, set_as_default=False, timeout=timeout) as client:
-            found = sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+            found = sorted(worker_addresses(client))
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
         raise UsageError(f"--scheduler {scheduler}: no Dask scheduler answers there ({exc})") from None
     if len(found) < workers:
