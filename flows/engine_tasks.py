@@ -58,11 +58,16 @@ def heap_for_arrays() -> None:
         pass
 
 
-def _run_piece_here(engine, state, piece, keep, spread: bool = False):
-    """:func:`run_piece` as a worker's task (with :func:`heap_for_arrays`); with ``spread``, the
-    piece may spread its own work over the cluster's workers (``engines.core.engine.spreading``:
-    this task's thread then leaves the worker's pool while it waits for that work)."""
+def _run_piece_here(name: str, state, piece, keep, spread: bool = False):
+    """:func:`run_piece` of engine ``name`` as a worker's task (with :func:`heap_for_arrays`);
+    with ``spread``, the piece may spread its own work over the cluster's workers
+    (``engines.core.engine.spreading``: this task's thread then leaves the worker's pool while
+    it waits for that work). The engine goes by name, not as an object: the scheduler unpickles
+    every task it is given, and an engine object made it import the engine's module (CEC's and
+    PBA's import torch: 2-3 CPU s and 0.3 GB in the process that runs a LocalCluster's
+    scheduler, the flow's)."""
     heap_for_arrays()
+    engine = get_engine(name)
     if not spread:
         return run_piece(engine, state, piece, keep)
     from distributed import worker_client
@@ -231,7 +236,7 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
         [state_f] = client.scatter([st], broadcast=True, hash=False)
         # a round of fewer pieces than workers: a piece that can (``spreads``) uses the idle ones
         spread = getattr(engine, "spreads", False) and len(pieces) < len(worker_addresses(client))
-        futures = {client.submit(_run_piece_here, engine, state_f, p, keep, spread, pure=False): i
+        futures = {client.submit(_run_piece_here, name, state_f, p, keep, spread, pure=False): i
                    for i, p in enumerate(pieces)}
         parts = [None] * len(pieces)  # in piece order, whatever order they finish in
         # each piece's tables come here as it finishes and its future is let go at once: the

@@ -35,6 +35,25 @@ def test_tree_peak_counts_the_memory_of_child_processes_by_role_and_phase():
     assert got["sampling"]["samples"] > 5 and got["sampling"]["pss_rounds"] >= 1
 
 
+def test_tree_peak_counts_the_cpu_of_child_processes_by_role_and_phase():
+    """A child that spins for a second of CPU in phase "busy" (its process still running at
+    the samples that see it) and sleeps in "idle": its seconds are counted there, by role."""
+    code = ("import time, sys\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass\n"
+            "sys.stdout.write('spun\\n'); sys.stdout.flush(); time.sleep(2.0)")
+    with TreePeak(interval=0.05) as tree:
+        tree.mark("busy")
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "spun"
+        time.sleep(0.3)  # a sample after the spinning
+        tree.mark("idle")
+        child.wait()
+    cpu = tree.figures()["cpu"]
+    assert 0.9 < cpu["phases"]["busy"]["other"] < 3.0
+    assert cpu["phases"].get("idle", {}).get("other", 0.0) < 0.3
+    assert cpu["roles"]["other"] > 0.9 and "flow" in cpu["roles"]
+    assert cpu["total_s"] == pytest.approx(sum(cpu["roles"].values()))
+
+
 def _sleep(seconds):
     time.sleep(seconds)
 

@@ -36,12 +36,35 @@ def stratified_sample(candidates: np.ndarray, strata: np.ndarray, size: int, see
     permutation. Returned in record order; all candidates when ``size`` ≥ their number."""
     if size >= len(candidates):
         return candidates
-    keys, inverse, counts = np.unique(strata, return_inverse=True, return_counts=True)
+    counts, inverse = _strata(np.asarray(strata))
     quota = counts * size / len(candidates)
     alloc = np.floor(quota).astype(np.int64)
     rest = size - int(alloc.sum())
-    order = np.lexsort((np.arange(len(keys)), -counts, -(quota - alloc)))
+    order = np.lexsort((np.arange(len(counts)), -counts, -(quota - alloc)))
     alloc[order[:rest]] += 1
     rng = np.random.default_rng(seed)
-    picked = [np.flatnonzero(inverse == s)[rng.permutation(counts[s])[:alloc[s]]] for s in range(len(keys))]
+    # each stratum's members in record order: a stable sort by stratum keeps their order within
+    # it (what np.flatnonzero(inverse == s) gave, one pass over every candidate per stratum:
+    # 378 strata of 8.4M records took 2.5 s)
+    members = np.argsort(inverse, kind="stable")
+    ends = np.cumsum(counts)
+    picked = [members[end - n:end][rng.permutation(n)[:k]] for n, end, k in zip(counts.tolist(), ends.tolist(), alloc)]
     return candidates[np.sort(np.concatenate(picked))]
+
+
+def _strata(strata: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sizes of the distinct keys of ``strata`` in ascending order of key and each
+    candidate's stratum (its key's position), as ``np.unique(strata, return_inverse=True,
+    return_counts=True)`` gives them; small non-negative integer keys by counting (np.unique
+    sorted 8.4M keys in 2 s), the stratum as the smallest integer type that holds it (a
+    stable sort of 16-bit integers is a radix sort)."""
+    if strata.dtype.kind in "biu" and len(strata) and (strata.dtype.kind != "i" or strata.min() >= 0) \
+            and int(strata.max()) < max(4 * len(strata), 1 << 16):
+        strata = strata.astype(np.intp, copy=False)
+        every = np.bincount(strata)
+        keys = np.flatnonzero(every)
+        code = np.zeros(len(every), np.min_scalar_type(max(len(keys) - 1, 0)))
+        code[keys] = np.arange(len(keys))
+        return every[keys], code[strata]
+    _keys, inverse, counts = np.unique(strata, return_inverse=True, return_counts=True)
+    return counts, inverse.reshape(-1)

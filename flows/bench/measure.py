@@ -138,7 +138,10 @@ class TreePeak:
     After the block: ``peak_mb`` / ``peak_pss_mb`` (peaks of the sums), ``peak_phase`` /
     ``peak_pss_phase`` and ``peak_at`` (seconds from the start); ``roles``: per role its peak
     RSS and PSS and the phase of its RSS peak; ``phases``: per phase the peaks of the sums and
-    of each role; ``sampling``: samples, PSS rounds and the sampler's own CPU seconds."""
+    of each role; ``sampling``: samples, PSS rounds and the sampler's own CPU seconds; ``cpu``:
+    the processes' CPU seconds (user + system) by role and by phase, each sample's increase
+    counted in the phase it ends in (a process's last half second before it exits is not seen;
+    while two engines run at once, the phase is the one that started last)."""
 
     def __init__(self, interval: float = 0.5, pss_share: float = 0.01, workers=dask_worker_pids):
         self.interval, self.pss_share, self.workers = interval, pss_share, workers
@@ -149,6 +152,9 @@ class TreePeak:
         self.sampling = {"samples": 0, "pss_rounds": 0, "cpu_s": 0.0}
         self.phase = "start-up"
         self._shared: dict[int, float] = {}  # pid -> RSS - PSS (MB) at its last PSS read
+        self._cpu_seen: dict[int, float] = {}  # pid -> its CPU seconds at the last sample
+        self.cpu_roles: dict[str, float] = {}
+        self.cpu_phases: dict[str, dict[str, float]] = {}
         self._stop, self._lock, self._t0 = None, threading.Lock(), time.monotonic()
 
     def mark(self, phase: str) -> None:
@@ -195,11 +201,18 @@ class TreePeak:
         import psutil
 
         by_role: dict[str, list[float]] = {}
+        cpu_phase = self.cpu_phases.setdefault(self.phase, {})
         for p, role in roles.items():
             try:
                 rss = p.memory_info().rss / 2 ** 20
+                times = p.cpu_times()
             except psutil.Error:
                 continue
+            used = times.user + times.system
+            spent = max(used - self._cpu_seen.get(p.pid, 0.0), 0.0)
+            self._cpu_seen[p.pid] = used
+            self.cpu_roles[role.rstrip("0123456789 ")] = self.cpu_roles.get(role.rstrip("0123456789 "), 0.0) + spent
+            cpu_phase[role] = cpu_phase.get(role, 0.0) + spent
             pss = max(rss - self._shared.get(p.pid, 0.0), 0.0)
             got = by_role.setdefault(role, [0.0, 0.0])
             got[0] += rss
@@ -225,7 +238,8 @@ class TreePeak:
         roles = dict(sorted(self.roles.items(), key=lambda kv: (order.get(kv[0].rstrip("0123456789 "), 9), kv[0])))
         return {"peak_mb": self.peak_mb, "peak_pss_mb": self.peak_pss_mb, "peak_phase": self.peak_phase,
                 "peak_pss_phase": self.peak_pss_phase, "peak_at_s": self.peak_at, "roles": roles,
-                "phases": self.phases, "sampling": self.sampling}
+                "phases": self.phases, "sampling": self.sampling,
+                "cpu": {"total_s": sum(self.cpu_roles.values()), "roles": self.cpu_roles, "phases": self.cpu_phases}}
 
     @contextmanager
     def follow_audit(self):
@@ -283,4 +297,14 @@ def memory_lines(e2e: dict) -> list[str]:
             f"  per process, peak RSS / PSS (when the RSS peaked): {roles}",
             f"  per phase, peak of the sum RSS / PSS (GB): {phases}",
             f"  (sampled {m['sampling']['samples']} times, PSS {m['sampling']['pss_rounds']} times, for "
-            f"{m['sampling']['cpu_s']:.1f} CPU s)"]
+            f"{m['sampling']['cpu_s']:.1f} CPU s)"] + cpu_lines(m.get("cpu"))
+
+
+def cpu_lines(cpu: dict | None) -> list[str]:
+    """The CPU seconds of an audit's processes (``TreePeak``'s ``cpu``) by role and by phase."""
+    if not cpu:
+        return []
+    roles = ", ".join(f"{r} {s:.1f}" for r, s in sorted(cpu["roles"].items(), key=lambda kv: -kv[1]))
+    phases = ", ".join(f"{p} {sum(v.values()):.1f}" for p, v in cpu["phases"].items())
+    return [f"  CPU of every process: {cpu['total_s']:.1f} s; by role: {roles}",
+            f"  by phase (s): {phases}"]
