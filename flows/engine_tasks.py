@@ -29,6 +29,7 @@ from aequum.engines.registry import engine_params, get_engine
 from aequum.flows.store.lake_reading import load_lake, release_memory
 from aequum.flows.cluster import worker_addresses
 from aequum.flows.model_step import unpacked
+from aequum.flows.store.shared_state import SHARE_ABOVE, SharedState, forget, share
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
@@ -68,6 +69,8 @@ def _run_piece_here(name: str, state, piece, keep, spread: bool = False):
     scheduler, the flow's)."""
     heap_for_arrays()
     engine = get_engine(name)
+    if isinstance(state, SharedState):
+        state = state.load()
     if not spread:
         return run_piece(engine, state, piece, keep)
     from distributed import worker_client
@@ -221,8 +224,13 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
     # a streamed table's rows go to files where each piece ran (engines.core.engine)
     keep = SectionFiles(str(Path(spool) / name / "sections")) if spool is not None else None
 
+    # a large state goes to the workers as files they map (flows.store.shared_state), when the run
+    # has a folder for them; else broadcast, or, above BROADCAST_LIMIT, its pieces run here
+    shared = Path(spool) / name / "shared" if spool is not None and client is not None else None
+
     def run_pieces(st, pieces):
-        if client is None or len(pieces) < 2 or state_bytes(st) > BROADCAST_LIMIT:
+        big = state_bytes(st)
+        if client is None or len(pieces) < 2 or (big > BROADCAST_LIMIT and shared is None):
             parts = []
             for p in pieces:
                 parts.append(run_piece(engine, st, p, keep))
@@ -230,13 +238,16 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
             return parts
         from distributed import as_completed
 
-        # the state as one object under a key of its own: a dict scattered as it is would put
-        # each of its values under its own name ("params"), where the next engine's or round's
-        # state of the same names meets the copies still being let go
-        [state_f] = client.scatter([st], broadcast=True, hash=False)
+        if shared is not None and big > SHARE_ABOVE:
+            _, given = share(st, shared)  # (the arrays of a state loaded from there are not written again)
+        else:
+            # the state as one object under a key of its own: a dict scattered as it is would put
+            # each of its values under its own name ("params"), where the next engine's or round's
+            # state of the same names meets the copies still being let go
+            [given] = client.scatter([st], broadcast=True, hash=False)
         # a round of fewer pieces than workers: a piece that can (``spreads``) uses the idle ones
         spread = getattr(engine, "spreads", False) and len(pieces) < len(worker_addresses(client))
-        futures = {client.submit(_run_piece_here, name, state_f, p, keep, spread, pure=False): i
+        futures = {client.submit(_run_piece_here, name, given, p, keep, spread, pure=False): i
                    for i, p in enumerate(pieces)}
         parts = [None] * len(pieces)  # in piece order, whatever order they finish in
         # each piece's tables come here as it finishes and its future is let go at once: the
@@ -246,7 +257,7 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
             parts[futures.pop(future)] = part
             del future, part
             progress(done, len(pieces))
-        del state_f
+        del given
         return parts
 
     with _holding(client, lock):
@@ -255,9 +266,16 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
         progress(0, None)  # preparing its state
         state = _prepare(engine, params, spec, lake_path, categories, model, counterfactuals)
         state = spill(engine, state, str(Path(spool) / name / "state") if spool is not None else None)
+        if shared is not None and state_bytes(state) > SHARE_ABOVE:
+            state, _ = share(state, shared)  # this process too keeps the mapped copy only
         release_memory()  # the records read are gone; the state is what the pieces need
-        state, parts, n_pieces, sections = run_rounds(engine, state, run_pieces)
-        out = engine.combine(state, parts)
+        try:
+            state, parts, n_pieces, sections = run_rounds(engine, state, run_pieces)
+            out = engine.combine(state, parts)
+        finally:
+            if shared is not None and shared.exists():  # every process lets its mapped copy go
+                forget()
+                client.run(forget)
         del state, parts
         tables = {t: conform(out[t], schema, t) for t, schema in engine.tables.items() if t not in sections}
         del out
