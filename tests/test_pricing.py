@@ -311,7 +311,8 @@ def test_fields_fitted_together_and_alone_agree():
     state = engine.prepare(d, d.spec.engines.pricing)
     rows = np.flatnonzero((state["groups"]["race"] == 0) | (state["groups"]["race"] == 1))
     joint: list = []
-    inputs = {f: engine._inputs(state, "race", y, rows, ["sex"], joint) for f, y in state["fields"].items()}
+    inputs = {f: engine._inputs(state, "race", y, rows, ["sex"], joint)
+              for f, y in state["fields"].items()}
     spread, costs, credits = (inputs[f] for f in FIELDS)
     assert spread["reported"] is costs["reported"] and spread["blocks"][-1] is costs["blocks"][-1]
     assert len(credits["reported"]) < len(spread["reported"])
