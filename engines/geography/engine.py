@@ -78,7 +78,7 @@ def distinct_per_unit(unit: np.ndarray, codes: np.ndarray, n_units: int) -> np.n
     return np.bincount(pairs // width, minlength=n_units).astype(np.int64)
 
 
-TRACT_BLOCK = 1 << 21  # records of a run of units whose tracts are encoded together (tracts_per_unit)
+TRACT_BLOCK = 1 << 20  # records of a run of units whose tracts are encoded together (tracts_per_unit)
 
 
 def tracts_per_unit(column: pa.ChunkedArray, rows: np.ndarray, unit: np.ndarray, volume: np.ndarray,
@@ -134,6 +134,7 @@ class GeographyEngine:
         rows = np.flatnonzero(keep)
         lender, market = lender[rows].astype(np.int64), market[rows].astype(np.int64)
         unit, unit_lender, unit_market = units(lender, market, len(market_levels))
+        del lender, market, keep  # the units say them from here
         volume = np.bincount(unit, minlength=len(unit_lender))
         low, high = params.peer_volume
         order, start, stop = peer_runs(unit_market, volume, low, high)
