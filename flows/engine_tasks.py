@@ -243,7 +243,10 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
         else:
             # the state as one object under a key of its own: a dict scattered as it is would put
             # each of its values under its own name ("params"), where the next engine's or round's
-            # state of the same names meets the copies still being let go
+            # state of the same names meets the copies still being let go. Scattered from the
+            # worker task that prepared it, Dask keeps this very object under the key on that
+            # worker (no second copy there: tests/test_engine_broadcast.py) and sends copies to
+            # the others
             [given] = client.scatter([st], broadcast=True, hash=False)
         # a round of fewer pieces than workers: a piece that can (``spreads``) uses the idle ones
         spread = getattr(engine, "spreads", False) and len(pieces) < len(worker_addresses(client))

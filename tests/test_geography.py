@@ -319,3 +319,27 @@ def test_distinct_tracts_per_unit_from_the_dictionary_codes():
     expected = [len({v for v, u in zip(values, unit) if u == k and v is not None}) for k in range(26)]
     assert distinct_per_unit(unit, text_codes(column), 26).tolist() == expected
     assert distinct_per_unit(unit, np.full(3000, -1), 26).tolist() == [0] * 26
+
+
+def test_distinct_tracts_per_unit_a_run_of_units_at_a_time():
+    """The distinct tracts per unit counted over runs of units (each run's tracts encoded on
+    their own, :func:`tracts_per_unit`) equal the count over one encoding of every record, for
+    runs of any size, a unit never cut between runs; records outside ``rows`` not counted."""
+    import pyarrow as pa
+
+    from aequum.engines.geography.engine import distinct_per_unit, text_codes, tracts_per_unit
+
+    rng = np.random.default_rng(5)
+    n = 5000
+    values = [None if rng.random() < 0.05 else f"{t:011d}" for t in rng.integers(0, 300, n)]
+    column = pa.chunked_array([pa.array(values[:2000]), pa.array(values[2000:])])
+    rows = np.flatnonzero(rng.random(n) < 0.8)
+    unit = rng.integers(0, 40, len(rows))
+    volume = np.bincount(unit, minlength=41)  # the last unit without records
+    expected = distinct_per_unit(unit, text_codes(column)[rows], 41)
+    assert expected.sum() > 0 and expected[-1] == 0
+    for block in (1, 97, 1000, 10 ** 6):
+        assert tracts_per_unit(column, rows, unit, volume, block).tolist() == expected.tolist()
+    dictionary = pa.chunked_array([pa.array(values[:2000]).dictionary_encode(),
+                                   pa.array(values[2000:]).dictionary_encode()])
+    assert tracts_per_unit(dictionary, rows, unit, volume, 500).tolist() == expected.tolist()

@@ -280,3 +280,40 @@ def test_the_inference_follows_the_clusters(lenders):
         crit = student_t.ppf(0.975, lenders - 1)
         assert race["ci_low"] == pytest.approx(race["estimate"] - crit * race["se_cluster"], rel=1e-12)
     assert race["significant"] and race["adverse"]
+
+
+def test_fields_fitted_together_and_alone_agree():
+    """A piece fits the fields reported on the same rows on one shared design (rate spread and
+    total loan costs here; lender credits, empty for some loans, alone, first): each field's row
+    equals the row of a run of that field alone (to 1e-9: the same fit, its sums in another
+    order), and the fields reported on the same rows hold one array of those rows and one of
+    their held cells, in a small integer type."""
+    table = source(3000, add_on=0.2, seed=7)
+    raw = copy.deepcopy(RAW)
+    raw["engines"]["pricing"]["intersections"] = [["race", "sex"]]
+    d = staged(table, raw)
+    together = key(run(d)["pricing_estimates"])
+    adjusted = {"p_adjusted", "significant", "bounded_p_adjusted", "survives_bound"}  # one family per run
+    for field in FIELDS:
+        one = copy.deepcopy(raw)
+        one["engines"]["pricing"]["fields"] = [field]
+        alone = key(run(staged(table, one))["pricing_estimates"])
+        assert {k for k in together if k[1] == field} == set(alone)
+        for k, row in alone.items():
+            for c, v in row.items():
+                if c in adjusted:
+                    continue
+                if isinstance(v, float):
+                    assert together[k][c] == pytest.approx(v, rel=1e-9, abs=1e-12), (k, c)
+                else:
+                    assert together[k][c] == v, (k, c)
+    engine = PricingEngine()
+    state = engine.prepare(d, d.spec.engines.pricing)
+    rows = np.flatnonzero((state["groups"]["race"] == 0) | (state["groups"]["race"] == 1))
+    joint: list = []
+    inputs = {f: engine._inputs(state, "race", y, rows, ["sex"], joint)
+              for f, y in state["fields"].items()}
+    spread, costs, credits = (inputs[f] for f in FIELDS)
+    assert spread["reported"] is costs["reported"] and spread["blocks"][-1] is costs["blocks"][-1]
+    assert len(credits["reported"]) < len(spread["reported"])
+    assert spread["blocks"][-1].codes.dtype == np.int8

@@ -33,7 +33,7 @@ nothing can be compared: a field no origination reports (all "Exempt" or "NA"), 
 originations, a field with one value only, fewer than ``min_group_size`` in a group (reported,
 not tested). Tables ``pricing_estimates`` (unit × field) and ``pricing_hpml`` (unit); one piece
 per unit (its fields reported on the same rows share one design and one pass of sums:
-:func:`shared_designs`), the adjustment in ``combine``.
+:func:`shared_fields`), the adjustment in ``combine``.
 """
 from __future__ import annotations
 
@@ -174,7 +174,10 @@ class PricingEngine:
             else:
                 first = member(data.column(p.lien), p.first_lien)[keep]
                 subordinate = member(data.column(p.lien), p.subordinate_lien)[keep]
-            hpml = hpml_flags(fields[p.rate_spread], first, subordinate, params)
+            # 1, 0 and -1 (unknown) as one byte a record in the state every worker holds (not eight)
+            flags = hpml_flags(fields[p.rate_spread], first, subordinate, params)
+            hpml = np.where(np.isnan(flags), -1, flags).astype(np.int8)
+            del flags
         min_cell = max(params.min_group_size, spec.engines.regression.min_cell(spec))
         groups, others = tested_units(spec, data.groups, params.intersections, min_cell, params.other_groups)
         groups = {u: g[keep] for u, g in groups.items()}
@@ -186,7 +189,7 @@ class PricingEngine:
 
     def pieces(self, state) -> list[str]:
         """One piece per unit: its fields' fits share their design where they can
-        (:func:`shared_designs`), and its higher-priced shares go with them."""
+        (:func:`shared_fields`), and its higher-priced shares go with them."""
         return list(state["groups"])
 
     def run_piece(self, state, unit: str) -> Tables:
@@ -196,12 +199,23 @@ class PricingEngine:
         fields = state["fields"]
         joint: list = []  # (reported rows, their held groups' joint cells), shared by fields reported on the same rows
         inputs = {f: self._inputs(state, unit, y, rows, held, joint) for f, y in fields.items()}
-        prepared = shared_designs(state, groups, inputs, fields)
+        del joint
+        shared = shared_fields(state, inputs)
+        # the fields fitted alone first, then each shared design's fields, each design let go as
+        # its field is done: a field's own design and sums (several arrays of the unit's rows)
+        # are never held beside a shared design's (at 10M records 0.3-0.5 GB a design)
+        found: dict = {}
+        for f in [f for f in fields if not any(f in grp for grp in shared)]:
+            found[f] = self._field(state, unit, f, fields[f], rows, inputs[f])
+        for grp in shared:
+            prepared = group_designs(state, groups, inputs, fields, grp)
+            for f in grp:
+                found[f] = self._field(state, unit, f, fields[f], rows, inputs[f], prepared.pop(f, None))
+            del prepared
         estimates, strength = [], []
-        for f, y in fields.items():
-            estimate, found = self._field(state, unit, f, y, rows, inputs[f], prepared.get(f))
-            estimates.append(estimate)
-            strength += found
+        for f in fields:  # the rows in the fields' order, whatever order they were fitted in
+            estimates.append(found[f][0])
+            strength += found[f][1]
         hpml = [hpml_row(unit, state["hpml"], groups, rows, params, state["spread"])] \
             if state["hpml"] is not None and fields else []
         return {"pricing_estimates": pa.Table.from_pylist(estimates, schema=ESTIMATES),
@@ -214,14 +228,24 @@ class PricingEngine:
         joint cells of the rows other fields reported (found again, not computed, for the same rows)."""
         params = state["params"]
         reported = rows[~np.isnan(y[rows])]
+        # one array for the rows several fields report (most fields report on the same rows)
+        reported = next((r for r, _, _ in joint if np.array_equal(r, reported)), reported)
         cells = []
         if held and len(reported):
             groups = [state["groups"][a] for a in held]
-            known = next((j for r, j in joint if np.array_equal(r, reported)), None)
+            known = next(((j, c) for r, j, c in joint if r is reported), None)
             if known is None:
-                known = joint_cells(groups, reported)
-                joint.append((reported, known))
-            cells = [held_cells(groups, params.min_group_size, y, reported, known)]
+                known = (joint_cells(groups, reported), [])
+                joint.append((reported, *known))
+            # codes over every origination, in the smallest integer type (int64 from held_cells:
+            # 55 MB a field at 10M records), and one array for the fields whose cells are equal
+            found = compact(held_cells(groups, params.min_group_size, y, reported, known[0]))
+            same = next((c for c in known[1] if np.array_equal(c.codes, found.codes)), None)
+            if same is None:
+                known[1].append(found)
+            cells = [found if same is None else same]
+        elif len(reported) and not any(r is reported for r, _, _ in joint):
+            joint.append((reported, None, []))
         return {"reported": reported, "blocks": [*state["controls"], *cells],
                 "names": [*state["names"], *([" × ".join(held) + " (groups)"] if held else [])],
                 "held": len(cells)}
@@ -229,7 +253,7 @@ class PricingEngine:
     def _field(self, state, unit: str, field: str, y: np.ndarray, rows: np.ndarray, inputs: dict,
                prepared=None) -> tuple[dict, list[dict]]:
         """The unit's estimate row for ``field`` and its controls' strengths (STRENGTH rows);
-        ``prepared``: its design when shared with other fields (:func:`shared_designs`)."""
+        ``prepared``: its design when shared with other fields (:func:`group_designs`)."""
         params, groups = state["params"], state["groups"][unit]
         reported = inputs["reported"]
         g = groups[reported]
@@ -306,14 +330,10 @@ class PricingEngine:
         return out
 
 
-def shared_designs(state, groups: np.ndarray, inputs: dict, fields: dict) -> dict:
-    """The designs of the fields whose fits can share one (``engines.regression.design``,
-    ``with_outcome``): fields reported on the same rows with the same held cells, none of them
-    0/1, one value or degenerate. One design and one pass of summed cross products for them all
-    (``engines.regression.linear.linear_fits``) instead of one each — at 1M HMDA rows the
-    rate spread, interest rate, total loan costs and origination charges. Each field's result is
-    that of its own fit (the arithmetic of its cross products alone in another order). Fields
-    left out design their own (missing from the returned ``{field: design}``)."""
+def shared_fields(state, inputs: dict) -> list[list[str]]:
+    """The fields whose fits can share one design (:func:`group_designs`): fields reported on
+    the same rows with the same held cells, in groups of two or more (a field alone, or one
+    :func:`group_designs` leaves out, designs its own)."""
     shared: list[list[str]] = []
     for f, inp in inputs.items():
         if len(inp["reported"]) < 2:
@@ -327,24 +347,33 @@ def shared_designs(state, groups: np.ndarray, inputs: dict, fields: dict) -> dic
                 break
         else:
             shared.append([f])
-    out = {}
+    return [grp for grp in shared if len(grp) > 1]
+
+
+def group_designs(state, groups: np.ndarray, inputs: dict, fields: dict, group: list[str]) -> dict:
+    """The designs of one group of :func:`shared_fields` (``engines.regression.design``,
+    ``with_outcome``), none of them 0/1, one value or degenerate: one design and one pass of
+    summed cross products for them all (``engines.regression.linear.linear_fits``) instead of
+    one each — at 1M HMDA rows the rate spread, interest rate, total loan costs and origination
+    charges. Each field's result is that of its own fit (the arithmetic of its cross products
+    alone in another order). Fields left out design their own (missing from the returned
+    ``{field: design}``)."""
     g = state["grouping"]
-    for group in (grp for grp in shared if len(grp) > 1):
-        first = inputs[group[0]]
-        base = design(fields[group[0]], groups, first["blocks"], first["names"], first["reported"], None,
-                      g["fixed"], g["fixed_names"], g["cluster"])
-        found = {f: base if f == group[0] else with_outcome(base, fields[f]) for f in group}
-        found = {f: d for f, d in found.items() if d is not None}
-        if len(found) > 1 and base.failure is None and not base.y_binary:
-            linear_fits(list(found.values()))
-            out.update(found)
-    return out
+    first = inputs[group[0]]
+    base = design(fields[group[0]], groups, first["blocks"], first["names"], first["reported"], None,
+                  g["fixed"], g["fixed_names"], g["cluster"])
+    found = {f: base if f == group[0] else with_outcome(base, fields[f]) for f in group}
+    found = {f: d for f, d in found.items() if d is not None}
+    if len(found) > 1 and base.failure is None and not base.y_binary:
+        linear_fits(list(found.values()))
+        return found
+    return {}
 
 
 def hpml_row(unit: str, hpml: np.ndarray, groups: np.ndarray, rows: np.ndarray, params, field: str) -> dict:
-    """The higher-priced shares of one unit's originations (:func:`hpml_flags`), their ratio and
-    the two-proportion z-test."""
-    known = rows[~np.isnan(hpml[rows])]
+    """The higher-priced shares of one unit's originations (``hpml``: :func:`hpml_flags` with
+    -1 for unknown), their ratio and the two-proportion z-test."""
+    known = rows[hpml[rows] >= 0]
     g = groups[known]
     n1, n0 = int((g == 1).sum()), int((g == 0).sum())
     k1, k0 = int(hpml[known[g == 1]].sum()), int(hpml[known[g == 0]].sum())
