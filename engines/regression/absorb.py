@@ -122,7 +122,7 @@ def dense_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def no_effects(n: int) -> Effects:
-    return Effects([], [np.zeros(n, np.int64)], [1], [0])
+    return Effects([], [np.zeros(n, np.int32)], [1], [0])
 
 
 def run_sum(codes: np.ndarray, size: int, v: np.ndarray, by_runs: bool = False) -> np.ndarray:
@@ -189,7 +189,7 @@ def absorb_rows(y: np.ndarray, keep: np.ndarray, fixed: Sequence[np.ndarray], na
     dropped in the same rounds with a binary y (returned: each effect's then each control's
     dropped levels and rows, :func:`one_outcome_levels`, for the caller's note). The rows returned are ordered by the level of the effect of most
     levels (its sums are then runs; with ``ordered`` False the caller orders them)."""
-    codes = [np.asarray(f)[keep].astype(np.int64) for f in fixed]
+    codes = [np.asarray(f)[keep] for f in fixed]  # integer codes of any width
     control_codes = [np.asarray(c)[keep] for c in controls] if binary else []
     note = None
     dropped_levels = [np.zeros(0, np.int8) for _ in range(len(codes) + len(control_codes))]
@@ -209,8 +209,9 @@ def absorb_rows(y: np.ndarray, keep: np.ndarray, fixed: Sequence[np.ndarray], na
     if not codes or not len(keep):  # no effect, or no row left once the one-outcome levels went
         return keep, no_effects(len(keep)), note, dropped_levels, dropped_rows
     recoded = []
-    for c in codes:
-        recoded.append(dense_codes(c)[1])
+    for c in codes:  # four bytes a row each (levels < 2³¹), not eight
+        inverse = dense_codes(c)[1]
+        recoded.append(inverse.astype(np.int32) if len(c) < 2 ** 31 else inverse)
     sizes = [int(c.max(initial=-1)) + 1 for c in recoded]
     order = sorted(range(len(recoded)), key=lambda j: (-sizes[j], j))
     recoded = [recoded[j] for j in order]

@@ -105,7 +105,7 @@ def layout(des) -> Layout:
     m = sp.csr_matrix((np.ones(len(r)), c, np.r_[0, np.cumsum(np.bincount(r, minlength=g))]), shape=(g, n_cols))
     fs_keys = []
     for j in range(1, len(e.sizes)):
-        col = cell_effects.small_columns(j, slice(0, g))[r]
+        col = cell_effects.small_columns(j, slice(0, g))[r].astype(np.int64)
         hit = np.flatnonzero(col >= 0)
         fs_keys.append((hit, col[hit] * n_cols + c[hit]))
     small = np.int32 if max(g, (e.sizes[0] + e.small + 1) * (n_cols + 1)) < 2 ** 31 else np.int64  # half the memory
@@ -131,7 +131,7 @@ def layout(des) -> Layout:
     pb_ = np.concatenate(pairs_b) if pairs_b else np.zeros(0, np.int64)
     des._layout = Layout(starts, counts, np.array(dense, np.int64), np.array(columns, np.int64), m,
                          cell_effects, r.astype(small), c.astype(small),
-                         (cell_effects.codes[0][r] * n_cols + c).astype(small),
+                         (cell_effects.codes[0][r].astype(np.int64) * n_cols + c).astype(small),
                          [(hit.astype(small), key.astype(small)) for hit, key in fs_keys],
                          combo.astype(small), len(present), combo[r1].astype(small), c1.astype(small),
                          combo[r1[pa_]].astype(small), (c1[pa_] * n_cols + c1[pb_]).astype(small))
@@ -278,7 +278,9 @@ class Cells:
 
     def part_eta(self, theta: np.ndarray, cell: np.ndarray) -> np.ndarray:
         """``Z θ`` over the rows given each cell's part (:meth:`offsets`)."""
-        return theta[self.dense] @ self.zt + self._spread(cell)
+        out = theta[self.dense] @ self.zt
+        out += self._spread(cell)
+        return out
 
     def tdot(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(Z'r, F_s'r, F_b'r)``."""
