@@ -237,11 +237,24 @@ class Normal:
         self.a = np.zeros((p, p))
         self.bb = np.zeros((nb, p))
         self.bs = np.zeros((ns, p))
-        n = len(effects.codes[0])
-        self.weights = None if nb == 1 and not ns else np.ones(n)  # every row's, when levels need them
+        self.rows = len(effects.codes[0])
+        self.per_row = not (nb == 1 and not ns)  # every row's weight kept (:attr:`weights`), when levels need them
+        self._weights = None
         self.weighted = False
         self.total = 0.0                                        # their sum, when one level does not
         self.fixed = None                                       # (D, C, S) when summed elsewhere
+
+    @property
+    def weights(self) -> np.ndarray | None:
+        """Every row's weight (1 until :meth:`add` gives one) when the levels need them, else
+        None; made when first read (a pass whose sums come from elsewhere never reads them)."""
+        if self._weights is None and self.per_row:
+            self._weights = np.ones(self.rows)
+        return self._weights
+
+    @weights.setter
+    def weights(self, w: np.ndarray | None) -> None:
+        self._weights, self.per_row = w, w is not None
 
     def add(self, x: np.ndarray, w: np.ndarray | None, pos: slice) -> None:
         """Add the rows ``pos`` (their dense columns ``x``, weights ``w``; None = 1)."""
@@ -253,7 +266,7 @@ class Normal:
         self.bs += bs
         if w is not None:
             self.weighted = True
-            if self.weights is None:
+            if not self.per_row:
                 self.total += float(w.sum())
             else:
                 self.weights[pos] = w
@@ -263,7 +276,7 @@ class Normal:
         e = self.effects
         if self.fixed is not None:
             return self.fixed[0]
-        if self.weights is None:
+        if not self.per_row:
             return np.array([self.total if self.weighted else float(len(e.codes[0]))])
         return np.bincount(e.codes[0], weights=self.weights, minlength=e.sizes[0])
 

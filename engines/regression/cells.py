@@ -146,11 +146,28 @@ def _sub_layout(lay: Layout, c0: int, c1: int) -> Layout:
     for hit, key in lay.fs_keys:
         k0, k1 = np.searchsorted(hit, [i0, i1])
         fs_keys.append((hit[k0:k1] - i0, key[k0:k1]))
-    return Layout(lay.starts[c0:c1] - lay.starts[c0], lay.counts[c0:c1], lay.dense, lay.columns, lay.m[c0:c1],
+    m = lay.m  # its rows c0:c1 on the whole one's values and columns (a slice would copy them)
+    part_m = sp.csr_matrix((m.data[i0:i1], m.indices[i0:i1], m.indptr[c0:c1 + 1] - m.indptr[c0]),
+                           shape=(c1 - c0, m.shape[1]))
+    return Layout(lay.starts[c0:c1] - lay.starts[c0], lay.counts[c0:c1], lay.dense, lay.columns, part_m,
                   Effects(list(e.names), [c[c0:c1] for c in e.codes], list(e.sizes), list(e.reference)),
                   lay.nz_cell[i0:i1] - c0, lay.nz_col[i0:i1],
                   lay.fb_key[i0:i1], fs_keys, lay.combo[c0:c1], lay.combos, lay.combo_nz, lay.combo_col,
                   lay.combo_pair, lay.combo_pair_key)
+
+
+_UNIT = [np.ones(0), np.zeros(0, np.int32)]
+
+
+def _unit(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` ones and the positions ``0 … n − 1`` (int32), views of arrays every part's sums by
+    cell share (:meth:`Cells._cells`: each part's indicator of its rows' cells has these for its
+    values and columns): 12 bytes a row of the largest part once, not of every row of every
+    design."""
+    if len(_UNIT[0]) < n:
+        size = max(n, 2 * len(_UNIT[0]))
+        _UNIT[:] = [np.ones(size), np.arange(size, dtype=np.int32 if size < 2 ** 31 else np.int64)]
+    return _UNIT[0][:n], _UNIT[1][:n]
 
 
 PARTS = 16               # the parts of a pass: a fixed number, so its sums do not depend on the workers
@@ -265,8 +282,8 @@ class Cells:
             return np.zeros((0, *v.shape[:-1]))
         lay = self.lay
         if lay.summer is None:
-            lay.summer = sp.csr_matrix((np.ones(self.n), np.arange(self.n), np.append(lay.starts, self.n)),
-                                       shape=(len(lay.starts), self.n))
+            ones, at = _unit(self.n)
+            lay.summer = sp.csr_matrix((ones, at, np.append(lay.starts, self.n)), shape=(len(lay.starts), self.n))
         return lay.summer @ (v if v.ndim == 1 else np.ascontiguousarray(v.T))
 
     def _spread(self, per_cell: np.ndarray) -> np.ndarray:
@@ -381,7 +398,7 @@ class Cells:
         5,000 × 399 a part and a pass over the whole range."""
         ne = self._normal(w)
         small = self.lay.effects.small
-        c, s_ = ne.cross() if ne.weights is not None and small else (
+        c, s_ = ne.cross() if ne.per_row and small else (
             np.zeros((len(ne.bb), small)), np.zeros((small, small)))
         return self._levels(), ne.a, ne.bb, ne.bs, ne.d, c, s_, np.array(ne.total)
 
@@ -447,7 +464,7 @@ class Cells:
                     fsu += np.bincount(key, weights=w1[hit], minlength=e.small * n_cols)
                 slev = np.asarray(e._others(slice(0, len(sw))) @ sw)
                 ne.bs[:, cat] = sk[None, :] * (fsu.reshape(e.small, n_cols) - slev[:, None] * mk[None, :])
-        if ne.weights is not None or by_runs:  # (D by level: one bincount, as over the whole range)
+        if ne.per_row or by_runs:  # (D by level: one bincount, as over the whole range)
             ne.weights = sw
         ne.weighted, ne.total = True, total
         return ne

@@ -280,7 +280,9 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     raw = None
     if n_treated and n_control and n_treated + n_control == n:  # d is a 0/1 indicator
         raw = float(y_treated / n_treated - (y_sum - y_treated) / n_control)
-    rows_kept = keep if candidates is None else candidates[keep]  # the given arrays' rows
+    rows_kept = keep if candidates is None else candidates[keep]  # the given arrays' rows (4 bytes each)
+    if len(rows_kept) and int(rows_kept.max()) < 2 ** 31:
+        rows_kept = rows_kept.astype(np.int32)
     out = Design(n, dropped, rows_kept, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
                   y01 == n, effects=effects if n else no_effects(0), cluster=cluster_codes, clusters=clusters,
                   y=y_kept, d=d_kept, separated_rows=separated_rows, separated=tuple(separated),

@@ -258,12 +258,13 @@ class RegressionEngine:
             # the rows and columns both models fit, found (and the rows gathered, in cell order) once
             prepared = design(state["y"], groups, blocks, names, rows, None, grouping["fixed"], grouping["fixed_names"],
                               grouping["cluster"], grouping["outcome"])
+            del rows  # (the design holds the rows it kept)
             fit = controlled_lpm(state["y"], groups, blocks, names, params.confidence,
                                  multipliers=params.benchmark_multipliers, robust_multiplier=params.robust_multiplier,
-                                 rows=rows, held=len(cells), prepared=prepared, **grouping)
+                                 held=len(cells), prepared=prepared, **grouping)
             root = self.root(state, piece)
             client = spread_client()  # a round with fewer pieces than the cluster's workers
-            logit = controlled_logit(state["y"], groups, blocks, names, params.confidence, rows=rows,
+            logit = controlled_logit(state["y"], groups, blocks, names, params.confidence,
                                      prepared=prepared, start_from=state.get("starts", {}).get(root),
                                      executor=None if client is None else Executor(client), **grouping)
             small = min(fit.n_treated, fit.n_control) < params.min_group_size

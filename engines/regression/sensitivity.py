@@ -430,7 +430,8 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     fit = linear_fit(des)
     centred, tss, cells, normal, solver = fit.centred, fit.tss, fit.cells, fit.normal, fit.solver
     col = fit.outcome  # y's column among the normal equations' (after Z's; of several outcomes, its own)
-    if cells is None:  # (the logit ran first and let them go)
+    if cells is None:  # (the logit ran first and let them go, the centred outcome with them: the same bits again)
+        centred = des.y - des.y_sum / des.n if centred is None else centred
         cells = Cells(des, means, np.ones(p), centred[:, None])
         col = p
     gram, zy, yy, scale, g = fit.gram, fit.zy, fit.yy, fit.scale, fit.g
