@@ -170,6 +170,7 @@ def _unit(n: int) -> tuple[np.ndarray, np.ndarray]:
     return _UNIT[0][:n], _UNIT[1][:n]
 
 
+SPARSE_CROSS = 1 << 20   # entries of the absorbed effect × the others' C from which it is sparse (absorb.Solver)
 PARTS = 16               # the parts of a pass: a fixed number, so its sums do not depend on the workers
 PART_ROWS = 1 << 15      # ... of at least this many rows each
 
@@ -188,11 +189,18 @@ def runs(work: np.ndarray, workers: int) -> list[tuple[int, int]]:
     return list(zip(cuts, [*cuts[1:], k]))
 
 
-def run_parts(fn, args: tuple, *parts) -> tuple[list, float]:
+REBALANCE = 2  # the passes after which the runs of parts are cut again by their measured CPU seconds
+
+
+def run_parts(fn, args: tuple, *parts) -> tuple[list, list[float]]:
     """``fn(part, *args)`` for each of ``parts`` in their order: one worker's task of a pass;
-    with the CPU seconds of the thread that ran them."""
-    start = time.thread_time()
-    return [fn(part, *args) for part in parts], time.thread_time() - start
+    with the CPU seconds of the thread that ran each."""
+    out, seconds = [], []
+    for part in parts:
+        start = time.thread_time()
+        out.append(fn(part, *args))
+        seconds.append(time.thread_time() - start)
+    return out, seconds
 
 
 class Executor:
@@ -203,7 +211,10 @@ class Executor:
     submits one task a worker a pass (:func:`run_parts`: the run's parts one after another,
     pinned to the worker that holds them, its arguments the pass's few parameters) and
     returns every part's sums in the parts' order. The driver adds them in that order, so the
-    result is the same bits with any number of workers. ``workers``: the addresses of the
+    result is the same bits with any number of workers. After ``REBALANCE`` passes the runs are
+    cut again at equal shares of the parts' measured CPU seconds (:func:`runs`; a part that
+    changes worker is fetched there by its next task, once): the estimate of rows + cells
+    leaves a few per cent more work on one worker, which every pass waits for. ``workers``: the addresses of the
     workers to use (default every worker the scheduler has when :meth:`place` runs).
     Measured: ``seconds``, ``passes``: the wall time in :meth:`map` and its calls; ``tasks``:
     the tasks submitted; ``parts``: the parts placed; ``busiest``: the sum over passes of the
@@ -214,11 +225,13 @@ class Executor:
         self.client, self.workers = client, workers
         self.seconds, self.passes, self.tasks, self.parts = 0.0, 0, 0, 0
         self.busiest, self.task_cpu = 0.0, 0.0
+        self.part_cpu = np.zeros(0)  # each part's CPU seconds over the passes so far
 
     def place(self, parts: list) -> list[tuple]:
         """``[(worker, its parts or their futures), ...]``: the runs of :func:`runs`, each held
         by its worker (here: one run of every part)."""
         self.parts = len(parts)
+        self.part_cpu = np.zeros(len(parts))
         if self.client is None:
             return [(None, list(parts))]
         workers = sorted(self.workers or self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"])
@@ -239,11 +252,25 @@ class Executor:
                                         for w, held in placed])
             self.tasks += len(found)
         out = [x for sums, _ in found for x in sums]
-        self.busiest += max(cpu for _, cpu in found)
-        self.task_cpu += sum(cpu for _, cpu in found)
+        seconds = [t for _, ts in found for t in ts]
+        self.busiest += max(sum(ts) for _, ts in found)
+        self.task_cpu += sum(seconds)
+        if len(seconds) == len(self.part_cpu):
+            self.part_cpu += seconds
         self.seconds += time.perf_counter() - start
         self.passes += 1
+        if self.client is not None and self.passes == REBALANCE and len(placed) > 1:
+            self._rebalance(placed)
         return out
+
+    def _rebalance(self, placed: list[tuple]) -> None:
+        """``placed`` (:meth:`place`'s, changed in place) cut again into runs of equal measured
+        CPU seconds, each on the worker of the same rank."""
+        held = [f for _, run in placed for f in run]
+        if len(held) != len(self.part_cpu) or not self.part_cpu.sum() > 0:
+            return
+        cut = runs(self.part_cpu, len(placed))
+        placed[:] = [(w, held[i:j]) for (w, _), (i, j) in zip(placed, cut)]
 
 
 class Cells:
@@ -360,8 +387,8 @@ class Cells:
         """The normal equations of the parts' sums (:meth:`part_normal`), added in their order."""
         e = self.lay.effects
         ne = Normal(self.p, e)
-        a, bs, d, c, s_ = (np.zeros_like(x) for x in (ne.a, ne.bs, np.zeros(e.sizes[0]),
-                                                       np.zeros((e.sizes[0], e.small)), np.zeros((e.small,) * 2)))
+        a, bs, d, c, s_ = (np.zeros_like(ne.a), np.zeros_like(ne.bs), np.zeros(e.sizes[0]),
+                           np.zeros((e.sizes[0], e.small)), np.zeros((e.small,) * 2))
         bb, total = ne.bb, 0.0
         for lv, pa_, pbb, pbs, pd, pc, ps, pt in sums:
             a += pa_
@@ -372,6 +399,8 @@ class Cells:
             s_ += ps
             total += float(pt)
         ne.a, ne.bs = a, bs
+        if c.size >= SPARSE_CROSS:  # lenders × markets: each lender in a few markets
+            c = sp.csr_matrix(c)
         ne.fixed = (d, c, s_)
         ne.weighted, ne.total = True, total
         return ne
