@@ -224,3 +224,39 @@ def test_runs_of_parts_balanced_by_rows():
     assert runs(np.full(3, 10), 5) == [(0, 1), (1, 2), (2, 3)]
     three = runs(np.full(16, 10), 3)
     assert [j - i for i, j in three] == [5, 6, 5] and three[0][0] == 0 and three[-1][1] == 16
+
+
+def test_runs_cut_again_by_measured_cpu():
+    """After ``REBALANCE`` passes the runs follow the parts' measured CPU seconds, each run on
+    the worker of the same rank; the parts keep their order."""
+    import aequum.engines.regression.cells as cells
+
+    class Part:
+        def __init__(self, i):
+            self.i, self.n = i, 100
+            self.lay = type("Lay", (), {"starts": np.zeros(10)})()
+
+    executor = cells.Executor(_Reversed(2))
+    placed = executor.place([Part(i) for i in range(4)])
+    assert [[p.i for p in run] for _, run in placed] == [[0, 1], [2, 3]]
+    executor.part_cpu[:] = [3.0, 1.0, 1.0, 1.0]  # the first part three times the others' work
+    workers = [w for w, _ in placed]
+    executor._rebalance(placed)
+    assert [w for w, _ in placed] == workers and [[p.i for p in run] for _, run in placed] == [[0], [1, 2, 3]]
+
+
+def test_sparse_cross_matrix_equal_to_rounding(monkeypatch):
+    """The absorbed effect × the other effects' cross matrix taken sparse (as from 2^20 entries:
+    5,000 lenders × 400 markets) gives the dense one's fit to rounding."""
+    import aequum.engines.regression.cells as cells
+
+    y, d, income, dti, purpose, lender, market, kind = world(seed=6)
+    kw = _inputs(y, d, income, dti, purpose, lender, market, kind)
+    dense_logit, dense_lpm = controlled_logit(y, d, **kw), controlled_lpm(y, d, **kw)
+    monkeypatch.setattr(cells, "SPARSE_CROSS", 1)
+    sparse_logit, sparse_lpm = controlled_logit(y, d, **kw), controlled_lpm(y, d, **kw)
+    for a, b in ((dense_logit.coefficients["coef"], sparse_logit.coefficients["coef"]),
+                 (dense_logit.coefficients["se"], sparse_logit.coefficients["se"]),
+                 ([dense_logit.ame, dense_logit.se, dense_lpm.estimate, dense_lpm.se, dense_lpm.se_cluster],
+                  [sparse_logit.ame, sparse_logit.se, sparse_lpm.estimate, sparse_lpm.se, sparse_lpm.se_cluster])):
+        assert np.allclose(np.asarray(b, float), np.asarray(a, float), rtol=1e-9, atol=0)

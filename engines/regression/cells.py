@@ -105,7 +105,7 @@ def layout(des) -> Layout:
     m = sp.csr_matrix((np.ones(len(r)), c, np.r_[0, np.cumsum(np.bincount(r, minlength=g))]), shape=(g, n_cols))
     fs_keys = []
     for j in range(1, len(e.sizes)):
-        col = cell_effects.small_columns(j, slice(0, g))[r]
+        col = cell_effects.small_columns(j, slice(0, g))[r].astype(np.int64)
         hit = np.flatnonzero(col >= 0)
         fs_keys.append((hit, col[hit] * n_cols + c[hit]))
     small = np.int32 if max(g, (e.sizes[0] + e.small + 1) * (n_cols + 1)) < 2 ** 31 else np.int64  # half the memory
@@ -131,7 +131,7 @@ def layout(des) -> Layout:
     pb_ = np.concatenate(pairs_b) if pairs_b else np.zeros(0, np.int64)
     des._layout = Layout(starts, counts, np.array(dense, np.int64), np.array(columns, np.int64), m,
                          cell_effects, r.astype(small), c.astype(small),
-                         (cell_effects.codes[0][r] * n_cols + c).astype(small),
+                         (cell_effects.codes[0][r].astype(np.int64) * n_cols + c).astype(small),
                          [(hit.astype(small), key.astype(small)) for hit, key in fs_keys],
                          combo.astype(small), len(present), combo[r1].astype(small), c1.astype(small),
                          combo[r1[pa_]].astype(small), (c1[pa_] * n_cols + c1[pb_]).astype(small))
@@ -146,13 +146,31 @@ def _sub_layout(lay: Layout, c0: int, c1: int) -> Layout:
     for hit, key in lay.fs_keys:
         k0, k1 = np.searchsorted(hit, [i0, i1])
         fs_keys.append((hit[k0:k1] - i0, key[k0:k1]))
-    return Layout(lay.starts[c0:c1] - lay.starts[c0], lay.counts[c0:c1], lay.dense, lay.columns, lay.m[c0:c1],
+    m = lay.m  # its rows c0:c1 on the whole one's values and columns (a slice would copy them)
+    part_m = sp.csr_matrix((m.data[i0:i1], m.indices[i0:i1], m.indptr[c0:c1 + 1] - m.indptr[c0]),
+                           shape=(c1 - c0, m.shape[1]))
+    return Layout(lay.starts[c0:c1] - lay.starts[c0], lay.counts[c0:c1], lay.dense, lay.columns, part_m,
                   Effects(list(e.names), [c[c0:c1] for c in e.codes], list(e.sizes), list(e.reference)),
                   lay.nz_cell[i0:i1] - c0, lay.nz_col[i0:i1],
                   lay.fb_key[i0:i1], fs_keys, lay.combo[c0:c1], lay.combos, lay.combo_nz, lay.combo_col,
                   lay.combo_pair, lay.combo_pair_key)
 
 
+_UNIT = [np.ones(0), np.zeros(0, np.int32)]
+
+
+def _unit(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` ones and the positions ``0 … n − 1`` (int32), views of arrays every part's sums by
+    cell share (:meth:`Cells._cells`: each part's indicator of its rows' cells has these for its
+    values and columns): 12 bytes a row of the largest part once, not of every row of every
+    design."""
+    if len(_UNIT[0]) < n:
+        size = max(n, 2 * len(_UNIT[0]))
+        _UNIT[:] = [np.ones(size), np.arange(size, dtype=np.int32 if size < 2 ** 31 else np.int64)]
+    return _UNIT[0][:n], _UNIT[1][:n]
+
+
+SPARSE_CROSS = 1 << 20   # entries of the absorbed effect × the others' C from which it is sparse (absorb.Solver)
 PARTS = 16               # the parts of a pass: a fixed number, so its sums do not depend on the workers
 PART_ROWS = 1 << 15      # ... of at least this many rows each
 
@@ -171,11 +189,18 @@ def runs(work: np.ndarray, workers: int) -> list[tuple[int, int]]:
     return list(zip(cuts, [*cuts[1:], k]))
 
 
-def run_parts(fn, args: tuple, *parts) -> tuple[list, float]:
+REBALANCE = 2  # the passes after which the runs of parts are cut again by their measured CPU seconds
+
+
+def run_parts(fn, args: tuple, *parts) -> tuple[list, list[float]]:
     """``fn(part, *args)`` for each of ``parts`` in their order: one worker's task of a pass;
-    with the CPU seconds of the thread that ran them."""
-    start = time.thread_time()
-    return [fn(part, *args) for part in parts], time.thread_time() - start
+    with the CPU seconds of the thread that ran each."""
+    out, seconds = [], []
+    for part in parts:
+        start = time.thread_time()
+        out.append(fn(part, *args))
+        seconds.append(time.thread_time() - start)
+    return out, seconds
 
 
 class Executor:
@@ -186,7 +211,10 @@ class Executor:
     submits one task a worker a pass (:func:`run_parts`: the run's parts one after another,
     pinned to the worker that holds them, its arguments the pass's few parameters) and
     returns every part's sums in the parts' order. The driver adds them in that order, so the
-    result is the same bits with any number of workers. ``workers``: the addresses of the
+    result is the same bits with any number of workers. After ``REBALANCE`` passes the runs are
+    cut again at equal shares of the parts' measured CPU seconds (:func:`runs`; a part that
+    changes worker is fetched there by its next task, once): the estimate of rows + cells
+    leaves a few per cent more work on one worker, which every pass waits for. ``workers``: the addresses of the
     workers to use (default every worker the scheduler has when :meth:`place` runs).
     Measured: ``seconds``, ``passes``: the wall time in :meth:`map` and its calls; ``tasks``:
     the tasks submitted; ``parts``: the parts placed; ``busiest``: the sum over passes of the
@@ -197,11 +225,13 @@ class Executor:
         self.client, self.workers = client, workers
         self.seconds, self.passes, self.tasks, self.parts = 0.0, 0, 0, 0
         self.busiest, self.task_cpu = 0.0, 0.0
+        self.part_cpu = np.zeros(0)  # each part's CPU seconds over the passes so far
 
     def place(self, parts: list) -> list[tuple]:
         """``[(worker, its parts or their futures), ...]``: the runs of :func:`runs`, each held
         by its worker (here: one run of every part)."""
         self.parts = len(parts)
+        self.part_cpu = np.zeros(len(parts))
         if self.client is None:
             return [(None, list(parts))]
         workers = sorted(self.workers or self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"])
@@ -222,11 +252,25 @@ class Executor:
                                         for w, held in placed])
             self.tasks += len(found)
         out = [x for sums, _ in found for x in sums]
-        self.busiest += max(cpu for _, cpu in found)
-        self.task_cpu += sum(cpu for _, cpu in found)
+        seconds = [t for _, ts in found for t in ts]
+        self.busiest += max(sum(ts) for _, ts in found)
+        self.task_cpu += sum(seconds)
+        if len(seconds) == len(self.part_cpu):
+            self.part_cpu += seconds
         self.seconds += time.perf_counter() - start
         self.passes += 1
+        if self.client is not None and self.passes == REBALANCE and len(placed) > 1:
+            self._rebalance(placed)
         return out
+
+    def _rebalance(self, placed: list[tuple]) -> None:
+        """``placed`` (:meth:`place`'s, changed in place) cut again into runs of equal measured
+        CPU seconds, each on the worker of the same rank."""
+        held = [f for _, run in placed for f in run]
+        if len(held) != len(self.part_cpu) or not self.part_cpu.sum() > 0:
+            return
+        cut = runs(self.part_cpu, len(placed))
+        placed[:] = [(w, held[i:j]) for (w, _), (i, j) in zip(placed, cut)]
 
 
 class Cells:
@@ -265,8 +309,8 @@ class Cells:
             return np.zeros((0, *v.shape[:-1]))
         lay = self.lay
         if lay.summer is None:
-            lay.summer = sp.csr_matrix((np.ones(self.n), np.arange(self.n), np.append(lay.starts, self.n)),
-                                       shape=(len(lay.starts), self.n))
+            ones, at = _unit(self.n)
+            lay.summer = sp.csr_matrix((ones, at, np.append(lay.starts, self.n)), shape=(len(lay.starts), self.n))
         return lay.summer @ (v if v.ndim == 1 else np.ascontiguousarray(v.T))
 
     def _spread(self, per_cell: np.ndarray) -> np.ndarray:
@@ -278,7 +322,9 @@ class Cells:
 
     def part_eta(self, theta: np.ndarray, cell: np.ndarray) -> np.ndarray:
         """``Z θ`` over the rows given each cell's part (:meth:`offsets`)."""
-        return theta[self.dense] @ self.zt + self._spread(cell)
+        out = theta[self.dense] @ self.zt
+        out += self._spread(cell)
+        return out
 
     def tdot(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(Z'r, F_s'r, F_b'r)``."""
@@ -341,8 +387,8 @@ class Cells:
         """The normal equations of the parts' sums (:meth:`part_normal`), added in their order."""
         e = self.lay.effects
         ne = Normal(self.p, e)
-        a, bs, d, c, s_ = (np.zeros_like(x) for x in (ne.a, ne.bs, np.zeros(e.sizes[0]),
-                                                       np.zeros((e.sizes[0], e.small)), np.zeros((e.small,) * 2)))
+        a, bs, d, c, s_ = (np.zeros_like(ne.a), np.zeros_like(ne.bs), np.zeros(e.sizes[0]),
+                           np.zeros((e.sizes[0], e.small)), np.zeros((e.small,) * 2))
         bb, total = ne.bb, 0.0
         for lv, pa_, pbb, pbs, pd, pc, ps, pt in sums:
             a += pa_
@@ -353,6 +399,8 @@ class Cells:
             s_ += ps
             total += float(pt)
         ne.a, ne.bs = a, bs
+        if c.size >= SPARSE_CROSS:  # lenders × markets: each lender in a few markets
+            c = sp.csr_matrix(c)
         ne.fixed = (d, c, s_)
         ne.weighted, ne.total = True, total
         return ne
@@ -379,7 +427,7 @@ class Cells:
         5,000 × 399 a part and a pass over the whole range."""
         ne = self._normal(w)
         small = self.lay.effects.small
-        c, s_ = ne.cross() if ne.weights is not None and small else (
+        c, s_ = ne.cross() if ne.per_row and small else (
             np.zeros((len(ne.bb), small)), np.zeros((small, small)))
         return self._levels(), ne.a, ne.bb, ne.bs, ne.d, c, s_, np.array(ne.total)
 
@@ -445,7 +493,7 @@ class Cells:
                     fsu += np.bincount(key, weights=w1[hit], minlength=e.small * n_cols)
                 slev = np.asarray(e._others(slice(0, len(sw))) @ sw)
                 ne.bs[:, cat] = sk[None, :] * (fsu.reshape(e.small, n_cols) - slev[:, None] * mk[None, :])
-        if ne.weights is not None or by_runs:  # (D by level: one bincount, as over the whole range)
+        if ne.per_row or by_runs:  # (D by level: one bincount, as over the whole range)
             ne.weights = sw
         ne.weighted, ne.total = True, total
         return ne

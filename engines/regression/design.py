@@ -31,11 +31,17 @@ class Categorical:
 class Block:
     name: str
     index: int                    # position among the given controls
-    values: np.ndarray            # numeric values, or categorical codes as int64 (−1 null); the kept rows' once designed
+    values: np.ndarray            # numeric values, or categorical codes (:func:`code_type`, −1 null); the kept rows' once designed
     levels: np.ndarray | None     # dummy codes of a categorical (reference left out)
     start: int = 0
     stop: int = 0
     lookup: np.ndarray | None = None  # a categorical's code -> its dummy's column (−1: the reference)
+
+
+def code_type(levels: int) -> type:
+    """The smallest signed integer type holding the codes of ``levels`` levels and −1 (a null):
+    a categorical's codes in the design (and the state) at a byte or two a row, not eight."""
+    return np.int8 if levels < 2 ** 7 else np.int16 if levels < 2 ** 15 else np.int32 if levels < 2 ** 31 else np.int64
 
 
 def null_mask(values: np.ndarray, categorical: bool) -> np.ndarray:
@@ -178,9 +184,12 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
             codes = take(x.codes)
             null = null_mask(codes, True)
             valid &= ~null
-            values = np.where(null, -1, codes).astype(np.int64) if null.any() or codes.dtype != np.int64 else codes
-            if len(values) and values.max(initial=-1) >= len(x.levels):
+            if null.any() or not np.issubdtype(codes.dtype, np.integer):
+                codes = np.where(null, -1, codes)
+            if len(codes) and codes.max(initial=-1) >= len(x.levels):
                 raise ValueError(f"control {name!r}: a code beyond its {len(x.levels)} levels")
+            # the codes in the smallest type that holds them (every later use indexes or counts by them)
+            values = codes.astype(code_type(len(x.levels)), copy=False)
             blocks.append(Block(name, j, values, np.arange(len(x.levels))))
         else:
             values = take(x).astype(np.float64, copy=False)
@@ -193,7 +202,8 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
         codes = take(f.codes)
         null = null_mask(codes, True)
         valid &= ~null
-        fixed_codes.append(np.where(null, -1, codes).astype(np.int64))
+        codes = np.where(null, -1, codes)
+        fixed_codes.append(codes.astype(code_type(int(codes.max(initial=0)) + 1), copy=False))
     keep = np.flatnonzero(valid)          # positions among the candidates
     dropped = len(y) - len(keep)
     if dropped:
@@ -232,7 +242,8 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     cluster_codes, clusters = None, 0
     if cluster is not None:
         _, inverse = dense_codes(fixed_codes[-1][keep])
-        cluster_codes, clusters = inverse.astype(np.int64), int(inverse.max(initial=-1)) + 1
+        clusters = int(inverse.max(initial=-1)) + 1
+        cluster_codes = inverse.astype(np.int32 if clusters < 2 ** 31 else np.int64)
     # the kept rows gathered once, in the order the models read them: every later pass reads
     # contiguous blocks (``spans``), never a scattered gather
     y_kept, d_kept = y[keep].astype(np.float64), d[keep].astype(np.float64)
@@ -269,7 +280,9 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     raw = None
     if n_treated and n_control and n_treated + n_control == n:  # d is a 0/1 indicator
         raw = float(y_treated / n_treated - (y_sum - y_treated) / n_control)
-    rows_kept = keep if candidates is None else candidates[keep]  # the given arrays' rows
+    rows_kept = keep if candidates is None else candidates[keep]  # the given arrays' rows (4 bytes each)
+    if len(rows_kept) and int(rows_kept.max()) < 2 ** 31:
+        rows_kept = rows_kept.astype(np.int32)
     out = Design(n, dropped, rows_kept, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
                   y01 == n, effects=effects if n else no_effects(0), cluster=cluster_codes, clusters=clusters,
                   y=y_kept, d=d_kept, separated_rows=separated_rows, separated=tuple(separated),

@@ -79,7 +79,7 @@ from aequum.engines.regression.bounds import survive, under_bound
 from aequum.engines.regression.cells import Executor
 from aequum.engines.regression.coefficients import COEFFICIENTS, coefficient_rows, fit_statistics
 from aequum.engines.regression.logit import LogitResult, controlled_logit
-from aequum.engines.regression.design import Categorical, design, null_mask
+from aequum.engines.regression.design import Categorical, code_type, design, null_mask
 from aequum.engines.regression.sensitivity import LPMResult, controlled_lpm
 
 ESTIMATES = pa.schema([
@@ -258,12 +258,13 @@ class RegressionEngine:
             # the rows and columns both models fit, found (and the rows gathered, in cell order) once
             prepared = design(state["y"], groups, blocks, names, rows, None, grouping["fixed"], grouping["fixed_names"],
                               grouping["cluster"], grouping["outcome"])
+            del rows  # (the design holds the rows it kept)
             fit = controlled_lpm(state["y"], groups, blocks, names, params.confidence,
                                  multipliers=params.benchmark_multipliers, robust_multiplier=params.robust_multiplier,
-                                 rows=rows, held=len(cells), prepared=prepared, **grouping)
+                                 held=len(cells), prepared=prepared, **grouping)
             root = self.root(state, piece)
             client = spread_client()  # a round with fewer pieces than the cluster's workers
-            logit = controlled_logit(state["y"], groups, blocks, names, params.confidence, rows=rows,
+            logit = controlled_logit(state["y"], groups, blocks, names, params.confidence,
                                      prepared=prepared, start_from=state.get("starts", {}).get(root),
                                      executor=None if client is None else Executor(client), **grouping)
             small = min(fit.n_treated, fit.n_control) < params.min_group_size
@@ -362,15 +363,13 @@ def compact(block: np.ndarray | Categorical) -> np.ndarray | Categorical:
     """A categorical block with its codes in the smallest signed integer type that holds its
     levels (−1 null) instead of float64 (NaN null): a byte or two a record instead of eight in
     the state every worker holds (the regression's seven categorical blocks at 8.4M HMDA
-    records, 0.47 GB as float64). The designs read the codes as int64 either way
-    (``engines.regression.design``); a numeric block is returned as it is."""
+    records, 0.47 GB as float64). The designs keep them so (``engines.regression.design``); a
+    numeric block is returned as it is."""
     if not isinstance(block, Categorical):
         return block
     codes = np.asarray(block.codes)
-    n = len(block.levels)
-    dtype = np.int8 if n < 2 ** 7 else np.int16 if n < 2 ** 15 else np.int32 if n < 2 ** 31 else np.int64
     null = null_mask(codes, True)
-    return Categorical(np.where(null, -1, codes).astype(dtype), block.levels)
+    return Categorical(np.where(null, -1, codes).astype(code_type(len(block.levels))), block.levels)
 
 
 def held_cells(groups: list[np.ndarray], min_size: int, y: np.ndarray, rows: np.ndarray,
@@ -382,12 +381,13 @@ def held_cells(groups: list[np.ndarray], min_size: int, y: np.ndarray, rows: np.
     is tested next to them (the tract's groups, which the penalised fill). Among the fitted
     ``rows``, cells of fewer than ``min_size`` records or with one outcome only (whose dummy
     would separate the logit) join the largest cell, the dummies' reference. ``joint``: the
-    rows' cells when known (:func:`joint_cells` of the same groups and rows)."""
+    rows' cells when known (:func:`joint_cells` of the same groups and rows). The codes in the
+    smallest integer type that holds them (a byte a record for HMDA's cells)."""
     cells, inverse = joint if joint is not None else joint_cells(groups, rows)
     counts = np.bincount(inverse, minlength=len(cells))
     outcome = np.bincount(inverse, weights=np.nan_to_num(y[rows]), minlength=len(cells))
     pooled = (counts < min_size) | (outcome == 0) | (outcome == counts)
-    codes = np.full(len(groups[0]), -1, np.int64)  # rows not fitted: never read
+    codes = np.full(len(groups[0]), -1, code_type(len(cells)))  # rows not fitted: never read
     codes[rows] = np.where(pooled[inverse], int(np.argmax(counts)), inverse)
     return Categorical(codes, [f"cell {c}" for c in cells])
 

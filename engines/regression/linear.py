@@ -23,7 +23,7 @@ class LinearFit:
     (:func:`linear_fit`): what the linear probability model reports from, and where the logit on
     the same design starts."""
 
-    centred: np.ndarray            # y − ȳ over the kept rows
+    centred: np.ndarray | None     # y − ȳ over the kept rows (None once let go, with ``cells``)
     tss: float
     cells: Cells | None            # [Z − mean, y − ȳ] over their cells (None once let go)
     normal: object                 # their normal equations and the partitioned solver

@@ -395,7 +395,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
 
     # -- the cross products, fixed effects partialled out: scale and the singular-design check --
     linear = linear_fit(des)  # (the linear model's on the same design, when it ran first)
-    linear.cells = None       # its rows' columns are not needed here: memory back before the logit's own
+    linear.cells = linear.centred = None  # its rows' columns are not needed here: memory back before the logit's own
     if linear.singular:
         return result(linear.singular)
     scale = np.sqrt(n / np.diag(linear.normal.a)[:p])  # 1 / standard deviation of each column

@@ -430,7 +430,8 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     fit = linear_fit(des)
     centred, tss, cells, normal, solver = fit.centred, fit.tss, fit.cells, fit.normal, fit.solver
     col = fit.outcome  # y's column among the normal equations' (after Z's; of several outcomes, its own)
-    if cells is None:  # (the logit ran first and let them go)
+    if cells is None:  # (the logit ran first and let them go, the centred outcome with them: the same bits again)
+        centred = des.y - des.y_sum / des.n if centred is None else centred
         cells = Cells(des, means, np.ones(p), centred[:, None])
         col = p
     gram, zy, yy, scale, g = fit.gram, fit.zy, fit.yy, fit.scale, fit.g
@@ -456,11 +457,15 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     kind = inference_kind(cluster is not None, des.clusters, boot, "WCR-bootstrap")
     wild = WildSums(des.clusters, p, effects) if kind == "WCR-bootstrap" else None
     pad = np.zeros(cells.p - p)  # the outcomes' columns, out of these products
-    e = centred - cells.eta(np.concatenate([coef, pad]), s_y, b_y)
+    e = cells.eta(np.concatenate([coef, pad]), s_y, b_y)
+    np.subtract(centred, e, out=e)  # (the rows' arrays made in place: two of them at a time, not four)
     u = cells.eta(np.concatenate([a, pad]), a_s, a_b)
-    meat = float((e * e) @ (u * u))
     if des.cluster is not None:
         by_cluster = np.bincount(des.cluster, weights=e * u, minlength=des.clusters)
+    if wild is None:  # e and u are not read again: squared where they are
+        meat = float(np.multiply(e, e, out=e) @ np.multiply(u, u, out=u))
+    else:
+        meat = float((e * e) @ (u * u))
     if wild is not None:  # the restricted residuals ũ = e + β d̃ (d̃ = u / (Z'Z)⁻¹_dd), a block of dense rows at a time
         buf = np.empty((min(size, n), p))
         for pos, idx in spans(n, size):

@@ -145,6 +145,7 @@ class WildSums:
         self.zu += ind @ (z * u[:, None])
         self.zr += ind @ (z * r[:, None])
         nb, ns = e.sizes[0], e.small
+        cl = cl.astype(np.int64)  # (the codes are of 4 bytes or fewer: the products in 8)
         at = cl * nb + e.codes[0][pos]
         self.bu += np.bincount(at, weights=u, minlength=g * nb)
         self.br += np.bincount(at, weights=r, minlength=g * nb)
