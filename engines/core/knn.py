@@ -150,8 +150,13 @@ class Points:
         return self.metric.shape[1] + self.nominal.shape[1]
 
     def take(self, idx: np.ndarray) -> "Points":
-        codes = None if self.codes is None else self.codes[idx]
-        return Points(self.metric[idx], self.nominal[idx], codes, self.steps)
+        """The points ``idx``: rows of points already checked, so not checked again (the
+        checks' passes over the rows were a twentieth of CST's search)."""
+        out = object.__new__(Points)
+        out.metric, out.nominal = self.metric[idx], self.nominal[idx]
+        out.codes = None if self.codes is None else self.codes[idx]
+        out.steps = self.steps
+        return out
 
     def with_nominal(self, extra: np.ndarray) -> "Points":
         """The same points with more nominal attributes (columns of ``extra``) appended."""
@@ -362,7 +367,7 @@ def knn_in_blocks(points: Points, rows: np.ndarray, searches: list[tuple[Points,
             i, d = np.hstack([best[j][0], np.where(i >= 0, i + s, -1)]), np.hstack([best[j][1], d])
             if exclude is not None:
                 d = np.where(i == np.asarray(exclude)[:, None], np.inf, d)  # sorts last, then cut
-            order = np.lexsort((i, d), axis=1)[:, :kk]
+            order = first_by_distance(i, d, kk)
             best[j] = np.take_along_axis(i, order, 1), np.take_along_axis(d, order, 1)
     return best
 
@@ -551,11 +556,24 @@ def tie_order(ci: np.ndarray, cd: np.ndarray, kk: int, rtol: float = _RTOL) -> n
 
 def _select(ci: np.ndarray, cd: np.ndarray, kk: int, exclude: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """The kk best candidates per row by (distance, index), dropping the excluded point."""
-    cd = cd.copy()
     if exclude is not None:
-        cd[ci == exclude[:, None]] = np.inf
-    order = np.lexsort((ci, cd), axis=1)[:, :kk]
+        cd = np.where(ci == exclude[:, None], np.inf, cd)
+    order = first_by_distance(ci, cd, kk)
     return np.take_along_axis(ci, order, 1), np.take_along_axis(cd, order, 1)
+
+
+def first_by_distance(ci: np.ndarray, cd: np.ndarray, kk: int) -> np.ndarray:
+    """Per row, the positions of the kk first candidates by (distance, index):
+    ``np.lexsort((ci, cd), axis=1)[:, :kk]``. A stable sort by distance alone gives the same
+    wherever no two of a row's kk + 1 nearest distances are equal (which of the candidates make
+    the first kk, and their order, then follow from the distances); the rows with such a tie are
+    sorted by both keys. (The two-key sort of every row was a tenth of CST's search.)"""
+    order = np.argsort(cd, axis=1, kind="stable")
+    head = np.take_along_axis(cd, order[:, :kk + 1], 1)
+    tied = np.flatnonzero((head[:, 1:] == head[:, :-1]).any(1))
+    if len(tied):
+        order[tied] = np.lexsort((ci[tied], cd[tied]), axis=1)
+    return order[:, :kk]
 
 
 def euclidean_knn(points: np.ndarray | cKDTree, queries: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -582,8 +600,11 @@ def euclidean_knn(points: np.ndarray | cKDTree, queries: np.ndarray, k: int = 1)
     tree = cKDTree(points) if tree is None else tree
     idx = np.empty((len(queries), kk), np.int64)
     dist = np.empty((len(queries), kk), np.float64)
-    # one candidate beyond k settles a query unless it ties the k-th (then fetch 4x more)
-    todo, want = np.arange(len(queries)), min(kk + 1, n)
+    # one candidate beyond k settles a query unless it ties the k-th (then fetch 4x more); the
+    # queries go in a space-filling curve's order (each query's result is its own, whatever the
+    # order): consecutive queries visit the same nodes of the tree, which stay in the cache (CEC's
+    # 20,000 sampled queries into a pool of 5M records: 2.1 s in record order, 1.3 s so)
+    todo, want = _spatial_order(queries), min(kk + 1, n)
     while len(todo):
         _, ci = tree.query(queries[todo], k=want, p=2)
         ci = np.asarray(ci, np.int64).reshape(len(todo), want)
