@@ -507,13 +507,15 @@ def test_pieces_on_a_dask_cluster_equal_the_serial_run():
     serial = run_serial(CECEngine(), data, CECParams())
     engine = CECEngine()
     state = pickle.loads(pickle.dumps(engine.prepare(data, CECParams(chunk_size=64))))
+    pools = len(state.jobs)  # the first round: the pools searched (a stratum of a group each)
+    assert pools == 4        # one attribute: two strata x two groups
     with Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=":0") as client:
         def run_pieces(st, pieces):
             f = client.scatter(st, broadcast=True)
             return client.gather([client.submit(engine.run_piece, f, p, pure=False) for p in pieces])
 
         state, parts, n, _ = run_rounds(engine, state, run_pieces)
-    assert n == 5
+    assert n == pools + 5
     out = engine.combine(state, parts)
     for name in ("cec_pairs", "cec_summary", "cec_regimes"):
         assert conform(out[name], engine.tables[name], name).equals(serial[name]), name
@@ -550,11 +552,11 @@ def test_pairs_integrated_together_equal_each_batch_bit_for_bit():
         assert np.array_equal(out["ig"][s:s + 100], ig[:100]) and np.array_equal(out["ig_counterpart"][s:s + 100], ig[100:])
 
 
-def test_units_sharing_a_pool_share_its_tree_with_the_same_matches():
-    """Two units with the same reference group (two protected values against it) search one tree
-    of each reference pool (PoolTrees) and find the matches each finds alone; the tree is let go
-    once no unit still to be matched needs it."""
-    from aequum.engines.matching.cec.matching import PoolTrees
+def test_units_sharing_a_pool_search_it_once_with_the_same_matches():
+    """Two units with the same reference group (two protected values against it): the searches
+    by pool (pool_jobs) list each reference pool once, with both units' factuals, and the
+    matches gathered from the pools' searches (in any order) are each unit's own (match)."""
+    from aequum.engines.matching.cec.matching import pool_jobs, pool_matches, unit_matches
 
     rng = np.random.default_rng(4)
     n = 3000
@@ -562,12 +564,14 @@ def test_units_sharing_a_pool_share_its_tree_with_the_same_matches():
     value = rng.integers(0, 3, n)               # 0 reference, 1 and 2 two protected values
     stratum = rng.integers(0, 2, n).astype(np.int8)
     units = [np.where(value == 0, 0, np.where(value == v, 1, -1)).astype(np.int8) for v in (1, 2)]
-    keys = [PoolTrees.keys(g, [0, 1]) for g in units]
-    assert len(keys[0] & keys[1]) == 2          # the reference pools of both strata
-    trees = PoolTrees()
+    factuals = [np.flatnonzero(g >= 0) for g in units]
+    jobs, empty = pool_jobs(units, factuals, stratum)
+    assert len(jobs) == 6 and empty == [[], []]  # two reference pools shared, two protected pools each
+    shared = [job for job in jobs if len(job[1]) == 2]  # searched by both units' protected factuals (side 1)
+    assert sorted(s for s, _ in shared) == [0, 1] and all(side == ((0, 1), (1, 1)) for _, side in shared)
+    found = [m for job in reversed(jobs) for m in pool_matches(Z, units, factuals, stratum, job)]
     for u, g in enumerate(units):
-        shared, alone = match(Z, g, stratum, trees=trees), match(Z, g, stratum)
-        assert np.array_equal(shared.counterpart, alone.counterpart)
-        assert np.array_equal(shared.distance, alone.distance, equal_nan=True)
-        trees.keep(set().union(*keys[u + 1:]))
-    assert not trees._trees
+        mine, alone = unit_matches(u, g, stratum, factuals[u], empty[u], found), match(Z, g, stratum)
+        assert np.array_equal(mine.counterpart, alone.counterpart)
+        assert np.array_equal(mine.distance, alone.distance, equal_nan=True)
+        assert np.array_equal(mine.group, alone.group) and np.array_equal(mine.stratum, alone.stratum)

@@ -112,13 +112,22 @@ def test_sample_must_be_positive():
         CECParams(sample=0)
 
 
+def matched(data, params):
+    """The engine's second-round state: the pools searched (the first round), then next_round."""
+    engine = CECEngine()
+    first = engine.prepare(data, params)
+    state, _ = engine.next_round(first, [engine.run_piece(first, job) for job in engine.pieces(first)])
+    return state
+
+
 def test_the_state_holds_only_the_sampled_factuals_and_their_counterparts():
-    """What the workers receive grows with the sample, not with the dataset."""
+    """What the workers receive for the pairs grows with the sample, not with the dataset (the
+    first round, the pools' searches, reads the merit features of every record)."""
     table = world(n=800, seed=17)
     data = AuditData(spec_for(NAMES), table, {}, mlp())
-    state = CECEngine().prepare(data, CECParams(sample=40))
+    state = matched(data, CECParams(sample=40))
     pairs = pl.from_arrow(run(table, sample=40)["cec_pairs"])
     involved = set(pairs["record_id"]) | set(pairs["counterpart_id"].drop_nulls())
     assert sorted(involved) == state.ids.tolist() and len(state.inputs) == len(involved) < 80
-    full = CECEngine().prepare(data, CECParams())
+    full = matched(data, CECParams())
     assert len(full.ids) == 800

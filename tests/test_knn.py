@@ -80,14 +80,14 @@ def test_decimal_lattice_finds_the_recorded_grid():
 def test_decimal_lattice_in_blocks_equals_the_whole_array_at_once(monkeypatch):
     """Blocks (for memory at 10M values) change nothing: the first block off a grid, a later
     block off it, a value too large for the test in the last block."""
-    import aequum.engines.core.knn as knn_module
+    import aequum.engines.core.lattice as lattice_module
 
     rng = np.random.default_rng(5)
     grid = np.round(rng.uniform(0, 100, 40), 2)
     cases = [grid, np.r_[grid, 0.123], np.r_[0.1234567, grid], np.r_[np.round(grid), 2.5],
              np.r_[grid, 3e9 + 0.5], np.r_[grid, 2.0 ** 60], np.r_[grid[:3], 1e12]]
     whole = [decimal_lattice(c) for c in cases]
-    monkeypatch.setattr(knn_module, "_BLOCK", 7)
+    monkeypatch.setattr(lattice_module, "_BLOCK", 7)
     for case, expected in zip(cases, whole):
         got = decimal_lattice(case)
         assert (got is None) == (expected is None)

@@ -37,81 +37,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
+from aequum.engines.core.lattice import decimal_lattice, fits_int32, lattice_codes, lattice_decimals
+
+__all__ = ["Points", "NeighbourIndex", "knn", "knn_in_blocks", "brute_force", "euclidean_knn", "tie_order",
+           "decimal_lattice", "lattice_codes", "lattice_decimals"]
+
 _EXTRA = 2  # candidates beyond k fetched to settle ties at the k-th distance
-_MAX_DECIMALS = 9
 _RTOL = 1e-9  # tree distances vs exact distances: a margin far above rounding, far below any step
 _QUERIES = 2048  # queries searched together (their candidates' memory: _Trees.search)
-
-
-def decimal_lattice(values: np.ndarray, max_decimals: int = _MAX_DECIMALS) -> tuple[np.ndarray, float] | None:
-    """(codes, step) with values = codes · step, step = 10^−d for the smallest d ≤ ``max_decimals``
-    that fits every value (data recorded to d decimals), or None (continuous values): see
-    :func:`lattice_decimals` and :func:`lattice_codes`."""
-    v = np.asarray(values, np.float64).ravel()
-    d = lattice_decimals(v, max_decimals)
-    return None if d is None else (lattice_codes(v, d, np.empty(len(v), np.int64)), 10.0 ** -d)
-
-
-_BLOCK = 1 << 20
-_PROBE = 4096  # values of a column checked before the whole (lattice_decimals)
-
-
-def lattice_decimals(values: np.ndarray, max_decimals: int = _MAX_DECIMALS) -> int | None:
-    """The smallest d ≤ ``max_decimals`` such that every value (a 1-D array, possibly strided)
-    lies on the grid 10^−d, or None (continuous values, or a value that is not finite).
-
-    d = 0 needs exact integers (below 2^53); d ≥ 1 allows the rounding of the decimal-to-binary
-    conversion (a few ulps) and needs |values| · 10^d ≤ 2^40, where a value off the grid misses
-    by far more than that tolerance. Checked in blocks of ``_BLOCK`` values (the temporaries of
-    10M values would take ~0.5 GB), the first block off the grid ending the check of a d.
-    """
-    if len(values) == 0 or not all(np.isfinite(values[s:s + _BLOCK]).all() for s in range(0, len(values), _BLOCK)):
-        return None
-    # every value fits a d only if an evenly spaced probe of them does: a d the probe rules out
-    # needs no pass over the whole column (a continuous column, e.g. a counterfactual world's,
-    # was ten passes over its million values), and one the probe finds too large for the grid
-    # is too large for the column too. The result is the smallest d every value fits, as before
-    probe = values[::-(-len(values) // _PROBE)] if len(values) > _PROBE else None
-    for d in range(0, max_decimals + 1):
-        fits = _on_grid(probe, d) if probe is not None else True
-        if fits:
-            fits = _on_grid(values, d)
-        if fits is None:
-            return None
-        if fits:
-            return d
-    return None
-
-
-def lattice_codes(values: np.ndarray, d: int, out: np.ndarray) -> np.ndarray:
-    """The integer codes rint(values · 10^d) of values on the grid 10^−d (:func:`lattice_decimals`),
-    written into ``out`` (an integer array, or a column of one, wide enough for them) a block at
-    a time. × 1.0 at d = 0: exact."""
-    for s in range(0, len(values), _BLOCK):
-        out[s:s + _BLOCK] = np.rint(values[s:s + _BLOCK] * 10.0 ** d)
-    return out
-
-
-def _on_grid(v: np.ndarray, d: int) -> bool | None:
-    """Whether every value lies on the grid 10^−d (:func:`lattice_decimals`); None when some
-    value is too large for the grid's test at this d (and so at every larger d)."""
-    for s in range(0, len(v), _BLOCK):
-        block = v[s:s + _BLOCK]
-        if d == 0:
-            if not (np.abs(block).max() < 2.0 ** 53 and np.array_equal(block, np.rint(block))):
-                return False
-            continue
-        x = block * 10.0 ** d
-        if np.abs(x).max() > 2.0 ** 40:
-            return None
-        if not np.all(np.abs(x - np.rint(x)) <= 4 * np.spacing(np.abs(x))):
-            return False
-    return True
-
-
-def fits_int32(codes: np.ndarray) -> bool:
-    """Whether integer lattice codes fit int32 (:class:`Points` keeps them so: half the memory)."""
-    return codes.size == 0 or (codes.min() >= -2 ** 31 and codes.max() < 2 ** 31)
 
 
 @dataclass
@@ -150,8 +83,10 @@ class Points:
         return self.metric.shape[1] + self.nominal.shape[1]
 
     def take(self, idx: np.ndarray) -> "Points":
-        codes = None if self.codes is None else self.codes[idx]
-        return Points(self.metric[idx], self.nominal[idx], codes, self.steps)
+        out = object.__new__(Points)  # rows already checked: not checked again (5 % of CST's search)
+        out.metric, out.nominal, out.steps = self.metric[idx], self.nominal[idx], self.steps
+        out.codes = None if self.codes is None else self.codes[idx]
+        return out
 
     def with_nominal(self, extra: np.ndarray) -> "Points":
         """The same points with more nominal attributes (columns of ``extra``) appended."""
@@ -362,7 +297,7 @@ def knn_in_blocks(points: Points, rows: np.ndarray, searches: list[tuple[Points,
             i, d = np.hstack([best[j][0], np.where(i >= 0, i + s, -1)]), np.hstack([best[j][1], d])
             if exclude is not None:
                 d = np.where(i == np.asarray(exclude)[:, None], np.inf, d)  # sorts last, then cut
-            order = np.lexsort((i, d), axis=1)[:, :kk]
+            order = first_by_distance(i, d, kk)
             best[j] = np.take_along_axis(i, order, 1), np.take_along_axis(d, order, 1)
     return best
 
@@ -551,11 +486,21 @@ def tie_order(ci: np.ndarray, cd: np.ndarray, kk: int, rtol: float = _RTOL) -> n
 
 def _select(ci: np.ndarray, cd: np.ndarray, kk: int, exclude: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """The kk best candidates per row by (distance, index), dropping the excluded point."""
-    cd = cd.copy()
     if exclude is not None:
-        cd[ci == exclude[:, None]] = np.inf
-    order = np.lexsort((ci, cd), axis=1)[:, :kk]
+        cd = np.where(ci == exclude[:, None], np.inf, cd)
+    order = first_by_distance(ci, cd, kk)
     return np.take_along_axis(ci, order, 1), np.take_along_axis(cd, order, 1)
+
+
+def first_by_distance(ci: np.ndarray, cd: np.ndarray, kk: int) -> np.ndarray:
+    """``np.lexsort((ci, cd), axis=1)[:, :kk]``: by distance alone (one stable sort, a tenth of
+    the time) where no two of a row's kk + 1 nearest distances are equal, by both keys elsewhere."""
+    order = np.argsort(cd, axis=1, kind="stable")
+    head = np.take_along_axis(cd, order[:, :kk + 1], 1)
+    tied = np.flatnonzero((head[:, 1:] == head[:, :-1]).any(1))
+    if len(tied):
+        order[tied] = np.lexsort((ci[tied], cd[tied]), axis=1)
+    return order[:, :kk]
 
 
 def euclidean_knn(points: np.ndarray | cKDTree, queries: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -582,8 +527,9 @@ def euclidean_knn(points: np.ndarray | cKDTree, queries: np.ndarray, k: int = 1)
     tree = cKDTree(points) if tree is None else tree
     idx = np.empty((len(queries), kk), np.int64)
     dist = np.empty((len(queries), kk), np.float64)
-    # one candidate beyond k settles a query unless it ties the k-th (then fetch 4x more)
-    todo, want = np.arange(len(queries)), min(kk + 1, n)
+    # one candidate beyond k settles a query unless it ties the k-th (then fetch 4x more); queries
+    # in a space-filling curve's order keep the tree's nodes in the cache (20,000 into 5M: -38 %)
+    todo, want = _spatial_order(queries), min(kk + 1, n)
     while len(todo):
         _, ci = tree.query(queries[todo], k=want, p=2)
         ci = np.asarray(ci, np.int64).reshape(len(todo), want)

@@ -1,12 +1,16 @@
 """The CEC engine: does the model reason alike for matched people of the two groups?
 
 ``prepare`` puts the records in a canonical order (by id, so results do not depend on row
-order), standardises the merit features F on the audited records, matches every record (or the
-spec's stratified sample of factuals, drawn in that order) to its nearest other-group record of
-the same stratum among all records (Algorithm 1) per protected attribute and intersection, and
-computes the label-group baselines b_{y,a}. ``pieces`` are chunks of factuals; ``run_piece`` integrates gradients for both members of each matched pair against the
-factual's baseline (Principle 1) and scores them; ``combine`` adds the summaries, the threshold
-sweep and the feature decomposition.
+order), standardises the merit features F on the audited records and draws the factuals (every
+record, or the spec's stratified sample, drawn in that order) per protected attribute and
+intersection. The first round's pieces are the pools searched: each matches the factuals of
+every unit that searches one pool (a stratum of one group) to their nearest record of it
+(Algorithm 1), its tree built once (at 10M HMDA records the matching was 35 s of one worker
+in ``prepare`` while the other waited); ``next_round`` gathers the matches and computes the
+label-group baselines b_{y,a}. The second round's pieces are chunks of factuals; ``run_piece``
+integrates gradients for both members of each matched pair against the factual's baseline
+(Principle 1) and scores them; ``combine`` adds the summaries, the threshold sweep and the
+feature decomposition.
 
 The model's inputs are ``model.feature_names`` and may include protected attribute names (the
 group indicator). The counterpart x̃ is a real record of the other group, so its input row is
@@ -25,7 +29,8 @@ from aequum.engines.core.data import ROW, record_columns, record_ids
 from aequum.engines.core.engine import Tables, chunks, concat_parts
 from aequum.engines.core.intersections import unit_groups
 from aequum.engines.matching.cec.attributions import attribute_pairs, normalise, score_function
-from aequum.engines.matching.cec.matching import Matches, PoolTrees, Standardised, gathered_baselines, match
+from aequum.engines.matching.cec.matching import (Matches, Standardised, gathered_baselines, pool_jobs,
+                                                  pool_matches, unit_matches)
 from aequum.engines.matching.cec.params import CECParams
 from aequum.engines.matching.cec.scores import (FEATURES, PAIRS, REGIME_SHARES, SUMMARY, delta_cec,
                                          feature_sums, features_table, regimes, summaries)
@@ -39,6 +44,29 @@ class Unit:
     attribute: str
     matches: Matches
     baseline: np.ndarray    # per factual: b_{y,a} of its stratum and group (model inputs)
+
+
+@dataclass
+class Matching:
+    """The first round's state: what the pools' searches and ``next_round`` read (records in
+    canonical order)."""
+
+    Z: Standardised          # the merit features
+    stratum: np.ndarray      # int8 label (or decision) per record
+    groups: list[np.ndarray]  # per unit: 1 protected, 0 reference, -1 not in it (int8)
+    factual: list[np.ndarray]  # per unit: the factuals (positions, ascending)
+    labels: list[str]
+    population: dict[str, dict[str, int]]
+    empty: list[list[tuple[int, int, int]]]  # per unit: (stratum, group, factuals) without a pool
+    jobs: list[tuple[int, tuple[tuple[int, int], ...]]]  # per pool: (stratum, ((unit, side), ...))
+    others: dict[str, np.ndarray]  # the model inputs that are not merit features
+    merit: list[str]
+    names: list[str]         # model input names
+    ids: pa.Array            # record ids (staged order) and the canonical order
+    order: np.ndarray
+    partition_by: str
+    params: CECParams
+    model: object
 
 
 @dataclass
@@ -106,7 +134,7 @@ class CECEngine:
         model = spec.model.features if spec.model is not None else []
         return record_columns(spec, list(dict.fromkeys([*params.merit_features(spec), *model])))
 
-    def prepare(self, data, params: CECParams) -> State:
+    def prepare(self, data, params: CECParams) -> "Matching | State":
         spec = data.spec
         if data.model is None:
             raise ValueError("CEC needs the spec's model: it explains the model's reasoning")
@@ -139,16 +167,9 @@ class CECEngine:
         data.let_go([*merit, ROW])
         stratum = np.asarray(stratum)[order].astype(np.int8)
 
-        # every unit is matched before the model inputs are gathered: the matching's indices and
-        # the inputs of the records (10M records × inputs each) are never held together
-        matched, population = [], {}
         every = [[p.name] for p in spec.protected] + [list(g) for g in params.intersections]
-        strata = np.unique(stratum)
-        # the pools each unit searches, so that a pool's tree is built once for the units that
-        # share it (the race comparisons' reference group) and let go after the last of them
-        pools = [PoolTrees.keys(_unit_group(data, attrs, order), strata) for attrs in every]
-        trees = PoolTrees()
-        for u, attrs in enumerate(every):
+        groups, factuals, population, empty = [], [], {}, []
+        for attrs in every:
             label = "&".join(attrs)
             group = _unit_group(data, attrs, order)
             unit_rows = np.flatnonzero(group >= 0)
@@ -157,58 +178,33 @@ class CECEngine:
                 params.sample_seed)
             population[label] = {"all": len(unit_rows), "protected": int((group == 1).sum()),
                                  "reference": int((group == 0).sum())}
-            matched.append((label, attrs, len(unit_rows), match(Z, group, stratum, params.max_distance, factual,
-                                                                trees)))
-            trees.keep(set().union(*pools[u + 1:]))
-            del group  # made again for the baselines: not one per unit held through the matching
-        del Z, trees
-
-        # the model inputs of records (positions in canonical order): a merit feature's column
-        # from the merit values (their rows gathered at once), any other input computed once for
-        # every record (e.g. a group indicator)
+            groups.append(group.astype(np.int8))
+            factuals.append(factual)
+        # the pools the units search, each once (the race comparisons share the White applicants)
+        jobs, empty = pool_jobs(groups, factuals, stratum)
+        # the model inputs that are not merit features, computed once for every record (e.g. a
+        # group indicator): the merit features' are read from Z's raw values
         others = {f: data.column_values(f)[order] for f in names if f not in merit}
+        matching = Matching(Z, stratum, groups, factuals, ["&".join(a) for a in every], population, empty,
+                            jobs, others, merit, names, ids, order, partition_by, params, data.model)
+        return matching if jobs else _matched(matching, [])  # no pool to search: no first round
 
-        def gather(rows: np.ndarray) -> np.ndarray:
-            out = np.empty((len(rows), len(names)))
-            for s in range(0, len(rows), _GATHER):  # a block of rows of the merit values at a time
-                block = rows[s:s + _GATHER]
-                picked = merit_values.take(block, axis=0)
-                for j, f in enumerate(names):
-                    out[s:s + _GATHER, j] = picked[:, merit.index(f)] if f in merit else others[f][block]
-            return out
+    def next_round(self, state, parts) -> tuple["State", list] | None:
+        """After the pools' searches: the second round's state (:func:`_matched`) and pieces
+        (chunks of factuals)."""
+        if not isinstance(state, Matching):
+            return None
+        out = _matched(state, parts)
+        return out, self.pieces(out)
 
-        units, notes, known = [], {}, {}
-        for label, attrs, n_unit, m in matched:
-            # a partition's mean taken once for the units that share it (the reference group)
-            b = gathered_baselines(gather, _unit_group(data, attrs, order), stratum, known)
-            base = np.stack([b[(int(s), int(a))] for s, a in zip(m.stratum, m.group)]) \
-                if len(m) else np.empty((0, len(names)))
-            note = []
-            if len(m) < n_unit:
-                note.append(f"a stratified sample of {len(m)} of {n_unit} records (strata: group x "
-                            f"{partition_by}; seed {params.sample_seed}), each matched against the whole "
-                            "other-group pool of its stratum")
-            if partition_by == "decision":
-                note.append("no label: matched within the model's decision instead of the label")
-            for s, a, n in m.empty:
-                note.append(f"{n} {'protected' if a else 'reference'} record(s) with {partition_by} {s} "
-                            f"unmatched: no {'reference' if a else 'protected'} record has that {partition_by}")
-            if not len(m):
-                note.append("no records in either group")
-            notes[label] = "; ".join(note)
-            units.append(Unit(label, m, base))
-        del matched
-        keep = _involved(units, len(order))
-        inputs = gather(keep)
-        del merit_values, others
-        decision = np.asarray(data.model.decide(inputs)).astype(np.int8)
-        return State(record_ids(ids, order[keep]), inputs, decision, units, names,
-                     partition_by, notes, population, params, data.model)
-
-    def pieces(self, state: State) -> list[tuple[int, int, int]]:
+    def pieces(self, state) -> list:
+        if isinstance(state, Matching):  # the first round: a piece per pool searched
+            return list(state.jobs)
         return chunks([len(unit.matches) for unit in state.units], state.params.chunk_size)
 
-    def run_piece(self, state: State, piece: tuple[int, int, int]) -> Tables:
+    def run_piece(self, state, piece) -> Tables:
+        if isinstance(state, Matching):
+            return {"_matches": pool_matches(state.Z, state.groups, state.factual, state.stratum, piece)}
         u, s, e = piece
         unit, p = state.units[u], state.params
         m = unit.matches
@@ -266,3 +262,51 @@ class CECEngine:
             feats.append(features_table(a, state.names, sums, p.features_top))
         out["cec_features"] = pa.concat_tables(feats) if feats else FEATURES.empty_table()
         return out
+
+
+def _matched(state: Matching, parts) -> State:
+    """The second round's state from the pools' searches (``parts``' ``_matches``): each unit's
+    matches, its baselines, the inputs and decisions of the records the pieces read."""
+    found = [m for part in parts for m in part.get("_matches", [])]
+    p, names, merit, Z, others = state.params, state.names, state.merit, state.Z, state.others
+
+    def gather(rows: np.ndarray) -> np.ndarray:
+        # the model inputs of records (positions in canonical order): a merit feature's
+        # column from the merit values (their rows gathered at once), any other input from
+        # its column
+        out = np.empty((len(rows), len(names)))
+        for s in range(0, len(rows), _GATHER):  # a block of rows of the merit values at a time
+            block = rows[s:s + _GATHER]
+            picked = Z.raw.take(block, axis=0)
+            for j, f in enumerate(names):
+                out[s:s + _GATHER, j] = picked[:, merit.index(f)] if f in merit else others[f][block]
+        return out
+
+    units, notes, known = [], {}, {}
+    for u, label in enumerate(state.labels):
+        group, n_unit = state.groups[u], state.population[label]["all"]
+        m = unit_matches(u, group, state.stratum, state.factual[u], state.empty[u], found, p.max_distance)
+        # a partition's mean taken once for the units that share it (the reference group)
+        b = gathered_baselines(gather, group, state.stratum, known)
+        base = np.stack([b[(int(s), int(a))] for s, a in zip(m.stratum, m.group)]) \
+            if len(m) else np.empty((0, len(names)))
+        note = []
+        if len(m) < n_unit:
+            note.append(f"a stratified sample of {len(m)} of {n_unit} records (strata: group x "
+                        f"{state.partition_by}; seed {p.sample_seed}), each matched against the whole "
+                        "other-group pool of its stratum")
+        if state.partition_by == "decision":
+            note.append("no label: matched within the model's decision instead of the label")
+        for s, a, n in m.empty:
+            note.append(f"{n} {'protected' if a else 'reference'} record(s) with {state.partition_by} {s} "
+                        f"unmatched: no {'reference' if a else 'protected'} record has that "
+                        f"{state.partition_by}")
+        if not len(m):
+            note.append("no records in either group")
+        notes[label] = "; ".join(note)
+        units.append(Unit(label, m, base))
+    keep = _involved(units, len(state.order))
+    inputs = gather(keep)
+    decision = np.asarray(state.model.decide(inputs)).astype(np.int8)
+    return State(record_ids(state.ids, state.order[keep]), inputs, decision, units, names,
+                 state.partition_by, notes, state.population, p, state.model)

@@ -105,35 +105,79 @@ def records_digest(mask: np.ndarray) -> bytes:
     return hashlib.sha256(np.packbits(mask)).digest()
 
 
-class PoolTrees:
-    """The KD-trees of the pools searched, shared by the units whose pool is the same records (the
-    race comparisons all search the White applicants of a stratum): each is built once and kept
-    only while a unit still to be matched searches it (:meth:`keep`). A pool is named by its
-    stratum and the digest of its group's records (:func:`records_digest`)."""
+def pool_jobs(groups: list[np.ndarray], factuals: list[np.ndarray],
+              stratum: np.ndarray) -> tuple[list[tuple[int, tuple[tuple[int, int], ...]]], list[list]]:
+    """The searches of Algorithm 1 for several units (``groups``: per unit 1 protected, 0
+    reference, -1 not in it; ``factuals``: its queried positions, ascending), by pool: one entry
+    ``(stratum, ((unit, side), ...))`` per pool of records searched — the factuals of ``side`` of
+    each of those units in that stratum search the records of the other side, the same records
+    for all of them (the race comparisons all search the White applicants of a stratum), so the
+    pool's tree is built once — largest pool first; and per unit, as :func:`match` lists them,
+    the (stratum, side, factuals) whose pool is empty."""
+    by_pool: dict[tuple[int, bytes], list[tuple[int, int]]] = {}
+    size: dict[tuple[int, bytes], int] = {}
+    empty = []
+    for u, (group, factual) in enumerate(zip(groups, factuals)):
+        none, f_group, f_stratum = [], group[factual], stratum[factual]
+        for s in np.unique(f_stratum):
+            for a in (1, 0):
+                n = int(np.count_nonzero((f_group == a) & (f_stratum == s)))
+                if n == 0:
+                    continue
+                pool = (group == 1 - a) & (stratum == s)
+                if not pool.any():
+                    none.append((int(s), a, n))
+                    continue
+                key = (int(s), records_digest(pool))
+                by_pool.setdefault(key, []).append((u, a))
+                size[key] = int(np.count_nonzero(pool))
+        empty.append(none)
+    keys = sorted(by_pool, key=lambda k: -size[k])  # stable: ties keep their first search's order
+    return [(k[0], tuple(by_pool[k])) for k in keys], empty
 
-    def __init__(self):
-        self._trees: dict[tuple[int, bytes], cKDTree] = {}
 
-    @staticmethod
-    def keys(group: np.ndarray, strata) -> set[tuple[int, bytes]]:
-        """The names of the pools a unit with these groups searches in ``strata``."""
-        masks = [records_digest(group == b) for b in (0, 1)]
-        return {(int(s), m) for s in strata for m in masks}
+def _queries(group: np.ndarray, stratum: np.ndarray, factual: np.ndarray, s: int, a: int) -> np.ndarray:
+    """The places among ``factual`` of its records of side ``a`` in stratum ``s``."""
+    return np.flatnonzero((group[factual] == a) & (stratum[factual] == s))
 
-    def tree(self, key: tuple[int, bytes], points) -> cKDTree:
-        """The pool's tree, built from ``points()`` the first time it is asked for."""
-        if key not in self._trees:  # sliding-midpoint splits, boxes not shrunk: half the build's
-            # time for a little more of the search's (the search is exact either way)
-            self._trees[key] = cKDTree(points(), balanced_tree=False, compact_nodes=False)
-        return self._trees[key]
 
-    def keep(self, keys: set) -> None:
-        """Let go of the trees no unit still to be matched searches."""
-        self._trees = {k: v for k, v in self._trees.items() if k in keys}
+def pool_matches(Z, groups: list[np.ndarray], factuals: list[np.ndarray], stratum: np.ndarray,
+                 job: tuple[int, tuple[tuple[int, int], ...]]) -> list[tuple[int, int, int, np.ndarray, np.ndarray]]:
+    """One pool's searches (an entry of :func:`pool_jobs`): per (unit, side), the nearest pool
+    record (position) and its distance for each of its queries, in the factuals' order — as
+    :func:`match` finds them. The pool's tree: sliding-midpoint splits, boxes not shrunk (half
+    the build's time for a little more of the search's; the search is exact either way)."""
+    s, searches = job
+    u, a = searches[0]
+    pool = np.flatnonzero((groups[u] == 1 - a) & (stratum == s))
+    tree = cKDTree(Z[pool], balanced_tree=False, compact_nodes=False)
+    out = []
+    for u, a in searches:
+        queries = factuals[u][_queries(groups[u], stratum, factuals[u], s, a)]
+        i, d = euclidean_knn(tree, Z[queries], 1)
+        out.append((u, s, a, pool[i[:, 0]], d[:, 0]))
+    return out
+
+
+def unit_matches(u: int, group: np.ndarray, stratum: np.ndarray, factual: np.ndarray,
+                 empty: list[tuple[int, int, int]], found, max_distance: float = 0.0) -> Matches:
+    """Unit ``u``'s :class:`Matches` from the pools' searches ``found`` (:func:`pool_matches`'
+    entries of every pool) and its searches without a pool (``empty``): :func:`match`'s."""
+    counterpart = np.full(len(factual), -1, np.int64)
+    distance = np.full(len(factual), np.nan)
+    for v, s, a, cp, d in found:
+        if v == u:
+            at = _queries(group, stratum, factual, s, a)
+            counterpart[at], distance[at] = cp, d
+    matched = counterpart >= 0
+    if max_distance > 0:
+        matched &= distance <= max_distance
+    return Matches(factual, group[factual].astype(np.int8), stratum[factual].astype(np.int8),
+                   counterpart, distance, matched, list(empty))
 
 
 def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: float = 0.0,
-          factual: np.ndarray | None = None, trees: PoolTrees | None = None) -> Matches:
+          factual: np.ndarray | None = None) -> Matches:
     """Algorithm 1 on standardised merit features ``Z`` (a matrix, or :class:`Standardised`).
 
     ``group``: 1 protected, 0 reference, -1 not in the unit (never matched nor a counterpart).
@@ -141,7 +185,7 @@ def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: f
     index of (s, 1 − a); ties go to the smaller position (records come in a canonical order).
     ``factual``: the positions queried (ascending, all in the unit; default every record of the
     unit) — a sample still searches the whole other-group pool, so its matches are the full run's.
-    ``trees``: the pools' trees, shared with other units (:class:`PoolTrees`).
+    (The engine runs the same searches a pool at a time: :func:`pool_jobs`.)
     """
     if factual is None:
         factual = np.flatnonzero(group >= 0)
@@ -159,9 +203,7 @@ def match(Z: np.ndarray, group: np.ndarray, stratum: np.ndarray, max_distance: f
             if len(pool) == 0:
                 empty.append((int(s), a, len(queries)))
                 continue
-            index = Z[pool] if trees is None else trees.tree(
-                (int(s), records_digest(group == 1 - a)), lambda: Z[pool])
-            i, d = euclidean_knn(index, Z[queries], 1)
+            i, d = euclidean_knn(Z[pool], Z[queries], 1)
             at = np.searchsorted(factual, queries)  # the queries' places among the factuals
             counterpart[at] = pool[i[:, 0]]
             distance[at] = d[:, 0]

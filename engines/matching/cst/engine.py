@@ -6,7 +6,9 @@ abduction–action–prediction on the fitted SCM (or takes the user's table for
 re-decides it with the spec's model, and normalises both worlds for the distance; mediators
 (``engines.cst.mediators``) stay at their factual values (a path-specific effect), and the
 complainants are all, or the spec's stratified sample (``engines.cst.sample``). ``pieces``
-are chunks of complainants; ``run_piece`` searches their control and test groups and writes
+are chunks of complainants (the chunks of tests with one reference group together, up to
+``chunk_size``: the group is indexed once for them); ``run_piece`` searches their control and
+test groups and writes
 their claims, evidence and, for the complainants whose evidence it keeps, their counterfactual
 values (``cst_counterfactuals``: :mod:`engines.matching.cst.counterfactual_values`); ``combine``
 adds the Table 1 style summary and the sampling table (the evidence and the counterfactual
@@ -33,7 +35,7 @@ from aequum.engines.matching.cst.counterfactual_values import COUNTERFACTUALS, c
 from aequum.engines.matching.cst.params import CSTParams
 from aequum.engines.matching.cst.scm import Equation, LinearSCM, SCMError
 from aequum.engines.matching.cst.situation_testing import (CLAIMS, EVIDENCE, SAMPLING, SUMMARY, claims, evidence,
-                                                evidence_depth, flag_claims, normalise, search,
+                                                evidence_depth, flag_claims, normalise, search_shared,
                                                 summary)
 
 
@@ -334,28 +336,29 @@ class CSTEngine:
             test.factual = written[key]
         return state
 
-    def pieces(self, state: State) -> list[tuple[int, int, int]]:
-        return chunks([len(test.complainants) for test in state.tests], state.params.chunk_size)
-
-    def run_piece(self, state: State, piece: tuple[int, int, int]) -> Tables:
-        t, s, e = piece
-        test = state.tests[t]
-        p = state.params
-        comp = test.complainants[s:e]
-        hood = search(test.factual, test.counterfactual.take(np.arange(s, e)), test.protected, test.reference,
-                      comp, max(p.k))
-        table = claims(state.ids, test.attribute, comp, hood, state.decision, test.decision_cf[s:e],
-                       p.k, p.alpha, p.tau, p.max_distance, _shifts(test, comp, hood, s, e), p.overlap,
-                       state.dims)
-        depth = evidence_depth(table, len(comp), max(p.k), p.evidence)
-        out = {"cst_claims": table,
-               "cst_evidence": evidence(state.ids, test.attribute, comp, hood, depth, p.max_distance)}
-        if test.cf_values is not None:
-            mine = np.flatnonzero(kept(table, depth, len(comp), p.evidence))
-            out["cst_counterfactuals"] = counterfactual_rows(state.ids, test.attribute, comp[mine],
-                                                             test.cf_values[s + mine], state.features,
-                                                             state.levels, test.decision_cf[s + mine])
+    def pieces(self, state: State) -> list[tuple[tuple[int, int, int], ...]]:
+        """Chunks (test, start, stop) of at most ``chunk_size`` complainants; consecutive chunks
+        of tests that search one reference group (the race comparisons) go in one piece while
+        their complainants fit in ``chunk_size``: the group is indexed once for them."""
+        out: list[tuple[tuple[int, int, int], ...]] = []
+        for chunk in chunks([len(test.complainants) for test in state.tests], state.params.chunk_size):
+            if out and _shared(state.tests[out[-1][0][0]], state.tests[chunk[0]]) and \
+                    sum(e - s for _, s, e in out[-1]) + chunk[2] - chunk[1] <= state.params.chunk_size:
+                out[-1] = out[-1] + (chunk,)
+            else:
+                out.append((chunk,))
         return out
+
+    def run_piece(self, state: State, piece: tuple[tuple[int, int, int], ...]) -> Tables:
+        p = state.params
+        tests = [state.tests[t] for t, _, _ in piece]
+        hoods = search_shared(tests[0].factual, [(test.counterfactual.take(np.arange(s, e)), test.protected,
+                                                  test.complainants[s:e]) for test, (_, s, e) in zip(tests, piece)],
+                              tests[0].reference, max(p.k))
+        parts = [_chunk_tables(state, test, s, e, hood) for test, (_, s, e), hood in zip(tests, piece, hoods)]
+        # the streamed tables' rows by key: the chunks in the order of their attributes
+        parts = [part for _, part in sorted(zip([test.attribute for test in tests], parts), key=lambda x: x[0])]
+        return {name: pa.concat_tables([part[name] for part in parts]) for name in parts[0]}
 
     def combine(self, state: State, parts) -> Tables:
         out = concat_parts(parts, {"cst_claims": CLAIMS})
@@ -372,6 +375,29 @@ class CSTEngine:
             [{"protected_attribute": unit, "stratum": f"intersection not tested: {why}", "decision": None,
               "population": 0, "sampled": 0} for unit, why in sorted(state.skipped.items())], schema=SAMPLING)])
         return out
+
+
+def _shared(a: Test, b: Test) -> bool:
+    """Whether two tests search one reference group among the same points."""
+    return a.factual is b.factual and np.array_equal(a.reference_bits, b.reference_bits)
+
+
+def _chunk_tables(state: State, test: Test, s: int, e: int, hood) -> Tables:
+    """A chunk's claims, evidence and counterfactual values (complainants ``s:e`` of ``test``)."""
+    p = state.params
+    comp = test.complainants[s:e]
+    table = claims(state.ids, test.attribute, comp, hood, state.decision, test.decision_cf[s:e],
+                   p.k, p.alpha, p.tau, p.max_distance, _shifts(test, comp, hood, s, e), p.overlap,
+                   state.dims)
+    depth = evidence_depth(table, len(comp), max(p.k), p.evidence)
+    out = {"cst_claims": table,
+           "cst_evidence": evidence(state.ids, test.attribute, comp, hood, depth, p.max_distance)}
+    if test.cf_values is not None:
+        mine = np.flatnonzero(kept(table, depth, len(comp), p.evidence))
+        out["cst_counterfactuals"] = counterfactual_rows(state.ids, test.attribute, comp[mine],
+                                                         test.cf_values[s + mine], state.features,
+                                                         state.levels, test.decision_cf[s + mine])
+    return out
 
 
 def _shifts(test: Test, comp: np.ndarray, hood, s: int, e: int) -> dict[str, np.ndarray] | None:

@@ -146,26 +146,36 @@ class Neighbourhoods:
     test_counterfactual_dist: np.ndarray
 
 
-def search(factual: Points, counterfactual: Points, protected: np.ndarray, reference: np.ndarray,
-           complainants: np.ndarray, k: int) -> Neighbourhoods:
-    """The k nearest control members (protected, excluding c) and test members (reference)
-    around the factual and the counterfactual centres of each complainant: ``factual`` holds
-    every record, ``counterfactual`` the complainants' counterfactuals (row i: complainants[i]).
-
-    Each group is searched a block of records at a time (:func:`knn_in_blocks`, exact), both
-    test searches in one pass: the memory of a search is that of one block, whatever the
-    group's size."""
-    if len(counterfactual) != len(complainants):
-        raise ValueError(f"{len(counterfactual)} counterfactual centres for {len(complainants)} complainants")
-    prot = np.flatnonzero(protected)
+def search_shared(factual: Points, tests: list[tuple[Points, np.ndarray, np.ndarray]], reference: np.ndarray,
+                  k: int) -> list[Neighbourhoods]:
+    """Per test (``tests``: its counterfactual centres, row i for complainants[i], protected mask
+    and complainants), the k nearest control members (protected, excluding c) and test members
+    (``reference``) around the factual and the counterfactual centres of each complainant;
+    ``factual`` holds every record. The tests share the reference group: it is indexed once for
+    all their test searches (the race comparisons all search the White applicants), and a record
+    that is a complainant of several of them is searched once around its factual centre (a
+    record's neighbours are its own, whatever the other queries). Each group is searched a block
+    of records at a time (:func:`knn_in_blocks`, exact): the memory of a search is that of one
+    block, whatever the group's size."""
     ref = np.flatnonzero(reference)
-    own = np.searchsorted(prot, complainants)  # each complainant's place among the protected
-    if np.any(own >= len(prot)) or np.any(prot[np.minimum(own, len(prot) - 1)] != complainants):
-        raise ValueError("every complainant must belong to the protected group")
-    centres = factual.take(complainants)
-    (ci, cd), = knn_in_blocks(factual, prot, [(centres, own)], k)
-    (fi, fd), (ti, td) = knn_in_blocks(factual, ref, [(centres, None), (counterfactual, None)], k)
-    return Neighbourhoods(prot[ci], cd, ref[fi], fd, ref[ti], td)
+    controls = []
+    for counterfactual, protected, complainants in tests:
+        if len(counterfactual) != len(complainants):
+            raise ValueError(f"{len(counterfactual)} counterfactual centres for {len(complainants)} complainants")
+        prot = np.flatnonzero(protected)
+        own = np.searchsorted(prot, complainants)  # each complainant's place among the protected
+        if np.any(own >= len(prot)) or np.any(prot[np.minimum(own, len(prot) - 1)] != complainants):
+            raise ValueError("every complainant must belong to the protected group")
+        (ci, cd), = knn_in_blocks(factual, prot, [(factual.take(complainants), own)], k)
+        controls.append((prot[ci], cd))
+    every = np.unique(np.concatenate([complainants for _, _, complainants in tests]))
+    (fi, fd), *found = knn_in_blocks(factual, ref, [(factual.take(every), None)] +
+                                     [(counterfactual, None) for counterfactual, _, _ in tests], k)
+    out = []
+    for (_, _, complainants), (ci, cd), (ti, td) in zip(tests, controls, found):
+        at = np.searchsorted(every, complainants)
+        out.append(Neighbourhoods(ci, cd, ref[fi[at]], fd[at], ref[ti], td))
+    return out
 
 
 def _proportions(neg: np.ndarray, idx: np.ndarray, dist: np.ndarray, k: int, max_distance: float | None,
