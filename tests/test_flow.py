@@ -296,3 +296,12 @@ def test_a_large_audit_fits_the_model_beside_the_engines_that_do_not_read_it(pre
     with Warehouse(wh_path, read_only=True) as wh:
         run = wh.run("broken")
         assert run["status"] == "failed" and "model file unreadable" in run["error"]
+
+
+def test_a_large_run_takes_the_light_engines_first_while_the_model_is_fitted():
+    from aequum.flows.audit import LIGHT_ENGINES, light_first
+
+    names = ["regression", "outcome", "pricing", "lenders", "reasons", "proxy", "geography"]
+    assert light_first(names) == ["outcome", "lenders", "reasons", "geography", "regression", "pricing", "proxy"]
+    assert light_first(["pricing", "regression"]) == ["pricing", "regression"] and light_first([]) == []
+    assert set(LIGHT_ENGINES) <= {"outcome", "reasons", "geography", "lenders"}
