@@ -1,7 +1,8 @@
 """One engine of a run as a Prefect task (:func:`engine_task`): its state prepared from the
-staged columns it declares, its pieces fanned out on the run's Dask cluster (or run in place when
-the state is too large to broadcast), its results handed back as an :class:`EngineOutcome`
-(spooled to Parquet files when the run asks)."""
+staged columns it declares, its pieces fanned out on the run's Dask cluster (a large state
+mapped from files by every worker, :mod:`flows.store.shared_state`; a small one broadcast; one
+too large to broadcast, in a run without a results folder, run in place), its results handed
+back as an :class:`EngineOutcome` (spooled to Parquet files when the run asks)."""
 from __future__ import annotations
 
 import ctypes
@@ -184,8 +185,8 @@ BROADCAST_LIMIT = 2 * 2 ** 30  # CST at 1M HMDA rows: 0.85 GB (broadcast); at 10
 def state_bytes(obj: Any, depth: int = 0, seen: set[int] | None = None) -> int:
     """The array bytes an engine's state holds (numpy and Arrow, through dataclasses, lists,
     tuples and dicts), each array once however many parts of the state share it: a state above
-    ``BROADCAST_LIMIT`` runs its pieces in the task that prepared it instead of being copied to
-    every worker (CST's state of 10M HMDA rows, several GB, failed Dask's broadcast and doubled
+    ``BROADCAST_LIMIT`` and no results folder to share it through (``SHARE_ABOVE``) runs its
+    pieces in the task that prepared it instead of being copied to every worker (CST's state of 10M HMDA rows, several GB, failed Dask's broadcast and doubled
     the audit's memory)."""
     seen = set() if seen is None else seen
     if isinstance(obj, (np.ndarray, pa.Table, pa.Array, pa.ChunkedArray)):

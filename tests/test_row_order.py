@@ -44,22 +44,43 @@ def source_table(raw: dict, rows: int | None, tmp: Path) -> pa.Table:
     return table.append_column("rid", pa.array([f"r{i}" for i in range(table.num_rows)]))
 
 
-def run_spec(raw: dict, table: pa.Table, tmp: Path) -> dict[str, list]:
-    """Every engine's tables (and the model's quality) for ``table`` staged under ``raw``."""
+def small_raw(case: str) -> tuple[dict, int | None]:
+    """The case's spec (as a dict) with the parameters that keep it small, and its rows."""
+    spec_file, rows, engines = CASES[case]
+    raw = yaml.safe_load((SPECS / spec_file).read_text())
+    for name, params in engines.items():
+        raw["engines"].setdefault(name, {}).update(params)
+    if raw.get("model", {}).get("kind") == "surrogate":
+        raw["model"]["epochs"] = 20  # a quick fit: the order must not matter at any length of training
+    for p in raw["protected"]:
+        p["compare"] = "pooled"  # per-value groups of a few records are too small for CST's k
+    return raw, rows
+
+
+def staged(raw: dict, table: pa.Table, tmp: Path):
+    """``table`` staged under ``raw`` in ``tmp``: the spec, the dataset, the model, its quality
+    and the supplied counterfactuals, as the audit flow has them before its engines."""
     from aequum.engines.core.spec import parse_spec
-    from aequum.flows.engine_tasks import run_engine_pieces
     from aequum.flows.model_step import prepare_model, supplied_counterfactuals
     from aequum.flows.store.staging import stage
     from aequum.flows.store.warehouse import Warehouse
 
-    tmp.mkdir()
+    tmp.mkdir(exist_ok=True)
     pq.write_table(table, tmp / "records.parquet")
     raw = {**raw, "source": {"kind": "parquet", "path": str(tmp / "records.parquet"), "id_column": "rid"}}
     spec = parse_spec(raw)
     with Warehouse(tmp / "wh.duckdb") as wh:
         ref = stage(spec, SPECS, wh, tmp / "lake")
     model, quality, _problem = prepare_model(spec, SPECS, ref, lambda _m: None)
-    cfs = supplied_counterfactuals(spec, SPECS, ref)
+    return spec, ref, model, quality, supplied_counterfactuals(spec, SPECS, ref)
+
+
+def run_spec(raw: dict, table: pa.Table, tmp: Path) -> dict[str, list]:
+    """Every engine's tables (and the model's quality) for ``table`` staged under ``raw``."""
+    from aequum.flows.engine_tasks import run_engine_pieces
+
+    tmp.mkdir()
+    spec, ref, model, quality, cfs = staged(raw, table, tmp)
     out = {"model_quality": canonical(quality)} if quality is not None else {}
     for name in spec.engines.run:
         outcome = run_engine_pieces(name, spec, ref.lake_path, ref.categories, model, cfs)
@@ -85,14 +106,7 @@ def canonical(table: pa.Table) -> list:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_engines_tables_are_the_same_for_shuffled_rows(tmp_path, case):
-    spec_file, rows, engines = CASES[case]
-    raw = yaml.safe_load((SPECS / spec_file).read_text())
-    for name, params in engines.items():
-        raw["engines"].setdefault(name, {}).update(params)
-    if raw.get("model", {}).get("kind") == "surrogate":
-        raw["model"]["epochs"] = 20  # a quick fit: the order must not matter at any length of training
-    for p in raw["protected"]:
-        p["compare"] = "pooled"  # per-value groups of a few records are too small for CST's k
+    raw, rows = small_raw(case)
     table = source_table(raw, rows, tmp_path)
     shuffled = table.take(pa.array(np.random.default_rng(7).permutation(table.num_rows)))
     first = run_spec(raw, table, tmp_path / "ordered")

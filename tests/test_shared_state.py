@@ -6,13 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from aequum.flows.store import shared_state
 from aequum.flows.store.shared_state import SharedState, forget, share
-from test_row_order import CASES, SPECS, canonical, source_table
+from test_row_order import canonical, small_raw, source_table, staged
 
 
 @dataclass
@@ -53,30 +51,12 @@ def test_engines_give_the_same_tables_with_their_state_shared_by_two_worker_proc
     with every state shared through files (the sizes that decide it set to nothing)."""
     from distributed import Client, LocalCluster
 
-    from aequum.engines.core.spec import parse_spec
     from aequum.flows import engine_tasks
     from aequum.flows.cluster import local_cluster_options
     from aequum.flows.engine_tasks import run_engine_pieces
-    from aequum.flows.model_step import prepare_model, supplied_counterfactuals
-    from aequum.flows.store.staging import stage
-    from aequum.flows.store.warehouse import Warehouse
 
-    spec_file, rows, engines = CASES[case]
-    raw = yaml.safe_load((SPECS / spec_file).read_text())
-    for name, params in engines.items():
-        raw["engines"].setdefault(name, {}).update(params)
-    if raw.get("model", {}).get("kind") == "surrogate":
-        raw["model"]["epochs"] = 20
-    for p in raw["protected"]:
-        p["compare"] = "pooled"
-    table = source_table(raw, rows, tmp_path)
-    pq.write_table(table, tmp_path / "records.parquet")
-    raw = {**raw, "source": {"kind": "parquet", "path": str(tmp_path / "records.parquet"), "id_column": "rid"}}
-    spec = parse_spec(raw)
-    with Warehouse(tmp_path / "wh.duckdb") as wh:
-        ref = stage(spec, SPECS, wh, tmp_path / "lake")
-    model, _quality, _problem = prepare_model(spec, SPECS, ref, lambda _m: None)
-    cfs = supplied_counterfactuals(spec, SPECS, ref)
+    raw, rows = small_raw(case)
+    spec, ref, model, _quality, cfs = staged(raw, source_table(raw, rows, tmp_path), tmp_path)
 
     alone = {}
     for name in spec.engines.run:
