@@ -186,8 +186,8 @@ def state_bytes(obj: Any, depth: int = 0, seen: set[int] | None = None) -> int:
     """The array bytes an engine's state holds (numpy and Arrow, through dataclasses, lists,
     tuples and dicts), each array once however many parts of the state share it: a state above
     ``BROADCAST_LIMIT`` and no results folder to share it through (``SHARE_ABOVE``) runs its
-    pieces in the task that prepared it instead of being copied to every worker (CST's state of 10M HMDA rows, several GB, failed Dask's broadcast and doubled
-    the audit's memory)."""
+    pieces in the task that prepared it instead of being copied to every worker (CST's state
+    of 10M HMDA rows, several GB, failed Dask's broadcast and doubled the audit's memory)."""
     seen = set() if seen is None else seen
     if isinstance(obj, (np.ndarray, pa.Table, pa.Array, pa.ChunkedArray)):
         if id(obj) in seen:
@@ -240,7 +240,7 @@ def run_engine_pieces(name: str, spec: AuditSpec, lake_path: str, categories: di
         from distributed import as_completed
 
         if shared is not None and big > SHARE_ABOVE:
-            _, given = share(st, shared)  # (the arrays of a state loaded from there are not written again)
+            _, given = share(st, shared)  # (nothing written for the state loaded from there)
         else:
             # the state as one object under a key of its own: a dict scattered as it is would put
             # each of its values under its own name ("params"), where the next engine's or round's

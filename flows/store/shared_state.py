@@ -56,7 +56,11 @@ class SharedState:
 def share(state: Any, folder: Path) -> tuple[Any, SharedState]:
     """Write ``state`` to ``folder`` (its arrays of at least ``FILE_ARRAY_BYTES`` as ``.npy``
     files, the rest pickled) and return it as loaded from there (every such array mapped
-    read-only) with its :class:`SharedState`."""
+    read-only) with its :class:`SharedState`: the one it was loaded from, if it was (nothing
+    written again)."""
+    for path, loaded in _LOADED.items():
+        if loaded is state:
+            return state, SharedState(path)
     folder.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     _Writer(buffer, folder).dump(state)
