@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aequum.engines.core.knn import NeighbourIndex, Points, brute_force, decimal_lattice, knn, knn_in_blocks
+from aequum.engines.core.knn import NeighbourIndex, Points, brute_force, knn, knn_in_blocks
+from aequum.engines.core.lattice import decimal_lattice
 
 
 def random_points(rng, n, c, m, levels=3, grid=None):

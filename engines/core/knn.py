@@ -18,17 +18,18 @@ must compare equal, which floating point does not give by itself: on coarse data
 LSAT, one-decimal UGPA) |3.3 − 3.2| and |3.1 − 3.0| differ in the last bits, and so do
 normalised values (v − c)/s. Points may therefore carry a *lattice*: for metric column j,
 integer ``codes[:, j]`` and a normalised ``steps[j]`` with value ≈ offset_j + codes·steps[j]
-(see :func:`decimal_lattice`: data recorded to d decimals lie on the grid 10^−d). Where points
-and queries share a column's lattice (same step), the per-attribute difference is the exact
-integer |Δcode|, and columns with equal steps are summed as integers before one multiplication
-by the step; the remaining terms (columns without a shared lattice, e.g. a continuous
-counterfactual centre) are added in a fixed column order. The distance is thus a fixed
-function of the per-attribute differences: equal differences give bit-identical distances
-whatever the records' positions, signs or order. (Two *different* difference vectors whose
-weighted sums coincide, possible only when two columns' steps are in rational ratio other than
-1, still compare by their rounded values.) Exact ties make every point at the k-th distance a
-candidate; on coarse data, where most points repeat another exactly, the search therefore runs
-over the distinct points and fills the k places with their members in index order.
+(see :func:`~aequum.engines.core.lattice.decimal_lattice`: data recorded to d decimals lie on
+the grid 10^−d). Where points and queries share a column's lattice (same step), the
+per-attribute difference is the exact integer |Δcode|, and columns with equal steps are summed
+as integers before one multiplication by the step; the remaining terms (columns without a
+shared lattice, e.g. a continuous counterfactual centre) are added in a fixed column order.
+The distance is thus a fixed function of the per-attribute differences: equal differences give
+bit-identical distances whatever the records' positions, signs or order. (Two *different*
+difference vectors whose weighted sums coincide, possible only when two columns' steps are in
+rational ratio other than 1, still compare by their rounded values.) Exact ties make every
+point at the k-th distance a candidate; on coarse data, where most points repeat another
+exactly, the search therefore runs over the distinct points and fills the k places with their
+members in index order.
 """
 from __future__ import annotations
 
@@ -37,10 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-from aequum.engines.core.lattice import decimal_lattice, fits_int32, lattice_codes, lattice_decimals
-
-__all__ = ["Points", "NeighbourIndex", "knn", "knn_in_blocks", "brute_force", "euclidean_knn", "tie_order",
-           "decimal_lattice", "lattice_codes", "lattice_decimals"]
+from aequum.engines.core.lattice import fits_int32
 
 _EXTRA = 2  # candidates beyond k fetched to settle ties at the k-th distance
 _RTOL = 1e-9  # tree distances vs exact distances: a margin far above rounding, far below any step

@@ -40,7 +40,8 @@ import pyarrow as pa
 from scipy.special import ndtr
 
 from aequum.engines.core.data import id_array, record_ids
-from aequum.engines.core.knn import Points, knn_in_blocks, lattice_codes, lattice_decimals
+from aequum.engines.core.knn import Points, knn_in_blocks
+from aequum.engines.core.lattice import lattice_codes, lattice_decimals
 
 METHODS = ("ST", "CST_wo_centres", "CST", "CF")
 
