@@ -205,4 +205,4 @@ def test_bench_rows_for_a_bench_of_fixed_sizes_is_one_line(name, capsys):
     assert main(["bench", name, "--rows", "1000"]) == 2
     err = capsys.readouterr().err
     assert err == (f"aequum: error: bench {name} has fixed sizes (--quick for smaller ones); "
-                   "--rows is for bench audit, fairlending, lenders, national, proxy, raguel, validity\n")
+                   "--rows is for bench audit, fairlending, lenders, national, proxy, raguel, regression, validity\n")

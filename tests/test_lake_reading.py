@@ -332,19 +332,19 @@ def test_a_round_of_fewer_comparisons_than_workers_spreads_the_logits_passes(tmp
     than workers, runs each piece where it is."""
     from distributed import Client
 
-    from aequum.engines.regression import cells
+    from aequum.engines.regression import passes
 
     spec, ref, _ = staged(tmp_path, "hmda.yaml", 6000, lambda raw: raw.update(
         engines={**raw["engines"], "run": ["regression"]}))
     serial = run_engine_pieces("regression", spec, ref.lake_path, ref.categories, None, None)
-    spread, real = [], cells.Executor.map
+    spread, real = [], passes.Executor.map
 
     def counted(self, fn, placed, *args):
         if self.client is not None:
             spread.append(len(placed))
         return real(self, fn, placed, *args)
 
-    monkeypatch.setattr(cells.Executor, "map", counted)
+    monkeypatch.setattr(passes.Executor, "map", counted)
     with Client(processes=False, n_workers=3, threads_per_worker=1, dashboard_address=":0") as client:
         fanned = run_engine_pieces("regression", spec, ref.lake_path, ref.categories, None, None, client)
     assert serial.status == fanned.status == "succeeded", fanned.error

@@ -150,50 +150,6 @@ def test_same_input_same_bits():
     assert np.array_equal(a.coefficients["coef"], b.coefficients["coef"])
 
 
-class _Reversed:
-    """A stand-in for a Dask client of ``workers`` workers that runs a pass's tasks last to
-    first, as workers may."""
-
-    def __init__(self, workers: int = 3):
-        self.workers = {f"tcp://127.0.0.1:{9000 + i}": {} for i in range(workers)}
-        self.scheduler = self
-
-    def identity(self, n_workers=0):
-        return {"workers": self.workers}
-
-    def sync(self, fn, **kw):
-        return fn(**kw)
-
-    def scatter(self, parts, workers=None, hash=True):
-        assert len(workers) == 1 and workers[0] in self.workers and not hash
-        return list(parts)
-
-    def submit(self, fn, *args, workers=None, allow_other_workers=True, pure=True):
-        assert len(workers) == 1 and not allow_other_workers and not pure
-        return lambda: fn(*args)
-
-    def gather(self, futures):
-        return [f() for f in futures[::-1]][::-1]
-
-
-def test_parts_and_workers_change_no_bit(monkeypatch):
-    """A pass cut into parts gives the one-part result to rounding; where the parts run (and in
-    which order) changes no bit: the driver adds them in their order."""
-    import aequum.engines.regression.cells as cells
-
-    y, d, income, dti, purpose, lender, market, kind = world(seed=4, n=6000)
-    kw = _inputs(y, d, income, dti, purpose, lender, market, kind)
-    one, lpm_one = controlled_logit(y, d, **kw), controlled_lpm(y, d, **kw)
-    monkeypatch.setattr(cells, "PART_ROWS", 300)
-    here = controlled_logit(y, d, **kw)
-    there = [controlled_logit(y, d, executor=cells.Executor(_Reversed(k)), **kw) for k in (1, 2, 3)]
-    lpm = controlled_lpm(y, d, **kw)
-    values = lambda f: (f.coefficient, f.se, f.ame, f.ame_se, f.log_likelihood, *f.coefficients["se"])  # noqa: E731
-    assert all(values(here) == values(f) for f in there)
-    assert np.allclose(values(here), values(one), rtol=1e-10, atol=0)
-    assert lpm.estimate == pytest.approx(lpm_one.estimate, rel=1e-10) and lpm.se == pytest.approx(lpm_one.se, rel=1e-10)
-
-
 def test_one_design_for_both_models_in_either_order():
     """The engine fits both models on one design (``prepared``): the same results as each alone,
     whichever runs first."""
@@ -210,39 +166,6 @@ def test_one_design_for_both_models_in_either_order():
                                                                       alone_logit.ame, alone_logit.note)
         assert (lpm.estimate, lpm.se, lpm.se_cluster, lpm.rv_q, lpm.note) == (
             alone_lpm.estimate, alone_lpm.se, alone_lpm.se_cluster, alone_lpm.rv_q, alone_lpm.note)
-
-
-def test_runs_of_parts_balanced_by_rows():
-    """The parts cut into one contiguous run a worker, each about its share of the work."""
-    from aequum.engines.regression.cells import runs
-
-    assert runs(np.full(16, 10), 1) == [(0, 16)]
-    assert runs(np.full(16, 10), 2) == [(0, 8), (8, 16)]
-    assert runs(np.full(16, 10), 4) == [(0, 4), (4, 8), (8, 12), (12, 16)]
-    assert runs(np.array([100, *[1] * 15]), 2) == [(0, 1), (1, 16)]
-    assert runs(np.array([1] * 15 + [100]), 2) == [(0, 15), (15, 16)]
-    assert runs(np.full(3, 10), 5) == [(0, 1), (1, 2), (2, 3)]
-    three = runs(np.full(16, 10), 3)
-    assert [j - i for i, j in three] == [5, 6, 5] and three[0][0] == 0 and three[-1][1] == 16
-
-
-def test_runs_cut_again_by_measured_cpu():
-    """After ``REBALANCE`` passes the runs follow the parts' measured CPU seconds, each run on
-    the worker of the same rank; the parts keep their order."""
-    import aequum.engines.regression.cells as cells
-
-    class Part:
-        def __init__(self, i):
-            self.i, self.n = i, 100
-            self.lay = type("Lay", (), {"starts": np.zeros(10)})()
-
-    executor = cells.Executor(_Reversed(2))
-    placed = executor.place([Part(i) for i in range(4)])
-    assert [[p.i for p in run] for _, run in placed] == [[0, 1], [2, 3]]
-    executor.part_cpu[:] = [3.0, 1.0, 1.0, 1.0]  # the first part three times the others' work
-    workers = [w for w, _ in placed]
-    executor._rebalance(placed)
-    assert [w for w, _ in placed] == workers and [[p.i for p in run] for _, run in placed] == [[0], [1, 2, 3]]
 
 
 def test_sparse_cross_matrix_equal_to_rounding(monkeypatch):

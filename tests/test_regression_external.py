@@ -1,7 +1,8 @@
-"""The logit's Newton passes on an external Dask scheduler (``engines.regression.cells.Executor``,
+"""The logit's Newton passes on an external Dask scheduler (``engines.regression.passes.Executor``,
 ``aequum bench regression --scheduler``): a ``dask scheduler`` and two ``dask worker`` processes
 started here on 127.0.0.1, as a user starts them; the fit with its passes on 1 worker, on 2 and
-on every worker the scheduler has is the serial fit bit for bit. No timing asserts."""
+on every worker the scheduler has is the serial fit bit for bit, the actors called straight or
+through the scheduler. No timing asserts."""
 from __future__ import annotations
 
 import json
@@ -14,7 +15,7 @@ import time
 import pytest
 from test_regression_cells import _inputs, world
 
-from aequum.engines.regression import cells
+from aequum.engines.regression import cells, passes
 from aequum.engines.regression.logit import controlled_logit
 
 
@@ -68,16 +69,17 @@ def test_passes_on_one_and_two_external_workers_are_the_serial_fit_bit_for_bit(s
     kw = _inputs(y, d, income, dti, purpose, lender, market, kind)
     serial = controlled_logit(y, d, **kw)
     assert serial.converged and serial.coefficient is not None
-    with Client(scheduler, set_as_default=False, timeout="30s") as client:
-        client.wait_for_workers(2, timeout=120)
-        workers = sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
-        assert len(workers) == 2
-        for used in ([workers[0]], workers, None):
-            executor = cells.Executor(client, used)
-            fit = controlled_logit(y, d, executor=executor, **kw)
-            assert _values(fit) == _values(serial), used
-            # one task a worker a pass, each pass's parts on the workers that hold them
-            assert executor.passes > 0 and executor.tasks == executor.passes * (1 if used and len(used) == 1 else 2)
+    for direct in (True, False):  # the actors' calls straight to the workers, or through the scheduler
+        with Client(scheduler, set_as_default=False, timeout="30s", direct_to_workers=direct) as client:
+            client.wait_for_workers(2, timeout=120)
+            workers = sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+            assert len(workers) == 2
+            for used in ([workers[0]], workers, None):
+                executor = passes.Executor(client, used)
+                fit = controlled_logit(y, d, executor=executor, **kw)
+                assert _values(fit) == _values(serial), (used, direct)
+                # one call a worker a pass, to the actor that holds its parts
+                assert executor.passes > 0 and executor.tasks == executor.passes * (1 if used and len(used) == 1 else 2)
 
 
 def test_the_bench_checks_the_external_scheduler(scheduler):
@@ -99,3 +101,20 @@ def test_scheduler_option_is_for_bench_regression(capsys):
 
     assert main(["bench", "audit", "--scheduler", "tcp://127.0.0.1:1"]) == 2
     assert "--scheduler is for bench regression" in capsys.readouterr().err
+
+
+def test_bench_regression_runs_each_size_of_rows(monkeypatch, capsys):
+    """``aequum bench regression --rows N [N ...]`` runs the bench at each size in turn (by
+    default 1M, --quick 200k); a size too small for it is one line."""
+    from aequum.flows.bench import regression
+    from aequum.flows.commands.cli import main
+
+    ran = []
+    monkeypatch.setattr(regression, "_run_size", lambda n, scheduler, addresses: ran.append((n, scheduler)))
+    assert main(["bench", "regression", "--rows", "4000000", "10000000"]) == 0
+    assert main(["bench", "regression"]) == 0
+    assert main(["bench", "regression", "--quick"]) == 0
+    assert ran == [(4_000_000, None), (10_000_000, None), (1_000_000, None), (200_000, None)]
+    assert main(["bench", "regression", "--rows", "1000"]) == 2
+    assert capsys.readouterr().err == "aequum: error: --rows 1000: bench regression needs 10,000 rows or more\n"
+    assert len(ran) == 4

@@ -57,7 +57,7 @@ every worker reads, before the state is sent to the workers; in-process runs kee
 as it is (:func:`spill`).
 
 An engine whose piece can itself spread its work over a cluster (the regression: a logit's
-passes over parts of its rows, ``engines.regression.cells.Executor``) sets ``spreads = True``
+passes over parts of its rows, ``engines.regression.passes.Executor``) sets ``spreads = True``
 and asks :func:`spread_client` in ``run_piece``: the orchestration layer gives it a Dask
 client (:func:`spreading`) when a round has fewer pieces than the cluster has workers (the
 regression's first round of two comparisons on a cluster of many), so that the idle workers

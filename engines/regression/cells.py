@@ -24,15 +24,13 @@ and gives the same matrices (to rounding) as the dense rows did, so every coeffi
 standard error the models report is computed as before from them.
 
 A pass is cut into up to 16 parts of whole cells of about equal work (:meth:`Cells.parts`),
-whose sums the driver adds in the parts' order; :class:`Executor` runs the parts here or on the
-workers of a Dask cluster (local or external), each worker holding a contiguous run of parts
-and running them as one task a pass, so a fit's result is the same bits with any number of
-workers (data parallelism with a fixed reduction order: the sums do not depend on where the
-parts ran, only on the cut).
+whose sums the driver adds in the parts' order; ``engines.regression.passes.Executor`` runs
+the parts here or on the workers of a Dask cluster (local or external), so a fit's result is
+the same bits with any number of workers (data parallelism with a fixed reduction order: the
+sums do not depend on where the parts ran, only on the cut).
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -173,104 +171,6 @@ def _unit(n: int) -> tuple[np.ndarray, np.ndarray]:
 SPARSE_CROSS = 1 << 20   # entries of the absorbed effect × the others' C from which it is sparse (absorb.Solver)
 PARTS = 16               # the parts of a pass: a fixed number, so its sums do not depend on the workers
 PART_ROWS = 1 << 15      # ... of at least this many rows each
-
-
-def runs(work: np.ndarray, workers: int) -> list[tuple[int, int]]:
-    """The parts (``work``: each one's rows + cells, :meth:`Cells.parts`) cut into up to
-    ``workers`` contiguous runs of about equal work (each cut where the running total is
-    nearest its share), none empty."""
-    k = len(work)
-    w = max(1, min(workers, k))
-    edge = np.concatenate([[0], np.cumsum(work, dtype=np.float64)])
-    cuts = [0]
-    for j in range(1, w):
-        at = int(np.argmin(np.abs(edge[1:k] - edge[-1] * j / w))) + 1
-        cuts.append(min(max(at, cuts[-1] + 1), k - (w - j)))
-    return list(zip(cuts, [*cuts[1:], k]))
-
-
-REBALANCE = 2  # the passes after which the runs of parts are cut again by their measured CPU seconds
-
-
-def run_parts(fn, args: tuple, *parts) -> tuple[list, list[float]]:
-    """``fn(part, *args)`` for each of ``parts`` in their order: one worker's task of a pass;
-    with the CPU seconds of the thread that ran each."""
-    out, seconds = [], []
-    for part in parts:
-        start = time.thread_time()
-        out.append(fn(part, *args))
-        seconds.append(time.thread_time() - start)
-    return out, seconds
-
-
-class Executor:
-    """Where the parts of a pass run (:meth:`Cells.parts`): here one after another (``client``
-    None), or on the workers of a Dask cluster (a ``distributed.Client``, its scheduler local or
-    external). :meth:`place` cuts the parts into contiguous runs of about equal work, one a
-    worker (:func:`runs`), and sends each run's parts to its worker once; :meth:`map` then
-    submits one task a worker a pass (:func:`run_parts`: the run's parts one after another,
-    pinned to the worker that holds them, its arguments the pass's few parameters) and
-    returns every part's sums in the parts' order. The driver adds them in that order, so the
-    result is the same bits with any number of workers. After ``REBALANCE`` passes the runs are
-    cut again at equal shares of the parts' measured CPU seconds (:func:`runs`; a part that
-    changes worker is fetched there by its next task, once): the estimate of rows + cells
-    leaves a few per cent more work on one worker, which every pass waits for. ``workers``: the addresses of the
-    workers to use (default every worker the scheduler has when :meth:`place` runs).
-    Measured: ``seconds``, ``passes``: the wall time in :meth:`map` and its calls; ``tasks``:
-    the tasks submitted; ``parts``: the parts placed; ``busiest``: the sum over passes of the
-    CPU seconds of a pass's longest task (what the passes take on idle cores, less the
-    messages), ``task_cpu`` of every task."""
-
-    def __init__(self, client=None, workers: list[str] | None = None):
-        self.client, self.workers = client, workers
-        self.seconds, self.passes, self.tasks, self.parts = 0.0, 0, 0, 0
-        self.busiest, self.task_cpu = 0.0, 0.0
-        self.part_cpu = np.zeros(0)  # each part's CPU seconds over the passes so far
-
-    def place(self, parts: list) -> list[tuple]:
-        """``[(worker, its parts or their futures), ...]``: the runs of :func:`runs`, each held
-        by its worker (here: one run of every part)."""
-        self.parts = len(parts)
-        self.part_cpu = np.zeros(len(parts))
-        if self.client is None:
-            return [(None, list(parts))]
-        workers = sorted(self.workers or self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"])
-        if not workers:
-            raise RuntimeError("the Dask cluster has no worker")
-        cut = runs(np.array([part.n + len(part.lay.starts) for part in parts]), len(workers))
-        return [(w, self.client.scatter(list(parts[i:j]), workers=[w], hash=False))
-                for w, (i, j) in zip(workers, cut)]
-
-    def map(self, fn, placed: list[tuple], *args) -> list:
-        """``fn(part, *args)`` of every part, in the parts' order."""
-        start = time.perf_counter()
-        if self.client is None:
-            found = [run_parts(fn, args, *held) for _, held in placed]
-        else:
-            found = self.client.gather([self.client.submit(run_parts, fn, args, *held, workers=[w],
-                                                           allow_other_workers=False, pure=False)
-                                        for w, held in placed])
-            self.tasks += len(found)
-        out = [x for sums, _ in found for x in sums]
-        seconds = [t for _, ts in found for t in ts]
-        self.busiest += max(sum(ts) for _, ts in found)
-        self.task_cpu += sum(seconds)
-        if len(seconds) == len(self.part_cpu):
-            self.part_cpu += seconds
-        self.seconds += time.perf_counter() - start
-        self.passes += 1
-        if self.client is not None and self.passes == REBALANCE and len(placed) > 1:
-            self._rebalance(placed)
-        return out
-
-    def _rebalance(self, placed: list[tuple]) -> None:
-        """``placed`` (:meth:`place`'s, changed in place) cut again into runs of equal measured
-        CPU seconds, each on the worker of the same rank."""
-        held = [f for _, run in placed for f in run]
-        if len(held) != len(self.part_cpu) or not self.part_cpu.sum() > 0:
-            return
-        cut = runs(self.part_cpu, len(placed))
-        placed[:] = [(w, held[i:j]) for (w, _), (i, j) in zip(placed, cut)]
 
 
 class Cells:

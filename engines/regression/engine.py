@@ -76,7 +76,7 @@ from aequum.engines.core.intersections import tested_units
 from aequum.engines.outcome.stats import adjust_p_values
 from aequum.engines.regression.absorb import dense_codes
 from aequum.engines.regression.bounds import survive, under_bound
-from aequum.engines.regression.cells import Executor
+from aequum.engines.regression.passes import Executor
 from aequum.engines.regression.coefficients import COEFFICIENTS, coefficient_rows, fit_statistics
 from aequum.engines.regression.logit import LogitResult, controlled_logit
 from aequum.engines.regression.design import Categorical, code_type, design, null_mask

@@ -68,9 +68,10 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from aequum.engines.regression.absorb import Normal, cluster_variance
-from aequum.engines.regression.cells import Cells, Executor
+from aequum.engines.regression.cells import Cells
 from aequum.engines.regression.design import Categorical, Design, column_names, design
 from aequum.engines.regression.linear import linear_fit
+from aequum.engines.regression.passes import Executor
 from aequum.engines.regression.sensitivity import e_value_or
 from aequum.engines.regression.wild import Bootstrap, inference_kind, score_p_value, weights
 
@@ -351,7 +352,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     and one for the cluster sums, each O(rows × numeric columns²) plus O(cells × categoricals²)
     (``engines.regression.cells``); memory the numeric columns of the rows and |levels| × p for
     the fixed effects. ``start_from``: a related fit's slopes by column name (its
-    ``coefficients``), where Newton starts when given. ``executor`` (``cells.Executor``): where the
+    ``coefficients``), where Newton starts when given. ``executor`` (``passes.Executor``): where the
     parts of the Newton passes, the marginal effect's and the robust errors' run (a Dask
     client's workers), the same bits anywhere.
 

@@ -2,8 +2,10 @@
 seconds, against a baseline checkout, and the logit's passes over parts on a Dask cluster (local
 or external) with 2 workers against 1.
 
-1M generated HMDA LAR rows (``--quick``: 200k) are staged under
-``data/specs/hmda.yaml`` (its model left out), then, each in a fresh process:
+1M generated HMDA LAR rows (``--quick``: 200k; ``--rows N [N ...]``: each of those sizes in
+turn, e.g. 4M or 10M, where a pass has 4-10 times the work: staging 10M takes a few minutes and
+the every-comparison run some more) are staged under ``data/specs/hmda.yaml`` (its model left
+out), then, each in a fresh process:
 
 - **every comparison**: the regression engine as the spec sets it — 9 attributes and the
   intersections the data allow, pooled and within each loan type (31 comparisons at 1M), market
@@ -20,12 +22,15 @@ or external) with 2 workers against 1.
   workers — a LocalCluster started here (127.0.0.1, one thread a worker), or with
   ``--scheduler tcp://HOST:PORT`` the first 1 then 2 workers of a scheduler the user started
   (``dask scheduler``; ``dask worker tcp://HOST:PORT --nworkers 2 --nthreads 1`` in the same
-  environment) — through ``engines.regression.cells.Executor``: the rows cut into 16 parts of
-  whole cells (fewer below 512k rows), each worker holding a contiguous run of them, one task
-  a worker a pass, the parts' sums added on the driver in the parts' order. Printed: the seconds in the passes and
-  in the whole fit, the CPU seconds of the driver, the workers (their imports done before) and
-  an external scheduler, the passes' busiest task's CPU seconds (what idle cores would take,
-  less the messages), and whether the two results are the same bits.
+  environment) — through ``engines.regression.passes.Executor``: the rows cut into 16 parts of
+  whole cells (fewer below 512k rows), each worker holding a contiguous run of them in an actor,
+  one call a worker a pass straight from the driver (a client connected to the workers
+  directly), the parts' sums added on the driver in the parts' order. Printed: the seconds in
+  the passes and in the whole fit, the CPU seconds of the driver, the workers (their imports
+  done before) and an external scheduler, the passes' busiest worker's CPU seconds (what idle
+  cores would take, less the messages) and the wall time a pass beyond it (the messages, the
+  driver's work between passes and, on a loaded machine, the waits for a core), and whether the
+  two results are the same bits.
 """
 from __future__ import annotations
 
@@ -142,7 +147,8 @@ def _baseline(rows: str, tmp: str, blob: str, out: str, checkout: str) -> dict:
 def _cluster(stack, workers: int, scheduler: str):
     """``(client, the addresses of the workers to use)``: the first ``workers`` workers of the
     external scheduler at ``scheduler``, or those of a LocalCluster of ``workers`` started here
-    (127.0.0.1, one thread a worker)."""
+    (127.0.0.1, one thread a worker); the client connects to the workers directly, so that the
+    passes' calls go straight to them (``engines.regression.passes.Executor``)."""
     import logging
 
     from distributed import Client, LocalCluster
@@ -150,12 +156,12 @@ def _cluster(stack, workers: int, scheduler: str):
     from aequum.flows.cluster import local_cluster_options, worker_addresses
 
     if scheduler:
-        client = stack.enter_context(Client(scheduler, set_as_default=False, timeout="30s"))
+        client = stack.enter_context(Client(scheduler, set_as_default=False, timeout="30s", direct_to_workers=True))
         client.wait_for_workers(workers, timeout=60)
     else:
         cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                    silence_logs=logging.ERROR, **local_cluster_options()))
-        client = stack.enter_context(Client(cluster, set_as_default=False))
+        client = stack.enter_context(Client(cluster, set_as_default=False, direct_to_workers=True))
     return client, sorted(worker_addresses(client))[:workers]
 
 
@@ -166,7 +172,7 @@ def measure_workers(rows: str, tmp: str, staged_json: str, workers: str, schedul
     from contextlib import ExitStack
     from importlib import import_module
 
-    from aequum.engines.regression.cells import Executor
+    from aequum.engines.regression.passes import Executor
     from aequum.engines.regression.design import design
     from aequum.engines.regression.engine import held_cells
     from aequum.engines.regression.logit import controlled_logit
@@ -219,13 +225,28 @@ def check_scheduler(scheduler: str, workers: int = 2, timeout: str = "10s") -> l
     return found
 
 
-def run(quick: bool = False, scheduler: str | None = None) -> None:
-    n = 200_000 if quick else 1_000_000
-    baseline = os.environ.get("AEQUUM_BASELINE")
+SIZES = (1_000_000,)  # the generated rows a run stages (--quick: 200k; --rows N [N ...]: those)
+
+
+def run(quick: bool = False, rows: list[int] | None = None, scheduler: str | None = None) -> None:
+    sizes = [int(n) for n in rows] if rows else [200_000] if quick else list(SIZES)
+    if any(n < 10_000 for n in sizes):
+        from aequum.flows.store.guard import UsageError
+
+        raise UsageError(f"--rows {min(sizes)}: bench regression needs 10,000 rows or more")
     addresses = check_scheduler(scheduler) if scheduler else []
+    for n in sizes:
+        _run_size(n, scheduler, addresses)
+
+
+def _run_size(n: int, scheduler: str | None, addresses: list[str]) -> None:
+    """The bench at ``n`` generated rows, staged in a folder of its own (1M: about 35 s and
+    1 GB; 10M: a few minutes and about 2 GB)."""
+    baseline = os.environ.get("AEQUUM_BASELINE")
     print(f"aequum bench regression: {n:,} generated LAR rows, the hmda spec's regression engine")
     with tempfile.TemporaryDirectory(prefix="aequum-regression-") as tmp:
         staged = in_fresh_process("aequum.flows.bench.fairlending", "stage_world", str(n), tmp)
+        print(f"  staged in {staged['seconds']:.0f} s")
         blob = json.dumps({k: staged[k] for k in ("version", "categories")})
         ours = in_fresh_process("aequum.flows.bench.regression", "measure_engine", str(n), tmp, blob,
                                 str(Path(tmp) / "ours"))
@@ -246,12 +267,13 @@ def run(quick: bool = False, scheduler: str | None = None) -> None:
         where = (f"the external scheduler {scheduler} (the first 1 then 2 of its {len(addresses)} workers)" if scheduler
                  else "a LocalCluster of 1 then 2 workers (one thread each)")
         print(f"  the pooled race logit ({one['n']:,} applications), its {one['passes']} passes over {one['parts']} parts "
-              f"(Newton's, the marginal effect's, the robust errors') on {where}, one task a worker a pass:")
+              f"(Newton's, the marginal effect's, the robust errors') on {where}, one call a worker a pass:")
         for k, f in found.items():
             print(f"    {k} worker{'s' if k > 1 else ' '}: {f['pass_seconds']:.2f} s in the passes, {f['fit_seconds']:.2f} s "
                   f"the whole fit; CPU: driver {f['driver_cpu']:.1f} s, workers {f['worker_cpu']:.1f} s"
                   + (f", scheduler {f['scheduler_cpu']:.1f} s" if scheduler else "")
-                  + f", the passes' busiest task {f['busiest']:.2f} s (load {f['load']:.1f})")
+                  + f", the passes' busiest worker {f['busiest']:.2f} s; beyond it "
+                  f"{(f['pass_seconds'] - f['busiest']) / f['passes'] * 1e3:.0f} ms a pass (load {f['load']:.1f})")
         print(f"    2 workers against 1: {one['pass_seconds'] / two['pass_seconds']:.2f}x in the passes, "
               f"{one['fit_seconds'] / two['fit_seconds']:.2f}x the whole fit, {one['busiest'] / two['busiest']:.2f}x "
-              f"the busiest task's CPU; the same bits: {one['result'] == two['result']}")
+              f"the busiest worker's CPU; the same bits: {one['result'] == two['result']}")

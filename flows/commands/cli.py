@@ -478,7 +478,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("name", choices=sorted(BENCHMARKS), help="the benchmark")
     b.add_argument("--quick", action="store_true", help="smaller sizes")
     b.add_argument("--rows", type=int, nargs="+", default=None,
-                   help="the sizes to run (audit, fairlending, national; raguel, validity, lenders and proxy: the first)")
+                   help="the sizes to run (audit, fairlending, national, regression; raguel, validity, lenders and proxy: "
+                        "the first)")
     b.add_argument("--seeds", type=int, nargs="+", default=None, help="validity: the generator seeds (default 1)")
     b.add_argument("--effects", type=float, nargs="+", default=None,
                    help="validity: the worlds' penalties times each of these (default 1)")
