@@ -2,7 +2,7 @@
 ``aequum bench regression --scheduler``): a ``dask scheduler`` and two ``dask worker`` processes
 started here on 127.0.0.1, as a user starts them; the fit with its passes on 1 worker, on 2 and
 on every worker the scheduler has is the serial fit bit for bit, the actors called straight or
-through the scheduler. No timing asserts."""
+through the scheduler, and the fit lets its actors go. No timing asserts."""
 from __future__ import annotations
 
 import json
@@ -80,6 +80,12 @@ def test_passes_on_one_and_two_external_workers_are_the_serial_fit_bit_for_bit(s
                 assert _values(fit) == _values(serial), (used, direct)
                 # one call a worker a pass, to the actor that holds its parts
                 assert executor.passes > 0 and executor.tasks == executor.passes * (1 if used and len(used) == 1 else 2)
+                # the fit let its actors, and the parts they hold, go on the workers (not at a garbage collection)
+                actors = lambda: any(client.run(lambda dask_worker: len(dask_worker.state.actors)).values())  # noqa: E731
+                end = time.monotonic() + 30
+                while actors() and time.monotonic() < end:
+                    time.sleep(0.1)
+                assert not actors()
 
 
 def test_the_bench_checks_the_external_scheduler(scheduler):

@@ -59,6 +59,7 @@ class _Client:
         self.scheduler = self
         self.pending: list[_Call] = []
         self.actors: list[_Actor] = []
+        self.cancelled: list[_Actor] = []
 
     def identity(self, n_workers=0):
         return {"workers": self.workers}
@@ -77,6 +78,9 @@ class _Client:
 
     def gather(self, futures):
         return [f.result() for f in futures]
+
+    def cancel(self, futures):
+        self.cancelled.extend(futures)
 
 
 def test_parts_and_workers_change_no_bit(monkeypatch):
@@ -101,6 +105,7 @@ def test_parts_and_workers_change_no_bit(monkeypatch):
             assert len(runs) == executor.passes and actor.calls[0] == "hold"
             assert set(actor.calls) - {"run", "hold", "drop"} == set()
             assert actor.calls.count("hold") <= 2
+        assert client.cancelled == [a for a in client.actors]  # the fit let its actors go
     lpm = controlled_lpm(y, d, **kw)
     assert np.allclose(values(here), values(one), rtol=1e-10, atol=0)
     assert lpm.estimate == pytest.approx(lpm_one.estimate, rel=1e-10) and lpm.se == pytest.approx(lpm_one.se, rel=1e-10)

@@ -462,6 +462,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
                  *(["the information matrix singular"] if singular_hessian else []),
                  *([f"the coefficient{'s' if len(moving) > 1 else ''} of {what} diverging"] if what else []),
                  *(["stopped as the fitted probabilities ran to 0 or 1"] if fit.diverging else [])]
+        executor.release(placed)
         return result(
             f"separation: the outcome is perfectly predicted for some rows ({', '.join(signs)} after "
             f"{iterations} iterations): the likelihood has no maximum, no logit estimate",
@@ -536,6 +537,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
                 w, wkind, enumerated = weights(des.clusters, boot)
                 p_value, draws, wkind = score_p_value(scores, w)[0], len(w), wkind + (" (all)" if enumerated else "")
 
+    executor.release(placed)  # the passes done: the workers let the parts go now
     zval = coef / se
     if p_value is None:
         p_value = float(2 * norm.sf(abs(zval)))

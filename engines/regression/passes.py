@@ -163,6 +163,17 @@ class Executor:
             self._rebalance(placed)
         return out
 
+    def release(self, placed: Placement) -> None:
+        """Lets ``placed``'s actors, and the parts they hold, go on their workers now: the
+        placement's references run in cycles (the fit's closures), which the garbage collector
+        finds late, and each holds a fit's rows."""
+        futures = [run.future for run in placed if run.future is not None]
+        for run in placed:
+            run.holder = run.future = None
+        placed.parts = []
+        if futures:
+            self.client.cancel(futures)
+
     def _rebalance(self, placed: Placement) -> None:
         """``placed``'s runs cut again into runs of equal measured CPU seconds, each on the
         worker of the same rank: the parts a run gains sent to its actor, those it loses let go
