@@ -37,6 +37,8 @@ per unit (its fields reported on the same rows share one design and one pass of 
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -147,17 +149,35 @@ class PricingEngine:
         spec = data.spec
         if spec.pricing is None or spec.decision is None:
             raise ValueError("pricing needs a `pricing` section and a decision column")
+        # the engine's own view of the records, each staged column let go once no later step
+        # reads it (the caller's view keeps them): at 10M HMDA records the price fields and
+        # controls read (0.8 GB) were held to the end beside the state made of them
+        data = replace(data)
+        p = spec.pricing
+        names = pricing_controls(spec, params)
+        fixed_names, cluster_name = params.grouping(spec)
+        features = [*names, *fixed_names, *([cluster_name] if cluster_name else [])]
+        lien = [p.lien] if p.lien else []
+
+        def done(columns, later=()):
+            gone = [c for c in dict.fromkeys(columns) if c in data.table.column_names and c not in later]
+            if gone:
+                data.table = data.table.drop_columns(gone)
+
         originated = member(data.column(spec.decision.column), params.originated)
         keep = np.flatnonzero(originated)
+        del originated
+        done([spec.decision.column], [*pricing_fields(spec, params), *features, *lien])
 
         def kept(values):  # a record array, or a categorical block's codes, of the originations
             if isinstance(values, Categorical):
                 return Categorical(values.codes[keep], values.levels)
             return values[keep]
 
-        fields = {f: np.asarray(data.column(f).cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)[keep]
-                  for f in pricing_fields(spec, params)}
-        names = pricing_controls(spec, params)
+        fields = {}
+        for f in pricing_fields(spec, params):
+            fields[f] = np.asarray(data.column(f).cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)[keep]
+            done([f], [*features, *lien])
         made: dict = {}
 
         def block(name):  # one block a feature, whether a control, a fixed effect or the cluster
@@ -166,10 +186,9 @@ class PricingEngine:
             return made[name]
 
         controls = [block(name) for name in names]
-        fixed_names, cluster_name = params.grouping(spec)
         fixed = [block(n) for n in fixed_names]
         cluster = block(cluster_name) if cluster_name else None
-        p = spec.pricing
+        done(features, lien)
         hpml = None
         if p.rate_spread is not None and p.rate_spread in fields:
             if p.lien is None:  # no lien recorded: every loan read as a first lien
@@ -180,7 +199,8 @@ class PricingEngine:
             # 1, 0 and -1 (unknown) as one byte a record in the state every worker holds (not eight)
             flags = hpml_flags(fields[p.rate_spread], first, subordinate, params)
             hpml = np.where(np.isnan(flags), -1, flags).astype(np.int8)
-            del flags
+            del flags, first, subordinate
+        done(lien)
         min_cell = max(params.min_group_size, spec.engines.regression.min_cell(spec))
         groups, others = tested_units(spec, data.groups, params.intersections, min_cell, params.other_groups)
         groups = {u: g[keep] for u, g in groups.items()}
