@@ -120,6 +120,17 @@ def member(values: pa.ChunkedArray, wanted: list) -> np.ndarray:
                       .to_numpy(zero_copy_only=False), bool)
 
 
+def let_go(data):
+    """``done(columns, later)``: drop ``columns`` but those in ``later`` (a step still to read
+    them) from ``data``'s staged table — an engine's own view of the records (``replace(data)``),
+    whose columns' memory goes with them once the arrays made of them are all that is read."""
+    def done(columns, later=()):
+        gone = [c for c in dict.fromkeys(columns) if c in data.table.column_names and c not in set(later)]
+        if gone:
+            data.table = data.table.drop_columns(gone)
+    return done
+
+
 def hpml_flags(spread: np.ndarray, first: np.ndarray, subordinate: np.ndarray, params) -> np.ndarray:
     """1 higher-priced, 0 not, NaN unknown (no rate spread, or a lien neither first nor
     subordinate): rate spread >= ``hpml_first_lien`` for first liens, >= ``hpml_subordinate_lien``
@@ -158,11 +169,7 @@ class PricingEngine:
         fixed_names, cluster_name = params.grouping(spec)
         features = [*names, *fixed_names, *([cluster_name] if cluster_name else [])]
         lien = [p.lien] if p.lien else []
-
-        def done(columns, later=()):
-            gone = [c for c in dict.fromkeys(columns) if c in data.table.column_names and c not in later]
-            if gone:
-                data.table = data.table.drop_columns(gone)
+        done = let_go(data)
 
         originated = member(data.column(spec.decision.column), params.originated)
         keep = np.flatnonzero(originated)
