@@ -186,6 +186,8 @@ class LendersEngine:
         blocks = [state["blocks"][(n, n in logs)] for n in names]
         shown = [f"log {n}" if n in logs else n for n in names]
         rows = np.flatnonzero(~np.isnan(y))
+        if len(y) < 2 ** 31:  # the rows (and the pooled fit's) at 4 bytes a row, not 8
+            rows = rows.astype(np.int32)
         adj = adjust(y, blocks, shown, state["fixed"], state["fixed_names"], rows, params.block_rows)
         lower = field in params.borrower_favourable
         controls = ", ".join(shown) + " (fixed effects: market, lender, groups)"

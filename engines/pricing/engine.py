@@ -225,6 +225,8 @@ class PricingEngine:
     def run_piece(self, state, unit: str) -> Tables:
         params, groups = state["params"], state["groups"][unit]
         rows = np.flatnonzero(state["originated"] & ((groups == 0) | (groups == 1)))
+        if len(groups) < 2 ** 31:  # the unit's rows and each field's reported ones at 4 bytes a row, not 8
+            rows = rows.astype(np.int32)
         held = state["others"].get(unit, [])
         fields = state["fields"]
         joint: list = []  # (reported rows, their held groups' joint cells), shared by fields reported on the same rows
