@@ -221,3 +221,17 @@ def test_findings_and_report_section(tmp_path):
     text = write_report(path, "lw", tmp_path / "r.html").read_text()
     assert "engine-lenders" in sections(text) and figures(text, "engine-lenders") == 4
     assert all(r["lei"] in text for r in flagged)
+
+
+def test_ranks_are_numpys_unique():
+    """The layout's ``ranks`` gives ``np.unique(keys, return_inverse=True)``: the same distinct
+    values and each key's rank, whether the keys span few values (counted) or many (np.unique)."""
+    from aequum.engines.lenders.cells import ranks
+
+    rng = np.random.default_rng(3)
+    for keys in (rng.integers(0, 50, 10_000), rng.integers(0, 2 ** 40, 10_000), np.zeros(0, np.int64),
+                 np.array([7, 7, 7], np.int64)):
+        values, inverse = ranks(keys)
+        want_values, want_inverse = np.unique(keys, return_inverse=True)
+        assert np.array_equal(values, want_values) and values.dtype == want_values.dtype
+        assert np.array_equal(inverse, want_inverse.reshape(-1)) and inverse.dtype == np.int64

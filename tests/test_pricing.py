@@ -317,3 +317,52 @@ def test_fields_fitted_together_and_alone_agree():
     assert spread["reported"] is costs["reported"] and spread["blocks"][-1] is costs["blocks"][-1]
     assert len(credits["reported"]) < len(spread["reported"])
     assert spread["blocks"][-1].codes.dtype == np.int8
+
+
+@pytest.mark.parametrize("lenders", [12, 60])
+def test_fitted_is_linear_fits_bit_for_bit(lenders):
+    """The pricing pieces' fits (``fitted``: each outcome's rows held once) give the designs
+    the very fits ``linear_fits`` gives — equal bits in every sum, solve and centred outcome —
+    and ``controlled_lpm`` the same results from them, with the wild bootstrap (12 lenders:
+    the gathered rows it reads are kept) and without it (60: they go)."""
+    from aequum.engines.pricing.engine import fitted
+    from aequum.engines.pricing.params import PricingParams
+    from aequum.engines.regression.design import Categorical, design, with_outcome
+    from aequum.engines.regression.linear import linear_fits
+    from aequum.engines.regression.sensitivity import controlled_lpm
+
+    rng = np.random.default_rng(11)
+    n = 6000
+    lender, market = rng.integers(0, lenders, n), rng.integers(0, 7, n)
+    d = (rng.random(n) < 0.35).astype(float)
+    x = rng.normal(size=n)
+    cat = Categorical(rng.integers(0, 5, n).astype(np.int8), list("abcde"))
+    ys = [0.3 * d + x + 0.2 * lender % 3 + rng.normal(size=n) * s for s in (1.0, 2.0, 0.5)]
+    ys[1][rng.random(n) < 0.1] = np.nan  # the same rows for all three: nulls in x instead
+    ys = [np.where(np.isnan(ys[1]), np.nan, y) for y in ys]
+    fixed = [Categorical(market.astype(np.int8), list(range(7))), Categorical(lender.astype(np.int16), list(range(lenders)))]
+    cluster = fixed[1]
+    params = PricingParams()
+
+    def designs():
+        base = design(ys[0], d, [x, cat], ["x", "cat"], None, None, fixed, ["m", "l"], cluster)
+        return [base, *(with_outcome(base, y) for y in ys[1:])]
+
+    old, new = designs(), designs()
+    linear_fits(old)
+    fitted(new, params, True)
+    wild = lenders < params.min_clusters
+    assert (new[0].d is not None) == wild
+    for a, b in zip(old, new):
+        fa, fb = a.within, b.within
+        assert fa.tss == fb.tss and fa.yy == fb.yy and fa.singular == fb.singular
+        for name in ("centred", "gram", "zy", "scale", "g", "g_inv", "coef"):
+            assert np.array_equal(getattr(fa, name), getattr(fb, name)), name
+        ra = controlled_lpm(ys[0], d, [x, cat], ["x", "cat"], fixed=fixed, fixed_names=["m", "l"], cluster=cluster,
+                            bootstrap=params.bootstrap(), prepared=a)
+        rb = controlled_lpm(ys[0], d, [x, cat], ["x", "cat"], fixed=fixed, fixed_names=["m", "l"], cluster=cluster,
+                            bootstrap=params.bootstrap(), prepared=b)
+        assert ra.inference == rb.inference == ("WCR-bootstrap" if wild else "CR1")
+        for name in ("estimate", "se", "se_robust", "se_cluster", "test_p_value", "test_ci_low", "r_squared", "rv_q"):
+            assert getattr(ra, name) == getattr(rb, name), name
+        assert ra.sensitivity == rb.sensitivity

@@ -25,6 +25,8 @@ comparison × outcome); one piece per outcome.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
 
@@ -34,7 +36,7 @@ from aequum.engines.core.intersections import column_attributes, tested_units
 from aequum.engines.lenders.cells import Gaps, cell_gaps, layout, lender_gaps, market_gaps, sums
 from aequum.engines.lenders.fit import adjust
 from aequum.engines.lenders.inference import family
-from aequum.engines.pricing.engine import member, pricing_controls
+from aequum.engines.pricing.engine import let_go, member, pricing_controls
 from aequum.engines.regression.design import Categorical
 from aequum.engines.regression.engine import compact, record_block, resolve_controls
 
@@ -112,29 +114,43 @@ class LendersEngine:
         if g is None or data.decision is None:
             raise ValueError("lenders needs the spec's `geography` section (lender, market) and decisions")
         fields = outcome_fields(spec, params)
+        prices = [f for f in fields if f != DENIAL]
+        controls = {f: field_controls(spec, params, f) for f in fields}
+        names = list(dict.fromkeys(n for f in fields for n in controls[f][0]))
+        # the engine's own view of the records, each staged column let go once no later step
+        # reads it (the caller's view keeps them): at 10M HMDA records the columns read (0.6 GB)
+        # were held to the end beside the state made of them
+        data = replace(data)
+        done = let_go(data)
         lender, market = _codes(record_block(data, g.lender)), _codes(record_block(data, g.market))
         market_levels, lender_levels = data.levels(g.market), data.levels(g.lender)
         outside = np.isin(market, [i for i, v in enumerate(market_levels) if v in set(g.outside_markets)])
-        lay = layout(lender, market, [_codes(record_block(data, p)) for p in products(spec, params)],
-                     ~outside)
+        product_codes = [_codes(record_block(data, p)) for p in products(spec, params)]
         decision = data.decision
+        done([g.lender, g.market, *products(spec, params)], [*names, *prices, spec.decision.column])
+        lay = layout(lender, market, product_codes, ~outside)
+        del product_codes, outside
         outcomes = {}
-        prices = [f for f in fields if f != DENIAL]
         originated = member(data.column(spec.decision.column), params.originated) if prices else None
+        done([spec.decision.column], [*names, *prices])
         for f in fields:
             if f == DENIAL:
                 outcomes[f] = np.where((decision == 0) | (decision == 1), 1.0 - decision, np.nan)
             else:
                 price = np.asarray(data.column(f).cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)
                 outcomes[f] = np.where(originated, price, np.nan)
+                del price
+                done([f], names)
+        del originated
         blocks = {}
-        for f in fields:
-            names, logs = field_controls(spec, params, f)
-            for n in names:
+        for n in names:  # each column's blocks (as a value, or its log), then the column goes
+            for f in fields:
+                f_names, logs = controls[f]
                 key = (n, n in logs)
-                if key not in blocks:
+                if n in f_names and key not in blocks:
                     b = record_block(data, n, log=n in logs)
                     blocks[key] = Categorical(_codes(b), b.levels) if isinstance(b, Categorical) else b
+            done([n])
         # the joint groups of the protected columns (protected / reference / neither each): a
         # fixed effect of the pooled fit, so β is estimated within groups
         joint = np.zeros(len(data), np.int32)
@@ -158,7 +174,7 @@ class LendersEngine:
                 "layout": lay,
                 "fixed": [market, lender, joint], "fixed_names": [g.market, g.lender, "groups"],
                 "units": units, "lender_levels": list(lender_levels), "market_levels": list(market_levels),
-                "spec_controls": {f: field_controls(spec, params, f) for f in fields}}
+                "spec_controls": controls}
 
     def pieces(self, state) -> list[str]:
         return list(state["fields"])
@@ -170,6 +186,8 @@ class LendersEngine:
         blocks = [state["blocks"][(n, n in logs)] for n in names]
         shown = [f"log {n}" if n in logs else n for n in names]
         rows = np.flatnonzero(~np.isnan(y))
+        if len(y) < 2 ** 31:  # the rows (and the pooled fit's) at 4 bytes a row, not 8
+            rows = rows.astype(np.int32)
         adj = adjust(y, blocks, shown, state["fixed"], state["fixed_names"], rows, params.block_rows)
         lower = field in params.borrower_favourable
         controls = ", ".join(shown) + " (fixed effects: market, lender, groups)"

@@ -98,8 +98,10 @@ def adjust(y: np.ndarray, blocks: Sequence[np.ndarray | Categorical], names: Seq
     """The adjusted outcome ``r = y − Xβ̂`` over ``rows`` (module docstring); ``fixed``: integer
     codes (−1 null) of the absorbed effects over all records."""
     columns = _columns(blocks, names)
-    rows = np.asarray(rows, np.int64)
-    keep = rows[_valid(columns, y, fixed)[rows]]
+    rows = np.asarray(rows)
+    if not np.issubdtype(rows.dtype, np.integer):
+        rows = rows.astype(np.int64)
+    keep = rows[_valid(columns, y, fixed)[rows]]  # (4 bytes a row when the records' rows are: run_piece's)
     r = np.full(len(y), np.nan)
     # OLS: only singleton levels are dropped (they fit their record exactly and leave β as it is);
     # a level whose outcomes are all 0 or all 1 still tells β how the inputs move within it
@@ -131,12 +133,12 @@ def adjust(y: np.ndarray, blocks: Sequence[np.ndarray | Categorical], names: Seq
         gx = np.zeros(p)
         gs = np.zeros(effects.small)
         gb = np.zeros(effects.sizes[0])
-        yf = y[fit_rows]
         for pos, _ in spans(len(fit_rows), size):
             x = _x(columns, fit_rows[pos], p)
             ne.add(x, None, pos)
-            gx += x.T @ yf[pos]
-            s, b = effects.sums(pos, yf[pos])
+            yb = y[fit_rows[pos]]  # the block's outcomes, gathered a block at a time
+            gx += x.T @ yb
+            s, b = effects.sums(pos, yb)
             gs += s
             gb += b
         solver = ne.solver()

@@ -37,9 +37,12 @@ per unit (its fields reported on the same rows share one design and one pass of 
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from scipy import linalg
 
 from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
@@ -48,11 +51,13 @@ from aequum.engines.core.spec import value_key
 from aequum.engines.outcome.engine import two_proportion_p
 from aequum.engines.outcome.stats import adjust_p_values, ratio_log_interval, wilson_interval
 from aequum.engines.regression.bounds import survive
-from aequum.engines.regression.design import Categorical, design, with_outcome
+from aequum.engines.regression.design import Categorical, design, equilibrate, with_outcome
 from aequum.engines.regression.engine import (bounded, compact, held_cells, joint_cells, record_block,
                                               resolve_controls, unit_bounds)
-from aequum.engines.regression.linear import linear_fits
+from aequum.engines.regression.cells import Cells
+from aequum.engines.regression.linear import LinearFit
 from aequum.engines.regression.sensitivity import controlled_lpm
+from aequum.engines.regression.wild import inference_kind
 
 ESTIMATES = pa.schema([
     ("attribute", pa.string()), ("field", pa.string()), ("n", pa.int64()), ("n_protected", pa.int64()),
@@ -115,6 +120,17 @@ def member(values: pa.ChunkedArray, wanted: list) -> np.ndarray:
                       .to_numpy(zero_copy_only=False), bool)
 
 
+def let_go(data):
+    """``done(columns, later)``: drop ``columns`` but those in ``later`` (a step still to read
+    them) from ``data``'s staged table — an engine's own view of the records (``replace(data)``),
+    whose columns' memory goes with them once the arrays made of them are all that is read."""
+    def done(columns, later=()):
+        gone = [c for c in dict.fromkeys(columns) if c in data.table.column_names and c not in set(later)]
+        if gone:
+            data.table = data.table.drop_columns(gone)
+    return done
+
+
 def hpml_flags(spread: np.ndarray, first: np.ndarray, subordinate: np.ndarray, params) -> np.ndarray:
     """1 higher-priced, 0 not, NaN unknown (no rate spread, or a lien neither first nor
     subordinate): rate spread >= ``hpml_first_lien`` for first liens, >= ``hpml_subordinate_lien``
@@ -144,17 +160,31 @@ class PricingEngine:
         spec = data.spec
         if spec.pricing is None or spec.decision is None:
             raise ValueError("pricing needs a `pricing` section and a decision column")
+        # the engine's own view of the records, each staged column let go once no later step
+        # reads it (the caller's view keeps them): at 10M HMDA records the price fields and
+        # controls read (0.8 GB) were held to the end beside the state made of them
+        data = replace(data)
+        p = spec.pricing
+        names = pricing_controls(spec, params)
+        fixed_names, cluster_name = params.grouping(spec)
+        features = [*names, *fixed_names, *([cluster_name] if cluster_name else [])]
+        lien = [p.lien] if p.lien else []
+        done = let_go(data)
+
         originated = member(data.column(spec.decision.column), params.originated)
         keep = np.flatnonzero(originated)
+        del originated
+        done([spec.decision.column], [*pricing_fields(spec, params), *features, *lien])
 
         def kept(values):  # a record array, or a categorical block's codes, of the originations
             if isinstance(values, Categorical):
                 return Categorical(values.codes[keep], values.levels)
             return values[keep]
 
-        fields = {f: np.asarray(data.column(f).cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)[keep]
-                  for f in pricing_fields(spec, params)}
-        names = pricing_controls(spec, params)
+        fields = {}
+        for f in pricing_fields(spec, params):
+            fields[f] = np.asarray(data.column(f).cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)[keep]
+            done([f], [*features, *lien])
         made: dict = {}
 
         def block(name):  # one block a feature, whether a control, a fixed effect or the cluster
@@ -163,10 +193,9 @@ class PricingEngine:
             return made[name]
 
         controls = [block(name) for name in names]
-        fixed_names, cluster_name = params.grouping(spec)
         fixed = [block(n) for n in fixed_names]
         cluster = block(cluster_name) if cluster_name else None
-        p = spec.pricing
+        done(features, lien)
         hpml = None
         if p.rate_spread is not None and p.rate_spread in fields:
             if p.lien is None:  # no lien recorded: every loan read as a first lien
@@ -177,7 +206,8 @@ class PricingEngine:
             # 1, 0 and -1 (unknown) as one byte a record in the state every worker holds (not eight)
             flags = hpml_flags(fields[p.rate_spread], first, subordinate, params)
             hpml = np.where(np.isnan(flags), -1, flags).astype(np.int8)
-            del flags
+            del flags, first, subordinate
+        done(lien)
         min_cell = max(params.min_group_size, spec.engines.regression.min_cell(spec))
         groups, others = tested_units(spec, data.groups, params.intersections, min_cell, params.other_groups)
         groups = {u: g[keep] for u, g in groups.items()}
@@ -195,6 +225,8 @@ class PricingEngine:
     def run_piece(self, state, unit: str) -> Tables:
         params, groups = state["params"], state["groups"][unit]
         rows = np.flatnonzero(state["originated"] & ((groups == 0) | (groups == 1)))
+        if len(groups) < 2 ** 31:  # the unit's rows and each field's reported ones at 4 bytes a row, not 8
+            rows = rows.astype(np.int32)
         held = state["others"].get(unit, [])
         fields = state["fields"]
         joint: list = []  # (reported rows, their held groups' joint cells), shared by fields reported on the same rows
@@ -256,17 +288,12 @@ class PricingEngine:
         ``prepared``: its design when shared with other fields (:func:`group_designs`)."""
         params, groups = state["params"], state["groups"][unit]
         reported = inputs["reported"]
-        g = groups[reported]
-        prot, ref = y[reported[g == 1]], y[reported[g == 0]]
-        row = {"attribute": unit, "field": field, "n": len(reported), "n_protected": len(prot),
-               "n_reference": len(ref), "unreported": len(rows) - len(reported), "dropped_null": 0,
+        row = {"attribute": unit, "field": field, "n": len(reported), **group_means(y, groups, reported),
+               "unreported": len(rows) - len(reported), "dropped_null": 0,
                "confidence": params.confidence, "correction": params.correction,
-               "robust_multiplier": float(params.robust_multiplier),
-               "mean_protected": float(prot.mean()) if len(prot) else None,
-               "mean_reference": float(ref.mean()) if len(ref) else None,
-               "median_protected": float(np.median(prot)) if len(prot) else None,
-               "median_reference": float(np.median(ref)) if len(ref) else None}
-        if len(prot) and len(ref):
+               "robust_multiplier": float(params.robust_multiplier)}
+        n_prot, n_ref = row["n_protected"], row["n_reference"]
+        if n_prot and n_ref:
             row["raw_difference"] = row["mean_protected"] - row["mean_reference"]
         notes = []
         if not len(rows):
@@ -274,23 +301,25 @@ class PricingEngine:
         if not len(reported):
             return {**row, "note": f"no originated loan in these groups reports {field} (NA, Exempt or empty in "
                                   f"all {len(rows):,}): nothing to compare"}, []
-        if not len(prot) or not len(ref):
-            which = "protected" if not len(prot) else "reference"
+        if not n_prot or not n_ref:
+            which = "protected" if not n_prot else "reference"
             return {**row, "note": f"no originated loan of the {which} group reports {field}: nothing to compare"}, []
         if row["unreported"]:
             notes.append(f"{row['unreported']:,} originated loans do not report {field} (NA, Exempt or empty): "
                          "left out")
         names = inputs["names"]
+        if prepared is None:  # its own design, fitted here: its outcome held once (:func:`fitted`)
+            prepared = own_design(state, groups, y, inputs)
         fit = controlled_lpm(y, groups, inputs["blocks"], names, params.confidence,
                              multipliers=(float(params.robust_multiplier),),
                              robust_multiplier=params.robust_multiplier, rows=reported, held=inputs["held"],
                              bootstrap=params.bootstrap(), prepared=prepared, **state["grouping"])
-        small = min(len(prot), len(ref)) < params.min_group_size
+        small = min(n_prot, n_ref) < params.min_group_size
         if fit.note:
             notes.append(fit.note)
         if small:
             notes.append(f"fewer than {params.min_group_size} originations reporting {field} in a group "
-                         f"({len(prot):,} protected, {len(ref):,} reference): reported, not tested")
+                         f"({n_prot:,} protected, {n_ref:,} reference): reported, not tested")
         lower_is_adverse = field in params.borrower_favourable
         adverse = None if fit.estimate is None else (fit.estimate < 0 if lower_is_adverse else fit.estimate > 0)
         strength = [{"attribute": unit, "field": field, "control": c.name, "r2dxj_x": c.r2dxj_x,
@@ -365,9 +394,81 @@ def group_designs(state, groups: np.ndarray, inputs: dict, fields: dict, group: 
     found = {f: base if f == group[0] else with_outcome(base, fields[f]) for f in group}
     found = {f: d for f, d in found.items() if d is not None}
     if len(found) > 1 and base.failure is None and not base.y_binary:
-        linear_fits(list(found.values()))
+        fitted(list(found.values()), state["params"], g["cluster"] is not None)
         return found
     return {}
+
+
+def own_design(state, groups: np.ndarray, y: np.ndarray, inputs: dict):
+    """The design of one field fitted alone, as ``controlled_lpm`` would make it (the same
+    arguments), with its least-squares sums made here (:func:`fitted`) where the model will
+    read them (a design it stops at before its sums — degenerate, or fewer than k + 2 rows — is
+    returned as it is)."""
+    g = state["grouping"]
+    des = design(y, groups, inputs["blocks"], inputs["names"], inputs["reported"], None, g["fixed"],
+                 g["fixed_names"], g["cluster"])
+    if des.failure is None and des.n - des.parameters >= 2:
+        fitted([des], state["params"], g["cluster"] is not None)
+    return des
+
+
+def fitted(designs: list, params, clustered: bool) -> None:
+    """``engines.regression.linear.linear_fits`` of ``designs`` (one design, or several
+    outcomes on one: :func:`group_designs`) — the same cross products, solve and
+    :class:`~aequum.engines.regression.linear.LinearFit` on each design, bit for bit
+    (tests/test_pricing.py) — with each outcome's rows held once: its centred values are
+    written straight into the cells' dense rows (``Cells.zt``, not first as an array of their
+    own, then a stacked copy of them all) and read from there by ``controlled_lpm``; the
+    designs' gathered outcomes go as they are centred. Then what ``controlled_lpm`` does not
+    read once these sums are made goes too: the gathered group indicator and numeric controls,
+    which only the wild bootstrap's pass reads again (kept where it applies). At 10M HMDA
+    records a piece's four shared fields held 12 arrays of its rows more (0.5 GB)."""
+    des = designs[0]
+    p, n = des.p, des.n
+    outcomes = np.empty((len(designs), n))
+    tss = []
+    for j, d in enumerate(designs):
+        c = d.y - d.y_sum / d.n  # (as linear_fits centres it: its sum of squares of the same array)
+        tss.append(float(c @ c))
+        outcomes[j] = c
+        del c
+        d.y = None
+    cells = Cells(des, des.means, np.ones(p), outcomes.T)
+    del outcomes
+    normal = cells.normal(None)
+    solver = normal.solver()
+    within = solver.g
+    gram = within[:p, :p]
+    scale, g, singular = equilibrate(gram, des.blocks, des.effects.names, np.diag(normal.a)[:p])
+    g_inv = None if singular else linalg.inv(g) * scale[:, None] * scale[None, :]
+    first = cells.zt.shape[0] - len(designs)  # the outcomes' rows follow the dense columns'
+    for j, d in enumerate(designs):
+        col = p + j
+        fit = LinearFit(cells.zt[first + j], tss[j], cells, normal, solver, gram, within[:p, col],
+                        within[col, col], scale, g, singular, outcome=col)
+        if g_inv is not None:
+            fit.g_inv = g_inv
+            fit.coef = g_inv @ fit.zy
+        d.within = fit
+    if inference_kind(clustered, des.clusters, params.bootstrap(), "WCR-bootstrap") != "WCR-bootstrap":
+        for d in designs:
+            d.d = None
+        for b in des.blocks:  # (every design of the group holds these very blocks)
+            if b.levels is None:
+                b.values = None
+
+
+def group_means(y: np.ndarray, groups: np.ndarray, reported: np.ndarray) -> dict:
+    """The N, mean and median of ``y`` over the ``reported`` rows of each group (1 protected, 0
+    reference): the group's values gathered here and let go on return, before the fit."""
+    g = groups[reported]
+    out = {}
+    for key, code in (("protected", 1), ("reference", 0)):
+        values = y[reported[g == code]]
+        out[f"n_{key}"] = len(values)
+        out[f"mean_{key}"] = float(values.mean()) if len(values) else None
+        out[f"median_{key}"] = float(np.median(values)) if len(values) else None
+    return out
 
 
 def hpml_row(unit: str, hpml: np.ndarray, groups: np.ndarray, rows: np.ndarray, params, field: str) -> dict:
