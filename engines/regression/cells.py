@@ -274,29 +274,39 @@ class Executor:
 
 
 class Cells:
-    """The design's columns centred at ``means`` and multiplied by ``scale`` (each of length p),
-    with ``extra`` dense columns appended (the LPM's centred outcome), over the cells of
-    :func:`layout`: the products with vectors and the weighted normal equations of the
-    module docstring, over every kept row at once."""
+    """The design's columns centred at ``means`` (the design's, at which its dense columns are
+    centred: :attr:`~engines.regression.design.Design.dense`) and multiplied by ``scale`` (each
+    of length p), with ``extra`` dense columns appended (the LPM's centred outcomes: an
+    n × m array or m rows), over the cells of :func:`layout`: the products with vectors and
+    the weighted normal equations of the module docstring, over every kept row at once.
 
-    def __init__(self, des, means: np.ndarray, scale: np.ndarray, extra: np.ndarray | None = None):
+    The dense columns are a row each of ``zt`` (column-major: every product below reads
+    contiguous rows): a copy of the design's, scaled, unless ``take`` says whose rows they are:
+    ``"outcome"``, the design's own array of its centred dense columns and outcome
+    (:attr:`Design.columns`, ``scale`` 1: the linear model's, no copy); ``"scaled"``, the
+    design's dense columns scaled in place (the logit's when it is the design's last model:
+    the design is spent, no model can be fitted on it after)."""
+
+    def __init__(self, des, means: np.ndarray, scale: np.ndarray, extra=None, take: str | None = None):
         self.lay = lay = layout(des)
-        self.p = len(means) + (0 if extra is None else extra.shape[1])
-        self.n = des.n
-        # the dense columns, a row each (column-major: every product below reads contiguous rows)
-        zt = np.empty((len(lay.dense) + (0 if extra is None else extra.shape[1]), des.n))
-        zt[0] = des.d
-        at = 1
-        for b in des.blocks:
-            if b.levels is None:
-                zt[at] = b.values
-                at += 1
+        if des.dense is None:
+            raise ValueError("the design's columns were scaled in place by the model fitted last on it: design it again")
         q = len(lay.dense)
-        zt[:q] -= means[lay.dense][:, None]
-        zt[:q] *= scale[lay.dense][:, None]
-        if extra is not None:
-            zt[q:] = extra.T
+        if take == "outcome":
+            zt = des.columns
+        elif take == "scaled":
+            zt = des.dense
+            zt *= scale[lay.dense][:, None]
+            des.dense = des.columns = None
+        else:
+            rows = [] if extra is None else list(extra) if isinstance(extra, list) else list(np.asarray(extra).T)
+            zt = np.empty((q + len(rows), des.n))
+            np.multiply(des.dense, scale[lay.dense][:, None], out=zt[:q])
+            for j, row in enumerate(rows):
+                zt[q + j] = row
         self.zt = zt
+        self.p = len(means) + len(zt) - q
+        self.n = des.n
         self.dense = np.concatenate([lay.dense, np.arange(len(means), self.p)])
         self.mk, self.sk = means[lay.columns], scale[lay.columns]
         self.cat = lay.columns
