@@ -170,6 +170,7 @@ def _unit(n: int) -> tuple[np.ndarray, np.ndarray]:
     return _UNIT[0][:n], _UNIT[1][:n]
 
 
+SPREAD = 1 << 16        # the cells a time whose values :meth:`Cells._spread` puts on their rows
 SPARSE_CROSS = 1 << 20   # entries of the absorbed effect × the others' C from which it is sparse (absorb.Solver)
 PARTS = 16               # the parts of a pass: a fixed number, so its sums do not depend on the workers
 PART_ROWS = 1 << 15      # ... of at least this many rows each
@@ -323,8 +324,14 @@ class Cells:
             lay.summer = sp.csr_matrix((ones, at, np.append(lay.starts, self.n)), shape=(len(lay.starts), self.n))
         return lay.summer @ (v if v.ndim == 1 else np.ascontiguousarray(v.T))
 
-    def _spread(self, per_cell: np.ndarray) -> np.ndarray:
-        return np.repeat(per_cell, self.lay.counts)
+    def _spread(self, per_cell: np.ndarray, out: np.ndarray) -> None:
+        """``out`` += each cell's value on each of its rows, ``SPREAD`` cells at a time (no
+        array of every row beside ``out``)."""
+        starts, counts = self.lay.starts, self.lay.counts
+        for c0 in range(0, len(starts), SPREAD):
+            c1 = min(c0 + SPREAD, len(starts))
+            r0, r1 = int(starts[c0]), int(starts[c1]) if c1 < len(starts) else self.n
+            out[r0:r1] += np.repeat(per_cell[c0:c1], counts[c0:c1])
 
     def eta(self, theta: np.ndarray, fe_s: np.ndarray | None = None, fe_b: np.ndarray | None = None) -> np.ndarray:
         """``Z θ`` (+ each row's fixed-effect part ``b[level] + Σ s[level]``) over the rows."""
@@ -333,7 +340,7 @@ class Cells:
     def part_eta(self, theta: np.ndarray, cell: np.ndarray) -> np.ndarray:
         """``Z θ`` over the rows given each cell's part (:meth:`offsets`)."""
         out = theta[self.dense] @ self.zt
-        out += self._spread(cell)
+        self._spread(cell, out)
         return out
 
     def tdot(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -461,8 +461,9 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     e = cells.eta(np.concatenate([coef, pad]), s_y, b_y)
     np.subtract(centred, e, out=e)  # (the rows' arrays made in place: two of them at a time, not four)
     u = cells.eta(np.concatenate([a, pad]), a_s, a_b)
-    if des.cluster is not None:
-        by_cluster = np.bincount(des.cluster, weights=e * u, minlength=des.clusters)
+    if des.cluster is not None:  # Σ_g of e·u, added row by row in their order (bincount's sums), a block at a time
+        for pos, _ in spans(n, size):
+            np.add.at(by_cluster, des.cluster[pos], e[pos] * u[pos])
     if wild is None:  # e and u are not read again: squared where they are
         meat = float(np.multiply(e, e, out=e) @ np.multiply(u, u, out=u))
     else:
