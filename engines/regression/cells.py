@@ -92,8 +92,8 @@ def layout(des) -> Layout:
             combo, radix = np.unique(combo, return_inverse=True)[1].reshape(-1) * (len(b.levels) + 1) + (col + 1), \
                 float(g) * (len(b.levels) + 1)
         hit = np.flatnonzero(col >= 0)
-        rows.append(hit)
-        cols.append(col[hit] + len(columns))
+        rows.append(hit.astype(np.int32) if g < 2 ** 31 else hit)  # (4 bytes a 1, not 8: the 1s and their order)
+        cols.append((col[hit] + len(columns)).astype(np.int32))
         columns.extend(range(b.start, b.stop))
     r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
     c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
@@ -147,13 +147,21 @@ def _sub_layout(lay: Layout, c0: int, c1: int) -> Layout:
         k0, k1 = np.searchsorted(hit, [i0, i1])
         fs_keys.append((hit[k0:k1] - i0, key[k0:k1]))
     m = lay.m  # its rows c0:c1 on the whole one's values and columns (a slice would copy them)
-    part_m = sp.csr_matrix((m.data[i0:i1], m.indices[i0:i1], m.indptr[c0:c1 + 1] - m.indptr[c0]),
-                           shape=(c1 - c0, m.shape[1]))
+    part_m = _csr(m.data[i0:i1], m.indices[i0:i1], m.indptr[c0:c1 + 1] - m.indptr[c0], (c1 - c0, m.shape[1]))
     return Layout(lay.starts[c0:c1] - lay.starts[c0], lay.counts[c0:c1], lay.dense, lay.columns, part_m,
                   Effects(list(e.names), [c[c0:c1] for c in e.codes], list(e.sizes), list(e.reference)),
                   lay.nz_cell[i0:i1] - c0, lay.nz_col[i0:i1],
                   lay.fb_key[i0:i1], fs_keys, lay.combo[c0:c1], lay.combos, lay.combo_nz, lay.combo_col,
                   lay.combo_pair, lay.combo_pair_key)
+
+
+def _csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+    """A CSR matrix over the given arrays as they are: scipy's constructor copies an array that
+    is a view of less than half its base (``_prune_array``), which a part's rows of the whole
+    layout's arrays, or of :func:`_unit`'s, always are: 12 bytes a 1 of every part again."""
+    out = sp.csr_matrix(shape, dtype=data.dtype)
+    out.data, out.indices, out.indptr = data, indices, indptr.astype(indices.dtype, copy=False)
+    return out
 
 
 _UNIT = [np.ones(0), np.zeros(0, np.int32)]
@@ -321,7 +329,7 @@ class Cells:
         lay = self.lay
         if lay.summer is None:
             ones, at = _unit(self.n)
-            lay.summer = sp.csr_matrix((ones, at, np.append(lay.starts, self.n)), shape=(len(lay.starts), self.n))
+            lay.summer = _csr(ones, at, np.append(lay.starts, self.n), (len(lay.starts), self.n))
         return lay.summer @ (v if v.ndim == 1 else np.ascontiguousarray(v.T))
 
     def _spread(self, per_cell: np.ndarray, out: np.ndarray) -> None:
