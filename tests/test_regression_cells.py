@@ -72,8 +72,7 @@ def test_cell_sums_equal_the_dense_rows():
         p, n = des.p, des.n
         scale = rng.random(p) + 0.5
         w = rng.random(n)
-        z = fill(np.empty((n, p)), slice(0, n), des.d, des.blocks)
-        z = (z - des.means) * scale
+        z = fill(np.empty((n, p)), slice(0, n), des) * scale
         dense = Normal(p, des.effects)
         dense.add(z, w, slice(0, n))
         cells = Cells(des, des.means, scale)

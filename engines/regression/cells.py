@@ -90,8 +90,8 @@ def layout(des) -> Layout:
             combo, radix = np.unique(combo, return_inverse=True)[1].reshape(-1) * (len(b.levels) + 1) + (col + 1), \
                 float(g) * (len(b.levels) + 1)
         hit = np.flatnonzero(col >= 0)
-        rows.append(hit)
-        cols.append(col[hit] + len(columns))
+        rows.append(hit.astype(np.int32) if g < 2 ** 31 else hit)  # (4 bytes a 1, not 8: the 1s and their order)
+        cols.append((col[hit] + len(columns)).astype(np.int32))
         columns.extend(range(b.start, b.stop))
     r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
     c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
@@ -145,13 +145,21 @@ def _sub_layout(lay: Layout, c0: int, c1: int) -> Layout:
         k0, k1 = np.searchsorted(hit, [i0, i1])
         fs_keys.append((hit[k0:k1] - i0, key[k0:k1]))
     m = lay.m  # its rows c0:c1 on the whole one's values and columns (a slice would copy them)
-    part_m = sp.csr_matrix((m.data[i0:i1], m.indices[i0:i1], m.indptr[c0:c1 + 1] - m.indptr[c0]),
-                           shape=(c1 - c0, m.shape[1]))
+    part_m = _csr(m.data[i0:i1], m.indices[i0:i1], m.indptr[c0:c1 + 1] - m.indptr[c0], (c1 - c0, m.shape[1]))
     return Layout(lay.starts[c0:c1] - lay.starts[c0], lay.counts[c0:c1], lay.dense, lay.columns, part_m,
                   Effects(list(e.names), [c[c0:c1] for c in e.codes], list(e.sizes), list(e.reference)),
                   lay.nz_cell[i0:i1] - c0, lay.nz_col[i0:i1],
                   lay.fb_key[i0:i1], fs_keys, lay.combo[c0:c1], lay.combos, lay.combo_nz, lay.combo_col,
                   lay.combo_pair, lay.combo_pair_key)
+
+
+def _csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+    """A CSR matrix over the given arrays as they are: scipy's constructor copies an array that
+    is a view of less than half its base (``_prune_array``), which a part's rows of the whole
+    layout's arrays, or of :func:`_unit`'s, always are: 12 bytes a 1 of every part again."""
+    out = sp.csr_matrix(shape, dtype=data.dtype)
+    out.data, out.indices, out.indptr = data, indices, indptr.astype(indices.dtype, copy=False)
+    return out
 
 
 _UNIT = [np.ones(0), np.zeros(0, np.int32)]
@@ -168,35 +176,46 @@ def _unit(n: int) -> tuple[np.ndarray, np.ndarray]:
     return _UNIT[0][:n], _UNIT[1][:n]
 
 
+SPREAD = 1 << 16        # the cells a time whose values :meth:`Cells._spread` puts on their rows
 SPARSE_CROSS = 1 << 20   # entries of the absorbed effect × the others' C from which it is sparse (absorb.Solver)
 PARTS = 16               # the parts of a pass: a fixed number, so its sums do not depend on the workers
 PART_ROWS = 1 << 15      # ... of at least this many rows each
 
 
 class Cells:
-    """The design's columns centred at ``means`` and multiplied by ``scale`` (each of length p),
-    with ``extra`` dense columns appended (the LPM's centred outcome), over the cells of
-    :func:`layout`: the products with vectors and the weighted normal equations of the
-    module docstring, over every kept row at once."""
+    """The design's columns centred at ``means`` (the design's, at which its dense columns are
+    centred: :attr:`~engines.regression.design.Design.dense`) and multiplied by ``scale`` (each
+    of length p), with ``extra`` dense columns appended (the LPM's centred outcomes: an
+    n × m array or m rows), over the cells of :func:`layout`: the products with vectors and
+    the weighted normal equations of the module docstring, over every kept row at once.
 
-    def __init__(self, des, means: np.ndarray, scale: np.ndarray, extra: np.ndarray | None = None):
+    The dense columns are a row each of ``zt`` (column-major: every product below reads
+    contiguous rows): a copy of the design's, scaled, unless ``take`` says whose rows they are:
+    ``"outcome"``, the design's own array of its centred dense columns and outcome
+    (:attr:`Design.columns`, ``scale`` 1: the linear model's, no copy); ``"scaled"``, the
+    design's dense columns scaled in place (the logit's when it is the design's last model:
+    the design is spent, no model can be fitted on it after)."""
+
+    def __init__(self, des, means: np.ndarray, scale: np.ndarray, extra=None, take: str | None = None):
         self.lay = lay = layout(des)
-        self.p = len(means) + (0 if extra is None else extra.shape[1])
-        self.n = des.n
-        # the dense columns, a row each (column-major: every product below reads contiguous rows)
-        zt = np.empty((len(lay.dense) + (0 if extra is None else extra.shape[1]), des.n))
-        zt[0] = des.d
-        at = 1
-        for b in des.blocks:
-            if b.levels is None:
-                zt[at] = b.values
-                at += 1
+        if des.dense is None:
+            raise ValueError("the design's columns were scaled in place by the model fitted last on it: design it again")
         q = len(lay.dense)
-        zt[:q] -= means[lay.dense][:, None]
-        zt[:q] *= scale[lay.dense][:, None]
-        if extra is not None:
-            zt[q:] = extra.T
+        if take == "outcome":
+            zt = des.columns
+        elif take == "scaled":
+            zt = des.dense
+            zt *= scale[lay.dense][:, None]
+            des.dense = des.columns = None
+        else:
+            rows = [] if extra is None else list(extra) if isinstance(extra, list) else list(np.asarray(extra).T)
+            zt = np.empty((q + len(rows), des.n))
+            np.multiply(des.dense, scale[lay.dense][:, None], out=zt[:q])
+            for j, row in enumerate(rows):
+                zt[q + j] = row
         self.zt = zt
+        self.p = len(means) + len(zt) - q
+        self.n = des.n
         self.dense = np.concatenate([lay.dense, np.arange(len(means), self.p)])
         self.mk, self.sk = means[lay.columns], scale[lay.columns]
         self.cat = lay.columns
@@ -210,11 +229,17 @@ class Cells:
         lay = self.lay
         if lay.summer is None:
             ones, at = _unit(self.n)
-            lay.summer = sp.csr_matrix((ones, at, np.append(lay.starts, self.n)), shape=(len(lay.starts), self.n))
+            lay.summer = _csr(ones, at, np.append(lay.starts, self.n), (len(lay.starts), self.n))
         return lay.summer @ (v if v.ndim == 1 else np.ascontiguousarray(v.T))
 
-    def _spread(self, per_cell: np.ndarray) -> np.ndarray:
-        return np.repeat(per_cell, self.lay.counts)
+    def _spread(self, per_cell: np.ndarray, out: np.ndarray) -> None:
+        """``out`` += each cell's value on each of its rows, ``SPREAD`` cells at a time (no
+        array of every row beside ``out``)."""
+        starts, counts = self.lay.starts, self.lay.counts
+        for c0 in range(0, len(starts), SPREAD):
+            c1 = min(c0 + SPREAD, len(starts))
+            r0, r1 = int(starts[c0]), int(starts[c1]) if c1 < len(starts) else self.n
+            out[r0:r1] += np.repeat(per_cell[c0:c1], counts[c0:c1])
 
     def eta(self, theta: np.ndarray, fe_s: np.ndarray | None = None, fe_b: np.ndarray | None = None) -> np.ndarray:
         """``Z θ`` (+ each row's fixed-effect part ``b[level] + Σ s[level]``) over the rows."""
@@ -223,7 +248,7 @@ class Cells:
     def part_eta(self, theta: np.ndarray, cell: np.ndarray) -> np.ndarray:
         """``Z θ`` over the rows given each cell's part (:meth:`offsets`)."""
         out = theta[self.dense] @ self.zt
-        out += self._spread(cell)
+        self._spread(cell, out)
         return out
 
     def tdot(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -31,7 +31,8 @@ class Categorical:
 class Block:
     name: str
     index: int                    # position among the given controls
-    values: np.ndarray            # numeric values, or categorical codes (:func:`code_type`, −1 null); the kept rows' once designed
+    values: np.ndarray | None     # numeric values, or categorical codes (:func:`code_type`, −1 null); once designed the
+                                  # kept rows' codes, a numeric one's centred values being its row of ``Design.dense``
     levels: np.ndarray | None     # dummy codes of a categorical (reference left out)
     start: int = 0
     stop: int = 0
@@ -58,14 +59,16 @@ def spans(n: int, size: int):
         yield pos, pos
 
 
-def fill(z: np.ndarray, idx: slice, d: np.ndarray, blocks: list[Block]) -> np.ndarray:
-    """The design's kept rows ``idx`` (d, then each block's columns), uncentred, into ``z``: a
-    categorical's dummies as zeros and a one a row (none at its reference)."""
-    z[:, 0] = d[idx]
+def fill(z: np.ndarray, idx: slice, des: "Design") -> np.ndarray:
+    """The design's kept rows ``idx`` (d, then each block's columns) centred at the design's
+    means, into ``z``: d and the numeric controls from :attr:`Design.dense`, a categorical's
+    dummies as zeros and a one a row (none at its reference) less their means."""
     rows = np.arange(len(z))
-    for b in blocks:
-        if b.levels is None:
-            z[:, b.start] = b.values[idx]
+    at = 0
+    for b in [None, *des.blocks]:
+        if b is None or b.levels is None:
+            z[:, 0 if b is None else b.start] = des.dense[at, idx]
+            at += 1
         else:
             if b.lookup is None:
                 b.lookup = np.full(int(b.values.max(initial=0)) + 1, -1, np.int64)
@@ -74,6 +77,7 @@ def fill(z: np.ndarray, idx: slice, d: np.ndarray, blocks: list[Block]) -> np.nd
             z[:, b.start:b.stop] = 0.0
             hit = column >= 0
             z[rows[hit], b.start + column[hit]] = 1.0
+            z[:, b.start:b.stop] -= des.means[b.start:b.stop]
     return z
 
 
@@ -99,8 +103,15 @@ class Design:
     p: int = 0                     # columns of Z
     means: np.ndarray | None = None
     failure: str | None = None
-    y: np.ndarray | None = None              # the outcome and group of the kept rows, in their order
-    d: np.ndarray | None = None
+    y: np.ndarray | None = None              # the outcome of the kept rows in their order (int8 when 0/1), or None
+    d: np.ndarray | None = None              # the group of the kept rows, in the type given (the engine's: int8)
+    # the dense columns of Z over the kept rows, a row each, centred at their means (d, then each
+    # numeric control kept: the one copy of them every model reads, ``engines.regression.cells``),
+    # and ``columns``, the buffer they are the first rows of, its last row the outcome less its
+    # mean (None for a design of another outcome, :func:`with_outcome`). None once a model
+    # scaled them in place (``controlled_logit(consume=True)``): the design is then spent
+    dense: np.ndarray | None = None
+    columns: np.ndarray | None = None
     effects: Effects | None = None           # the absorbed fixed effects (one level: none)
     cluster: np.ndarray | None = None        # cluster codes over the kept rows (0 … clusters − 1)
     clusters: int = 0
@@ -191,10 +202,12 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
             # the codes in the smallest type that holds them (every later use indexes or counts by them)
             values = codes.astype(code_type(len(x.levels)), copy=False)
             blocks.append(Block(name, j, values, np.arange(len(x.levels))))
-        else:
-            values = take(x).astype(np.float64, copy=False)
-            valid &= ~np.isnan(values)
-            blocks.append(Block(name, j, values, None))
+        else:  # its nulls now; its values gathered once the rows are known (below)
+            values = take(x)
+            if np.issubdtype(values.dtype, np.floating):
+                valid &= ~np.isnan(values)
+            del values
+            blocks.append(Block(name, j, None, None))
     if len(fixed) != len(fixed_names):
         raise ValueError(f"{len(fixed)} fixed effects for {len(fixed_names)} names")
     fixed_codes = []
@@ -243,11 +256,20 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     if cluster is not None:
         _, inverse = dense_codes(fixed_codes[-1][keep])
         clusters = int(inverse.max(initial=-1)) + 1
-        cluster_codes = inverse.astype(np.int32 if clusters < 2 ** 31 else np.int64)
+        cluster_codes = inverse.astype(code_type(clusters))
     # the kept rows gathered once, in the order the models read them: every later pass reads
-    # contiguous blocks (``spans``), never a scattered gather
-    y_kept, d_kept = y[keep].astype(np.float64), d[keep].astype(np.float64)
-    for b in blocks:
+    # contiguous blocks (``spans``), never a scattered gather. d, the numeric controls and y as
+    # the rows of one array (centred in place below: the models' dense columns, never copied)
+    source = keep if candidates is None else candidates[keep]  # the given arrays' rows
+    numeric = [b for b in blocks if b.levels is None]
+    columns = np.empty((len(numeric) + 2, n))
+    columns[0] = d[keep]
+    for at, b in enumerate(numeric, start=1):
+        columns[at] = np.asarray(x_blocks[b.index])[source]
+        b.values = columns[at]
+    columns[-1] = y[keep]
+    d_kept, y_kept = columns[0], columns[-1]
+    for b in categorical:
         b.values = b.values[keep]
 
     # -- pass 1: means, counts, variation ---------------------------------------------------
@@ -280,13 +302,14 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     raw = None
     if n_treated and n_control and n_treated + n_control == n:  # d is a 0/1 indicator
         raw = float(y_treated / n_treated - (y_sum - y_treated) / n_control)
-    rows_kept = keep if candidates is None else candidates[keep]  # the given arrays' rows (4 bytes each)
+    rows_kept = source  # the given arrays' rows (4 bytes each)
+    del source
     if len(rows_kept) and int(rows_kept.max()) < 2 ** 31:
         rows_kept = rows_kept.astype(np.int32)
     out = Design(n, dropped, rows_kept, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
                   y01 == n, effects=effects if n else no_effects(0), cluster=cluster_codes, clusters=clusters,
-                  y=y_kept, d=d_kept, separated_rows=separated_rows, separated=tuple(separated),
-                  cell_starts=cell_starts)
+                  y=y_kept.astype(np.int8) if y01 == n else None, d=d[keep], separated_rows=separated_rows,
+                  separated=tuple(separated), cell_starts=cell_starts)
 
     def fail(note: str) -> Design:
         out.failure = note
@@ -333,6 +356,19 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
         else:
             means[b.start:b.stop] = counts[b.index][b.levels] / n
     out.blocks, out.used, out.p, out.means = kept, [b.name for b in kept], col, means
+    # the dense columns centred in place (a dropped numeric control's row left out), and y
+    rows = [0, *(numeric.index(b) + 1 for b in kept if b.levels is None), len(columns) - 1]
+    if rows != list(range(len(columns))):
+        for to, at in enumerate(rows):
+            if to != at:
+                columns[to] = columns[at]
+        columns = columns[:len(rows)]
+    q = len(rows) - 1
+    columns[:q] -= means[[0, *(b.start for b in kept if b.levels is None)]][:, None]
+    columns[q] -= out.y_sum / n
+    for at, b in enumerate([b for b in kept if b.levels is None], start=1):
+        b.values = columns[at]
+    out.dense, out.columns = columns[:q], columns
     return out
 
 
@@ -356,7 +392,7 @@ def with_outcome(des: Design, y: np.ndarray) -> Design | None:
     raw = None
     if des.n_treated and des.n_control and des.n_treated + des.n_control == des.n:
         raw = float(y_treated / des.n_treated - (y_sum - y_treated) / des.n_control)
-    return replace(des, y=yk, y_sum=float(y_sum), raw=raw, within=None)
+    return replace(des, y=yk, y_sum=float(y_sum), raw=raw, within=None, columns=None)
 
 
 def equilibrate(gram: np.ndarray, blocks: list[Block], effects: Sequence[str] = (),

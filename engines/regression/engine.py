@@ -265,8 +265,9 @@ class RegressionEngine:
             root = self.root(state, piece)
             client = spread_client()  # a round with fewer pieces than the cluster's workers
             logit = controlled_logit(state["y"], groups, blocks, names, params.confidence,
-                                     prepared=prepared, start_from=state.get("starts", {}).get(root),
+                                     prepared=prepared, start_from=state.get("starts", {}).get(root), consume=True,
                                      executor=None if client is None else Executor(client), **grouping)
+            del prepared  # (spent by the logit: its columns scaled in place)
             small = min(fit.n_treated, fit.n_control) < params.min_group_size
             notes = [fit.note] if fit.note else []
             if small:

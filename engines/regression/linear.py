@@ -23,7 +23,7 @@ class LinearFit:
     (:func:`linear_fit`): what the linear probability model reports from, and where the logit on
     the same design starts."""
 
-    centred: np.ndarray | None     # y − ȳ over the kept rows (None once let go, with ``cells``)
+    centred: np.ndarray | None     # y − ȳ over the kept rows, a row of ``cells``' (None once let go, with them)
     tss: float
     cells: Cells | None            # [Z − mean, y − ȳ] over their cells (None once let go)
     normal: object                 # their normal equations and the partitioned solver
@@ -55,8 +55,12 @@ def linear_fits(designs: Sequence[Design]) -> list[LinearFit]:
     its own column; Z's do not depend on the outcomes), each kept on its design."""
     des = designs[0]
     p = des.p
-    centred = [d.y - d.y_sum / d.n for d in designs]
-    cells = Cells(des, des.means, np.ones(p), np.column_stack(centred))
+    if len(designs) == 1 and des.columns is not None:  # the design's own array: its outcome centred last
+        cells = Cells(des, des.means, np.ones(p), take="outcome")
+    else:  # (each outcome's rows over the design's: the first's centred in its array, the others' here)
+        cells = Cells(des, des.means, np.ones(p), [d.columns[-1] if d.columns is not None else d.y - d.y_sum / d.n
+                                                   for d in designs])
+    centred = cells.zt[len(cells.zt) - len(designs):]  # (rows of the cells' array, not copies)
     normal = cells.normal(None)
     solver = normal.solver()
     within = solver.g

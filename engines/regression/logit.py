@@ -329,7 +329,7 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
                      fixed_names: Sequence[str] = (), cluster: Categorical | None = None,
                      bootstrap: Bootstrap | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1"),
                      prepared: Design | None = None, executor: Executor | None = None,
-                     start_from: dict[str, float] | None = None) -> LogitResult:
+                     start_from: dict[str, float] | None = None, consume: bool = False) -> LogitResult:
     """The logit ``logit P(y = 1) = β₀ + β_d·d + X β_X`` (``+ fixed effects``) by Newton–Raphson
     from blocked sums, and d's odds ratio, average marginal effect and E-value (see the module
     docstring for the methods and their sources).
@@ -354,7 +354,9 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
     the fixed effects. ``start_from``: a related fit's slopes by column name (its
     ``coefficients``), where Newton starts when given. ``executor`` (``passes.Executor``): where the
     parts of the Newton passes, the marginal effect's and the robust errors' run (a Dask
-    client's workers), the same bits anywhere.
+    client's workers), the same bits anywhere. ``consume`` (with ``prepared``): the logit is the
+    design's last model, and scales its dense columns in place instead of copying them (no model
+    can be fitted on the design after: at 10M HMDA records 0.25 GB less a comparison).
 
     Degenerate input never raises: no rows, infinite values, one value of y (or a y that is
     not 0/1), d constant, fewer rows than parameters + 2, a singular design, or separation
@@ -396,12 +398,13 @@ def controlled_logit(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: 
 
     # -- the cross products, fixed effects partialled out: scale and the singular-design check --
     linear = linear_fit(des)  # (the linear model's on the same design, when it ran first)
-    linear.cells = linear.centred = None  # its rows' columns are not needed here: memory back before the logit's own
+    linear.cells = linear.centred = None  # its rows' columns are not needed here (a copy's memory back before the logit's own)
     if linear.singular:
         return result(linear.singular)
     scale = np.sqrt(n / np.diag(linear.normal.a)[:p])  # 1 / standard deviation of each column
 
-    cells = Cells(des, means, scale)  # the rows of (Z − mean)·scale, over their cells
+    # the rows of (Z − mean)·scale, over their cells: the design's own, scaled in place, when ``consume``
+    cells = Cells(des, means, scale, take="scaled" if consume and prepared is not None else None)
     parts = cells.parts()
     for part in parts:
         part.y = y[part.bounds[0]:part.bounds[1]]

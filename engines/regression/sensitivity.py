@@ -404,7 +404,6 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     d = np.asarray(d)
     boot = bootstrap or Bootstrap()
     des = prepared or design(y, d, x_blocks, names, rows, block_rows, fixed, fixed_names, cluster, outcome)
-    y, d = des.y, des.d  # the kept rows, gathered in the order every pass reads them
     n, dropped, size, notes = des.n, des.dropped, des.size, list(des.notes)
     n_treated, n_control, raw = des.n_treated, des.n_control, des.raw
     effects = des.effects
@@ -431,9 +430,11 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     centred, tss, cells, normal, solver = fit.centred, fit.tss, fit.cells, fit.normal, fit.solver
     col = fit.outcome  # y's column among the normal equations' (after Z's; of several outcomes, its own)
     if cells is None:  # (the logit ran first and let them go, the centred outcome with them: the same bits again)
-        centred = des.y - des.y_sum / des.n if centred is None else centred
-        cells = Cells(des, means, np.ones(p), centred[:, None])
-        col = p
+        if des.columns is not None:
+            cells = Cells(des, means, np.ones(p), take="outcome")
+        else:
+            cells = Cells(des, means, np.ones(p), [des.y - des.y_sum / des.n])
+        centred, col = cells.zt[-1], p
     gram, zy, yy, scale, g = fit.gram, fit.zy, fit.yy, fit.scale, fit.g
     if fit.singular:
         return empty(fit.singular, used)
@@ -460,8 +461,9 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     e = cells.eta(np.concatenate([coef, pad]), s_y, b_y)
     np.subtract(centred, e, out=e)  # (the rows' arrays made in place: two of them at a time, not four)
     u = cells.eta(np.concatenate([a, pad]), a_s, a_b)
-    if des.cluster is not None:
-        by_cluster = np.bincount(des.cluster, weights=e * u, minlength=des.clusters)
+    if des.cluster is not None:  # Σ_g of e·u, added row by row in their order (bincount's sums), a block at a time
+        for pos, _ in spans(n, size):
+            np.add.at(by_cluster, des.cluster[pos], e[pos] * u[pos])
     if wild is None:  # e and u are not read again: squared where they are
         meat = float(np.multiply(e, e, out=e) @ np.multiply(u, u, out=u))
     else:
@@ -469,8 +471,7 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     if wild is not None:  # the restricted residuals ũ = e + β d̃ (d̃ = u / (Z'Z)⁻¹_dd), a block of dense rows at a time
         buf = np.empty((min(size, n), p))
         for pos, idx in spans(n, size):
-            z = fill(buf[:idx.stop - idx.start], idx, d, blocks)
-            z -= means
+            z = fill(buf[:idx.stop - idx.start], idx, des)
             wild.add(z, u[pos], e[pos] + estimate * u[pos] / g_inv[0, 0], des.cluster[pos], pos)
     s2 = rss / dof
     se = float(np.sqrt(s2 * g_inv[0, 0]))
