@@ -321,7 +321,7 @@ def test_fields_fitted_together_and_alone_agree():
 
 @pytest.mark.parametrize("lenders", [12, 60])
 def test_fitted_is_linear_fits_bit_for_bit(lenders):
-    """The pricing pieces' fits (``fitted``: each outcome's rows held once) give the designs
+    """The pricing pieces' fits (``fitted``: ``linear_fits``, then the gathered arrays let go) give the designs
     the very fits ``linear_fits`` gives — equal bits in every sum, solve and centred outcome —
     and ``controlled_lpm`` the same results from them, with the wild bootstrap (12 lenders:
     the gathered rows it reads are kept) and without it (60: they go)."""

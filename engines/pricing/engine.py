@@ -42,7 +42,6 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from scipy import linalg
 
 from aequum.engines.core.data import record_columns
 from aequum.engines.core.engine import Tables, concat_parts
@@ -51,11 +50,10 @@ from aequum.engines.core.spec import value_key
 from aequum.engines.outcome.engine import two_proportion_p
 from aequum.engines.outcome.stats import adjust_p_values, ratio_log_interval, wilson_interval
 from aequum.engines.regression.bounds import survive
-from aequum.engines.regression.design import Categorical, design, equilibrate, with_outcome
+from aequum.engines.regression.design import Categorical, design, with_outcome
 from aequum.engines.regression.engine import (bounded, compact, held_cells, joint_cells, record_block,
                                               resolve_controls, unit_bounds)
-from aequum.engines.regression.cells import Cells
-from aequum.engines.regression.linear import LinearFit
+from aequum.engines.regression.linear import linear_fits
 from aequum.engines.regression.sensitivity import controlled_lpm
 from aequum.engines.regression.wild import inference_kind
 
@@ -414,46 +412,17 @@ def own_design(state, groups: np.ndarray, y: np.ndarray, inputs: dict):
 
 def fitted(designs: list, params, clustered: bool) -> None:
     """``engines.regression.linear.linear_fits`` of ``designs`` (one design, or several
-    outcomes on one: :func:`group_designs`) — the same cross products, solve and
-    :class:`~aequum.engines.regression.linear.LinearFit` on each design, bit for bit
-    (tests/test_pricing.py) — with each outcome's rows held once: its centred values are
-    written straight into the cells' dense rows (``Cells.zt``, not first as an array of their
-    own, then a stacked copy of them all) and read from there by ``controlled_lpm``; the
-    designs' gathered outcomes go as they are centred. Then what ``controlled_lpm`` does not
-    read once these sums are made goes too: the gathered group indicator and numeric controls,
-    which only the wild bootstrap's pass reads again (kept where it applies). At 10M HMDA
-    records a piece's four shared fields held 12 arrays of its rows more (0.5 GB)."""
-    des = designs[0]
-    p, n = des.p, des.n
-    outcomes = np.empty((len(designs), n))
-    tss = []
-    for j, d in enumerate(designs):
-        c = d.y - d.y_sum / d.n  # (as linear_fits centres it: its sum of squares of the same array)
-        tss.append(float(c @ c))
-        outcomes[j] = c
-        del c
+    outcomes on one: :func:`group_designs`), kept on each design, then what ``controlled_lpm``
+    does not read once these sums are made let go: the other outcomes' gathered values (their
+    centred rows are in the cells' array) and, unless the wild bootstrap's pass reads them
+    again, the gathered group indicator and numeric controls' blocks."""
+    linear_fits(designs)
+    for d in designs[1:]:
         d.y = None
-    cells = Cells(des, des.means, np.ones(p), outcomes.T)
-    del outcomes
-    normal = cells.normal(None)
-    solver = normal.solver()
-    within = solver.g
-    gram = within[:p, :p]
-    scale, g, singular = equilibrate(gram, des.blocks, des.effects.names, np.diag(normal.a)[:p])
-    g_inv = None if singular else linalg.inv(g) * scale[:, None] * scale[None, :]
-    first = cells.zt.shape[0] - len(designs)  # the outcomes' rows follow the dense columns'
-    for j, d in enumerate(designs):
-        col = p + j
-        fit = LinearFit(cells.zt[first + j], tss[j], cells, normal, solver, gram, within[:p, col],
-                        within[col, col], scale, g, singular, outcome=col)
-        if g_inv is not None:
-            fit.g_inv = g_inv
-            fit.coef = g_inv @ fit.zy
-        d.within = fit
-    if inference_kind(clustered, des.clusters, params.bootstrap(), "WCR-bootstrap") != "WCR-bootstrap":
+    if inference_kind(clustered, designs[0].clusters, params.bootstrap(), "WCR-bootstrap") != "WCR-bootstrap":
         for d in designs:
             d.d = None
-        for b in des.blocks:  # (every design of the group holds these very blocks)
+        for b in designs[0].blocks:  # (every design of the group holds these very blocks)
             if b.levels is None:
                 b.values = None
 
