@@ -66,7 +66,8 @@ def dask_runner(address: str | None = None, workers: int | None = None, dashboar
     # "bokeh is missing" page to the configured list itself when a dashboard is asked, so a later
     # cluster of the same process would serve it with its dashboard off
     routes = [r for r in dask.config.get("distributed.scheduler.http.routes") if not r.endswith(".missing_bokeh")]
-    with dask.config.set({"distributed.scheduler.http.routes": routes}):
+    quiet = {} if show else QUIET_MONITORING
+    with dask.config.set({"distributed.scheduler.http.routes": routes, **quiet}):
         cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, preload=[WORKER_MODULE],
                                **local_cluster_options(show))
     if show and say is not None:
@@ -76,13 +77,22 @@ def dask_runner(address: str | None = None, workers: int | None = None, dashboar
     logging.getLogger("prefect.task_runner.dask").setLevel(logging.NOTSET if show else logging.WARNING)
     _OWN_CLUSTERS[cluster.scheduler_address] = (cluster, n)
     try:
-        with dask.config.set(worker_start()):  # (for every worker the run starts: sized, renewed, restarted)
+        # (for every worker the run starts: sized, renewed, restarted)
+        with dask.config.set({**worker_start(), **quiet}):
             cluster.scale(n if workers else 1)
             yield DaskTaskRunner(address=cluster.scheduler_address)
     finally:
         _OWN_CLUSTERS.pop(cluster.scheduler_address, None)
         close_cluster(cluster)
 
+
+# what a LocalCluster's processes measure for the dashboard, less often or not at all when no
+# dashboard is shown: each worker's statistical profiler (every 10 ms while a task runs) and
+# the system monitor's samples (CPU, memory, disk: every 0.5 s, in the flow's scheduler too).
+# Idle, 2 workers and their scheduler spent 0.067 CPU-s a second with Dask's defaults, 0.049
+# so. The memory monitors that pause or restart a worker keep their intervals
+QUIET_MONITORING = {"distributed.worker.profile.enabled": False, "distributed.admin.system-monitor.interval": "2s",
+                    "distributed.admin.system-monitor.disk": False}
 
 WORKER_MODULE = "aequum.flows.audit"  # what a worker imports before its first task (its preload)
 
