@@ -306,7 +306,7 @@ def write_run(warehouse: str, run_id: str, outcomes: list[EngineOutcome], ref: D
             for o in outcomes:
                 for t, schema in o.schemas.items():
                     wh.ensure_result_table(t, schema)
-            with wh.transaction():
+            with wh.one_thread(), wh.transaction():  # (fewer CPU-s: Warehouse.one_thread)
                 wh.purge_run(run_id)
                 for t, (_, tbl) in extra.items():
                     wh.insert_run_rows(t, run_id, tbl)

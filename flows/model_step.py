@@ -51,7 +51,9 @@ class PackedModel:
     fingerprint: str
 
     def unpack(self) -> Any:
-        return pickle.loads(self.payload)
+        from aequum.engines.core.imports import unpickle
+
+        return unpickle(self.payload)  # (it imports torch: one import at a time in a worker)
 
 
 def unpacked(model: Any) -> Any:

@@ -76,6 +76,21 @@ def test_the_processes_of_an_audit_are_told_apart_by_role():
     assert roles[plain.pid] == "other" and roles[worker.pid] == "dask worker 2"
 
 
+def test_the_fork_server_of_the_workers_has_a_role_of_its_own():
+    """The run's workers are forked from a fork server (flows.cluster.worker_start): it is
+    not the model's child."""
+    from multiprocessing import forkserver
+
+    forked = multiprocessing.get_context("forkserver").Process(target=_sleep, args=(2,))
+    forked.start()
+    try:
+        server = forkserver._forkserver._forkserver_pid
+        roles = {p.pid: r for p, r in process_roles(psutil.Process(), {forked.pid: 1}).items()}
+    finally:
+        forked.join()
+    assert roles[server] == "dask fork server" and roles[forked.pid] == "dask worker 1"
+
+
 def test_a_step_in_a_fresh_process_returns_its_result_or_names_its_failure():
     from aequum.flows.bench.measure import in_fresh_process
 

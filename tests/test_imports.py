@@ -33,6 +33,30 @@ def test_first_imports_run_one_at_a_time(monkeypatch):
     assert most[0] == 1
 
 
+def test_unpickling_waits_for_an_import_in_progress(monkeypatch):
+    """A packed model is unpickled (importing torch) one import at a time with the engines'
+    loads: an engine task unpickled the model while another loaded PBA, and both failed on a
+    half-initialised torch."""
+    import pickle
+
+    started, order = threading.Event(), []
+
+    def slow_import(name):
+        started.set()
+        time.sleep(0.1)
+        order.append("import")
+        return name
+
+    monkeypatch.setattr(imports, "import_module", slow_import)
+    loading = threading.Thread(target=imports.load, args=("m",))
+    loading.start()
+    started.wait()
+    assert imports.unpickle(pickle.dumps({"a": 1})) == {"a": 1}
+    order.append("unpickled")
+    loading.join()
+    assert order == ["import", "unpickled"]
+
+
 def test_every_engine_loads_at_once_on_threads_of_a_fresh_process():
     """What a worker does when a run's engines start together: every engine class and the
     libraries the engines import at first use, each on its own thread, in a process that has

@@ -148,3 +148,23 @@ def test_the_workers_are_asked_of_the_scheduler_not_read_from_the_clients_cache(
         assert client.scheduler_info()["workers"] == {}  # the cache, as a loaded machine read it
         assert _workers(client, cluster.scheduler_address) == set(cluster.scheduler_info["workers"])
         assert len(_workers(client, cluster.scheduler_address)) == 1
+
+
+def test_the_run_workers_are_forked_from_a_server_that_imported_their_modules():
+    """flows.cluster.worker_start: a run's local workers fork from a fork server that has
+    imported what they preload (once for all of them), unless another start method is set."""
+    import dask
+    from distributed import Client
+    from multiprocessing import forkserver
+
+    from aequum.flows.cluster import WORKER_MODULE, dask_runner, worker_start
+
+    with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
+        assert worker_start() == {}
+    assert worker_start() == {"distributed.worker.multiprocessing-method": "forkserver"}
+    with dask_runner(workers=1) as runner, Client(runner.address) as client:
+        client.wait_for_workers(1, timeout=120)
+        parents = set(client.run(os.getppid).values())
+        loaded = set(client.run(lambda: __import__("sys").modules.get(WORKER_MODULE) is not None).values())
+    assert parents == {forkserver._forkserver._forkserver_pid} and loaded == {True}
+    assert WORKER_MODULE in forkserver._forkserver._preload_modules

@@ -66,6 +66,35 @@ def test_rows_from_many_parquet_files_land_in_file_order(warehouse, tmp_path):
     assert got.equals(table.cast(got.schema))
 
 
+def test_one_thread_inserts_the_same_rows_in_order_and_puts_the_setting_back(warehouse, tmp_path):
+    """The audit writes its results with DuckDB on one thread (Warehouse.one_thread): the rows
+    land as on several, in file order, and the thread setting is restored, after a failure too."""
+    import pyarrow.parquet as pq
+
+    def setting():
+        return warehouse.con.execute("SELECT current_setting('threads')").fetchone()[0]
+
+    warehouse.con.execute("SET threads = 3")
+    n = 300_000
+    table = rows(n).take(pa.array(np.arange(n)[::-1]))
+    paths = [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]
+    pq.write_table(table.slice(0, 100_000), paths[0])
+    pq.write_table(table.slice(100_000), paths[1])
+    warehouse.ensure_result_table("cst_claims", SCHEMA)
+    with warehouse.one_thread(), warehouse.transaction():
+        assert setting() == 1
+        assert warehouse.insert_run_rows("cst_claims", "one", paths) == n
+    assert setting() == 3
+    with warehouse.transaction():
+        warehouse.insert_run_rows("cst_claims", "three", paths)
+    one, three = (warehouse.con.sql(f"SELECT * EXCLUDE (run_id) FROM audit.cst_claims WHERE run_id = '{r}' "
+                                    "ORDER BY rowid").to_arrow_table() for r in ("one", "three"))
+    assert one.equals(three) and one.equals(table.cast(one.schema))
+    with pytest.raises(ZeroDivisionError), warehouse.one_thread():
+        1 / 0
+    assert setting() == 3
+
+
 def test_a_failure_mid_write_leaves_the_warehouse_as_before(warehouse):
     warehouse.write_results("r1", {"cst_claims": (SCHEMA, rows(4)), "cst_summary": (SCHEMA, rows(1))})
     before = {t: warehouse.result(t).to_pylist() for t in ("cst_claims", "cst_summary")}

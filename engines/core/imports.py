@@ -10,6 +10,7 @@ one at a time per process.
 """
 from __future__ import annotations
 
+import pickle
 import threading
 from importlib import import_module
 from types import ModuleType
@@ -21,3 +22,12 @@ def load(module: str) -> ModuleType:
     """``importlib.import_module(module)``, one such import at a time in this process."""
     with _ONE_AT_A_TIME:
         return import_module(module)
+
+
+def unpickle(payload: bytes):
+    """``pickle.loads(payload)`` one import at a time like :func:`load`: a pickled model imports
+    torch as it is unpickled, and an engine task that did so beside another loading CEC or PBA
+    (torch too) failed with "cannot import name 'ModuleList' from partially initialized module
+    'torch.nn.modules.container'" or "KeyError: 'torch.nn.modules'" (a 1M audit's CST and PBA)."""
+    with _ONE_AT_A_TIME:
+        return pickle.loads(payload)

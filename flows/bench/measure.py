@@ -73,12 +73,13 @@ def every(seconds: float):
     return say
 
 
-ROLE_ORDER = ("flow", "dask worker", "prefect api", "model child", "other")
+ROLE_ORDER = ("flow", "dask worker", "dask fork server", "prefect api", "model child", "other")
 
 
 def process_roles(me, workers: dict[int, int]) -> dict:
     """This process and its descendants by role: ``flow`` (this process), ``dask worker N``
-    (the pids of ``workers``: pid -> rank), ``prefect api`` (the temporary API's uvicorn),
+    (the pids of ``workers``: pid -> rank), ``dask fork server`` (the process the workers are
+    forked from), ``prefect api`` (the temporary API's uvicorn),
     ``model child`` (another spawned Python process of this one: ``flows.child_process``),
     ``other`` (the rest, e.g. multiprocessing's resource tracker). psutil.Process -> role."""
     import psutil
@@ -91,6 +92,8 @@ def process_roles(me, workers: dict[int, int]) -> dict:
             continue
         if p.pid in workers:
             out[p] = f"dask worker {workers[p.pid]}"
+        elif "multiprocessing.forkserver" in cmd:  # the workers are forked from it (flows.cluster.worker_start)
+            out[p] = "dask fork server"
         elif "uvicorn" in cmd and "prefect" in cmd:
             out[p] = "prefect api"
         elif "resource_tracker" not in cmd and ("spawn_main" in cmd or "multiprocessing" in cmd):
