@@ -56,8 +56,6 @@ def dask_runner(address: str | None = None, workers: int | None = None, dashboar
     if address:
         yield DaskTaskRunner(address=address)
         return
-    from distributed import LocalCluster
-
     n = workers or max(1, min(2, os.cpu_count() or 1))
     # the scheduler's HTTP server on a free loopback port: with no address it still takes 8787,
     # and a second audit at the same time warned that it was in use
@@ -68,7 +66,7 @@ def dask_runner(address: str | None = None, workers: int | None = None, dashboar
     routes = [r for r in dask.config.get("distributed.scheduler.http.routes") if not r.endswith(".missing_bokeh")]
     quiet = {} if show else QUIET_MONITORING
     with dask.config.set({"distributed.scheduler.http.routes": routes, **quiet}):
-        cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, preload=[WORKER_MODULE],
+        cluster = _local_cluster()(n_workers=0, threads_per_worker=1, processes=True, preload=[WORKER_MODULE],
                                **local_cluster_options(show))
     if show and say is not None:
         say(f"Dask dashboard (this machine only): {cluster.dashboard_link}")
@@ -84,6 +82,22 @@ def dask_runner(address: str | None = None, workers: int | None = None, dashboar
     finally:
         _OWN_CLUSTERS.pop(cluster.scheduler_address, None)
         close_cluster(cluster)
+
+
+def _local_cluster():
+    """Dask's LocalCluster whose watch of the scheduler's workers survives a worker's removal
+    announced for a worker it no longer lists. Renewing the workers between engines (forked in
+    0.2 s) met it once in a 10M audit: distributed's watch raised KeyError, stopped following
+    the workers and the same error ended the cluster's close, after the run had completed."""
+    from distributed import LocalCluster
+
+    class Cluster(LocalCluster):
+        def _update_worker_status(self, op, msg):
+            if op == "remove" and msg not in self.scheduler_info["workers"]:
+                return  # (removed already: nothing of it is left to forget)
+            super()._update_worker_status(op, msg)
+
+    return Cluster
 
 
 # what a LocalCluster's processes measure for the dashboard, less often or not at all when no
@@ -154,9 +168,11 @@ def owned_cluster():
 
 
 # resident memory of a worker above which it is renewed after an engine (:func:`renew_workers`):
-# a fresh worker holds 0.2-0.5 GB (0.45 GB with torch imported), one after CST at 8.4M records
-# about 0.6 GB more; the lighter engines leave their workers under it and keep them
-RENEW_ABOVE_MB = 1024
+# a fresh worker holds 0.2-0.5 GB (0.45 GB with torch imported); at 8.4M records the regression
+# left 0.92 GB and CST 0.95, and the next engine's peak came on top of it (the pricing phase
+# 5.29 GB summed with 1024 here). Forked from the run's fork server a worker starts in 0.2 s,
+# so a renewal costs little more than the next engine's imports again
+RENEW_ABOVE_MB = 512
 
 
 def _rss_mb() -> float:
@@ -175,7 +191,8 @@ def renew_workers(cluster, say) -> bool:
     The workers' Prefect task logs are sent first (:func:`drain_worker`); they are then retired
     and as many started as at the cluster's start (``Client.restart`` instead left no worker at
     its second call in a 10M audit: the restarted processes did not come back within 120 s).
-    Costs the workers' start, about 4-6 s."""
+    Costs the workers' start (0.2 s forked from the run's fork server: :func:`worker_start`) and
+    the next engine's imports in them again."""
     from distributed import Client
 
     t0 = time.perf_counter()

@@ -168,3 +168,21 @@ def test_the_run_workers_are_forked_from_a_server_that_imported_their_modules():
         loaded = set(client.run(lambda: __import__("sys").modules.get(WORKER_MODULE) is not None).values())
     assert parents == {forkserver._forkserver._forkserver_pid} and loaded == {True}
     assert WORKER_MODULE in forkserver._forkserver._preload_modules
+
+
+def test_the_clusters_watch_survives_a_removal_of_a_worker_it_no_longer_lists():
+    """distributed's LocalCluster raised KeyError when the scheduler announced the removal of a
+    worker it had already forgotten (met renewing workers in a 10M audit): its watch stopped
+    and its close failed after the run had completed. The run's cluster lets it pass."""
+    from distributed import LocalCluster
+
+    from aequum.flows.cluster import _local_cluster
+
+    cluster_class = _local_cluster()
+    assert issubclass(cluster_class, LocalCluster)
+    cluster = cluster_class.__new__(cluster_class)
+    cluster.scheduler_info = {"workers": {"tcp://127.0.0.1:1": {"name": 0}}}
+    cluster._update_worker_status("remove", "tcp://127.0.0.1:2")  # not listed: no KeyError
+    assert list(cluster.scheduler_info["workers"]) == ["tcp://127.0.0.1:1"]
+    with pytest.raises(KeyError):  # (what distributed's own class does)
+        LocalCluster._update_worker_status(cluster, "remove", "tcp://127.0.0.1:2")
