@@ -250,6 +250,8 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
             outcomes.sort(key=lambda o: names.index(o.engine))  # the run's order, whichever started first
         outcomes += [EngineOutcome(n, "skipped", 0.0, 0, {}, {}, f"not run: {problem}") for n in skipped]
         outcomes += [EngineOutcome(n, "failed", 0.0, 0, {}, {}, f"not run: {why}") for n, why in unfit.items()]
+        if run_control.interrupt_signalled():  # (its KeyboardInterrupt swallowed: ending_on_interrupt)
+            raise KeyboardInterrupt
     except BaseException as exc:  # an interrupt (flows.run_control) leaves the run abandoned
         # the signal may reach a worker's task (a lost worker) before it reaches this thread
         interrupted = isinstance(exc, (KeyboardInterrupt, TerminationSignal)) or run_control.interrupt_signalled()

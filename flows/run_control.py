@@ -238,6 +238,8 @@ def ending_on_interrupt(warehouse: str, lake: str, grace: float = 5.0):
             signal.signal(s, h)
         if ending.fired.is_set():
             ending.end()
+    if ending.fired.is_set():  # the signal's KeyboardInterrupt was swallowed on its way (Python
+        raise KeyboardInterrupt  # ignores one raised in a gc callback, as Dask's scheduler installs)
 
 
 def _end_interrupted(warehouse: str, lake: str) -> None:

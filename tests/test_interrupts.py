@@ -152,3 +152,27 @@ def test_an_interrupted_process_abandons_its_own_runs_only(warehouse):
     assert sorted(warehouse.abandon_own_runs("interrupted")) == ["failed", "running"]
     status = {r["run_id"]: r["status"] for r in warehouse.runs().to_pylist()}
     assert status == {"running": "abandoned", "failed": "abandoned", "earlier": "failed"}
+
+
+def test_an_interrupt_whose_exception_was_swallowed_still_ends_the_run(tmp_path):
+    """Python ignores an exception raised in a gc callback (Dask's scheduler installs one), so
+    the signal's KeyboardInterrupt can be lost on its way: the run went on and exited 0. The
+    interrupt is still seen when the watched block ends."""
+    script = (
+        "import os, signal, sys\n"
+        "from aequum.flows.run_control import ending_on_interrupt\n"
+        "try:\n"
+        "    with ending_on_interrupt(sys.argv[1], sys.argv[2]):\n"
+        "        try:\n"
+        "            os.kill(os.getpid(), signal.SIGTERM)\n"
+        "            for _ in range(10_000):\n"
+        "                pass\n"
+        "        except KeyboardInterrupt:\n"
+        "            print('swallowed')\n"
+        "        print('went on')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+        "    sys.exit(130)\n")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "wh.duckdb"), str(tmp_path / "lake")],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 130 and out.stdout.split() == ["swallowed", "went", "on", "interrupted"], out
