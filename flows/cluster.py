@@ -56,6 +56,8 @@ def dask_runner(address: str | None = None, workers: int | None = None, dashboar
     if address:
         yield DaskTaskRunner(address=address)
         return
+    from distributed import LocalCluster
+
     n = workers or max(1, min(2, os.cpu_count() or 1))
     # the scheduler's HTTP server on a free loopback port: with no address it still takes 8787,
     # and a second audit at the same time warned that it was in use
@@ -66,7 +68,7 @@ def dask_runner(address: str | None = None, workers: int | None = None, dashboar
     routes = [r for r in dask.config.get("distributed.scheduler.http.routes") if not r.endswith(".missing_bokeh")]
     quiet = {} if show else QUIET_MONITORING
     with dask.config.set({"distributed.scheduler.http.routes": routes, **quiet}):
-        cluster = _local_cluster()(n_workers=0, threads_per_worker=1, processes=True, preload=[WORKER_MODULE],
+        cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, preload=[WORKER_MODULE],
                                **local_cluster_options(show))
     if show and say is not None:
         say(f"Dask dashboard (this machine only): {cluster.dashboard_link}")
@@ -76,28 +78,12 @@ def dask_runner(address: str | None = None, workers: int | None = None, dashboar
     _OWN_CLUSTERS[cluster.scheduler_address] = (cluster, n)
     try:
         # (for every worker the run starts: sized, renewed, restarted)
-        with dask.config.set({**worker_start(), **quiet}):
+        with dask.config.set(quiet):
             cluster.scale(n if workers else 1)
             yield DaskTaskRunner(address=cluster.scheduler_address)
     finally:
         _OWN_CLUSTERS.pop(cluster.scheduler_address, None)
         close_cluster(cluster)
-
-
-def _local_cluster():
-    """Dask's LocalCluster whose watch of the scheduler's workers survives a worker's removal
-    announced for a worker it no longer lists. Renewing the workers between engines (forked in
-    0.2 s) met it once in a 10M audit: distributed's watch raised KeyError, stopped following
-    the workers and the same error ended the cluster's close, after the run had completed."""
-    from distributed import LocalCluster
-
-    class Cluster(LocalCluster):
-        def _update_worker_status(self, op, msg):
-            if op == "remove" and msg not in self.scheduler_info["workers"]:
-                return  # (removed already: nothing of it is left to forget)
-            super()._update_worker_status(op, msg)
-
-    return Cluster
 
 
 # what a LocalCluster's processes measure for the dashboard, less often or not at all when no
@@ -109,32 +95,6 @@ QUIET_MONITORING = {"distributed.worker.profile.enabled": False, "distributed.ad
                     "distributed.admin.system-monitor.disk": False}
 
 WORKER_MODULE = "aequum.flows.audit"  # what a worker imports before its first task (its preload)
-
-
-def worker_start() -> dict:
-    """The Dask settings under which the run's local workers start: forked from a fork server
-    that has imported what every worker imports (``WORKER_MODULE``: Prefect, Dask, Arrow, the
-    engines' core), so that this is imported once per run instead of once per worker, and a
-    renewed worker starts in a fraction of a second. Each spawned worker imported it again:
-    2.2-2.3 CPU-s a worker; forked, 0.06, beside the fork server's 2.2 once, and the workers
-    share its pages (2 workers: 306 MB PSS spawned, 188 forked). Where there is no fork server
-    (not POSIX), or another method is configured, the workers start as configured."""
-    import multiprocessing
-
-    if dask.config.get("distributed.worker.multiprocessing-method") != "spawn" or \
-            "forkserver" not in multiprocessing.get_all_start_methods():
-        return {}
-    from multiprocessing import forkserver
-
-    from distributed.utils import get_mp_context
-
-    settings = {"distributed.worker.multiprocessing-method": "forkserver"}
-    with dask.config.set(settings):
-        context = get_mp_context()  # (Dask's own preload list set on the fork server, once a process)
-    preload = list(getattr(getattr(forkserver, "_forkserver", None), "_preload_modules", None) or [])
-    if WORKER_MODULE not in preload:  # (a fork server already running keeps its list: its workers import it)
-        context.set_forkserver_preload([*preload, WORKER_MODULE])
-    return settings
 
 
 # the local clusters dask_runner started in this process, by scheduler, each with its number
@@ -170,8 +130,7 @@ def owned_cluster():
 # resident memory of a worker above which it is renewed after an engine (:func:`renew_workers`):
 # a fresh worker holds 0.2-0.5 GB (0.45 GB with torch imported); at 8.4M records the regression
 # left 0.92 GB and CST 0.95, and the next engine's peak came on top of it (the pricing phase
-# 5.29 GB summed with 1024 here). Forked from the run's fork server a worker starts in 0.2 s,
-# so a renewal costs little more than the next engine's imports again
+# 5.29 GB summed with 1024 here, 5.00 with 512: 4 renewals instead of 1)
 RENEW_ABOVE_MB = 512
 
 
@@ -191,8 +150,7 @@ def renew_workers(cluster, say) -> bool:
     The workers' Prefect task logs are sent first (:func:`drain_worker`); they are then retired
     and as many started as at the cluster's start (``Client.restart`` instead left no worker at
     its second call in a 10M audit: the restarted processes did not come back within 120 s).
-    Costs the workers' start (0.2 s forked from the run's fork server: :func:`worker_start`) and
-    the next engine's imports in them again."""
+    Costs the workers' start, about 4-6 s."""
     from distributed import Client
 
     t0 = time.perf_counter()

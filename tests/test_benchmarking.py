@@ -77,8 +77,8 @@ def test_the_processes_of_an_audit_are_told_apart_by_role():
 
 
 def test_the_fork_server_of_the_workers_has_a_role_of_its_own():
-    """The run's workers are forked from a fork server (flows.cluster.worker_start): it is
-    not the model's child."""
+    """Workers forked from a fork server (Dask's multiprocessing-method ``forkserver``): the
+    server is not the model's child."""
     from multiprocessing import forkserver
 
     forked = multiprocessing.get_context("forkserver").Process(target=_sleep, args=(2,))

@@ -92,7 +92,7 @@ def process_roles(me, workers: dict[int, int]) -> dict:
             continue
         if p.pid in workers:
             out[p] = f"dask worker {workers[p.pid]}"
-        elif "multiprocessing.forkserver" in cmd:  # the workers are forked from it (flows.cluster.worker_start)
+        elif "multiprocessing.forkserver" in cmd:  # (Dask's multiprocessing-method forkserver)
             out[p] = "dask fork server"
         elif "uvicorn" in cmd and "prefect" in cmd:
             out[p] = "prefect api"
