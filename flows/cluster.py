@@ -68,7 +68,7 @@ def dask_runner(address: str | None = None, workers: int | None = None, dashboar
     routes = [r for r in dask.config.get("distributed.scheduler.http.routes") if not r.endswith(".missing_bokeh")]
     quiet = {} if show else QUIET_MONITORING
     with dask.config.set({"distributed.scheduler.http.routes": routes, **quiet}):
-        cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, preload=[WORKER_MODULE],
+        cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, preload=["aequum.flows.audit"],
                                **local_cluster_options(show))
     if show and say is not None:
         say(f"Dask dashboard (this machine only): {cluster.dashboard_link}")
@@ -93,9 +93,6 @@ def dask_runner(address: str | None = None, workers: int | None = None, dashboar
 # so. The memory monitors that pause or restart a worker keep their intervals
 QUIET_MONITORING = {"distributed.worker.profile.enabled": False, "distributed.admin.system-monitor.interval": "2s",
                     "distributed.admin.system-monitor.disk": False}
-
-WORKER_MODULE = "aequum.flows.audit"  # what a worker imports before its first task (its preload)
-
 
 # the local clusters dask_runner started in this process, by scheduler, each with its number
 # of workers once the audit's size is known
