@@ -14,6 +14,15 @@ runs the same staging, model and engines as ``aequum audit``, in-process (no Pre
 no Dask cluster), silently unless ``verbose=True``; frames come back of the kind given
 (pandas, polars or Arrow).
 """
+import os
+
+# Arrow's C++ code (Parquet reads, datasets, compute) allocates from the default pool it picks
+# when first imported, mimalloc, whose thread heaps keep what the reading threads freed out of
+# reach of malloc_trim: a worker that read 10M staged records kept 0.11 GB more with it, and
+# peaked 0.08 GB higher. Chosen here, before anything imports pyarrow, unless the user chose;
+# Dask workers started by aequum inherit it (a worker started by hand: set it in its shell).
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+
 __all__ = ["audit"]
 
 

@@ -44,6 +44,40 @@ def test_outcomes_sharing_a_design_equal_a_design_each():
         _close([c.r2yxj_dx for c in together.sensitivity], [c.r2yxj_dx for c in alone.sensitivity], 1e-9)
 
 
+def test_outcomes_in_the_room_of_one_buffer_give_the_same_bits():
+    """A design with ``room`` for other outcomes holds their centred values in the rows after its
+    own (no copy of its columns for their cross products): the same bits as each outcome in an
+    array of its own. An outcome that cannot share takes no row; one beyond the room gets an
+    array of its own. A dropped numeric control leaves the room after the rows kept."""
+    y, d, income, dti, purpose, lender, market, kind = world(3000, seed=5)
+    inputs = _inputs(y, d, income, dti, purpose, lender, market, kind)
+    rng = np.random.default_rng(2)
+    prices = [income * 0.01 + 0.4 * d + rng.normal(0, 1, len(y)), 3.0 - 0.1 * d + rng.gamma(2, 1, len(y)),
+              1.0 + 0.05 * income + rng.normal(0, 2, len(y))]
+    flat = np.full(len(y), 7.0)  # a numeric control without variance: dropped, its row given up
+    for blocks, names in ((inputs["x_blocks"], inputs["names"]), ([*inputs["x_blocks"], flat], [*inputs["names"], "flat"])):
+        args = (d, blocks, names, None, None, inputs["fixed"], inputs["fixed_names"], inputs["cluster"])
+        apart = [design(prices[0], *args)]
+        apart += [with_outcome(apart[0], p) for p in prices[1:]]
+        roomy = design(prices[0], *args, room=2)
+        assert with_outcome(roomy, np.full(len(y), 2.0)) is None and roomy.spare_used == 0
+        together = [roomy, *(with_outcome(roomy, p) for p in prices[1:])]
+        assert [t.spare_row for t in together[1:]] == [0, 1] and roomy.spare_used == 2
+        assert all(np.shares_memory(t.centred, roomy.outcomes) for t in together[1:])
+        assert np.shares_memory(roomy.columns, roomy.outcomes) and len(roomy.outcomes) == len(roomy.columns) + 2
+        beyond = with_outcome(roomy, prices[2])  # no room left: its own array
+        assert beyond.spare_row is None and not np.shares_memory(beyond.centred, roomy.outcomes)
+        for a, b in zip(linear_fits(apart), linear_fits(together)):
+            assert np.array_equal(a.coef, b.coef) and a.tss == b.tss and np.array_equal(a.centred, b.centred)
+        for price, a, b in zip(prices, apart, together):
+            one = controlled_lpm(price, d, blocks, names, rows=None, prepared=a, fixed=inputs["fixed"],
+                                 fixed_names=inputs["fixed_names"], cluster=inputs["cluster"])
+            two = controlled_lpm(price, d, blocks, names, rows=None, prepared=b, fixed=inputs["fixed"],
+                                 fixed_names=inputs["fixed_names"], cluster=inputs["cluster"])
+            assert (one.estimate, one.se, one.se_cluster, one.r_squared) == (two.estimate, two.se, two.se_cluster,
+                                                                             two.r_squared)
+
+
 def test_an_outcome_whose_design_could_differ_is_not_shared():
     y, d, income, dti, purpose, lender, market, kind = world(2000, seed=2)
     inputs = _inputs(y, d, income, dti, purpose, lender, market, kind)

@@ -388,7 +388,7 @@ def group_designs(state, groups: np.ndarray, inputs: dict, fields: dict, group: 
     g = state["grouping"]
     first = inputs[group[0]]
     base = design(fields[group[0]], groups, first["blocks"], first["names"], first["reported"], None,
-                  g["fixed"], g["fixed_names"], g["cluster"])
+                  g["fixed"], g["fixed_names"], g["cluster"], room=len(group) - 1)
     found = {f: base if f == group[0] else with_outcome(base, fields[f]) for f in group}
     found = {f: d for f, d in found.items() if d is not None}
     if len(found) > 1 and base.failure is None and not base.y_binary:

@@ -192,7 +192,9 @@ class Cells:
     The dense columns are a row each of ``zt`` (column-major: every product below reads
     contiguous rows): a copy of the design's, scaled, unless ``take`` says whose rows they are:
     ``"outcome"``, the design's own array of its centred dense columns and outcome
-    (:attr:`Design.columns`, ``scale`` 1: the linear model's, no copy); ``"scaled"``, the
+    (:attr:`Design.columns`, ``scale`` 1: the linear model's, no copy); ``"outcomes"``, that
+    array and the other outcomes' centred rows after it (:attr:`Design.outcomes`, the linear
+    models of several outcomes on one design, ``linear.linear_fits``); ``"scaled"``, the
     design's dense columns scaled in place (the logit's when it is the design's last model:
     the design is spent, no model can be fitted on it after)."""
 
@@ -203,10 +205,12 @@ class Cells:
         q = len(lay.dense)
         if take == "outcome":
             zt = des.columns
+        elif take == "outcomes":
+            zt = des.outcomes[:len(des.columns) + des.spare_used]
         elif take == "scaled":
             zt = des.dense
             zt *= scale[lay.dense][:, None]
-            des.dense = des.columns = None
+            des.dense = des.columns = des.outcomes = None
         else:
             rows = [] if extra is None else list(extra) if isinstance(extra, list) else list(np.asarray(extra).T)
             zt = np.empty((q + len(rows), des.n))

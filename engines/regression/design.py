@@ -112,6 +112,15 @@ class Design:
     # scaled them in place (``controlled_logit(consume=True)``): the design is then spent
     dense: np.ndarray | None = None
     columns: np.ndarray | None = None
+    # ``columns`` followed by the rows ``room`` kept for other outcomes (:func:`with_outcome`
+    # writes each one's centred values in the next, ``spare_used`` of them so far): one buffer
+    # that several outcomes' cross products read as it is (``cells.Cells(take="outcomes")``)
+    outcomes: np.ndarray | None = None
+    spare_used: int = 0
+    # a design of another outcome (:func:`with_outcome`): its centred values (a row of the first
+    # design's ``outcomes``, ``spare_row``) in place of ``y``
+    centred: np.ndarray | None = None
+    spare_row: int | None = None
     effects: Effects | None = None           # the absorbed fixed effects (one level: none)
     cluster: np.ndarray | None = None        # cluster codes over the kept rows (0 … clusters − 1)
     clusters: int = 0
@@ -162,7 +171,8 @@ def _by_cell(keep: np.ndarray, effects: Effects, categorical: Sequence[np.ndarra
 def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categorical],
             names: Sequence[str], rows: np.ndarray | None, block_rows: int | None,
             fixed: Sequence[Categorical] = (), fixed_names: Sequence[str] = (),
-            cluster: Categorical | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1")) -> Design:
+            cluster: Categorical | None = None, outcome: tuple[str, str] = ("y = 0", "y = 1"),
+            room: int = 0) -> Design:
     """Drop the rows with a null in y, d, a control, a fixed effect or the cluster (counted, with
     a note) and the rows of fixed-effect levels that fit them exactly and, with a 0/1 outcome,
     of categorical controls' levels whose rows all have one outcome — the quasi-complete
@@ -175,7 +185,8 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     values, one value of y, d constant), the controls without variation dropped with a note (a
     categorical keeps its levels present, its most frequent — the first on a tie — the
     reference), the columns laid out and their means. The conventions :func:`controlled_lpm`
-    and the controlled logit (``engines.regression.logit``) share."""
+    and the controlled logit (``engines.regression.logit``) share. ``room``: rows kept after
+    the outcome's for as many other outcomes on the same rows (:func:`with_outcome`)."""
     if len(x_blocks) != len(names):
         raise ValueError(f"{len(x_blocks)} control blocks for {len(names)} names")
     notes: list[str] = []
@@ -262,7 +273,8 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     # the rows of one array (centred in place below: the models' dense columns, never copied)
     source = keep if candidates is None else candidates[keep]  # the given arrays' rows
     numeric = [b for b in blocks if b.levels is None]
-    columns = np.empty((len(numeric) + 2, n))
+    buffer = np.empty((len(numeric) + 2 + room, n))
+    columns = buffer[:len(numeric) + 2]
     columns[0] = d[keep]
     for at, b in enumerate(numeric, start=1):
         columns[at] = np.asarray(x_blocks[b.index])[source]
@@ -362,13 +374,15 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
         for to, at in enumerate(rows):
             if to != at:
                 columns[to] = columns[at]
-        columns = columns[:len(rows)]
+        columns = buffer[:len(rows)]
     q = len(rows) - 1
     columns[:q] -= means[[0, *(b.start for b in kept if b.levels is None)]][:, None]
     columns[q] -= out.y_sum / n
     for at, b in enumerate([b for b in kept if b.levels is None], start=1):
         b.values = columns[at]
     out.dense, out.columns = columns[:q], columns
+    if room:
+        out.outcomes = buffer[:len(columns) + room]
     return out
 
 
@@ -376,12 +390,18 @@ def with_outcome(des: Design, y: np.ndarray) -> Design | None:
     """``des`` (:func:`design`) for another outcome ``y`` over the same given arrays, whose
     nulls fall on the same candidate rows: the rows, columns, cells and layout shared, the
     outcome's own gathered values, sum and raw difference (summed a block at a time, as
-    :func:`design` does). None where :func:`design` could choose otherwise for ``y``: a
-    degenerate design, or either outcome 0/1 (its levels of one outcome are dropped), of one
-    value or not finite — the caller then designs that outcome on its own."""
+    :func:`design` does), centred (``centred``: ``y - ȳ``) in the next row ``des`` has room for
+    (``room``), else in an array of their own. None where :func:`design` could choose otherwise
+    for ``y``: a degenerate design, or either outcome 0/1 (its levels of one outcome are
+    dropped), of one value or not finite — the caller then designs that outcome on its own."""
     if des.failure is not None or des.y_binary:
         return None
-    yk = np.asarray(y)[des.keep].astype(np.float64)
+    at = len(des.columns) + des.spare_used if des.outcomes is not None and des.columns is not None else None
+    if at is not None and at < len(des.outcomes):
+        yk = des.outcomes[at]
+        yk[:] = np.asarray(y)[des.keep]
+    else:
+        at, yk = None, np.asarray(y)[des.keep].astype(np.float64)
     if not len(yk) or not np.all(np.isfinite(yk)) or np.all(yk == yk[0]) or np.all((yk == 0) | (yk == 1)):
         return None
     y_sum = y_treated = 0.0
@@ -392,7 +412,13 @@ def with_outcome(des: Design, y: np.ndarray) -> Design | None:
     raw = None
     if des.n_treated and des.n_control and des.n_treated + des.n_control == des.n:
         raw = float(y_treated / des.n_treated - (y_sum - y_treated) / des.n_control)
-    return replace(des, y=yk, y_sum=float(y_sum), raw=raw, within=None, columns=None)
+    yk -= y_sum / des.n
+    row = None
+    if at is not None:
+        row = des.spare_used
+        des.spare_used += 1
+    return replace(des, y=None, y_sum=float(y_sum), raw=raw, within=None, columns=None, outcomes=None,
+                   spare_used=0, centred=yk, spare_row=row)
 
 
 def equilibrate(gram: np.ndarray, blocks: list[Block], effects: Sequence[str] = (),

@@ -39,6 +39,14 @@ class LinearFit:
     outcome: int = -1              # y's column among ``normal``'s (p, or p + j for the j-th of several)
 
 
+def outcome_row(des: Design) -> np.ndarray:
+    """The design's outcome over its kept rows less its mean, ``y - ȳ``: the last row of its
+    columns, or a design of another outcome's centred values, or made here."""
+    if des.columns is not None:
+        return des.columns[-1]
+    return des.centred if des.centred is not None else des.y - des.y_sum / des.n
+
+
 def linear_fit(des: Design) -> LinearFit:
     """One pass over the design's rows for the cross products of ``[Z, y]`` with the fixed
     effects partialled out (``engines.regression.cells``), and the slopes of y on Z (kept on
@@ -57,9 +65,10 @@ def linear_fits(designs: Sequence[Design]) -> list[LinearFit]:
     p = des.p
     if len(designs) == 1 and des.columns is not None:  # the design's own array: its outcome centred last
         cells = Cells(des, des.means, np.ones(p), take="outcome")
+    elif des.columns is not None and [d.spare_row for d in designs[1:]] == list(range(des.spare_used)):
+        cells = Cells(des, des.means, np.ones(p), take="outcomes")  # the others' centred in the rows after it
     else:  # (each outcome's rows over the design's: the first's centred in its array, the others' here)
-        cells = Cells(des, des.means, np.ones(p), [d.columns[-1] if d.columns is not None else d.y - d.y_sum / d.n
-                                                   for d in designs])
+        cells = Cells(des, des.means, np.ones(p), [outcome_row(d) for d in designs])
     centred = cells.zt[len(cells.zt) - len(designs):]  # (rows of the cells' array, not copies)
     normal = cells.normal(None)
     solver = normal.solver()

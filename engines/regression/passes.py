@@ -1,8 +1,8 @@
 """Where the parts of the regression's passes run (``engines.regression.cells``: a pass cut into
 up to 16 parts of whole cells, whose sums the driver adds in the parts' order): here one after
-another, or on the workers of a Dask cluster, local or external, each worker holding a
-contiguous run of the parts from the first pass to the last (a Dask actor, :class:`Holder`) and
-running it at one call a pass. The sums do not depend on where the parts ran, only on the cut,
+another, or on the workers of a Dask cluster, local or external, each worker holding its share
+of the parts from the first pass to the last (a Dask actor, :class:`Holder`) and running it at
+one call a pass. The sums do not depend on where the parts ran, only on the cut,
 so a fit's result is the same bits with any number of workers: data parallelism with a fixed
 reduction order (the parts' sums are added on the driver in their order, never on a worker).
 """
@@ -14,21 +14,26 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def runs(work: np.ndarray, workers: int) -> list[tuple[int, int]]:
-    """The parts (``work``: each one's rows + cells, ``cells.Cells.parts``) cut into up to
-    ``workers`` contiguous runs of about equal work (each cut where the running total is
-    nearest its share), none empty."""
+def shares(work: np.ndarray, workers: int) -> list[list[int]]:
+    """The parts (``work``: an estimate of each one's cost) dealt to up to ``workers`` workers
+    so that the busiest has little more than its share: the largest part first, each to the
+    worker with the least work so far (Graham's LPT rule: at most 4/3 of the best possible
+    busiest worker, and near it when the parts are many and small). Ties go to the earlier part
+    and the earlier worker, so the deal is the same for the same work. Each worker's parts in
+    their order, the workers in the order of their first part; none empty."""
+    work = np.asarray(work, dtype=np.float64)
     k = len(work)
     w = max(1, min(workers, k))
-    edge = np.concatenate([[0], np.cumsum(work, dtype=np.float64)])
-    cuts = [0]
-    for j in range(1, w):
-        at = int(np.argmin(np.abs(edge[1:k] - edge[-1] * j / w))) + 1
-        cuts.append(min(max(at, cuts[-1] + 1), k - (w - j)))
-    return list(zip(cuts, [*cuts[1:], k]))
+    load = np.zeros(w)
+    dealt: list[list[int]] = [[] for _ in range(w)]
+    for part in np.argsort(-work, kind="stable"):
+        j = int(np.argmin(load))
+        dealt[j].append(int(part))
+        load[j] += work[part]
+    return sorted((sorted(d) for d in dealt), key=lambda d: d[0])
 
 
-REBALANCE = 2  # the passes after which the runs of parts are cut again by their measured CPU seconds
+REBALANCE = 2  # the passes after which the parts are dealt again by their measured CPU seconds
 
 
 def run_parts(fn, args: tuple, *parts) -> tuple[list, list[float]]:
@@ -69,7 +74,7 @@ class Holder:
 
 @dataclass
 class Run:
-    """A worker's contiguous run of parts: the worker (None: here), its :class:`Holder` (an
+    """A worker's share of the parts: the worker (None: here), its :class:`Holder` (an
     actor on a cluster), the parts' indices, and the actor's future (which keeps it, and the
     parts it holds, on its worker until the placement is let go)."""
 
@@ -93,8 +98,8 @@ class Placement(list):
 class Executor:
     """Where the parts of a pass run (``cells.Cells.parts``): here one after another (``client``
     None), or on the workers of a Dask cluster (a ``distributed.Client``, its scheduler local or
-    external). :meth:`place` cuts the parts into contiguous runs of about equal work, one a
-    worker (:func:`runs`), and sends each run's parts once to a :class:`Holder` actor on its
+    external). :meth:`place` deals the parts to the workers in shares of about equal work
+    (:func:`shares`), and sends each share's parts once to a :class:`Holder` actor on its
     worker, which keeps them; :meth:`map` then calls each actor once a pass (:func:`run_parts`:
     its run's parts one after another, its arguments the pass's few parameters: 5 KB at HMDA's
     1M, against 30 KB of sums a part back) and returns every part's sums in the parts' order.
@@ -106,8 +111,8 @@ class Executor:
     the scheduler and the workers per pass. The calls are direct when the client connects to
     the workers directly (``Client(..., direct_to_workers=True)``, as ``aequum bench
     regression``'s) or runs on a worker (the audit's pieces' ``worker_client``); otherwise the
-    scheduler passes them on. After ``REBALANCE`` passes the runs are cut again at equal
-    shares of the parts' measured CPU seconds (:func:`runs`; a part that changes worker is sent
+    scheduler passes them on. After ``REBALANCE`` passes the parts are dealt again by their
+    measured CPU seconds (:func:`shares`; a part that changes worker is sent
     there from the driver, once): the estimate of rows + cells leaves a few per cent more work
     on one worker, which every pass waits for. ``workers``: the addresses of the workers to use
     (default every worker the scheduler has when :meth:`place` runs). Measured: ``seconds``,
@@ -122,7 +127,7 @@ class Executor:
         self.busiest, self.task_cpu = 0.0, 0.0
 
     def place(self, parts: list) -> Placement:
-        """The runs of :func:`runs`, each held by an actor on its worker (here: one run of
+        """The shares of :func:`shares`, each held by an actor on its worker (here: one run of
         every part)."""
         self.parts = len(parts)
         if self.client is None:
@@ -133,13 +138,12 @@ class Executor:
         workers = sorted(self.workers or client.sync(client.scheduler.identity, n_workers=-1)["workers"])
         if not workers:
             raise RuntimeError("the Dask cluster has no worker")
-        cut = runs(np.array([part.n + len(part.lay.starts) for part in parts]), len(workers))
+        dealt = shares(np.array([part.n + len(part.lay.starts) for part in parts]), len(workers))
         with client.as_current():  # (the actors bound to this client, not a default one)
             futures = [client.submit(Holder, workers=[w], allow_other_workers=False, actor=True)
-                       for w, _ in zip(workers, cut)]
+                       for w, _ in zip(workers, dealt)]
             actors = client.gather(futures)
-        placed = Placement([Run(w, a, list(range(i, j)), f) for w, a, f, (i, j) in zip(workers, actors, futures, cut)],
-                           parts)
+        placed = Placement([Run(w, a, keys, f) for w, a, f, keys in zip(workers, actors, futures, dealt)], parts)
         for call in [run.holder.hold({k: parts[k] for k in run.keys}) for run in placed]:
             call.result()
         return placed
@@ -151,11 +155,13 @@ class Executor:
         if self.client is not None:
             calls = [call.result() for call in calls]
             self.tasks += len(calls)
-        out = [x for sums, _ in calls for x in sums]
-        seconds = [t for _, ts in calls for t in ts]
+        out: list = [None] * len(placed.part_cpu)
+        for run, (sums, seconds) in zip(placed, calls):
+            for key, x, t in zip(run.keys, sums, seconds):
+                out[key] = x
+                placed.part_cpu[key] += t
         self.busiest += max(sum(ts) for _, ts in calls)
-        self.task_cpu += sum(seconds)
-        placed.part_cpu += seconds
+        self.task_cpu += sum(sum(ts) for _, ts in calls)
         placed.passes += 1
         self.seconds += time.perf_counter() - start
         self.passes += 1
@@ -175,14 +181,20 @@ class Executor:
             self.client.cancel(futures)
 
     def _rebalance(self, placed: Placement) -> None:
-        """``placed``'s runs cut again into runs of equal measured CPU seconds, each on the
-        worker of the same rank: the parts a run gains sent to its actor, those it loses let go
-        there."""
+        """``placed``'s parts dealt again by their measured CPU seconds (:func:`shares`), each
+        new share to the worker already holding the most of its work: the parts a worker gains
+        sent to its actor, those it loses let go there."""
         if not placed.part_cpu.sum() > 0:
             return
+        cpu = placed.part_cpu
+        left = list(range(len(placed)))
+        given: dict[int, list[int]] = {}
+        for keys in sorted(shares(cpu, len(placed)), key=lambda d: -cpu[d].sum()):
+            held = [cpu[sorted(set(keys) & set(placed[r].keys))].sum() for r in left]
+            given[left.pop(int(np.argmax(held)))] = keys
         calls = []
-        for run, (i, j) in zip(placed, runs(placed.part_cpu, len(placed))):
-            keys = list(range(i, j))
+        for r, run in enumerate(placed):
+            keys = given[r]
             gained, lost = sorted(set(keys) - set(run.keys)), sorted(set(run.keys) - set(keys))
             if gained:
                 calls.append(run.holder.hold({k: placed.parts[k] for k in gained}))

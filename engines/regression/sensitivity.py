@@ -50,7 +50,7 @@ from scipy.stats import t as student_t
 from aequum.engines.regression.absorb import cluster_variance
 from aequum.engines.regression.cells import Cells
 from aequum.engines.regression.design import Categorical, Design, column_names, design, fill, spans
-from aequum.engines.regression.linear import linear_fit
+from aequum.engines.regression.linear import linear_fit, outcome_row
 from aequum.engines.regression.wild import Bootstrap, WildSums, inference_kind, wcr_p_value, weights
 
 __all__ = [
@@ -433,7 +433,7 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
         if des.columns is not None:
             cells = Cells(des, means, np.ones(p), take="outcome")
         else:
-            cells = Cells(des, means, np.ones(p), [des.y - des.y_sum / des.n])
+            cells = Cells(des, means, np.ones(p), [outcome_row(des)])
         centred, col = cells.zt[-1], p
     gram, zy, yy, scale, g = fit.gram, fit.zy, fit.yy, fit.scale, fit.g
     if fit.singular:

@@ -20,7 +20,9 @@ from aequum.engines.core.sampling import record_order
 # Arrow's default allocator (mimalloc) keeps what its reading threads freed in their own heaps,
 # out of reach of release_memory: after the model step's reads the flow's process held 0.24 GB
 # more with it than with the system allocator (0.11 GB), and CST's preparation at 10M peaked
-# 0.3 GB higher. The flow's process and its workers (which import this module) use malloc.
+# 0.3 GB higher. The flow's process and its workers (which import this module) use malloc: here
+# for what Python asks Arrow for, and, unless pyarrow was imported before aequum, for Arrow's
+# own C++ allocations too (``ARROW_DEFAULT_MEMORY_POOL``, set in the package's ``__init__``).
 pa.set_memory_pool(pa.system_memory_pool())
 
 
