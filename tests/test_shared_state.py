@@ -41,6 +41,8 @@ def test_a_shared_state_is_the_state_with_its_large_arrays_mapped_read_only(tmp_
     again, handle2 = share({**loaded, "starts": {"u": 1.5}}, tmp_path / "s")
     assert sorted((tmp_path / "s").glob("array-*.npy")) == files and handle2 != handle
     assert np.array_equal(again["y"], y) and again["starts"] == {"u": 1.5}
+    # ... and, in the process that holds the first round's arrays, not mapped a second time
+    assert again["y"] is loaded["y"] and again["codes"][0].codes is loaded["codes"][0].codes
     assert handle2.load() is handle2.load()  # read once per process
     same, handle3 = share(again, tmp_path / "s")  # the state loaded from there: as it is
     assert same is again and handle3 == handle2
