@@ -78,6 +78,24 @@ def test_outcomes_in_the_room_of_one_buffer_give_the_same_bits():
                                                                              two.r_squared)
 
 
+def test_gather_is_the_fancy_index_and_raises_out_of_bounds():
+    """``design.gather``: ``values[rows]`` into ``out``, converted to its type; an index out of
+    bounds raises as the fancy index would (never clipped)."""
+    from aequum.engines.regression.design import gather
+
+    values = np.arange(10, dtype=np.float64) * 1.5
+    rows = np.array([9, 0, 3, 3], np.int32)
+    assert np.array_equal(gather(values, rows, np.empty(4)), values[rows])
+    assert np.array_equal(gather(np.arange(10, dtype=np.int8), rows, np.empty(4)), rows.astype(float))
+    for bad in ([10, 0], [-1, 2]):
+        if bad[0] < 0:  # a negative index counts from the end, as numpy's
+            assert np.array_equal(gather(values, np.array(bad), np.empty(2)), values[bad])
+            continue
+        with pytest.raises(IndexError):
+            gather(values, np.array(bad), np.empty(2))
+    assert len(gather(values, np.array([], np.int64), np.empty(0))) == 0
+
+
 def test_an_outcome_whose_design_could_differ_is_not_shared():
     y, d, income, dti, purpose, lender, market, kind = world(2000, seed=2)
     inputs = _inputs(y, d, income, dti, purpose, lender, market, kind)

@@ -192,7 +192,9 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     notes: list[str] = []
 
     # -- rows: drop nulls (over the candidate rows alone: everything below indexes them) ----
-    candidates = None if rows is None else np.asarray(rows, dtype=np.int64)
+    candidates = None if rows is None else np.asarray(rows)
+    if candidates is not None and candidates.dtype not in (np.int32, np.int64):  # (int32 rows kept: 4 bytes a row)
+        candidates = candidates.astype(np.int64)
 
     def take(a):
         a = np.asarray(a)
@@ -236,6 +238,7 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     yk = y[keep]
     binary = bool(len(keep)) and bool(np.all((yk == 0) | (yk == 1)))
     one_value = bool(len(keep)) and bool(np.all(yk == yk[0]))  # said below as such, not as levels dropped
+    del yk
     categorical = [b for b in blocks if b.levels is not None]
     fe_rows = len(keep)
     keep, effects, absorbed, gone_levels, gone_rows = absorb_rows(
@@ -268,18 +271,21 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
         _, inverse = dense_codes(fixed_codes[-1][keep])
         clusters = int(inverse.max(initial=-1)) + 1
         cluster_codes = inverse.astype(code_type(clusters))
+        del inverse
     # the kept rows gathered once, in the order the models read them: every later pass reads
     # contiguous blocks (``spans``), never a scattered gather. d, the numeric controls and y as
     # the rows of one array (centred in place below: the models' dense columns, never copied)
     source = keep if candidates is None else candidates[keep]  # the given arrays' rows
+    del candidates
     numeric = [b for b in blocks if b.levels is None]
     buffer = np.empty((len(numeric) + 2 + room, n))
     columns = buffer[:len(numeric) + 2]
     columns[0] = d[keep]
     for at, b in enumerate(numeric, start=1):
-        columns[at] = np.asarray(x_blocks[b.index])[source]
+        gather(x_blocks[b.index], source, columns[at])
         b.values = columns[at]
-    columns[-1] = y[keep]
+    gather(y, keep, columns[-1])
+    del y
     d_kept, y_kept = columns[0], columns[-1]
     for b in categorical:
         b.values = b.values[keep]
@@ -317,7 +323,7 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     rows_kept = source  # the given arrays' rows (4 bytes each)
     del source
     if len(rows_kept) and int(rows_kept.max()) < 2 ** 31:
-        rows_kept = rows_kept.astype(np.int32)
+        rows_kept = rows_kept.astype(np.int32, copy=False)
     out = Design(n, dropped, rows_kept, size, blocks, notes, list(names), n_treated, n_control, raw, float(y_sum),
                   y01 == n, effects=effects if n else no_effects(0), cluster=cluster_codes, clusters=clusters,
                   y=y_kept.astype(np.int8) if y01 == n else None, d=d[keep], separated_rows=separated_rows,
@@ -386,6 +392,17 @@ def design(y: np.ndarray, d: np.ndarray, x_blocks: Sequence[np.ndarray | Categor
     return out
 
 
+def gather(values, rows: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out[:] = values[rows]``, with no array of the gathered values between when ``values``
+    are already of ``out``'s type (a float64 column: 41 MB at 5M rows)."""
+    values = np.asarray(values)
+    if values.dtype == out.dtype and (not len(rows) or (rows.min() >= 0 and rows.max() < len(values))):
+        np.take(values, rows, out=out, mode="clip")  # (in bounds: numpy buffers ``out`` in its checking mode)
+    else:  # (an index out of bounds raises here)
+        out[:] = values[rows]
+    return out
+
+
 def with_outcome(des: Design, y: np.ndarray) -> Design | None:
     """``des`` (:func:`design`) for another outcome ``y`` over the same given arrays, whose
     nulls fall on the same candidate rows: the rows, columns, cells and layout shared, the
@@ -398,8 +415,7 @@ def with_outcome(des: Design, y: np.ndarray) -> Design | None:
         return None
     at = len(des.columns) + des.spare_used if des.outcomes is not None and des.columns is not None else None
     if at is not None and at < len(des.outcomes):
-        yk = des.outcomes[at]
-        yk[:] = np.asarray(y)[des.keep]
+        yk = gather(y, des.keep, des.outcomes[at])
     else:
         at, yk = None, np.asarray(y)[des.keep].astype(np.float64)
     if not len(yk) or not np.all(np.isfinite(yk)) or np.all(yk == yk[0]) or np.all((yk == 0) | (yk == 1)):
