@@ -372,3 +372,20 @@ def test_engines_whose_states_share_names_run_one_after_another_on_one_cluster(t
         assert fanned[n].pieces == serial[n].pieces >= 2, n
         for t, v in serial[n].tables.items():
             assert fanned[n].tables[t].equals(v), (n, t)
+
+
+def test_arrow_allocates_with_malloc_in_a_process_that_imports_aequum_first():
+    """Arrow's C++ pool is chosen when pyarrow is first imported: aequum chooses malloc
+    (``ARROW_DEFAULT_MEMORY_POOL=system``) unless the environment already chose, so a process
+    that imports it first, such as a worker of the audit's cluster, gives freed memory back."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import aequum, pyarrow as pa; print(pa.default_memory_pool().backend_name)"  # (the C++ pool)
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert found.stdout.split() == ["system"]
+    chosen = subprocess.run([sys.executable, "-c", code], env={**env, "ARROW_DEFAULT_MEMORY_POOL": "mimalloc"},
+                            capture_output=True, text=True, check=True)
+    assert chosen.stdout.split() == ["mimalloc"]  # the user's choice stands
