@@ -196,6 +196,7 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
         with Warehouse(warehouse) as wh:
             ref = stage(spec, spec_file.parent, wh, Path(lake), progress=logger.info, check_source=check_source,
                         trust_mtime=trust_mtime)
+        release_memory()  # what staging's threads freed (their heaps keep it until trimmed)
         # the source's group counts held the rows staging quarantined: an engine whose groups
         # are too small without them is recorded as failed with the reason, and not run
         unfit = staged_group_problems(spec, ref.lake_path, names)
@@ -222,6 +223,9 @@ def _audit(spec: AuditSpec, spec_file: Path, run_id: str, names: list[str], ware
                     renew_workers(own, logger.info)
                 outcomes += results([submit(n, model)])
                 between()
+                # what the flow freed meanwhile (the model's pickle received from its process, an
+                # engine's outcome) given back before the next engine's peak, not after the model's engines
+                release_memory()
 
         # the engines that do not read the model start first and run while it is fitted (in a
         # process of its own above OWN_PROCESS_ROWS); each engine's pieces done, elapsed and
