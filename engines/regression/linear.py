@@ -47,6 +47,21 @@ def outcome_row(des: Design) -> np.ndarray:
     return des.centred if des.centred is not None else des.y - des.y_sum / des.n
 
 
+def outcome_cells(designs: Sequence[Design]) -> Cells:
+    """The cells (``engines.regression.cells.Cells``) of the first design's dense columns and
+    each design's centred outcome after them, in the designs' order: the first design's own
+    array as it is when it holds them all (its one outcome, or the others in its room:
+    :func:`engines.regression.design.with_outcome`), else its dense columns copied with the
+    outcomes' rows appended."""
+    des = designs[0]
+    ones = np.ones(des.p)
+    if len(designs) == 1 and des.columns is not None:  # the design's own array: its outcome centred last
+        return Cells(des, des.means, ones, take="outcome")
+    if des.columns is not None and [d.spare_row for d in designs[1:]] == list(range(des.spare_used)):
+        return Cells(des, des.means, ones, take="outcomes")  # the others' centred in the rows after it
+    return Cells(des, des.means, ones, [outcome_row(d) for d in designs])
+
+
 def linear_fit(des: Design) -> LinearFit:
     """One pass over the design's rows for the cross products of ``[Z, y]`` with the fixed
     effects partialled out (``engines.regression.cells``), and the slopes of y on Z (kept on
@@ -63,12 +78,7 @@ def linear_fits(designs: Sequence[Design]) -> list[LinearFit]:
     its own column; Z's do not depend on the outcomes), each kept on its design."""
     des = designs[0]
     p = des.p
-    if len(designs) == 1 and des.columns is not None:  # the design's own array: its outcome centred last
-        cells = Cells(des, des.means, np.ones(p), take="outcome")
-    elif des.columns is not None and [d.spare_row for d in designs[1:]] == list(range(des.spare_used)):
-        cells = Cells(des, des.means, np.ones(p), take="outcomes")  # the others' centred in the rows after it
-    else:  # (each outcome's rows over the design's: the first's centred in its array, the others' here)
-        cells = Cells(des, des.means, np.ones(p), [outcome_row(d) for d in designs])
+    cells = outcome_cells(designs)
     centred = cells.zt[len(cells.zt) - len(designs):]  # (rows of the cells' array, not copies)
     normal = cells.normal(None)
     solver = normal.solver()

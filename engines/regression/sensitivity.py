@@ -48,9 +48,8 @@ from scipy import linalg
 from scipy.stats import t as student_t
 
 from aequum.engines.regression.absorb import cluster_variance
-from aequum.engines.regression.cells import Cells
 from aequum.engines.regression.design import Categorical, Design, column_names, design, fill, spans
-from aequum.engines.regression.linear import linear_fit, outcome_row
+from aequum.engines.regression.linear import linear_fit, outcome_cells
 from aequum.engines.regression.wild import Bootstrap, WildSums, inference_kind, wcr_p_value, weights
 
 __all__ = [
@@ -430,10 +429,7 @@ def controlled_lpm(y, d, x_blocks: Sequence[np.ndarray | Categorical], names: Se
     centred, tss, cells, normal, solver = fit.centred, fit.tss, fit.cells, fit.normal, fit.solver
     col = fit.outcome  # y's column among the normal equations' (after Z's; of several outcomes, its own)
     if cells is None:  # (the logit ran first and let them go, the centred outcome with them: the same bits again)
-        if des.columns is not None:
-            cells = Cells(des, means, np.ones(p), take="outcome")
-        else:
-            cells = Cells(des, means, np.ones(p), [outcome_row(des)])
+        cells = outcome_cells([des])
         centred, col = cells.zt[-1], p
     gram, zy, yy, scale, g = fit.gram, fit.zy, fit.yy, fit.scale, fit.g
     if fit.singular:
